@@ -1,0 +1,209 @@
+"""Settings: pure resolution from command-line values, environment and defaults.
+
+Resolving configuration never touches the disk (no directory is created, nothing is checked):
+the store directory is created and checked when the server actually starts, so `--help`,
+`--version` and a rejected command line leave no trace (SPEC §2).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_EMBED_MODEL_ID",
+    "DEFAULT_EMBED_PORT",
+    "DEFAULT_EMBED_THREADS",
+    "Settings",
+    "VectorSettings",
+    "default_store_dir",
+    "env_flag",
+    "infer_pooling",
+    "model_id_from_path",
+    "resolve_settings",
+    "resolve_vector_settings",
+]
+
+DEFAULT_EMBED_PORT = 8199
+DEFAULT_EMBED_THREADS = 6
+#: DSH's own default; sidecars written by DSH start with `#qwen3-embedding-0.6b\t1024`.
+DEFAULT_EMBED_MODEL_ID = "qwen3-embedding-0.6b"
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_OFF = frozenset({"off", "0", "false", "no", "disabled"})
+_POOLINGS = frozenset({"none", "mean", "cls", "last", "rank"})
+
+
+def env_flag(value: str | None) -> bool:
+    """Whether an environment value means "on" (1/true/yes/on, any case, padded)."""
+    return value is not None and value.strip().lower() in _TRUE
+
+
+def _env(env: Mapping[str, str], name: str) -> str | None:
+    """An environment value, stripped; empty counts as unset."""
+    value = env.get(name)
+    if value is None:
+        return None
+    value = value.strip()
+    return value or None
+
+
+def default_store_dir(env: Mapping[str, str] | None = None) -> str:
+    """`~/.dsh-memory-store`, the same on every platform (the DSH plugin's documented default)."""
+    env = os.environ if env is None else env
+    home = _env(env, "HOME") or _env(env, "USERPROFILE") or str(Path.home())
+    return os.path.join(home, ".dsh-memory-store")
+
+
+def _absolute(path: str, cwd: str) -> str:
+    """Absolute and normalised, without resolving symlinks."""
+    path = os.path.expanduser(path)
+    if not os.path.isabs(path):
+        path = os.path.join(cwd, path)
+    return os.path.normpath(path)
+
+
+@dataclass(frozen=True)
+class VectorSettings:
+    """How (and whether) to reach an embedding backend (SPEC §8)."""
+
+    enabled: bool = True
+    endpoint: str | None = None
+    exe: str = "llama-server"
+    model: str | None = None
+    port: int = DEFAULT_EMBED_PORT
+    threads: int = DEFAULT_EMBED_THREADS
+    #: `None`: pass no `--pooling` and let the GGUF's metadata decide.
+    pooling: str | None = None
+    model_id: str = DEFAULT_EMBED_MODEL_ID
+    #: Why vectors are off or unusable, for the one stderr line; `None` when usable.
+    unavailable_reason: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.enabled and self.unavailable_reason is None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the server needs to know, resolved once at start."""
+
+    store_dir: str
+    project_dir: str
+    store_dir_is_default: bool = False
+    scope_all: bool = False
+    debug: bool = False
+    vector: VectorSettings = field(default_factory=VectorSettings)
+
+    @property
+    def default_save_scope(self) -> str:
+        return "project" if self.scope_all else "global"
+
+
+def model_id_from_path(model_path: str) -> str:
+    """`Qwen3-Embedding-0.6B-Q8_0.gguf` → `qwen3-embedding-0.6b` (lower case, no extension, no quant)."""
+    name = re.split(r"[\\/]", model_path)[-1].lower()
+    if name.endswith(".gguf"):
+        name = name[: -len(".gguf")]
+    # Quantisation suffixes: -q8_0, -q4_k_m, -iq4_xs, -f16, -f32, -bf16, -fp16 (also with "." or "_").
+    name = re.sub(r"[-_.](?:i?q\d+(?:_[a-z0-9]+)*|b?f(?:p)?\d+)$", "", name)
+    return name or DEFAULT_EMBED_MODEL_ID
+
+
+def infer_pooling(model_id: str) -> str | None:
+    """Pooling by model family; `None` means "pass no flag, let the GGUF decide".
+
+    A wrong pooling silently puts vectors in another space (cosine with the right one ≈ 0.35 for
+    Qwen3 with cls), so only families we know are mapped.
+    """
+    name = model_id.lower()
+    if "qwen3-embedding" in name or name.startswith("qwen"):
+        return "last"
+    if name.startswith("bge") or "/bge" in name:
+        return "cls"
+    if any(name.startswith(p) for p in ("nomic", "all-minilm", "minilm", "e5", "multilingual-e5", "gte")):
+        return "mean"
+    if "minilm" in name:
+        return "mean"
+    return None
+
+
+def resolve_vector_settings(env: Mapping[str, str], cwd: str) -> VectorSettings:
+    """Vector backend settings from the environment (SPEC §2, §8)."""
+    raw = _env(env, "DSH_MEMORY_VECTOR")
+    if raw is not None and raw.lower() in _OFF:
+        return VectorSettings(enabled=False, unavailable_reason="DSH_MEMORY_VECTOR=off")
+    endpoint = _env(env, "DSH_MEMORY_EMBED_ENDPOINT")
+    if endpoint is not None:
+        endpoint = endpoint.rstrip("/")
+    exe = _env(env, "DSH_MEMORY_EMBED_EXE") or "llama-server"
+    model = _env(env, "DSH_MEMORY_EMBED_MODEL")
+    if model is not None:
+        model = _absolute(model, cwd)
+    port = _int_env(env, "DSH_MEMORY_EMBED_PORT", DEFAULT_EMBED_PORT, 1, 65535)
+    threads = _int_env(env, "DSH_MEMORY_EMBED_THREADS", DEFAULT_EMBED_THREADS, 1, 512)
+    model_id = model_id_from_path(model) if model else DEFAULT_EMBED_MODEL_ID
+    pooling_raw = _env(env, "DSH_MEMORY_EMBED_POOLING")
+    pooling = pooling_raw.lower() if pooling_raw and pooling_raw.lower() in _POOLINGS else None
+    if pooling is None and pooling_raw is None and model:
+        pooling = infer_pooling(model_id)
+    reason = None
+    if endpoint is None and model is None:
+        reason = "未设置 DSH_MEMORY_EMBED_MODEL 或 DSH_MEMORY_EMBED_ENDPOINT"
+    return VectorSettings(
+        enabled=True,
+        endpoint=endpoint,
+        exe=exe,
+        model=model,
+        port=port,
+        threads=threads,
+        pooling=pooling,
+        model_id=model_id,
+        unavailable_reason=reason,
+    )
+
+
+def _int_env(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = _env(env, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        return default
+    return value if low <= value <= high else default
+
+
+def resolve_settings(
+    *,
+    store_dir: str | None = None,
+    project_dir: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> Settings:
+    """Combine command-line values (already parsed) with the environment and defaults.
+
+    Flags win over environment variables, which win over defaults. Relative paths resolve
+    against `cwd`. Creates nothing.
+    """
+    env = os.environ if env is None else env
+    cwd = os.getcwd() if cwd is None else cwd
+    is_default = False
+    store = store_dir if store_dir is not None else _env(env, "DSH_MEMORY_STORE_DIR")
+    if store is None:
+        store = default_store_dir(env)
+        is_default = True
+    project = project_dir if project_dir is not None else _env(env, "DSH_MEMORY_PROJECT")
+    if project is None:
+        project = cwd
+    return Settings(
+        store_dir=_absolute(store, cwd),
+        project_dir=_absolute(project, cwd),
+        store_dir_is_default=is_default,
+        scope_all=env_flag(env.get("DSH_MEMORY_SCOPE_ALL")),
+        debug=env_flag(env.get("DSH_MEMORY_DEBUG")),
+        vector=resolve_vector_settings(env, cwd),
+    )
