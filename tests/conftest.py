@@ -1,0 +1,47 @@
+"""Shared fixtures: every test gets its own store directory and a clean environment.
+
+Tests never touch a real store: `DSH_MEMORY_STORE_DIR` points at a temp dir and every other
+`DSH_MEMORY_*` variable is removed, so a developer's own configuration cannot leak in.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SRC = str(Path(__file__).resolve().parent.parent / "src")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in list(os.environ):
+        if name.startswith("DSH_MEMORY_"):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DSH_MEMORY_STORE_DIR", str(tmp_path / "store"))
+    # Vectors are off unless a test turns them on: no test may reach for a port by accident.
+    monkeypatch.setenv("DSH_MEMORY_VECTOR", "off")
+    # Logs of spawned servers go to a temp dir, not the developer's real log dir.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    yield
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Path:
+    """The (not yet created) store directory of this test."""
+    return tmp_path / "store"
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment for a spawned `python -m dsh_memory_mcp`: this one, with src importable."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = SRC + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+PYTHON = sys.executable
