@@ -1,0 +1,434 @@
+"""Search scoring: tokenizer, per-scope lexical index, boosts and the hybrid ranking (SPEC §7).
+
+Pure code over `records.Record`: nothing here reads files, locks or talks to a backend. The store
+hands in snapshots (anything with `.scope`, `.records` and a `.cache` dict that lives as long as the
+file is unchanged); the index built for a snapshot is kept in `snapshot.cache["lexical"]`, so a
+search over an unchanged scope only tokenizes the query and walks the posting lists of its tokens.
+
+Tokenizer decisions (the same function tokenizes records and queries, so they always agree):
+
+- Text is NFKC-normalised (full-width ``ＡＢＣ`` and half-width katakana fold to their usual
+  forms) and case-folded (`str.casefold`, lower-casing that also folds ``ß``/``ς``).
+- CJK (Han with its extensions and compatibility ideographs, kana, hangul): every run gives its
+  adjacent bigrams and its single characters. Chinese has no spaces and no dictionary here, so
+  bigrams are the cheap stand-in for words; the single characters let a one-character query
+  (``锁``) find anything, but they are *weak* tokens (see `is_weak_token`): a record matched by
+  single characters alone must clear a higher bar, or every query would hit every record sharing
+  ``的`` or ``用``.
+- Latin/digit words are runs of `str.isalnum()` characters that are not CJK, so Cyrillic, Greek
+  and accented words work and emoji/punctuation are dropped. Words joined by ``_ - . / \\``
+  (``snake_case_name``, ``DSH_MEMORY_STORE_DIR``, ``config/app.toml``, ``v2.4.1``, ``long-term``)
+  give the whole compound *and* every part: the compound is a rare, precise token (an exact
+  identifier query scores 1.0 on the record that has it) and the parts let ``snake`` or
+  ``memory store`` find it.
+- camelCase is split only when the word starts lower-case (``lastLoginAt`` → ``lastloginat``,
+  ``last``, ``login``, ``at``): that shape is a code identifier. A word that starts upper-case
+  (``JavaScript``, ``TypeScript``, ``GitHub``, ``PostgreSQL``) is usually a product name whose
+  parts are false friends — splitting it would make ``java`` a perfect hit on every JavaScript
+  memory — so it stays whole.
+
+IDF is ``ln(1 + (N - df + 0.5) / (df + 0.5))`` per scope (the BM25/Lucene form). It is always
+positive, tends to zero for a token found in every record of the scope (``the``, ``的``, the
+project's own name), and is largest for query tokens the scope has never seen, which therefore
+pull a partial match's share down — what "share of the query" should mean. The ``ln((N+1)/(df+1))
++ 1`` form was not chosen because its floor of 1 lets ubiquitous tokens keep a sizeable share.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+import unicodedata
+from array import array
+from collections.abc import Collection, Iterable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from dsh_memory_mcp.records import Record
+from dsh_memory_mcp.scopes import GLOBAL, scope_rank
+
+__all__ = [
+    "CACHE_KEY",
+    "GLOBAL_THRESHOLD",
+    "MIN_COSINE",
+    "SCOPE_THRESHOLD",
+    "WEAK_ONLY_THRESHOLD",
+    "Hit",
+    "LexicalIndex",
+    "SnapshotLike",
+    "access_boost",
+    "idf",
+    "importance_factor",
+    "index_for",
+    "is_weak_token",
+    "lexical_threshold",
+    "query_has_tokens",
+    "query_tokens",
+    "rank",
+    "tokenize",
+]
+
+#: Key of the lexical index in `snapshot.cache`.
+CACHE_KEY = "lexical"
+#: Lexical thresholds of SPEC §7: a record sharing a strong token (word or CJK bigram) with the query.
+GLOBAL_THRESHOLD = 0.12
+SCOPE_THRESHOLD = 0.10
+#: A record sharing only single CJK characters with the query needs at least this share.
+WEAK_ONLY_THRESHOLD = 0.25
+#: Vector candidates below this cosine are noise (SPEC §7), whatever the caller passed.
+MIN_COSINE = 0.5
+
+# Float sums of the same weights in another order can differ in the last bit; a share that is
+# mathematically equal to a threshold must not fail it.
+_EPSILON = 1e-9
+
+# CJK code points: hangul jamo, CJK radicals, 々〆〇, hiragana, katakana (without the punctuation
+# ゠ and ・), hangul compatibility jamo, katakana extensions, Han extension A, unified Han, hangul
+# jamo extensions and syllables, compatibility ideographs, kana supplements, Han extensions B–I and
+# the compatibility supplement.
+_CJK_RANGES = (
+    "\u1100-\u11ff"
+    "\u2e80-\u2fdf"
+    "\u3005-\u3007"
+    "\u3041-\u309f"
+    "\u30a1-\u30fa\u30fc-\u30ff"
+    "\u3130-\u318f"
+    "\u31f0-\u31ff"
+    "\u3400-\u4dbf"
+    "\u4e00-\u9fff"
+    "\ua960-\ua97f"
+    "\uac00-\ud7ff"
+    "\uf900-\ufaff"
+    "\U0001b000-\U0001b16f"
+    "\U00020000-\U000323af"
+)
+# `[^\W_]` is exactly `str.isalnum()` for str patterns; CJK is carved out so it gets bigrams.
+_ALNUM = f"[^\\W_{_CJK_RANGES}]"
+_TOKEN_RE = re.compile(f"(?P<cjk>[{_CJK_RANGES}]+)|(?P<word>{_ALNUM}+(?:[-_./\\\\]{_ALNUM}+)*)")
+_JOINERS_RE = re.compile(r"[-_./\\]")
+_CJK_CHAR_RE = re.compile(f"[{_CJK_RANGES}]")
+
+
+def _camel_parts(word: str) -> list[str]:
+    """Pieces of a lowerCamel identifier (``parseHTTPResponse`` → parse, HTTP, Response), else [].
+
+    Only words that start lower-case and contain an upper-case letter are split (see the module
+    docstring). Boundaries are lower/digit → upper, and the last capital of an upper-case run
+    that starts a capitalised piece; digits stay attached (``sha1Hex`` → sha1, Hex).
+    """
+    if not word[:1].islower() or word.islower():
+        return []
+    parts: list[str] = []
+    start = 0
+    for i in range(1, len(word)):
+        ch = word[i]
+        if not ch.isupper():
+            continue
+        prev = word[i - 1]
+        if not prev.isupper() or (i + 1 < len(word) and word[i + 1].islower()):
+            parts.append(word[start:i])
+            start = i
+    parts.append(word[start:])
+    return parts if len(parts) > 1 else []
+
+
+def _word_tokens(word: str, out: list[str]) -> None:
+    pieces = _JOINERS_RE.split(word)
+    if len(pieces) > 1:
+        out.append(word.casefold())
+    for piece in pieces:
+        out.append(piece.casefold())
+        for part in _camel_parts(piece):
+            out.append(part.casefold())
+
+
+def tokenize(text: str) -> list[str]:
+    """The tokens of `text` in order of appearance (repeats kept), for records and queries alike.
+
+    Words, compounds and their parts, CJK bigrams and single CJK characters; see the module
+    docstring for why each is there.
+    """
+    out: list[str] = []
+    for match in _TOKEN_RE.finditer(unicodedata.normalize("NFKC", text)):
+        run = match.group("cjk")
+        if run is not None:
+            out.extend(run[i : i + 2] for i in range(len(run) - 1))
+            out.extend(run)
+        else:
+            _word_tokens(match.group("word"), out)
+    return out
+
+
+def query_tokens(query: str) -> frozenset[str]:
+    """The distinct tokens of a query: the score is a share of these, so repeats must not count twice."""
+    return frozenset(tokenize(query))
+
+
+def query_has_tokens(query: str) -> bool:
+    """Whether a query can match anything lexically (a query of punctuation or emoji cannot)."""
+    return _TOKEN_RE.search(unicodedata.normalize("NFKC", query)) is not None
+
+
+def is_weak_token(token: str) -> bool:
+    """A single CJK character: too common on its own to count as a strong hit (SPEC §7)."""
+    return len(token) == 1 and _CJK_CHAR_RE.match(token) is not None
+
+
+def idf(n_records: int, df: int) -> float:
+    """Smoothed IDF ``ln(1 + (N - df + 0.5) / (df + 0.5))``: positive, ~0 when every record has it."""
+    return math.log(1.0 + (n_records - df + 0.5) / (df + 0.5))
+
+
+def lexical_threshold(scope: str) -> float:
+    """The share a record needs when it shares a strong token: 0.12 in global, 0.10 elsewhere.
+
+    Global holds everything a user ever saved, so it is the noisiest scope and asks for more.
+    """
+    return GLOBAL_THRESHOLD if scope == GLOBAL else SCOPE_THRESHOLD
+
+
+def access_boost(count: int) -> float:
+    """``1 + 0.1·ln(1 + accessCount)``: memories that keep being recalled rise a little, slowly."""
+    return 1.0 + 0.1 * math.log1p(max(0, count))
+
+
+def importance_factor(importance: float | None) -> float:
+    """``1 + 0.5·(importance − 0.5)``, 0.75…1.25; 1.0 when absent.
+
+    A record saved without an importance must rank as one saved with the middle value 0.5, so
+    the factor is neutral at 0.5 and absence means 0.5. Values other writers put outside 0–1 are
+    clamped; a non-finite value counts as absent.
+    """
+    if importance is None or not math.isfinite(importance):
+        return 1.0
+    return 1.0 + 0.5 * (min(1.0, max(0.0, importance)) - 0.5)
+
+
+class LexicalIndex:
+    """Inverted index of one scope's records: token → positions in `records`, plus per-record data.
+
+    Built once per snapshot (`index_for`); a search then touches only the records that share a
+    token with the query. Positions are kept in `array("I")` rather than lists of ints: at 50k
+    records there are millions of postings, and a Python int per posting would cost ~9× the memory.
+    Records are indexed whether expired or not, since expiry depends on the time of the search.
+    """
+
+    __slots__ = ("_duplicates", "_expired_at", "_factor", "_first_position", "_postings", "records", "source")
+
+    def __init__(
+        self,
+        records: tuple[Record, ...],
+        postings: dict[str, array[int]],
+        source: object = None,
+    ) -> None:
+        self.records = records
+        #: The sequence the index was built from; `index_for` checks it is still the snapshot's.
+        self.source = source
+        self._postings = postings
+        self._factor = array("d", (access_boost(r.access_count) * importance_factor(r.importance) for r in records))
+        self._expired_at: dict[int, int] = {}
+        self._first_position: dict[str, int] = {}
+        self._duplicates: dict[str, list[int]] = {}
+        for pos, record in enumerate(records):
+            expired_at = record.expired_at
+            if expired_at is not None:
+                self._expired_at[pos] = expired_at
+            rid = record.id
+            first = self._first_position.setdefault(rid, pos)
+            if first != pos:  # another writer may have left the same id twice; keep both findable
+                self._duplicates.setdefault(rid, [first]).append(pos)
+
+    @classmethod
+    def build(cls, records: Sequence[Record]) -> LexicalIndex:
+        """Index the content and tags of `records` (each distinct token once per record)."""
+        recs = tuple(records)
+        lists: dict[str, list[int]] = {}
+        for pos, record in enumerate(recs):
+            text = record.content
+            tags = record.tags
+            if tags:
+                # A newline keeps a tag from gluing onto the content's last word or CJK run.
+                text = text + "\n" + "\n".join(tags)
+            for token in set(tokenize(text)):
+                bucket = lists.get(token)
+                if bucket is None:
+                    lists[token] = [pos]
+                else:
+                    bucket.append(pos)
+        postings = {token: array("I", positions) for token, positions in lists.items()}
+        return cls(recs, postings, source=records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def df(self, token: str) -> int:
+        """How many records of this scope contain `token`."""
+        postings = self._postings.get(token)
+        return 0 if postings is None else len(postings)
+
+    def positions_of(self, record_id: str) -> list[int]:
+        """Positions of the records with this id (normally zero or one)."""
+        dupes = self._duplicates.get(record_id)
+        if dupes is not None:
+            return list(dupes)
+        pos = self._first_position.get(record_id)
+        return [] if pos is None else [pos]
+
+    def factor(self, pos: int) -> float:
+        """accessBoost × importance factor of the record at `pos`, computed once at build time."""
+        return self._factor[pos]
+
+    def is_expired(self, pos: int, now: int) -> bool:
+        expired_at = self._expired_at.get(pos)
+        return expired_at is not None and expired_at < now
+
+    def scores(self, tokens: Collection[str], *, threshold: float) -> dict[int, float]:
+        """Lexical hits: position → IDF-weighted share of `tokens` (distinct) the record contains.
+
+        A record sharing at least one strong token is a hit at ``share ≥ threshold``; one sharing
+        only weak tokens (single CJK characters) at ``share ≥ max(threshold, 0.25)``.
+        """
+        n = len(self.records)
+        if n == 0 or not tokens:
+            return {}
+        postings = self._postings
+        weights = {token: idf(n, self.df(token)) for token in set(tokens)}
+        total = sum(weights.values())
+        strong = [t for t in weights if t in postings and not is_weak_token(t)]
+        weak = [t for t in weights if t in postings and is_weak_token(t)]
+        weak_need = max(threshold, WEAK_ONLY_THRESHOLD)
+
+        acc: dict[int, float] = {}
+        for token in strong:
+            weight = weights[token]
+            get = acc.get
+            for pos in postings[token]:
+                acc[pos] = get(pos, 0.0) + weight
+        strong_hits = set(acc) if weak else None
+        # Records matched by single characters alone can only qualify if all the weak tokens
+        # together reach the weak bar; if they cannot, weak postings only top up strong hits,
+        # which skips building candidates for the thousands of records sharing a common character.
+        weak_only_possible = sum(weights[t] for t in weak) / total + _EPSILON >= weak_need
+        for token in weak:
+            weight = weights[token]
+            if weak_only_possible:
+                get = acc.get
+                for pos in postings[token]:
+                    acc[pos] = get(pos, 0.0) + weight
+            else:
+                for pos in postings[token]:
+                    if pos in acc:
+                        acc[pos] += weight
+
+        hits: dict[int, float] = {}
+        for pos, weight_sum in acc.items():
+            share = weight_sum / total
+            need = threshold if strong_hits is None or pos in strong_hits else weak_need
+            if share + _EPSILON >= need:
+                hits[pos] = min(1.0, share)
+        return hits
+
+
+class SnapshotLike(Protocol):
+    """What scoring needs of a store snapshot: its scope, its records and a per-version cache."""
+
+    @property
+    def scope(self) -> str: ...
+
+    @property
+    def records(self) -> Sequence[Record]: ...
+
+    @property
+    def cache(self) -> MutableMapping[str, Any]: ...
+
+
+def index_for(snapshot: SnapshotLike) -> LexicalIndex:
+    """The snapshot's lexical index, built on first use and kept in `snapshot.cache["lexical"]`.
+
+    The cache lives exactly as long as the file version, so the index is rebuilt only when the
+    scope file changes. Two threads racing here both build and one result wins; both are correct.
+    """
+    cached = snapshot.cache.get(CACHE_KEY)
+    records = snapshot.records
+    if isinstance(cached, LexicalIndex) and cached.source is records:
+        return cached
+    index = LexicalIndex.build(records)
+    snapshot.cache[CACHE_KEY] = index
+    return index
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: `score` is the final hybrid score (4 decimals) that orders results.
+
+    `lexical` is the lexical share that counted (0.0 when the record was not a lexical hit),
+    `cosine` the vector similarity that counted (None when the vector channel had none ≥ 0.5).
+    """
+
+    record: Record
+    scope: str
+    score: float
+    lexical: float
+    cosine: float | None
+
+
+def rank(
+    snapshots: Iterable[SnapshotLike],
+    query: str,
+    *,
+    top_k: int,
+    now: int,
+    vector_scores: Mapping[str, float] | None = None,
+) -> list[Hit]:
+    """Hybrid search over snapshots: ``round(max(lexical, cosine) · accessBoost · importance, 4)``.
+
+    `vector_scores` maps record id → cosine for the vector candidates (any scope); those below
+    0.5 are ignored. Expired records never appear; an id found in several snapshots appears once,
+    with its best entry. Order: score desc → scope rank (session, project, custom, global) → id.
+    """
+    if top_k <= 0:
+        return []
+    tokens = query_tokens(query)
+    vectors = {rid: c for rid, c in (vector_scores or {}).items() if c >= MIN_COSINE}
+
+    # Sort keys first, Hit objects only for the winners: a common word can match thousands.
+    # Key: (-score, scope rank, id, sequence number); the sequence number keeps keys unique.
+    keyed: list[tuple[float, int, str, int]] = []
+    found: list[tuple[LexicalIndex, str, int, float, float | None]] = []
+    for snapshot in snapshots:
+        index = index_for(snapshot)
+        scope = snapshot.scope
+        srank = scope_rank(scope)
+        lexical = index.scores(tokens, threshold=lexical_threshold(scope)) if tokens else {}
+        cosines: dict[int, float] = {}
+        for rid, similarity in vectors.items():
+            for pos in index.positions_of(rid):
+                cosines[pos] = similarity
+        candidates = (lexical.keys() | cosines.keys()) if cosines else lexical.keys()
+        for pos in candidates:
+            if index.is_expired(pos, now):
+                continue
+            lex = lexical.get(pos, 0.0)
+            cosine = cosines.get(pos)
+            base = lex if cosine is None else max(lex, cosine)
+            score = round(base * index.factor(pos), 4)
+            keyed.append((-score, srank, index.records[pos].id, len(found)))
+            found.append((index, scope, pos, lex, cosine))
+
+    best = heapq.nsmallest(top_k, keyed)
+    if len({key[2] for key in best}) < len(best):
+        # The same id came from several snapshots: keep each id's first (best) entry.
+        seen: set[str] = set()
+        best = []
+        for key in sorted(keyed):
+            if key[2] not in seen:
+                seen.add(key[2])
+                best.append(key)
+                if len(best) == top_k:
+                    break
+    hits = []
+    for neg_score, _srank, _rid, seq in best:
+        hit_index, hit_scope, pos, lex, cosine = found[seq]
+        hits.append(Hit(record=hit_index.records[pos], scope=hit_scope, score=-neg_score, lexical=lex, cosine=cosine))
+    return hits
