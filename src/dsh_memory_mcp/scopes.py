@@ -31,7 +31,7 @@ __all__ = [
 GLOBAL = "global"
 RESERVED_NAMES = frozenset({"global", "project", "session", "all"})
 _WS = re.compile(r"\s+")
-_WINDOWS_ABS = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\|//)")
+_WINDOWS_ABS = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\)")
 
 
 def scope_sha1(scope: str) -> str:

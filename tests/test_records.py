@@ -1,0 +1,51 @@
+"""JSONL lines: byte-exact round trips, unknown fields kept, corrupt lines kept."""
+
+from __future__ import annotations
+
+import json
+
+from dsh_memory_mcp.records import CorruptLine, Record, dump_line, new_record, parse_line, parse_lines, render_lines
+
+
+def test_a_new_record_has_the_spec_key_order_and_compact_utf8_json():
+    r = new_record(scope="global", content="中文 content", kind="fact", tags=["a"], importance=0.9, now=1000, record_id="id-1")
+    assert r.raw == (
+        '{"id":"id-1","scope":"global","kind":"fact","content":"中文 content","tags":["a"],"source":{"origin":"explicit"},'
+        '"createdAt":1000,"updatedAt":1000,"lastAccessedAt":1000,"accessCount":0,"importance":0.9}'
+    )
+
+
+def test_an_unchanged_record_keeps_its_exact_text_even_with_unusual_spacing():
+    raw = '{ "id" : "x1", "content":"a\\u00e9", "weird":[1,2] }\r'
+    line = parse_line(raw)
+    assert isinstance(line, Record) and line.raw == raw and line.content == "aé"
+    assert render_lines([line]) == raw + "\n"
+
+
+def test_changes_keep_unknown_fields_and_their_place():
+    r = parse_line('{"id":"x","extra":{"k":1},"accessCount":1}')
+    assert isinstance(r, Record)
+    changed = r.with_changes(accessCount=2, expiredAt=5)
+    assert changed.raw == '{"id":"x","extra":{"k":1},"accessCount":2,"expiredAt":5}'
+
+
+def test_lines_that_are_not_records_are_kept_as_corrupt_lines():
+    lines = parse_lines('{"id":"a"}\n{"id":\n[1,2]\n{"noid":1}\n\n{"id":""}\n')
+    kinds = [type(x).__name__ for x in lines]
+    assert kinds == ["Record", "CorruptLine", "CorruptLine", "CorruptLine", "CorruptLine"]
+    assert render_lines(lines) == '{"id":"a"}\n{"id":\n[1,2]\n{"noid":1}\n{"id":""}\n'
+    assert isinstance(lines[1], CorruptLine) and lines[1].lineno == 2
+
+
+def test_lone_surrogates_are_escaped_like_json_stringify_and_integral_floats_lose_their_point():
+    text = dump_line({"id": "x", "c": "a\ud800b", "n": 1.0, "f": 0.5})
+    assert text == '{"id":"x","c":"a\\ud800b","n":1,"f":0.5}'
+    text.encode("utf-8")
+    assert json.loads(text)["c"] == "a\ud800b"
+
+
+def test_field_accessors_tolerate_wrong_types_written_by_other_tools():
+    r = parse_line('{"id":"x","tags":"notalist","importance":true,"accessCount":-3,"updatedAt":"soon","expiredAt":10}')
+    assert isinstance(r, Record)
+    assert r.tags == [] and r.importance is None and r.access_count == 0 and r.updated_at == 0
+    assert r.is_expired(11) and not r.is_expired(10)
