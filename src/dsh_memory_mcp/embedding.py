@@ -1,0 +1,646 @@
+"""The embedding backend: an HTTP client, a circuit breaker and the llama-server lifecycle (SPEC §8).
+
+The vector channel is optional and must fail soft, so everything here reports trouble as
+`EmbeddingUnavailable` (never an httpx exception) and never waits longer than the caller's
+budget. This is the only module that imports httpx; it returns plain lists of floats, so the
+caller decides whether numpy is worth loading.
+
+Backend shapes (measured against llama-server, STACK.md §4c):
+
+* ``POST /embedding {"content": [..]}`` → ``[{"index": 0, "embedding": [[...]]}]``: one level deeper
+  than one would guess (a list of vectors per input: one when pooled, one per token with
+  ``--pooling none``). Older builds answer ``{"embedding": [...]}`` for a single string.
+* ``POST /v1/embeddings {"input": [..]}`` → ``{"data": [{"index": 0, "embedding": [...]}]}``, the
+  OpenAI shape that other servers (llama-cpp-python, vLLM, Ollama…) speak too, not all of them
+  normalised: vectors are L2-normalised by the caller, always.
+* An input longer than the physical batch gives **500** "input (702 tokens) is too large to
+  process…": we shrink that input and retry rather than treat the backend as broken.
+* ``GET /health``: refused while nothing listens, 503 while the model loads (the socket binds first),
+  200 ``{"status":"ok"}`` once ready.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import IO, Any, Literal
+
+import httpx
+
+from dsh_memory_mcp.config import VectorSettings, model_id_from_path
+from dsh_memory_mcp.errors import EmbeddingUnavailable
+
+__all__ = [
+    "LOG_FILE_NAME",
+    "MAX_INPUT_CHARS",
+    "CircuitBreaker",
+    "EmbeddingClient",
+    "Health",
+    "LlamaServerManager",
+    "ModelInfo",
+    "probe_health",
+]
+
+log = logging.getLogger("dsh_memory_mcp.embedding")
+
+#: Where a llama-server we spawn writes its output, relative to the store directory (SPEC §3).
+LOG_FILE_NAME = "llama-server-mcp.log"
+#: Inputs are cut to this many characters before they are sent. llama-server refuses an input
+#: longer than its physical batch (512 tokens by default); 2000 characters is ~450 English tokens,
+#: and the too-long retry below shrinks further for denser text (CJK is ~1 token per character).
+MAX_INPUT_CHARS = 2000
+#: A rotated log keeps the store directory from growing without bound across many spawns.
+_LOG_ROTATE_BYTES = 8 * 1024 * 1024
+
+Health = Literal["ready", "loading", "down", "foreign"]
+Api = Literal["auto", "llama", "openai"]
+
+_TOO_LARGE = re.compile(r"input \((\d+) tokens\) is too (?:large|long)", re.IGNORECASE)
+_BATCH_SIZE = re.compile(r"batch size: (\d+)", re.IGNORECASE)
+
+
+class _InputTooLong(Exception):
+    """The backend refused one input as too long; carries how much to keep on the retry."""
+
+    def __init__(self, ratio: float) -> None:
+        super().__init__(f"input too long (keep {ratio:.2f})")
+        self.ratio = ratio
+
+
+class CircuitBreaker:
+    """Consecutive failures open the circuit for 1 s → 2 s → 4 s … ≤ 30 s; no request while open.
+
+    Without it every search would wait out a dead backend's timeout. When the open period ends,
+    exactly one caller gets a trial request (half-open); its success closes the circuit, its
+    failure doubles the wait. Thread-safe; the clock is injectable for tests.
+    """
+
+    def __init__(self, *, base: float = 1.0, cap: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._base = base
+        self._cap = cap
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._failures = 0
+        self._open_until = 0.0
+        self._trial = False
+
+    @property
+    def failures(self) -> int:
+        """Consecutive failures so far (0 when closed)."""
+        return self._failures
+
+    def retry_in(self) -> float:
+        """Seconds until a request may be tried again (0 when closed or half-open)."""
+        with self._lock:
+            return max(0.0, self._open_until - self._clock()) if self._failures else 0.0
+
+    def allow(self) -> bool:
+        """Whether a request may go out now; while half-open, only the first caller gets True."""
+        with self._lock:
+            if self._failures == 0:
+                return True
+            if self._clock() < self._open_until or self._trial:
+                return False
+            self._trial = True
+            return True
+
+    def record_success(self) -> None:
+        with self._lock:
+            self._failures = 0
+            self._open_until = 0.0
+            self._trial = False
+
+    def record_failure(self) -> None:
+        with self._lock:
+            self._failures += 1
+            delay = min(self._cap, self._base * 2 ** min(self._failures - 1, 30))
+            self._open_until = self._clock() + delay
+            self._trial = False
+
+    def reset(self) -> None:
+        """Close the circuit (a freshly (re)started backend deserves a clean slate)."""
+        self.record_success()
+
+
+class ModelInfo:
+    """What `/v1/models` says about the loaded model: its id and, for llama-server, its width."""
+
+    __slots__ = ("dims", "model_id", "name")
+
+    def __init__(self, name: str | None, dims: int | None) -> None:
+        #: The raw id the server reports (a file path for llama-server, an alias otherwise).
+        self.name = name
+        #: `name` reduced the way SPEC §3 reduces a model file name (`None` when unknown).
+        self.model_id = model_id_from_path(name) if name else None
+        self.dims = dims
+
+
+def _deadline_timeout(deadline: float) -> httpx.Timeout:
+    """An httpx timeout that ends every phase at `deadline` (httpx's timeouts are per phase)."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0.005:
+        raise EmbeddingUnavailable("嵌入请求超出时间预算")
+    return httpx.Timeout(remaining)
+
+
+def _classify_health(response: httpx.Response) -> Health:
+    if response.status_code == 503:
+        return "loading"
+    if response.status_code == 200:
+        try:
+            body = response.json()
+        except ValueError:
+            return "foreign"
+        # llama-server answers {"status":"ok"}; anything else on that port is someone else's.
+        if isinstance(body, dict) and str(body.get("status", "")).lower() in {"ok", "ready"}:
+            return "ready"
+        return "foreign"
+    return "foreign"
+
+
+def probe_health(http: httpx.Client, base_url: str, timeout: float = 1.0) -> Health:
+    """``GET /health`` once: ready (200 ok), loading (503), down (refused) or foreign (anything else).
+
+    "foreign" covers a port held by a process that is not llama-server (a 404, a non-HTTP reply,
+    no reply at all): spawning there would fail to bind, and reusing it would fail every request.
+    """
+    try:
+        response = http.get(f"{base_url}/health", timeout=timeout)
+    except httpx.ConnectError:
+        return "down"
+    except httpx.HTTPError:
+        return "foreign"
+    return _classify_health(response)
+
+
+def _resolve_endpoint(endpoint: str) -> tuple[str, Api, str | None]:
+    """Split a user endpoint into (base URL, api, explicit embeddings URL)."""
+    url = endpoint.rstrip("/")
+    if url.endswith("/v1/embeddings"):
+        return url[: -len("/v1/embeddings")], "openai", url
+    if url.endswith(("/embedding", "/embeddings")):
+        return url.rsplit("/", 1)[0], "llama", url
+    if url.endswith("/v1"):
+        return url[: -len("/v1")], "openai", None
+    return url, "auto", None
+
+
+class EmbeddingClient:
+    """Embeds texts over HTTP within a deadline, behind a circuit breaker.
+
+    :param base_url: server root, e.g. ``http://127.0.0.1:8199``; a full ``…/v1/embeddings`` or
+        ``…/embedding`` URL picks that API.
+    :param api: ``llama`` (``/embedding``), ``openai`` (``/v1/embeddings``) or ``auto``: try
+        ``/embedding`` and switch to ``/v1/embeddings`` for good on a 404/405.
+    :param model: sent as ``"model"`` to ``/v1/embeddings`` (OpenAI itself requires one).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api: Api = "auto",
+        model: str | None = None,
+        breaker: CircuitBreaker | None = None,
+        max_chars: int = MAX_INPUT_CHARS,
+        batch_size: int = 32,
+    ) -> None:
+        base, detected, explicit = _resolve_endpoint(base_url)
+        self.base_url = base
+        self._api: Api = api if api != "auto" else detected
+        self._explicit_url = explicit
+        self.model = model
+        self.breaker = breaker or CircuitBreaker()
+        self.max_chars = max_chars
+        self.batch_size = max(1, batch_size)
+        # One pooled client for every thread: httpx.Client is thread-safe, and keep-alive saves
+        # a TCP handshake on every query embedding. No proxies: the backend is local or named.
+        self._http = httpx.Client(trust_env=False, headers={"Content-Type": "application/json"})
+        self._closed = False
+
+    @property
+    def api(self) -> Api:
+        return self._api
+
+    def close(self) -> None:
+        self._closed = True
+        self._http.close()
+
+    def health(self, timeout: float = 1.0) -> Health:
+        return probe_health(self._http, self.base_url, timeout)
+
+    def model_info(self, timeout: float = 1.0) -> ModelInfo:
+        """The server's single loaded model, from ``GET /v1/models`` (empty when unknown)."""
+        try:
+            response = self._http.get(f"{self.base_url}/v1/models", timeout=timeout)
+            body = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return ModelInfo(None, None)
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list) or len(data) != 1 or not isinstance(data[0], dict):
+            return ModelInfo(None, None)
+        name = data[0].get("id")
+        meta = data[0].get("meta")
+        dims = meta.get("n_embd") if isinstance(meta, dict) else None
+        return ModelInfo(
+            name if isinstance(name, str) and name else None,
+            dims if isinstance(dims, int) and not isinstance(dims, bool) and dims > 0 else None,
+        )
+
+    def embed(self, texts: Sequence[str], *, timeout: float) -> list[list[float]]:
+        """One raw vector per text, in order, within `timeout` seconds in total.
+
+        Texts are cut to `max_chars` and sent in batches. Raises `EmbeddingUnavailable` when the
+        breaker is open, the deadline passes or the backend fails; a failure (not an over-long
+        input, which is shrunk and retried) opens the breaker.
+        """
+        if self._closed:
+            raise EmbeddingUnavailable("嵌入客户端已关闭")
+        if not texts:
+            return []
+        deadline = time.monotonic() + timeout
+        if not self.breaker.allow():
+            raise EmbeddingUnavailable(f"熔断中,{self.breaker.retry_in():.1f} s 后重试")
+        try:
+            out: list[list[float]] = []
+            for start in range(0, len(texts), self.batch_size):
+                batch = [t[: self.max_chars] for t in texts[start : start + self.batch_size]]
+                out.extend(self._embed_batch(batch, deadline))
+        except EmbeddingUnavailable:
+            self.breaker.record_failure()
+            raise
+        self.breaker.record_success()
+        return out
+
+    def _embed_batch(self, texts: list[str], deadline: float) -> list[list[float]]:
+        try:
+            return self._request(texts, deadline)
+        except _InputTooLong as exc:
+            if len(texts) > 1:
+                # The error names one input of the batch; find it by sending them one by one.
+                return [vec for text in texts for vec in self._embed_batch([text], deadline)]
+            text = texts[0]
+            for _ in range(4):
+                keep = max(1, int(len(text) * min(exc.ratio, 0.9)))
+                if keep >= len(text):
+                    break
+                text = text[:keep]
+                try:
+                    return self._request([text], deadline)
+                except _InputTooLong as again:
+                    exc = again
+            raise EmbeddingUnavailable("输入过长,截短后仍被嵌入服务拒绝") from exc
+
+    def _request(self, texts: list[str], deadline: float) -> list[list[float]]:
+        api = self._api
+        if api == "openai":
+            return self._post_openai(texts, deadline)
+        url = self._explicit_url if api == "llama" and self._explicit_url else f"{self.base_url}/embedding"
+        response = self._post(url, {"content": texts}, deadline)
+        if api == "auto" and response.status_code in (404, 405):
+            # Not llama-server: an OpenAI-compatible server (llama-cpp-python has no /embedding).
+            self._api = "openai"
+            log.info("vector: %s 没有 /embedding,改用 /v1/embeddings", self.base_url)
+            return self._post_openai(texts, deadline)
+        if api == "auto" and response.status_code == 200:
+            self._api = "llama"
+        return _parse_llama(self._checked(response), len(texts))
+
+    def _post_openai(self, texts: list[str], deadline: float) -> list[list[float]]:
+        url = self._explicit_url if self._explicit_url and self._api == "openai" else f"{self.base_url}/v1/embeddings"
+        payload: dict[str, Any] = {"input": texts}
+        if self.model:
+            payload["model"] = self.model
+        return _parse_openai(self._checked(self._post(url, payload, deadline)), len(texts))
+
+    def _post(self, url: str, payload: dict[str, Any], deadline: float) -> httpx.Response:
+        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        try:
+            return self._http.post(url, content=body, timeout=_deadline_timeout(deadline))
+        except httpx.TimeoutException as exc:
+            raise EmbeddingUnavailable(f"嵌入服务超时({url})") from exc
+        except httpx.HTTPError as exc:
+            raise EmbeddingUnavailable(f"嵌入服务连接失败({url}: {type(exc).__name__})") from exc
+
+    @staticmethod
+    def _checked(response: httpx.Response) -> Any:
+        if response.status_code != 200:
+            text = response.text[:300]
+            match = _TOO_LARGE.search(text)
+            if match:
+                tokens = int(match.group(1))
+                limit_match = _BATCH_SIZE.search(text)
+                limit = int(limit_match.group(1)) if limit_match else 512
+                raise _InputTooLong(0.9 * limit / max(tokens, 1))
+            raise EmbeddingUnavailable(f"嵌入服务返回 HTTP {response.status_code}: {text}")
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise EmbeddingUnavailable("嵌入服务返回的不是 JSON") from exc
+
+
+def _vector(value: Any) -> list[float]:
+    """A flat list of finite floats, or `EmbeddingUnavailable`.
+
+    llama-server's ``/embedding`` nests one level deeper: a pooled model gives ``[[...]]``;
+    ``--pooling none`` gives one vector per token, which we mean-pool (better than nothing, and the
+    caller normalises).
+    """
+    if isinstance(value, list) and value and isinstance(value[0], list):
+        rows = [_vector(row) for row in value]
+        if len(rows) == 1:
+            return rows[0]
+        width = len(rows[0])
+        if any(len(r) != width for r in rows):
+            raise EmbeddingUnavailable("嵌入服务返回的逐 token 向量宽度不一致")
+        return [sum(col) / len(rows) for col in zip(*rows, strict=True)]
+    if not isinstance(value, list) or not value:
+        raise EmbeddingUnavailable("嵌入服务返回的向量为空或格式不对")
+    out: list[float] = []
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+            raise EmbeddingUnavailable("嵌入服务返回的向量含非数值")
+        out.append(float(x))
+    return out
+
+
+def _ordered(items: list[Any], count: int, key: str) -> list[list[float]]:
+    if len(items) != count:
+        raise EmbeddingUnavailable(f"嵌入服务返回了 {len(items)} 个向量,应为 {count} 个")
+    if all(isinstance(it, dict) and isinstance(it.get("index"), int) for it in items):
+        items = sorted(items, key=lambda it: int(it["index"]))
+    vectors = [_vector(it.get(key) if isinstance(it, dict) else None) for it in items]
+    if len({len(v) for v in vectors}) > 1:
+        raise EmbeddingUnavailable("嵌入服务返回的向量维度不一致")
+    return vectors
+
+
+def _parse_llama(body: Any, count: int) -> list[list[float]]:
+    if isinstance(body, dict) and "embedding" in body:
+        body = [body]
+    if not isinstance(body, list):
+        raise EmbeddingUnavailable("/embedding 的应答格式不对")
+    return _ordered(body, count, "embedding")
+
+
+def _parse_openai(body: Any, count: int) -> list[list[float]]:
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        raise EmbeddingUnavailable("/v1/embeddings 的应答格式不对")
+    return _ordered(data, count, "embedding")
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _pdeathsig_preexec() -> Callable[[], None] | None:
+    """A `preexec_fn` that makes the kernel SIGKILL the child when its parent dies (Linux only).
+
+    This is what keeps a spawned llama-server from outliving us when we are SIGKILLed and get
+    no chance to clean up. Caveat (prctl(2)): the signal fires when the *thread* that forked
+    the child exits, so the spawning thread must live as long as the child should. macOS and
+    Windows have no equivalent here: there a SIGKILLed server leaves its llama-server running
+    (a later instance reuses it through /health, so it is not lost, only left over).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    parent = os.getpid()
+    sig = int(signal.SIGKILL)
+
+    def preexec() -> None:  # runs in the child between fork and exec: nothing that takes a lock
+        prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+def _stop_at_exit(ref: weakref.ref[LlamaServerManager]) -> None:
+    manager = ref()
+    if manager is not None:
+        manager.stop()
+
+
+class LlamaServerManager:
+    """Finds, reuses or spawns the local llama-server on ``127.0.0.1:<port>`` (SPEC §8).
+
+    Someone answering ``/health`` is reused and never killed (DSH or another MCP instance may own
+    it). Nobody there: spawn ``exe -m MODEL --embedding [--pooling P] --host 127.0.0.1 --port PORT
+    -t N`` with its output appended to ``<store>/llama-server-mcp.log``, and wait for 200. A port
+    held by something that is not llama-server is an error, not a fight. Only a process we
+    spawned is ever stopped.
+    """
+
+    def __init__(
+        self,
+        settings: VectorSettings,
+        *,
+        log_path: str,
+        load_timeout: float = 120.0,
+        http: httpx.Client | None = None,
+    ) -> None:
+        self.settings = settings
+        self.base_url = f"http://127.0.0.1:{settings.port}"
+        self.log_path = log_path
+        self.load_timeout = load_timeout
+        self._own_http = http is None
+        self._http = http or httpx.Client(trust_env=False)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+        self._lock = threading.Lock()
+        self._atexit_registered = False
+        #: "spawned" or "reused" after a successful `ensure`, for status lines.
+        self.origin: str | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The pid of the llama-server we spawned and that is still running."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    @property
+    def owned(self) -> bool:
+        return self.pid is not None
+
+    def ensure(self, stop: threading.Event | None = None) -> str:
+        """Block until a llama-server answers 200 on our port; return "spawned" or "reused".
+
+        Raises `EmbeddingUnavailable` with a Chinese reason (port taken, binary or model missing,
+        the child exited, load timeout). `stop` makes the wait end early (shutdown).
+        """
+        with self._lock:
+            return self._ensure(stop)
+
+    def _ensure(self, stop: threading.Event | None) -> str:
+        health = probe_health(self._http, self.base_url)
+        if health == "ready":
+            self.origin = "spawned" if self.owned else "reused"
+            return self.origin
+        if health == "foreign":
+            raise EmbeddingUnavailable(
+                f"端口 {self.settings.port} 已被其他程序占用(它不像 llama-server:/health 没有正确应答);"
+                f"请用 DSH_MEMORY_EMBED_PORT 换一个空闲端口"
+            )
+        if health == "loading" or self.owned:
+            # Someone (maybe us) is loading a model there: wait for it instead of spawning.
+            self._wait_ready(stop, self._proc if self.owned else None)
+            self.origin = "spawned" if self.owned else "reused"
+            return self.origin
+        proc = self._spawn()
+        try:
+            self._wait_ready(stop, proc)
+        except EmbeddingUnavailable:
+            exited = proc.poll() is not None
+            self.stop()
+            # Another instance may have won the race for the port between our probe and our
+            # bind (several IDE hosts start at once): if it answers, use it.
+            if exited and probe_health(self._http, self.base_url) in ("ready", "loading"):
+                self._wait_ready(stop, None)
+                log.info("vector: 端口 %s 已由另一个 llama-server 占用,复用它", self.settings.port)
+                self.origin = "reused"
+                return self.origin
+            raise
+        self.origin = "spawned"
+        return self.origin
+
+    def _command(self) -> list[str]:
+        s = self.settings
+        assert s.model is not None
+        cmd = [self._exe_path(), "-m", s.model, "--embedding"]
+        if s.pooling:
+            cmd += ["--pooling", s.pooling]
+        cmd += ["--host", "127.0.0.1", "--port", str(s.port), "-t", str(s.threads)]
+        return cmd
+
+    def _exe_path(self) -> str:
+        exe = self.settings.exe
+        found = shutil.which(exe)
+        if found:
+            return found
+        if os.path.isfile(exe):
+            return exe
+        raise EmbeddingUnavailable(
+            f"找不到 llama-server 可执行文件 {exe!r}:把它加入 PATH,或用 DSH_MEMORY_EMBED_EXE 指定完整路径"
+        )
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        model = self.settings.model
+        if not model:
+            raise EmbeddingUnavailable("没有设置 DSH_MEMORY_EMBED_MODEL,无法启动 llama-server")
+        if not os.path.isfile(model):
+            raise EmbeddingUnavailable(f"模型文件不存在:{model}(DSH_MEMORY_EMBED_MODEL)")
+        cmd = self._command()
+        log_file = self._open_log(cmd)
+        try:
+            proc = subprocess.Popen(  # the user's configured binary, no shell
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_pdeathsig_preexec(),  # see _pdeathsig_preexec for the thread caveat
+                close_fds=True,
+            )
+        except OSError as exc:
+            log_file.close()
+            raise EmbeddingUnavailable(f"无法启动 llama-server({cmd[0]}: {exc})") from exc
+        self._proc = proc
+        self._log_file = log_file
+        if not self._atexit_registered:
+            # Belt and braces for a normal interpreter exit that skipped close().
+            atexit.register(_stop_at_exit, weakref.ref(self))
+            self._atexit_registered = True
+        log.info("vector: 已启动 llama-server pid=%s %s", proc.pid, self.base_url)
+        return proc
+
+    def _open_log(self, cmd: list[str]) -> IO[bytes]:
+        try:
+            if os.path.getsize(self.log_path) > _LOG_ROTATE_BYTES:
+                os.replace(self.log_path, self.log_path + ".1")
+        except OSError:
+            pass
+        try:
+            # Append mode (O_APPEND): another instance's llama-server may still be writing here.
+            fh = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed in stop()
+        except OSError as exc:
+            raise EmbeddingUnavailable(f"无法写 llama-server 日志 {self.log_path}: {exc}") from exc
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        fh.write(f"\n=== {stamp} dsh-memory-mcp pid={os.getpid()} spawn: {' '.join(cmd)}\n".encode())
+        fh.flush()
+        return fh
+
+    def _wait_ready(self, stop: threading.Event | None, proc: subprocess.Popen[bytes] | None) -> None:
+        deadline = time.monotonic() + self.load_timeout
+        interval = 0.02
+        while True:
+            if stop is not None and stop.is_set():
+                raise EmbeddingUnavailable("正在退出,不再等待 llama-server")
+            if proc is not None and proc.poll() is not None:
+                raise EmbeddingUnavailable(
+                    f"llama-server 启动后退出(rc={proc.returncode});"
+                    f"端口 {self.settings.port} 可能被占用,详见 {self.log_path}"
+                )
+            health = probe_health(self._http, self.base_url)
+            if health == "ready":
+                return
+            if health == "foreign" and proc is None:
+                raise EmbeddingUnavailable(f"端口 {self.settings.port} 上的进程不再像 llama-server")
+            if health == "down" and proc is None:
+                raise EmbeddingUnavailable(f"端口 {self.settings.port} 上的 llama-server 已退出")
+            if time.monotonic() > deadline:
+                raise EmbeddingUnavailable(f"llama-server 在 {self.load_timeout:.0f} s 内没有就绪,详见 {self.log_path}")
+            if stop is not None:
+                stop.wait(interval)
+            else:
+                time.sleep(interval)
+            interval = min(interval * 1.5, 0.25)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the llama-server we spawned (SIGTERM, then SIGKILL); never touch one we reused."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    proc.terminate()
+                try:
+                    proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(OSError):
+                        proc.kill()
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(timeout)
+                log.info("vector: 已停止 llama-server pid=%s", proc.pid)
+            else:
+                proc.wait()
+        fh, self._log_file = self._log_file, None
+        if fh is not None:
+            with contextlib.suppress(OSError):
+                fh.close()
+        self.origin = None
+
+    def close(self) -> None:
+        self.stop()
+        if self._own_http:
+            self._http.close()

@@ -1,0 +1,299 @@
+"""The `.vec` sidecar: one scope's vectors next to its JSONL, shared with DSH (SPEC §3).
+
+Format (text, UTF-8, ``\\n`` line ends)::
+
+    #<model-id>\\t<dims>
+    <id>\\t<base64 of <dims> little-endian float32, L2-normalised>
+    ...
+
+Writers never lock for an append: a new vector is one ``os.write`` of whole lines on an
+``O_APPEND`` descriptor, which the kernel places at the end in one piece, so concurrent appenders
+(other MCP instances, DSH) interleave whole lines and readers see at worst a missing tail (they
+only consume up to the last newline). Anything that removes or replaces lines — a delete, a new
+header — rewrites the file through a unique tmp file and ``os.replace`` while the caller holds the
+scope lock. An append that races such a rewrite can land in the replaced file and be lost; that
+costs one re-embedding by the backfill, never a wrong vector.
+
+numpy is imported at module level: only `vectors` imports this module, and only when vectors
+are on.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import os
+import stat
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "Header",
+    "SidecarRead",
+    "append",
+    "decode_vector",
+    "encode_vector",
+    "entry_line",
+    "format_header",
+    "l2_normalise",
+    "parse_header",
+    "read",
+    "read_header",
+    "remove_ids",
+    "write",
+]
+
+#: `(model_id, dims)`: what the first line declares.
+Header = tuple[str, int]
+Matrix = npt.NDArray[np.float32]
+
+_HEADER_PROBE = 512
+
+
+def format_header(header: Header) -> str:
+    model_id, dims = header
+    return f"#{model_id}\t{dims}\n"
+
+
+def parse_header(line: str) -> Header | None:
+    """`#qwen3-embedding-0.6b\\t1024` → `("qwen3-embedding-0.6b", 1024)`; `None` if malformed."""
+    line = line.rstrip("\r\n")
+    if not line.startswith("#") or "\t" not in line:
+        return None
+    model_id, _, dims = line[1:].rpartition("\t")
+    try:
+        width = int(dims)
+    except ValueError:
+        return None
+    if not model_id or width <= 0:
+        return None
+    return model_id, width
+
+
+def l2_normalise(matrix: npt.ArrayLike) -> Matrix:
+    """Rows scaled to unit length (float32); an all-zero row stays zero instead of becoming NaN."""
+    m = np.array(matrix, dtype=np.float32, ndmin=2)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    out: Matrix = (m / norms).astype(np.float32, copy=False)
+    return out
+
+
+def encode_vector(vector: npt.ArrayLike) -> str:
+    """base64 of the raw little-endian float32 bytes (what DSH's `Float32Array` buffer holds)."""
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+
+
+def decode_vector(text: str, dims: int) -> Matrix | None:
+    """The vector in `text`, or `None` when it is not base64 of exactly `dims` float32."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) != 4 * dims:
+        return None
+    out: Matrix = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    return out
+
+
+def entry_line(record_id: str, vector: npt.ArrayLike) -> str:
+    return f"{record_id}\t{encode_vector(vector)}\n"
+
+
+def read_header(path: str) -> Header | None:
+    """The header of the sidecar at `path`; `None` when missing, empty or malformed."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_HEADER_PROBE)
+    except OSError:
+        return None
+    return _header_of(head)
+
+
+def _header_of(head: bytes) -> Header | None:
+    end = head.find(b"\n")
+    if end < 0:
+        return None
+    try:
+        return parse_header(head[:end].decode("utf-8"))
+    except UnicodeDecodeError:
+        return None
+
+
+@dataclass(frozen=True)
+class SidecarRead:
+    """What one read of a sidecar found.
+
+    `end` is the byte offset after the last complete line consumed: a later read from `end`
+    picks up exactly what was appended since (a half-written last line is left for then).
+    `identity` is ``(st_dev, st_ino)`` of the file read: a rewrite always makes a new inode.
+    """
+
+    header: Header | None
+    ids: list[str]
+    vectors: Matrix
+    end: int
+    identity: tuple[int, int]
+    size: int
+
+
+def read(path: str, *, start: int = 0, header: Header | None = None) -> SidecarRead | None:
+    """Parse the sidecar from byte `start` (0: from the header); `None` if the file is missing.
+
+    Reading a tail (`start > 0`) needs the `header` already known. Lines that do not decode to
+    exactly `dims` floats (truncated, another model's, garbage) are skipped, never fatal: the
+    sidecar is derived data and the backfill re-embeds whatever is missing.
+    """
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            fh.seek(start)
+            data = fh.read()
+    except OSError:
+        return None
+    identity = (st.st_dev, st.st_ino)
+    size = start + len(data)
+    last_nl = data.rfind(b"\n")
+    complete = data[: last_nl + 1] if last_nl >= 0 else b""
+    end = start + len(complete)
+    if start == 0:
+        header = _header_of(complete)
+        body_start = complete.find(b"\n") + 1 if header is not None else len(complete)
+    else:
+        body_start = 0
+    if header is None:
+        return SidecarRead(None, [], np.zeros((0, 0), dtype=np.float32), end, identity, size)
+    ids, vectors = _parse_body(complete[body_start:], header)
+    return SidecarRead(header, ids, vectors, end, identity, size)
+
+
+def _parse_body(body: bytes, header: Header) -> tuple[list[str], Matrix]:
+    dims = header[1]
+    want = 4 * dims
+    ids: list[str] = []
+    chunks: list[bytes] = []
+    for line in body.split(b"\n"):
+        if not line or line.startswith(b"#"):
+            continue  # blank, or a duplicate header from two creators racing: nothing to keep
+        record_id, tab, encoded = line.rstrip(b"\r").partition(b"\t")
+        if not tab or not record_id:
+            continue
+        try:
+            raw = base64.b64decode(encoded, validate=True)
+            rid = record_id.decode("utf-8")
+        except (binascii.Error, ValueError):
+            continue
+        if len(raw) != want:
+            continue
+        ids.append(rid)
+        chunks.append(raw)
+    if not chunks:
+        return [], np.zeros((0, dims), dtype=np.float32)
+    # One frombuffer over the joined bytes instead of one array per line: this is the cold-load
+    # path for a scope of thousands of records.
+    vectors: Matrix = np.frombuffer(b"".join(chunks), dtype="<f4").reshape(len(chunks), dims).astype(np.float32)
+    return ids, vectors
+
+
+def append(path: str, header: Header, entries: Sequence[tuple[str, npt.ArrayLike]]) -> bool:
+    """Append `entries` in one ``os.write`` if the file at `path` carries `header`.
+
+    Returns False, writing nothing, when the file is missing or declares another header: the
+    caller then creates or rebuilds it under the scope lock (`write`). The header is checked on
+    the very descriptor that is written, so a concurrent replacement cannot slip in between.
+    """
+    if not entries:
+        return True
+    payload = "".join(entry_line(rid, vec) for rid, vec in entries).encode("utf-8")
+    try:
+        # O_RDWR so the header can be read on the very descriptor that is written: a concurrent
+        # replacement of the file cannot slip in between the check and the write.
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        return False
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        if _header_of(os.read(fd, _HEADER_PROBE)) != header:
+            return False
+        # O_APPEND: the write goes to the end whatever the file offset is.
+        written = os.write(fd, payload)
+        if written != len(payload):  # never seen for regular files; finish the line rather than leave half
+            os.write(fd, payload[written:])
+        return True
+    finally:
+        os.close(fd)
+
+
+def write(
+    path: str, header: Header, entries: Iterable[tuple[str, npt.ArrayLike]] = (), *, lines: Iterable[str] = ()
+) -> None:
+    """Replace the sidecar with `header`, the raw `lines` (kept verbatim) and then `entries`.
+
+    Unique tmp in the same directory → fsync → `os.replace`. The caller holds the scope lock.
+    """
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mode = 0o644
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(format_header(header).encode("utf-8"))
+            for line in lines:
+                fh.write(line.encode("utf-8"))
+            for rid, vec in entries:
+                fh.write(entry_line(rid, vec).encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        with contextlib.suppress(OSError):
+            os.chmod(tmp, mode)
+        _replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _replace(src: str, dst: str) -> None:
+    # On Windows a reader holding the file open makes os.replace fail for a moment; readers
+    # only ever hold it briefly, so a few short retries are enough.
+    for attempt in range(20):
+        try:
+            os.replace(src, dst)
+            return
+        except PermissionError:
+            if os.name != "nt" or attempt == 19:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+
+
+def remove_ids(path: str, ids: Iterable[str]) -> bool:
+    """Rewrite the sidecar without the lines of `ids` (caller holds the scope lock).
+
+    Other lines are kept byte for byte; a file that contains none of `ids` is left alone.
+    Returns whether a rewrite happened.
+    """
+    drop = {i.encode("utf-8") for i in ids}
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return False
+    header = _header_of(data)
+    if header is None:
+        return False
+    lines = data.split(b"\n")
+    body = lines[1:]
+    kept = [ln for ln in body if ln and ln.partition(b"\t")[0] not in drop]
+    if len(kept) == sum(1 for ln in body if ln):
+        return False
+    write(path, header, lines=(ln.decode("utf-8", "replace") + "\n" for ln in kept))
+    return True
