@@ -22,6 +22,7 @@ import math
 import os
 import re
 import signal
+import socket
 import sys
 import threading
 import time
@@ -58,8 +59,44 @@ _CONCEPTS: dict[str, tuple[str, ...]] = {
 }
 _WORD_TO_CONCEPT = {w: c for c, words in _CONCEPTS.items() for w in words}
 _STOPWORDS = frozenset(
-    "a an the of to in on for and or is are be by with that this it our we my you your at as from use uses".split()
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "and",
+        "or",
+        "is",
+        "are",
+        "be",
+        "by",
+        "with",
+        "that",
+        "this",
+        "it",
+        "our",
+        "we",
+        "my",
+        "you",
+        "your",
+        "at",
+        "as",
+        "from",
+        "use",
+        "uses",
+    ]
 )
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now (bind to 0, read it, release it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def tokens(text: str) -> list[str]:
@@ -159,13 +196,15 @@ class FakeLlama:
     # -- running -----------------------------------------------------------------------
     def start(self) -> FakeLlama:
         self._started = time.monotonic()
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-llama", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-llama", daemon=True
+        )
         self._thread.start()
         return self
 
     def serve_forever(self) -> None:
         self._started = time.monotonic()
-        self._server.serve_forever()
+        self._server.serve_forever(poll_interval=0.05)
 
     def stop(self) -> None:
         if self._thread is not None:
@@ -270,7 +309,8 @@ def _make_handler(fake: FakeLlama) -> type[BaseHTTPRequestHandler]:
             texts = [value] if isinstance(value, str) else value
             if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
                 self._send(
-                    400, {"error": {"code": 400, "message": f'"{key}" must not be empty', "type": "invalid_request_error"}}
+                    400,
+                    {"error": {"code": 400, "message": f'"{key}" must not be empty', "type": "invalid_request_error"}},
                 )
                 return
             result = fake.embed_many(texts)
