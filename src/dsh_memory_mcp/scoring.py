@@ -41,6 +41,8 @@ import math
 import re
 import unicodedata
 from array import array
+from bisect import bisect_left
+from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -134,13 +136,13 @@ def _camel_parts(word: str) -> list[str]:
 
 
 def _word_tokens(word: str, out: list[str]) -> None:
+    """A word that has joiners or is lowerCamel: itself, its parts, and their camel pieces."""
+    out.append(word.casefold())
     pieces = _JOINERS_RE.split(word)
-    if len(pieces) > 1:
-        out.append(word.casefold())
-    for piece in pieces:
+    for piece in pieces if len(pieces) > 1 else ():
         out.append(piece.casefold())
-        for part in _camel_parts(piece):
-            out.append(part.casefold())
+    for piece in pieces:
+        out.extend(part.casefold() for part in _camel_parts(piece))
 
 
 def tokenize(text: str) -> list[str]:
@@ -150,13 +152,18 @@ def tokenize(text: str) -> list[str]:
     docstring for why each is there.
     """
     out: list[str] = []
-    for match in _TOKEN_RE.finditer(unicodedata.normalize("NFKC", text)):
-        run = match.group("cjk")
-        if run is not None:
-            out.extend(run[i : i + 2] for i in range(len(run) - 1))
-            out.extend(run)
+    append = out.append
+    extend = out.extend
+    # This loop runs once per word of every record when an index is built, hence the inlining.
+    for run, word in _TOKEN_RE.findall(unicodedata.normalize("NFKC", text)):
+        if run:
+            if len(run) > 1:
+                extend(map(str.__add__, run, run[1:]))  # adjacent bigrams
+            extend(run)
+        elif word.isalnum() and (word.islower() or not word[:1].islower()):
+            append(word.casefold())  # a plain word: no joiners, not lowerCamel
         else:
-            _word_tokens(match.group("word"), out)
+            _word_tokens(word, out)
     return out
 
 
@@ -209,8 +216,8 @@ class LexicalIndex:
     """Inverted index of one scope's records: token → positions in `records`, plus per-record data.
 
     Built once per snapshot (`index_for`); a search then touches only the records that share a
-    token with the query. Positions are kept in `array("I")` rather than lists of ints: at 50k
-    records there are millions of postings, and a Python int per posting would cost ~9× the memory.
+    token with the query. Posting lists hold the record's one position int object (shared by all
+    of that record's tokens), so a posting costs one pointer.
     Records are indexed whether expired or not, since expiry depends on the time of the search.
     """
 
@@ -219,7 +226,7 @@ class LexicalIndex:
     def __init__(
         self,
         records: tuple[Record, ...],
-        postings: dict[str, array[int]],
+        postings: dict[str, list[int]],
         source: object = None,
     ) -> None:
         self.records = records
@@ -243,7 +250,7 @@ class LexicalIndex:
     def build(cls, records: Sequence[Record]) -> LexicalIndex:
         """Index the content and tags of `records` (each distinct token once per record)."""
         recs = tuple(records)
-        lists: dict[str, list[int]] = {}
+        lists: defaultdict[str, list[int]] = defaultdict(list)
         for pos, record in enumerate(recs):
             text = record.content
             tags = record.tags
@@ -251,13 +258,9 @@ class LexicalIndex:
                 # A newline keeps a tag from gluing onto the content's last word or CJK run.
                 text = text + "\n" + "\n".join(tags)
             for token in set(tokenize(text)):
-                bucket = lists.get(token)
-                if bucket is None:
-                    lists[token] = [pos]
-                else:
-                    bucket.append(pos)
-        postings = {token: array("I", positions) for token, positions in lists.items()}
-        return cls(recs, postings, source=records)
+                lists[token].append(pos)
+        # A plain dict: a lookup of an unknown query token must not insert an empty list.
+        return cls(recs, dict(lists), source=records)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -283,11 +286,30 @@ class LexicalIndex:
         expired_at = self._expired_at.get(pos)
         return expired_at is not None and expired_at < now
 
+    def final_scores(self, bases: Mapping[int, float], now: int) -> list[tuple[float, int]]:
+        """``(round(base · accessBoost · importance, 4), position)`` for records not expired at `now`."""
+        factor = self._factor
+        expired = self._expired_at
+        if not expired:
+            return [(round(base * factor[pos], 4), pos) for pos, base in bases.items()]
+        out = []
+        for pos, base in bases.items():
+            expired_at = expired.get(pos)
+            if expired_at is None or expired_at >= now:
+                out.append((round(base * factor[pos], 4), pos))
+        return out
+
     def scores(self, tokens: Collection[str], *, threshold: float) -> dict[int, float]:
         """Lexical hits: position → IDF-weighted share of `tokens` (distinct) the record contains.
 
         A record sharing at least one strong token is a hit at ``share ≥ threshold``; one sharing
         only weak tokens (single CJK characters) at ``share ≥ max(threshold, 0.25)``.
+
+        Candidates come only from the posting lists of *essential* tokens (MaxScore pruning): the
+        *skippable* tokens are a set no record can pass the threshold with alone, so they only top
+        up records already found, by binary search when their lists are long. A query word that
+        is in every record (``item`` of ``item_123``, ``的``) then costs a few lookups, not a walk
+        over the whole scope. The result is the same as scoring every record.
         """
         n = len(self.records)
         if n == 0 or not tokens:
@@ -295,39 +317,71 @@ class LexicalIndex:
         postings = self._postings
         weights = {token: idf(n, self.df(token)) for token in set(tokens)}
         total = sum(weights.values())
-        strong = [t for t in weights if t in postings and not is_weak_token(t)]
-        weak = [t for t in weights if t in postings and is_weak_token(t)]
+        present = [t for t in weights if t in postings]
         weak_need = max(threshold, WEAK_ONLY_THRESHOLD)
+        skip = self._skippable(present, weights, total, threshold, weak_need)
 
         acc: dict[int, float] = {}
-        for token in strong:
+        strong: set[int] = set()
+        for token in present:
+            if token in skip:
+                continue
             weight = weights[token]
+            plist = postings[token]
             get = acc.get
-            for pos in postings[token]:
+            for pos in plist:
                 acc[pos] = get(pos, 0.0) + weight
-        strong_hits = set(acc) if weak else None
-        # Records matched by single characters alone can only qualify if all the weak tokens
-        # together reach the weak bar; if they cannot, weak postings only top up strong hits,
-        # which skips building candidates for the thousands of records sharing a common character.
-        weak_only_possible = sum(weights[t] for t in weak) / total + _EPSILON >= weak_need
-        for token in weak:
+            if not is_weak_token(token):
+                strong.update(plist)
+        for token in skip:
             weight = weights[token]
-            if weak_only_possible:
-                get = acc.get
-                for pos in postings[token]:
-                    acc[pos] = get(pos, 0.0) + weight
+            plist = postings[token]
+            if len(acc) * 16 < len(plist):  # few candidates, long list: look each one up
+                matched = [pos for pos in acc if _sorted_contains(plist, pos)]
             else:
-                for pos in postings[token]:
-                    if pos in acc:
-                        acc[pos] += weight
+                matched = [pos for pos in plist if pos in acc]
+            for pos in matched:
+                acc[pos] += weight
+            if not is_weak_token(token):
+                strong.update(matched)
 
         hits: dict[int, float] = {}
         for pos, weight_sum in acc.items():
             share = weight_sum / total
-            need = threshold if strong_hits is None or pos in strong_hits else weak_need
-            if share + _EPSILON >= need:
+            if share + _EPSILON >= (threshold if pos in strong else weak_need):
                 hits[pos] = min(1.0, share)
         return hits
+
+    def _skippable(
+        self, present: list[str], weights: dict[str, float], total: float, threshold: float, weak_need: float
+    ) -> frozenset[str]:
+        """Query tokens that cannot make a hit on their own, so need not produce candidates.
+
+        Two safe choices, and the one with more postings wins: the lightest tokens whose weights
+        together stay below the threshold; or all single CJK characters when together they stay
+        below the weak-only bar (a record having only those is a weak-only match that fails).
+        """
+        margin = 2 * _EPSILON  # stay clear of the threshold comparison's own tolerance
+        lightest: list[str] = []
+        budget = (threshold - margin) * total
+        cumulative = 0.0
+        for token in sorted(present, key=weights.__getitem__):
+            if cumulative + weights[token] >= budget:
+                break
+            cumulative += weights[token]
+            lightest.append(token)
+        weak = [t for t in present if is_weak_token(t)]
+        if not weak or sum(weights[t] for t in weak) >= (weak_need - margin) * total:
+            return frozenset(lightest)
+        postings = self._postings
+        if sum(len(postings[t]) for t in weak) > sum(len(postings[t]) for t in lightest):
+            return frozenset(weak)
+        return frozenset(lightest)
+
+
+def _sorted_contains(values: list[int], value: int) -> bool:
+    i = bisect_left(values, value)
+    return i < len(values) and values[i] == value
 
 
 class SnapshotLike(Protocol):
@@ -392,43 +446,59 @@ def rank(
     tokens = query_tokens(query)
     vectors = {rid: c for rid, c in (vector_scores or {}).items() if c >= MIN_COSINE}
 
-    # Sort keys first, Hit objects only for the winners: a common word can match thousands.
-    # Key: (-score, scope rank, id, sequence number); the sequence number keeps keys unique.
-    keyed: list[tuple[float, int, str, int]] = []
-    found: list[tuple[LexicalIndex, str, int, float, float | None]] = []
-    for snapshot in snapshots:
+    # A common word can match thousands of records. Scoring them is cheap arithmetic; sort keys
+    # (which need the id) and Hit objects are built only for those that can still make the top.
+    channels: list[tuple[str, int, LexicalIndex, dict[int, float], dict[int, float]]] = []
+    pool: list[tuple[float, int, int]] = []  # (final score, channel number, position)
+    for number, snapshot in enumerate(snapshots):
         index = index_for(snapshot)
         scope = snapshot.scope
-        srank = scope_rank(scope)
         lexical = index.scores(tokens, threshold=lexical_threshold(scope)) if tokens else {}
         cosines: dict[int, float] = {}
         for rid, similarity in vectors.items():
             for pos in index.positions_of(rid):
                 cosines[pos] = similarity
-        candidates = (lexical.keys() | cosines.keys()) if cosines else lexical.keys()
-        for pos in candidates:
-            if index.is_expired(pos, now):
-                continue
-            lex = lexical.get(pos, 0.0)
-            cosine = cosines.get(pos)
-            base = lex if cosine is None else max(lex, cosine)
-            score = round(base * index.factor(pos), 4)
-            keyed.append((-score, srank, index.records[pos].id, len(found)))
-            found.append((index, scope, pos, lex, cosine))
+        bases = lexical
+        if cosines:
+            bases = dict(lexical)
+            for pos, similarity in cosines.items():
+                bases[pos] = max(bases.get(pos, 0.0), similarity)
+        channels.append((scope, scope_rank(scope), index, lexical, cosines))
+        pool.extend((score, number, pos) for score, pos in index.final_scores(bases, now))
+    if not pool:
+        return []
 
-    best = heapq.nsmallest(top_k, keyed)
-    if len({key[2] for key in best}) < len(best):
-        # The same id came from several snapshots: keep each id's first (best) entry.
+    contenders = pool
+    if len(pool) > top_k:
+        cutoff = heapq.nlargest(top_k, [entry[0] for entry in pool])[-1]
+        contenders = [entry for entry in pool if entry[0] >= cutoff]
+    while True:
+        keyed = sorted(
+            (-score, channels[number][1], channels[number][2].records[pos].id, number, pos)
+            for score, number, pos in contenders
+        )
+        picked: list[tuple[float, int, str, int, int]] = []
         seen: set[str] = set()
-        best = []
-        for key in sorted(keyed):
-            if key[2] not in seen:
+        for key in keyed:
+            if key[2] not in seen:  # an id in several snapshots: its first (best) entry wins
                 seen.add(key[2])
-                best.append(key)
-                if len(best) == top_k:
+                picked.append(key)
+                if len(picked) == top_k:
                     break
+        if len(picked) == top_k or contenders is pool:
+            break
+        contenders = pool  # duplicates thinned the contenders below top_k: look at everything
+
     hits = []
-    for neg_score, _srank, _rid, seq in best:
-        hit_index, hit_scope, pos, lex, cosine = found[seq]
-        hits.append(Hit(record=hit_index.records[pos], scope=hit_scope, score=-neg_score, lexical=lex, cosine=cosine))
+    for neg_score, _rank, _rid, number, pos in picked:
+        scope, _srank, index, lexical, cosines = channels[number]
+        hits.append(
+            Hit(
+                record=index.records[pos],
+                scope=scope,
+                score=-neg_score,
+                lexical=lexical.get(pos, 0.0),
+                cosine=cosines.get(pos),
+            )
+        )
     return hits
