@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import re
+import stat
 import sys
 import tempfile
 import threading
@@ -276,19 +277,32 @@ class SharedStore:
             return err
 
         for directory in (root, os.path.join(root, "projects"), os.path.join(root, ".locks")):
-            if os.path.isdir(directory):
-                continue
-            if os.path.lexists(directory):
+            try:
+                mode: int | None = os.stat(directory).st_mode
+            except FileNotFoundError:
+                mode = None
+            except OSError as exc:
+                raise fail(directory, f"无法访问:{exc.strerror or exc}", exc) from exc
+            if mode is not None:
+                if stat.S_ISDIR(mode):
+                    continue
                 raise fail(directory, "已存在但不是目录(是一个文件)")
             parent = os.path.dirname(directory)
-            if not os.path.isdir(parent):
-                what = "不是目录" if os.path.lexists(parent) else "不存在"
-                raise fail(directory, f"的上级目录 {parent} {what}")
+            try:
+                parent_is_dir = stat.S_ISDIR(os.stat(parent).st_mode)
+            except FileNotFoundError as exc:
+                raise fail(directory, f"的上级目录 {parent} 不存在", exc) from exc
+            except NotADirectoryError as exc:
+                raise fail(directory, f"的上级路径 {parent} 中有一段不是目录", exc) from exc
+            except OSError as exc:
+                raise fail(directory, f"的上级目录 {parent} 无法访问:{exc.strerror or exc}", exc) from exc
+            if not parent_is_dir:
+                raise fail(directory, f"的上级路径 {parent} 不是目录")
             try:
                 os.mkdir(directory, 0o700)
-            except FileExistsError:
-                if not os.path.isdir(directory):
-                    raise fail(directory, "已存在但不是目录(是一个文件)") from None
+            except FileExistsError as exc:
+                if not os.path.isdir(directory):  # a dangling symlink, or a file created meanwhile
+                    raise fail(directory, "已存在但不是目录", exc) from exc
             except PermissionError as exc:
                 raise fail(directory, f"无法创建:没有写权限({exc.strerror})", exc) from exc
             except OSError as exc:
