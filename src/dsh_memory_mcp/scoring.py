@@ -27,11 +27,16 @@ Tokenizer decisions (the same function tokenizes records and queries, so they al
   parts are false friends — splitting it would make ``java`` a perfect hit on every JavaScript
   memory — so it stays whole.
 
-IDF is ``ln(1 + (N - df + 0.5) / (df + 0.5))`` per scope (the BM25/Lucene form). It is always
-positive, tends to zero for a token found in every record of the scope (``the``, ``的``, the
-project's own name), and is largest for query tokens the scope has never seen, which therefore
-pull a partial match's share down — what "share of the query" should mean. The ``ln((N+1)/(df+1))
-+ 1`` form was not chosen because its floor of 1 lets ubiquitous tokens keep a sizeable share.
+IDF is per scope, ``ln(1 + (N + 3 - df + 0.5) / (df + 0.5))``: the BM25/Lucene form, computed as
+if the scope held 3 more records sharing no token with the query. The BM25 form is positive, is
+small for a token found in most records of the scope (``the``, ``的``, the project's own name) and
+largest for query tokens the scope has never seen, which therefore pull a partial match's share
+down — what "share of the query" should mean. The ``ln((N+1)/(df+1)) + 1`` form keeps a floor of 1
+for ubiquitous tokens, so records sharing only ``the``/``is`` with a question clear the threshold
+more often (more noise in the relevance table). The 3-record prior is for tiny scopes: with one
+record every word of it has ``df = N``, and plain BM25 would call that word uninformative, so a
+new user's single memory about pnpm would be missed by "pnpm or yarn". In large scopes the prior
+changes nothing measurable.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from dsh_memory_mcp.scopes import GLOBAL, scope_rank
 __all__ = [
     "CACHE_KEY",
     "GLOBAL_THRESHOLD",
+    "IDF_PRIOR_RECORDS",
     "MIN_COSINE",
     "SCOPE_THRESHOLD",
     "WEAK_ONLY_THRESHOLD",
@@ -78,6 +84,8 @@ GLOBAL_THRESHOLD = 0.12
 SCOPE_THRESHOLD = 0.10
 #: A record sharing only single CJK characters with the query needs at least this share.
 WEAK_ONLY_THRESHOLD = 0.25
+#: Virtual records added to N in the IDF, so one- or two-record scopes do not zero out their words.
+IDF_PRIOR_RECORDS = 3
 #: Vector candidates below this cosine are noise (SPEC §7), whatever the caller passed.
 MIN_COSINE = 0.5
 
@@ -183,8 +191,11 @@ def is_weak_token(token: str) -> bool:
 
 
 def idf(n_records: int, df: int) -> float:
-    """Smoothed IDF ``ln(1 + (N - df + 0.5) / (df + 0.5))``: positive, ~0 when every record has it."""
-    return math.log(1.0 + (n_records - df + 0.5) / (df + 0.5))
+    """``ln(1 + (N + 3 - df + 0.5) / (df + 0.5))``: BM25 IDF with a prior of 3 token-less records.
+
+    See the module docstring: small for tokens most records have, never misled by a tiny scope.
+    """
+    return math.log(1.0 + (n_records + IDF_PRIOR_RECORDS - df + 0.5) / (df + 0.5))
 
 
 def lexical_threshold(scope: str) -> float:

@@ -1,0 +1,430 @@
+"""Unit tests of search scoring: tokenizer, per-scope IDF, thresholds, boosts and hybrid ranking.
+
+Snapshots are a tiny stand-in dataclass (the store's `ScopeSnapshot` has the same three fields
+scoring reads) holding real `records.Record` objects.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dsh_memory_mcp import records, scoring
+from dsh_memory_mcp.scoring import (
+    Hit,
+    LexicalIndex,
+    access_boost,
+    idf,
+    importance_factor,
+    index_for,
+    is_weak_token,
+    query_has_tokens,
+    rank,
+    tokenize,
+)
+
+NOW = 1_790_000_000_000
+PROJECT = "project:/home/dev/app"
+
+
+@dataclass(frozen=True)
+class Snap:
+    scope: str
+    records: tuple[records.Record, ...]
+    cache: dict[str, Any] = field(default_factory=dict)
+
+
+def rec(content: str, *, scope: str = "global", rid: str | None = None, **extra: Any) -> records.Record:
+    record = records.new_record(scope=scope, content=content, now=NOW - 1000, record_id=rid)
+    return record.with_changes(**extra) if extra else record
+
+
+def snap(scope: str, *items: records.Record | str) -> Snap:
+    return Snap(scope, tuple(i if isinstance(i, records.Record) else rec(i, scope=scope) for i in items))
+
+
+def filler(n: int, scope: str = "global") -> list[records.Record]:
+    """Records that share no token with the queries of these tests; they only make N larger."""
+    return [rec(f"unrelated{i}", scope=scope, rid=f"zz-filler-{i:03d}") for i in range(n)]
+
+
+def ids(hits: Sequence[Hit]) -> list[str]:
+    return [h.record.id for h in hits]
+
+
+# --- tokenizer -------------------------------------------------------------------------------
+
+
+def test_full_width_letters_and_digits_are_folded_by_nfkc() -> None:
+    assert tokenize("ＴｙｐｅＳｃｒｉｐｔ ５") == ["typescript", "5"]
+
+
+def test_words_are_case_folded_so_any_spelling_matches() -> None:
+    assert tokenize("PNPM Pnpm pnpm") == ["pnpm", "pnpm", "pnpm"]
+    assert tokenize("STRASSE") == tokenize("Straße")
+
+
+def test_a_chinese_run_gives_its_adjacent_bigrams_and_its_single_characters() -> None:
+    assert tokenize("严格模式") == ["严格", "格模", "模式", "严", "格", "模", "式"]
+
+
+def test_mixed_chinese_and_latin_text_gives_words_bigrams_and_characters() -> None:
+    assert tokenize("TypeScript 严格模式") == ["typescript", "严格", "格模", "模式", "严", "格", "模", "式"]
+
+
+def test_digits_and_letters_next_to_chinese_are_a_separate_word() -> None:
+    assert tokenize("V3接口") == ["v3", "接口", "接", "口"]
+
+
+def test_punctuation_between_chinese_characters_ends_a_run() -> None:
+    assert tokenize("日志,协议") == ["日志", "日", "志", "协议", "协", "议"]
+
+
+def test_japanese_kana_is_tokenized_like_chinese() -> None:
+    assert tokenize("ドキュメント") == ["ドキ", "キュ", "ュメ", "メン", "ント", "ド", "キ", "ュ", "メ", "ン", "ト"]
+    # The katakana middle dot is punctuation, not part of a run.
+    assert "す・" not in tokenize("です・ます")
+    assert "です" in tokenize("です・ます") and "ます" in tokenize("です・ます")
+
+
+def test_half_width_katakana_matches_full_width_katakana() -> None:
+    assert tokenize("ﾄﾞｷｭﾒﾝﾄ") == tokenize("ドキュメント")
+
+
+def test_hangul_and_han_extension_characters_are_cjk() -> None:
+    assert tokenize("한국어") == ["한국", "국어", "한", "국", "어"]
+    assert tokenize("𠀀𠀁") == ["𠀀𠀁", "𠀀", "𠀁"]
+
+
+def test_emoji_and_punctuation_give_no_tokens() -> None:
+    assert tokenize("🚀 !!! ... —") == []
+    assert tokenize("deploy 🚀 now") == ["deploy", "now"]
+
+
+def test_cyrillic_greek_and_accented_words_are_words() -> None:
+    assert tokenize("Привет café Λόγος") == ["привет", "café", "λόγοσ"]
+
+
+def test_a_snake_case_identifier_gives_the_whole_name_and_its_parts() -> None:
+    assert tokenize("snake_case_name") == ["snake_case_name", "snake", "case", "name"]
+    assert tokenize("DSH_MEMORY_STORE_DIR")[0] == "dsh_memory_store_dir"
+
+
+def test_paths_versions_and_hyphenated_words_keep_the_compound_and_the_parts() -> None:
+    assert tokenize("config/app.toml") == ["config/app.toml", "config", "app", "toml"]
+    assert tokenize("v2.4.1") == ["v2.4.1", "v2", "4", "1"]
+    assert tokenize("long-term") == ["long-term", "long", "term"]
+
+
+def test_a_trailing_full_stop_is_not_part_of_the_word() -> None:
+    assert tokenize("Use pnpm.") == ["use", "pnpm"]
+
+
+def test_lower_camel_identifiers_are_split_and_product_names_are_not() -> None:
+    assert tokenize("lastLoginAt") == ["lastloginat", "last", "login", "at"]
+    assert tokenize("parseHTTPResponse") == ["parsehttpresponse", "parse", "http", "response"]
+    # "java" must not be a perfect hit on every JavaScript memory.
+    assert tokenize("JavaScript") == ["javascript"]
+    assert tokenize("GitHub PostgreSQL") == ["github", "postgresql"]
+
+
+def test_single_cjk_characters_are_weak_and_words_and_bigrams_are_strong() -> None:
+    assert is_weak_token("锁") and is_weak_token("ド")
+    assert not is_weak_token("部署")
+    assert not is_weak_token("a") and not is_weak_token("7")
+
+
+def test_a_query_of_only_punctuation_has_no_tokens() -> None:
+    assert not query_has_tokens("!!! ??? ...")
+    assert not query_has_tokens("🚀🚀")
+    assert not query_has_tokens("")
+    assert query_has_tokens("锁")
+    assert query_has_tokens("  x ")
+
+
+# --- IDF and the lexical score --------------------------------------------------------------
+
+
+def test_idf_is_positive_and_falls_as_document_frequency_rises() -> None:
+    values = [idf(100, df) for df in range(101)]
+    assert all(v > 0 for v in values)
+    assert values == sorted(values, reverse=True)
+    assert values[100] < 0.05  # a token in every record says almost nothing
+    assert values[0] > 10 * values[100]
+
+
+def test_the_lexical_score_is_the_idf_weighted_share_of_the_query_tokens() -> None:
+    records_ = [rec("alpha beta"), rec("alpha"), rec("gamma")]
+    index = LexicalIndex.build(records_)
+    w_alpha, w_beta, w_delta = idf(3, 2), idf(3, 1), idf(3, 0)
+    scores = index.scores(scoring.query_tokens("alpha beta delta"), threshold=0.0)
+    assert scores[0] == pytest.approx((w_alpha + w_beta) / (w_alpha + w_beta + w_delta))
+    assert scores[1] == pytest.approx(w_alpha / (w_alpha + w_beta + w_delta))
+    assert 2 not in scores
+
+
+def test_a_repeated_query_word_counts_once() -> None:
+    index = LexicalIndex.build([rec("alpha"), rec("beta")])
+    once = index.scores(scoring.query_tokens("alpha beta"), threshold=0.0)
+    twice = index.scores(scoring.query_tokens("alpha alpha alpha beta"), threshold=0.0)
+    assert once == twice
+
+
+def test_tags_are_searchable_like_content() -> None:
+    tagged = rec("部署说明").with_changes(tags=["kubernetes"])
+    hits = rank([snap("global", tagged, *filler(5))], "kubernetes", top_k=5, now=NOW)
+    assert ids(hits) == [tagged.id]
+
+
+def test_idf_is_computed_per_scope() -> None:
+    # "deploy" is rare in A and common in B; "docker" the other way round.
+    target_a = rec("deploy notes", scope=PROJECT, rid="target-a")
+    target_b = rec("deploy notes", scope="global", rid="target-b")
+    scope_a = snap(PROJECT, target_a, *[f"docker item{i}" for i in range(8)])
+    scope_b = snap("global", target_b, *[f"deploy docker item{i}" for i in range(8)])
+    assert index_for(scope_a).df("deploy") == 1 and index_for(scope_b).df("deploy") == 9
+    # "kubernetes" is in neither scope, so it weighs the same in both.
+    query = "deploy docker kubernetes"
+    hits = {h.record.id: h.lexical for h in rank([scope_a, scope_b], query, top_k=20, now=NOW)}
+    assert hits["target-a"] == pytest.approx(idf(9, 1) / (idf(9, 1) + idf(9, 8) + idf(9, 0)))
+    assert hits["target-a"] > 0.3
+    # In B "deploy" is in every record, so it carries almost none of the query's weight.
+    assert idf(9, 9) / (idf(9, 9) + idf(9, 8) + idf(9, 0)) < 0.12
+    assert "target-b" not in hits
+
+
+# --- thresholds ------------------------------------------------------------------------------
+
+
+def test_a_strong_hit_needs_a_share_of_0_12_in_global_but_only_0_10_elsewhere() -> None:
+    # One query word in the record, six the scope has never seen: share ≈ 0.105.
+    query = "alpha nothing1 nothing2 nothing3 nothing4 nothing5 nothing6"
+    share = idf(20, 1) / (idf(20, 1) + 6 * idf(20, 0))
+    assert 0.10 < share < 0.12
+    for scope, expected in ((PROJECT, True), ("session:s1", True), ("team notes", True), ("global", False)):
+        target = rec("alpha", scope=scope, rid="target")
+        hits = rank([snap(scope, target, *filler(19, scope))], query, top_k=5, now=NOW)
+        assert (ids(hits) == ["target"]) is expected, scope
+        if expected:
+            assert hits[0].lexical == pytest.approx(share)
+
+
+def test_a_match_on_single_characters_only_needs_a_quarter_share() -> None:
+    # Query "部署 alpha": tokens 部署, 部, 署, alpha. "部门" shares only 部; "alpha" shares alpha.
+    weak_only = rec("部门", scope=PROJECT, rid="weak-only")
+    strong = rec("alpha", scope=PROJECT, rid="strong")
+    snapshot = snap(PROJECT, weak_only, strong, *filler(18, PROJECT))
+    share = idf(20, 1) / (2 * idf(20, 1) + 2 * idf(20, 0))
+    assert 0.12 < share < 0.25  # the same share for both records
+    assert ids(rank([snapshot], "部署 alpha", top_k=5, now=NOW)) == ["strong"]
+    # "部署" alone: 部 is now about a quarter of the query's weight, and that is enough.
+    share_alone = idf(20, 1) / (idf(20, 1) + 2 * idf(20, 0))
+    assert share_alone >= 0.25
+    assert ids(rank([snapshot], "部署", top_k=5, now=NOW)) == ["weak-only"]
+
+
+def test_a_scope_with_a_single_memory_still_finds_it_by_one_shared_word() -> None:
+    # With N = 1 every word of the record has df = N; the IDF prior keeps it informative.
+    only = rec("Use pnpm instead of npm for all JavaScript projects", rid="only")
+    assert ids(rank([snap("global", only)], "pnpm or yarn", top_k=5, now=NOW)) == ["only"]
+    assert ids(rank([snap("global", only)], "JavaScript package manager", top_k=5, now=NOW)) == ["only"]
+
+
+def test_a_single_character_query_finds_records_containing_that_character() -> None:
+    lock = rec("库存扣减要加行锁", rid="lock")
+    hits = rank([snap("global", lock, "日志输出到 stderr", *filler(5))], "锁", top_k=5, now=NOW)
+    assert ids(hits) == ["lock"] and hits[0].lexical == pytest.approx(1.0)
+
+
+def test_a_query_without_tokens_returns_nothing() -> None:
+    assert rank([snap("global", "anything at all")], "!!! ...", top_k=5, now=NOW) == []
+
+
+# --- boosts ----------------------------------------------------------------------------------
+
+
+def test_access_boost_grows_with_the_log_of_the_access_count() -> None:
+    assert access_boost(0) == 1.0
+    assert access_boost(9) == pytest.approx(1 + 0.1 * math.log(10))
+    assert access_boost(-3) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("importance", "factor"),
+    [
+        pytest.param(None, 1.0, id="absent"),
+        pytest.param(0.5, 1.0, id="half"),
+        pytest.param(1.0, 1.25, id="one"),
+        pytest.param(0.0, 0.75, id="zero"),
+        pytest.param(0.9, 1.2, id="0.9"),
+        pytest.param(7.0, 1.25, id="above-range-clamped"),
+        pytest.param(-1.0, 0.75, id="below-range-clamped"),
+        pytest.param(float("nan"), 1.0, id="nan"),
+    ],
+)
+def test_importance_factor_is_neutral_when_absent_or_at_one_half(importance: float | None, factor: float) -> None:
+    assert importance_factor(importance) == pytest.approx(factor)
+
+
+def test_the_final_score_is_base_times_both_boosts_rounded_to_four_decimals() -> None:
+    boosted = rec("alpha", rid="boosted", accessCount=3, importance=0.9)
+    hits = rank([snap("global", boosted, *filler(3))], "alpha", top_k=5, now=NOW)
+    assert hits[0].score == round(1.0 * access_boost(3) * importance_factor(0.9), 4)
+    assert hits[0].score == 1.3664
+
+
+def test_a_frequently_recalled_memory_outranks_an_equal_unused_one() -> None:
+    used = rec("alpha", rid="b-used", accessCount=20)
+    unused = rec("alpha", rid="a-unused")
+    assert ids(rank([snap("global", unused, used)], "alpha", top_k=5, now=NOW)) == ["b-used", "a-unused"]
+
+
+# --- ranking ---------------------------------------------------------------------------------
+
+
+def test_results_are_ordered_by_score_then_scope_rank_then_id() -> None:
+    snapshots = [
+        snap("global", rec("alpha", rid="g-b"), rec("alpha", rid="g-a"), rec("alpha", rid="g-top", importance=1.0)),
+        snap("team notes", rec("alpha", rid="custom")),
+        snap(PROJECT, rec("alpha", rid="project")),
+        snap("session:s1", rec("alpha", rid="session")),
+    ]
+    hits = rank(snapshots, "alpha", top_k=10, now=NOW)
+    assert ids(hits)[0] == "g-top" and hits[0].score == 1.25  # the only important one
+    assert {h.score for h in hits[1:]} == {1.0}
+    assert ids(hits)[1:] == ["session", "project", "custom", "g-a", "g-b"]
+    assert [h.scope for h in hits[1:]] == ["session:s1", PROJECT, "team notes", "global", "global"]
+    assert all(hits[i].score >= hits[i + 1].score for i in range(len(hits) - 1))
+
+
+def test_top_k_limits_the_results() -> None:
+    snapshot = snap("global", *[rec("alpha", rid=f"r{i}") for i in range(10)])
+    assert ids(rank([snapshot], "alpha", top_k=3, now=NOW)) == ["r0", "r1", "r2"]
+    assert rank([snapshot], "alpha", top_k=0, now=NOW) == []
+
+
+def test_expired_records_never_appear() -> None:
+    expired = rec("alpha", rid="expired", expiredAt=NOW - 1)
+    expiring_later = rec("alpha", rid="later", expiredAt=NOW + 60_000)
+    snapshot = snap("global", expired, expiring_later, *filler(3))
+    assert ids(rank([snapshot], "alpha", top_k=5, now=NOW)) == ["later"]
+    vector_only = rank([snapshot], "nothing shared", top_k=5, now=NOW, vector_scores={"expired": 0.9})
+    assert vector_only == []
+
+
+def test_an_id_found_in_several_snapshots_appears_once_with_its_best_entry() -> None:
+    twin_global = rec("alpha", rid="twin")
+    twin_project = rec("alpha", scope=PROJECT, rid="twin")
+    hits = rank([snap("global", twin_global), snap(PROJECT, twin_project)], "alpha", top_k=5, now=NOW)
+    assert ids(hits) == ["twin"] and hits[0].scope == PROJECT
+
+
+def test_duplicates_across_snapshots_do_not_shrink_the_results_below_top_k() -> None:
+    # Both copies of "twin" outscore "other"; after keeping one twin, "other" must fill the slot.
+    twin_global = rec("alpha beta", rid="twin")
+    twin_project = rec("alpha beta", scope=PROJECT, rid="twin")
+    other = rec("alpha", rid="other")
+    snapshots = [snap("global", twin_global, other, *filler(3)), snap(PROJECT, twin_project, *filler(3, PROJECT))]
+    assert ids(rank(snapshots, "alpha beta", top_k=2, now=NOW)) == ["twin", "other"]
+
+
+def test_a_vector_only_hit_is_returned_with_its_cosine() -> None:
+    semantic = rec("用 pnpm 管理依赖", rid="semantic")
+    hits = rank(
+        [snap("global", semantic, *filler(3))], "package manager", top_k=5, now=NOW, vector_scores={"semantic": 0.81}
+    )
+    assert hits == [Hit(record=semantic, scope="global", score=0.81, lexical=0.0, cosine=0.81)]
+
+
+def test_vector_scores_below_one_half_are_ignored() -> None:
+    semantic = rec("用 pnpm 管理依赖", rid="semantic")
+    hits = rank([snap("global", semantic)], "package manager", top_k=5, now=NOW, vector_scores={"semantic": 0.49})
+    assert hits == []
+
+
+def test_vector_scores_for_unknown_ids_are_ignored() -> None:
+    hits = rank([snap("global", rec("alpha"))], "zzz", top_k=5, now=NOW, vector_scores={"not-here": 0.9})
+    assert hits == []
+
+
+def test_the_hybrid_score_is_the_larger_of_lexical_and_cosine() -> None:
+    exact = rec("alpha", rid="exact")
+    partial = rec("alpha", rid="partial")
+    lexical_wins = rank([snap("global", exact, *filler(3))], "alpha", top_k=5, now=NOW, vector_scores={"exact": 0.6})
+    assert lexical_wins[0].score == 1.0 and lexical_wins[0].cosine == 0.6
+    snapshot = snap("global", partial, *filler(3))
+    share = rank([snapshot], "alpha nothing1", top_k=5, now=NOW)[0].lexical
+    assert share < 0.7
+    cosine_wins = rank([snapshot], "alpha nothing1", top_k=5, now=NOW, vector_scores={"partial": 0.7})
+    assert cosine_wins[0].score == 0.7 and cosine_wins[0].lexical == pytest.approx(share)
+
+
+# --- the index cache -------------------------------------------------------------------------
+
+
+def test_the_index_is_built_once_and_kept_on_the_snapshot_cache() -> None:
+    snapshot = snap("global", "alpha", "beta")
+    first = index_for(snapshot)
+    assert snapshot.cache["lexical"] is first
+    rank([snapshot], "alpha", top_k=5, now=NOW)
+    assert index_for(snapshot) is first
+    assert snapshot.cache["lexical"] is first
+
+
+def test_a_new_snapshot_gets_its_own_index() -> None:
+    old = snap("global", "alpha")
+    new = Snap("global", (*old.records, rec("beta", rid="new")))
+    assert index_for(new) is not index_for(old)
+    assert ids(rank([new], "beta", top_k=5, now=NOW)) == ["new"]
+
+
+def test_a_cached_index_for_other_records_is_not_reused() -> None:
+    stale = LexicalIndex.build([rec("alpha")])
+    snapshot = Snap("global", (rec("beta", rid="fresh"),), cache={"lexical": stale})
+    assert ids(rank([snapshot], "beta", top_k=5, now=NOW)) == ["fresh"]
+
+
+# --- pruning is exact ------------------------------------------------------------------------
+
+_VOCAB = ["common", "alpha", "beta", "gamma", "delta", "部署", "部", "署", "流程", "锁", "x_y"]
+
+
+def _brute_force(records_: Sequence[records.Record], query: str, threshold: float) -> dict[int, float]:
+    docs = [set(tokenize(r.content + "\n" + "\n".join(r.tags))) for r in records_]
+    wanted = set(tokenize(query))
+    weights = {t: idf(len(docs), sum(t in d for d in docs)) for t in wanted}
+    total = sum(weights.values())
+    out = {}
+    for pos, doc in enumerate(docs):
+        shared = wanted & doc
+        if not shared:
+            continue
+        share = sum(weights[t] for t in shared) / total
+        strong = any(not is_weak_token(t) for t in shared)
+        if share + 1e-9 >= (threshold if strong else max(threshold, 0.25)):
+            out[pos] = share
+    return out
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(
+    docs=st.lists(st.lists(st.sampled_from(_VOCAB), min_size=1, max_size=5), min_size=1, max_size=60),
+    query=st.lists(st.sampled_from([*_VOCAB, "absent", "量"]), min_size=1, max_size=5),
+    threshold=st.sampled_from([0.10, 0.12]),
+)
+def test_pruned_scoring_gives_the_same_hits_as_scoring_every_record(
+    docs: list[list[str]], query: list[str], threshold: float
+) -> None:
+    records_ = [rec("common " + " ".join(words), rid=f"r{i}") for i, words in enumerate(docs)]
+    text = " ".join(query)
+    got = LexicalIndex.build(records_).scores(scoring.query_tokens(text), threshold=threshold)
+    expected = _brute_force(records_, text, threshold)
+    assert got.keys() == expected.keys()
+    for pos, share in expected.items():
+        assert got[pos] == pytest.approx(share)
