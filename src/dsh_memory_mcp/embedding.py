@@ -47,6 +47,7 @@ from dsh_memory_mcp.errors import EmbeddingUnavailable
 __all__ = [
     "LOG_FILE_NAME",
     "MAX_INPUT_CHARS",
+    "BreakerOpen",
     "CircuitBreaker",
     "EmbeddingClient",
     "Health",
@@ -71,6 +72,10 @@ Api = Literal["auto", "llama", "openai"]
 
 _TOO_LARGE = re.compile(r"input \((\d+) tokens\) is too (?:large|long)", re.IGNORECASE)
 _BATCH_SIZE = re.compile(r"batch size: (\d+)", re.IGNORECASE)
+
+
+class BreakerOpen(EmbeddingUnavailable):
+    """No request was sent: the circuit breaker is open (the backend failed recently)."""
 
 
 class _InputTooLong(Exception):
@@ -274,7 +279,7 @@ class EmbeddingClient:
             return []
         deadline = time.monotonic() + timeout
         if not self.breaker.allow():
-            raise EmbeddingUnavailable(f"熔断中,{self.breaker.retry_in():.1f} s 后重试")
+            raise BreakerOpen(f"熔断中,{self.breaker.retry_in():.1f} s 后重试")
         try:
             out: list[list[float]] = []
             for start in range(0, len(texts), self.batch_size):
@@ -335,6 +340,8 @@ class EmbeddingClient:
             raise EmbeddingUnavailable(f"嵌入服务超时({url})") from exc
         except httpx.HTTPError as exc:
             raise EmbeddingUnavailable(f"嵌入服务连接失败({url}: {type(exc).__name__})") from exc
+        except RuntimeError as exc:  # the client was closed under us (shutdown)
+            raise EmbeddingUnavailable("嵌入客户端已关闭") from exc
 
     @staticmethod
     def _checked(response: httpx.Response) -> Any:

@@ -35,7 +35,9 @@ import numpy.typing as npt
 
 __all__ = [
     "Header",
+    "Removal",
     "SidecarRead",
+    "Written",
     "append",
     "decode_vector",
     "encode_vector",
@@ -230,36 +232,52 @@ def append(path: str, header: Header, entries: Sequence[tuple[str, npt.ArrayLike
         os.close(fd)
 
 
+@dataclass(frozen=True)
+class Written:
+    """What a rewrite produced: the new file's `(st_dev, st_ino)` and size, taken before the rename.
+
+    Taken from the tmp's descriptor, not by a stat after the rename: by then another writer may
+    have appended, and a cache keyed on that later state would skip the append.
+    """
+
+    identity: tuple[int, int]
+    size: int
+
+
 def write(
-    path: str, header: Header, entries: Iterable[tuple[str, npt.ArrayLike]] = (), *, lines: Iterable[str] = ()
-) -> None:
+    path: str, header: Header, entries: Iterable[tuple[str, npt.ArrayLike]] = (), *, lines: Iterable[bytes] = ()
+) -> Written:
     """Replace the sidecar with `header`, the raw `lines` (kept verbatim) and then `entries`.
 
-    Unique tmp in the same directory → fsync → `os.replace`. The caller holds the scope lock.
+    Unique tmp in the same directory → fsync → `os.replace`; the caller holds the scope lock.
+    A new file keeps `mkstemp`'s 0o600, like the JSONL it sits next to; a replaced one keeps its mode.
     """
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
-        mode = 0o644
+        mode = None
     fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(format_header(header).encode("utf-8"))
             for line in lines:
-                fh.write(line.encode("utf-8"))
+                fh.write(line)
             for rid, vec in entries:
                 fh.write(entry_line(rid, vec).encode("utf-8"))
             fh.flush()
             os.fsync(fh.fileno())
-        with contextlib.suppress(OSError):
-            os.chmod(tmp, mode)
+            st = os.fstat(fh.fileno())
+        if mode is not None:
+            with contextlib.suppress(OSError):
+                os.chmod(tmp, mode)
         _replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    return Written((st.st_dev, st.st_ino), st.st_size)
 
 
 def _replace(src: str, dst: str) -> None:
@@ -275,25 +293,32 @@ def _replace(src: str, dst: str) -> None:
             time.sleep(0.01 * (attempt + 1))
 
 
-def remove_ids(path: str, ids: Iterable[str]) -> bool:
+@dataclass(frozen=True)
+class Removal:
+    """A `remove_ids` rewrite: how many bytes of the old file it covered, and the new file."""
+
+    old_size: int
+    written: Written
+
+
+def remove_ids(path: str, ids: Iterable[str]) -> Removal | None:
     """Rewrite the sidecar without the lines of `ids` (caller holds the scope lock).
 
-    Other lines are kept byte for byte; a file that contains none of `ids` is left alone.
-    Returns whether a rewrite happened.
+    Other complete lines are kept byte for byte (a half-written last line is garbage by now and
+    is dropped); a file that holds none of `ids` is left alone and gives None.
     """
     drop = {i.encode("utf-8") for i in ids}
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except FileNotFoundError:
-        return False
+        return None
     header = _header_of(data)
     if header is None:
-        return False
-    lines = data.split(b"\n")
-    body = lines[1:]
-    kept = [ln for ln in body if ln and ln.partition(b"\t")[0] not in drop]
-    if len(kept) == sum(1 for ln in body if ln):
-        return False
-    write(path, header, lines=(ln.decode("utf-8", "replace") + "\n" for ln in kept))
-    return True
+        return None
+    body = data[: data.rfind(b"\n") + 1].split(b"\n")[1:]
+    present = [ln for ln in body if ln]
+    kept = [ln + b"\n" for ln in present if ln.partition(b"\t")[0] not in drop]
+    if len(kept) == len(present):
+        return None
+    return Removal(len(data), write(path, header, lines=kept))
