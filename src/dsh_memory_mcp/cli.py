@@ -283,7 +283,7 @@ def parse_args(argv: Sequence[str]) -> Invocation:
                 )
             i += 1
         if not value.strip():
-            raise UsageError(f"参数 {name} 的值为空", word=word if has_inline else name, hints=[f"应写成 {form}"])
+            raise UsageError(f"参数 {name} 的值为空", word=name, hints=[f"应写成 {form}"])
         values[opt.dest] = value
     store_dir = values.get("store_dir")
     project_dir = values.get("project_dir")
@@ -513,35 +513,142 @@ def _describe(exc: BaseException | None) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM behaves like Ctrl+C: asyncio's own SIGINT handler (installed while the server's
-    event loop runs) cancels the main task gracefully; outside the loop, KeyboardInterrupt."""
-    handler = signal.getsignal(signal.SIGINT)
-    if callable(handler) and handler is not signal.default_int_handler and handler is not _on_sigterm:
-        handler(signal.SIGINT, frame)
-        return
-    raise KeyboardInterrupt
-
+#: After the first SIGINT/SIGTERM, how long the graceful stop (end of stdin) may take before the
+#: main thread gets a KeyboardInterrupt.
+STOP_ESCALATION_SECONDS = 5.0
 
 _SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 
-def _install_sigterm() -> _SignalHandler:
-    """Route SIGTERM to a clean exit; SIGINT keeps Python's default (KeyboardInterrupt), which is
-    what lets asyncio install its graceful handler while the server runs."""
-    try:
-        return signal.signal(signal.SIGTERM, _on_sigterm)
-    except (ValueError, OSError, AttributeError):  # not the main thread, or no SIGTERM
-        return None
+class _StdinRelay:
+    """Feeds the server's stdin (fd 0) from the real stdin through a pipe this process owns.
+
+    Why: the SDK reads stdin in a worker thread that cancellation cannot interrupt, so while the
+    host (or a terminal) keeps stdin open, neither Ctrl+C nor SIGTERM could end the event loop.
+    With the relay, a signal closes our pipe: the server sees end of input, exactly as when the
+    host closes stdin, and shuts down through its normal path (its `finally` stops children and
+    flushes pending writes). POSIX only (`select` on the real stdin).
+    """
+
+    def __init__(self, source: int, sink: int, wake_r: int, wake_w: int) -> None:
+        self._source = source
+        self._sink = sink
+        self._wake_r = wake_r
+        self._wake_w = wake_w
+
+    @classmethod
+    def install(cls) -> _StdinRelay | None:
+        if os.name != "posix":
+            return None
+        try:
+            source = os.dup(0)
+        except OSError:  # no stdin at all
+            return None
+        try:
+            read_end, write_end = os.pipe()
+            wake_r, wake_w = os.pipe()
+            os.set_blocking(wake_w, False)
+            os.dup2(read_end, 0)  # fd 0 is now our pipe; sys.stdin still wraps fd 0
+            os.close(read_end)
+        except OSError:  # pragma: no cover - fd exhaustion
+            os.close(source)
+            return None
+        relay = cls(source, write_end, wake_r, wake_w)
+        threading.Thread(target=relay._pump, name="dsh-memory-mcp-stdin-relay", daemon=True).start()
+        return relay
+
+    def _pump(self) -> None:
+        import select
+
+        try:
+            while True:
+                ready, _, _ = select.select([self._source, self._wake_r], [], [])
+                if self._wake_r in ready:
+                    break
+                data = os.read(self._source, 65536)
+                if not data:
+                    break
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._sink, view) :]
+        except (OSError, ValueError):
+            pass
+        finally:
+            for fd in (self._sink, self._source, self._wake_r):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def stop(self) -> None:
+        """End the server's input. Async-signal-safe: a single non-blocking write."""
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
 
 
-def _restore_sigterm(previous: _SignalHandler) -> None:
-    if previous is None:
-        return
-    try:
-        signal.signal(signal.SIGTERM, previous)
-    except (ValueError, OSError, TypeError):  # pragma: no cover
-        pass
+class _SignalGuard:
+    """SIGINT and SIGTERM while the server runs: a clean stop, exit code 0.
+
+    1st signal: end the server's stdin through the relay (graceful, like the host closing the
+    pipe); without a relay, or if that has not finished after `STOP_ESCALATION_SECONDS`:
+    KeyboardInterrupt in the main thread (caught around serve → exit 0). A 3rd signal exits at once.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.relay: _StdinRelay | None = None
+        self._previous: dict[int, _SignalHandler] = {}
+        self._timer: threading.Timer | None = None
+
+    def install(self) -> None:
+        for sig in _stop_signals():
+            try:
+                current = signal.getsignal(sig)
+                if current is signal.SIG_IGN:  # e.g. started in the background by a shell: keep ignoring
+                    continue
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except (ValueError, OSError):  # not the main thread
+                pass
+
+    def restore(self) -> None:
+        self.cancel_escalation()
+        for sig, previous in self._previous.items():
+            try:
+                signal.signal(sig, previous)
+            except (ValueError, OSError, TypeError):  # pragma: no cover
+                pass
+        self._previous.clear()
+
+    def cancel_escalation(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        if self.count == 1 and self.relay is not None:
+            self.relay.stop()
+            timer = threading.Timer(STOP_ESCALATION_SECONDS, _interrupt_main)
+            timer.daemon = True
+            timer.start()
+            self._timer = timer
+            return
+        if self.count <= 2:
+            raise KeyboardInterrupt
+        _flush_std()
+        os._exit(EXIT_OK)
+
+
+def _interrupt_main() -> None:
+    import _thread
+
+    _thread.interrupt_main()  # runs the SIGINT handler in the main thread: the escalation step
+
+
+def _stop_signals() -> list[int]:
+    return [sig for sig in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if sig is not None]
 
 
 def _quiet_late_signals(code: int) -> None:
@@ -552,10 +659,7 @@ def _quiet_late_signals(code: int) -> None:
         _flush_std()
         os._exit(code)
 
-    for name in ("SIGINT", "SIGTERM"):
-        sig = getattr(signal, name, None)
-        if sig is None:
-            continue
+    for sig in _stop_signals():
         try:
             current = signal.getsignal(sig)
             if current is signal.SIG_IGN:
@@ -758,17 +862,17 @@ def _report_import_problem(problem: _ImportProblem, debug: bool) -> None:
     outer = frames[0] if frames else culprit
     python = sys.executable or "python"
     reinstall = (
-        f"⇒ 或整体重装:{python} -m pip install --force-reinstall {PROG}"
-        f"(pipx 装的:pipx reinstall {PROG};uvx 用的:uvx --refresh {PROG})"
+        f"重装本包(依赖会一并装好):pip install {PROG} --force-reinstall"
+        f"(pipx 装的:pipx reinstall {PROG};uvx:uvx --refresh {PROG};源码仓库里:pip install -e .)"
     )
     if culprit is None or culprit.split(".")[0] == "dsh_memory_mcp":
         if culprit is not None or isinstance(exc, ImportError):
-            lines = [
-                f"❌ 启动失败:{PROG} 安装不完整,找不到 {culprit or '服务模块'}",
-                f"⇒ 修复:{python} -m pip install --force-reinstall {PROG}",
-            ]
+            lines = [f"❌ 启动失败:{PROG} 安装不完整,找不到 {culprit or '服务模块'}", f"⇒ 修复:{reinstall}"]
         else:
-            lines = [f"❌ 启动失败:加载服务模块时出错(多半是 {PROG} 自身的问题,请附上 DSH_MEMORY_DEBUG=1 的输出报告)"]
+            lines = [
+                f"❌ 启动失败:加载服务模块时出错(多半是 {PROG} 自身的问题,请附上 DSH_MEMORY_DEBUG=1 的输出报告)",
+                f"⇒ 可以先试试{reinstall}",
+            ]
     else:
         top = culprit.split(".")[0]
         via = outer.split(".")[0] if outer else top
@@ -779,13 +883,12 @@ def _report_import_problem(problem: _ImportProblem, debug: bool) -> None:
         detail = f"{top}" + (f"(导入 {via} 时)" if via != top else "")
         lines = [
             f"❌ 启动失败:{what}{state}:{detail}",
-            f'⇒ 修复:pip install "{requirement}"  (在运行 {PROG} 的同一个 Python 环境里执行:{python} -m pip …;'
+            f'⇒ 修复:pip install "{requirement}"(在运行 {PROG} 的同一个 Python 环境里执行,即 {python} -m pip …;'
             "已装过但坏了就加 --force-reinstall)",
         ]
         if sdk and requirement != SDK_REQUIREMENT:
             lines.append(f'⇒ 也可以直接重装 SDK:pip install --force-reinstall "{SDK_REQUIREMENT}"')
-        lines.append(f"⇒ 没装过本包就先装:pip install {PROG}")
-    lines.append(reinstall)
+        lines.append(f"⇒ 或者{reinstall}")
     lines.append(f"原始错误:{_describe(exc)}")
     lines.extend(_debug_lines(exc, debug))
     for line in lines:
@@ -839,28 +942,28 @@ def main(argv: Sequence[str] | None = None, *, serve: ServeFn | None = None) -> 
 
 def _run_server(invocation: Invocation, serve: ServeFn | None) -> int:
     owns_process = serve is None
-    previous = _install_sigterm()
+    guard = _SignalGuard()
+    guard.install()
     started = _StartedFlag()
     code = EXIT_STARTUP
     try:
         try:
-            code = _start(invocation, serve, started)
+            code = _start(invocation, serve, started, guard)
         except KeyboardInterrupt:
             code = EXIT_OK
             _cli_log.info("收到退出信号,已停止")
     except KeyboardInterrupt:  # a second signal while reporting the first
         code = EXIT_OK
     finally:
+        guard.restore()
         if owns_process:
             _quiet_late_signals(code)
             _arm_exit_watchdog(code)
-        else:
-            _restore_sigterm(previous)
         _remove_handlers(only_files=True)
     return code
 
 
-def _start(invocation: Invocation, serve: ServeFn | None, started: _StartedFlag) -> int:
+def _start(invocation: Invocation, serve: ServeFn | None, started: _StartedFlag, guard: _SignalGuard) -> int:
     debug = config.env_flag(os.environ.get("DSH_MEMORY_DEBUG"))
     _configure_stderr_logging(debug, started)
     try:
@@ -881,6 +984,8 @@ def _start(invocation: Invocation, serve: ServeFn | None, started: _StartedFlag)
         except _ImportProblem as problem:
             _report_import_problem(problem, settings.debug)
             return EXIT_STARTUP
+        # We own the process: signals end the session through the stdin relay (see _StdinRelay).
+        guard.relay = _StdinRelay.install()
     try:
         serve(settings)
     except (KeyboardInterrupt, SystemExit):
@@ -897,5 +1002,8 @@ def _start(invocation: Invocation, serve: ServeFn | None, started: _StartedFlag)
         culprit = next((leaf for leaf in leaves if not _is_interrupt(leaf)), exc)
         _report_unexpected(culprit, settings.debug, started=started.started, top=exc)
         return EXIT_STARTUP
-    _cli_log.debug("stdin 已关闭,正常退出")
+    if guard.count:
+        _cli_log.info("收到退出信号,已停止")
+    else:
+        _cli_log.debug("stdin 已关闭,正常退出")
     return EXIT_OK
