@@ -390,6 +390,51 @@ def test_a_cached_index_for_other_records_is_not_reused() -> None:
     assert ids(rank([snapshot], "beta", top_k=5, now=NOW)) == ["fresh"]
 
 
+def _successor(old: Snap, new_records: Sequence[records.Record]) -> Snap:
+    """The next version of a scope, seeded with the old index the way a store may seed it."""
+    return Snap(old.scope, tuple(new_records), cache={"lexical_previous": index_for(old)})
+
+
+def _all_scores(index: LexicalIndex, queries: Sequence[str]) -> list[dict[int, float]]:
+    return [index.scores(scoring.query_tokens(q), threshold=0.0) for q in queries]
+
+
+_PROBES = ["alpha", "beta gamma", "部署", "锁", "new words", "edited"]
+
+
+def test_a_touch_reuses_the_previous_postings_and_picks_up_the_new_access_count() -> None:
+    old = snap("global", rec("alpha", rid="a"), rec("beta gamma", rid="b"), rec("部署流程", rid="c"))
+    touched = [r.with_changes(accessCount=5) if r.id == "a" else r for r in old.records]
+    new = _successor(old, touched)
+    index = index_for(new)
+    assert index._postings is index_for(old)._postings  # nothing was tokenized again
+    assert "lexical_previous" not in new.cache
+    assert rank([new], "alpha", top_k=1, now=NOW)[0].score == round(access_boost(5), 4)
+
+
+def test_an_append_extends_the_previous_index_without_changing_it() -> None:
+    old = snap("global", rec("alpha", rid="a"), rec("beta gamma", rid="b"), rec("部署流程", rid="c"))
+    before = _all_scores(index_for(old), _PROBES)
+    new = _successor(old, [*old.records, rec("new words alpha", rid="d"), rec("锁", rid="e")])
+    assert _all_scores(index_for(new), _PROBES) == _all_scores(LexicalIndex.build(new.records), _PROBES)
+    assert _all_scores(index_for(old), _PROBES) == before  # the old version's index is untouched
+    assert ids(rank([new], "new words", top_k=5, now=NOW)) == ["d"]
+
+
+@pytest.mark.parametrize("change", ["edit", "remove", "reorder", "retag"])
+def test_any_other_change_gives_the_same_index_as_a_fresh_build(change: str) -> None:
+    base = [rec("alpha", rid="a"), rec("beta gamma", rid="b"), rec("部署流程", rid="c")]
+    old = snap("global", *base)
+    new_records = {
+        "edit": [base[0].with_changes(content="edited alpha"), *base[1:]],
+        "remove": base[1:],
+        "reorder": [base[1], base[0], base[2]],
+        "retag": [base[0], base[1].with_changes(tags=["edited"]), base[2]],
+    }[change]
+    new = _successor(old, new_records)
+    assert _all_scores(index_for(new), _PROBES) == _all_scores(LexicalIndex.build(new.records), _PROBES)
+
+
 # --- pruning is exact ------------------------------------------------------------------------
 
 _VOCAB = ["common", "alpha", "beta", "gamma", "delta", "部署", "部", "署", "流程", "锁", "x_y"]

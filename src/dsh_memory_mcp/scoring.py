@@ -60,6 +60,7 @@ __all__ = [
     "GLOBAL_THRESHOLD",
     "IDF_PRIOR_RECORDS",
     "MIN_COSINE",
+    "PREVIOUS_CACHE_KEY",
     "SCOPE_THRESHOLD",
     "WEAK_ONLY_THRESHOLD",
     "Hit",
@@ -79,6 +80,8 @@ __all__ = [
 
 #: Key of the lexical index in `snapshot.cache`.
 CACHE_KEY = "lexical"
+#: Optional key where a store may put the previous file version's index (see `index_for`).
+PREVIOUS_CACHE_KEY = "lexical_previous"
 #: Lexical thresholds of SPEC §7: a record sharing a strong token (word or CJK bigram) with the query.
 GLOBAL_THRESHOLD = 0.12
 SCOPE_THRESHOLD = 0.10
@@ -258,20 +261,20 @@ class LexicalIndex:
                 self._duplicates.setdefault(rid, [first]).append(pos)
 
     @classmethod
-    def build(cls, records: Sequence[Record]) -> LexicalIndex:
-        """Index the content and tags of `records` (each distinct token once per record)."""
+    def build(cls, records: Sequence[Record], previous: LexicalIndex | None = None) -> LexicalIndex:
+        """Index the content and tags of `records` (each distinct token once per record).
+
+        With `previous` (the index of an earlier version of the same scope file), its postings
+        are reused when that version's records are an unchanged prefix of `records`: a touch
+        (only `accessCount`/`lastAccessedAt` changed) or an append (a save). Tokenizing is most of
+        the cost of a build, and a touch rewrites the file after every search with hits.
+        Anything else (a record edited, removed or moved) is a full build.
+        """
         recs = tuple(records)
-        lists: defaultdict[str, list[int]] = defaultdict(list)
-        for pos, record in enumerate(recs):
-            text = record.content
-            tags = record.tags
-            if tags:
-                # A newline keeps a tag from gluing onto the content's last word or CJK run.
-                text = text + "\n" + "\n".join(tags)
-            for token in set(tokenize(text)):
-                lists[token].append(pos)
-        # A plain dict: a lookup of an unknown query token must not insert an empty list.
-        return cls(recs, dict(lists), source=records)
+        postings = None if previous is None else _extend_postings(previous, recs)
+        if postings is None:
+            postings = _build_postings(recs, 0, {})
+        return cls(recs, postings, source=records)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -395,6 +398,46 @@ def _sorted_contains(values: list[int], value: int) -> bool:
     return i < len(values) and values[i] == value
 
 
+def _indexed_text(record: Record) -> str:
+    tags = record.tags
+    # A newline keeps a tag from gluing onto the content's last word or CJK run.
+    return record.content + "\n" + "\n".join(tags) if tags else record.content
+
+
+def _build_postings(recs: tuple[Record, ...], start: int, base: dict[str, list[int]]) -> dict[str, list[int]]:
+    """`base` plus the postings of ``recs[start:]``; `base` and its lists are not modified.
+
+    Posting lists are never mutated once an index holds them (an older snapshot's index may be
+    in use by another thread), so a list that grows is copied once.
+    """
+    lists: defaultdict[str, list[int]] = defaultdict(list)
+    for pos in range(start, len(recs)):
+        for token in set(tokenize(_indexed_text(recs[pos]))):
+            lists[token].append(pos)
+    if not base:
+        return dict(lists)  # a plain dict: looking up an unknown token must not insert a list
+    postings = dict(base)
+    for token, positions in lists.items():
+        existing = postings.get(token)
+        postings[token] = positions if existing is None else existing + positions
+    return postings
+
+
+def _extend_postings(previous: LexicalIndex, recs: tuple[Record, ...]) -> dict[str, list[int]] | None:
+    """`previous`'s postings extended to `recs`, or None when its records are not a prefix of them."""
+    old = previous.records
+    if len(recs) < len(old):
+        return None
+    for before, after in zip(old, recs[: len(old)], strict=True):
+        if before is after or before.raw == after.raw:
+            continue
+        if before.content != after.content or before.tags != after.tags:
+            return None
+    if len(recs) == len(old):
+        return previous._postings
+    return _build_postings(recs, len(old), previous._postings)
+
+
 class SnapshotLike(Protocol):
     """What scoring needs of a store snapshot: its scope, its records and a per-version cache."""
 
@@ -412,14 +455,20 @@ def index_for(snapshot: SnapshotLike) -> LexicalIndex:
     """The snapshot's lexical index, built on first use and kept in `snapshot.cache["lexical"]`.
 
     The cache lives exactly as long as the file version, so the index is rebuilt only when the
-    scope file changes. Two threads racing here both build and one result wins; both are correct.
+    scope file changes. A store that replaces a snapshot may seed the new one's cache with the
+    old index under ``"lexical_previous"``; it is then extended rather than rebuilt when the old
+    records are an unchanged prefix (see `LexicalIndex.build`), and dropped once used. Two threads
+    racing here both build and one result wins; both are correct.
     """
-    cached = snapshot.cache.get(CACHE_KEY)
+    cache = snapshot.cache
+    cached = cache.get(CACHE_KEY)
     records = snapshot.records
     if isinstance(cached, LexicalIndex) and cached.source is records:
         return cached
-    index = LexicalIndex.build(records)
-    snapshot.cache[CACHE_KEY] = index
+    previous = cache.get(PREVIOUS_CACHE_KEY)
+    index = LexicalIndex.build(records, previous if isinstance(previous, LexicalIndex) else None)
+    cache[CACHE_KEY] = index
+    cache.pop(PREVIOUS_CACHE_KEY, None)  # holding it would keep the old version's index alive
     return index
 
 
