@@ -164,7 +164,8 @@ class FakeLlama:
         self.embedded_texts: list[str] = []
         self._lock = threading.Lock()
         self._started = time.monotonic()
-        self._server = ThreadingHTTPServer((host, port), _make_handler(self))
+        self._connections: set[socket.socket] = set()
+        self._server = _QuietServer((host, port), _make_handler(self))
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -207,11 +208,19 @@ class FakeLlama:
         self._server.serve_forever(poll_interval=0.05)
 
     def stop(self) -> None:
+        """Stop listening and drop open keep-alive connections, as a process that exits would."""
         if self._thread is not None:
             self._server.shutdown()
             self._thread.join(5)
             self._thread = None
         self._server.server_close()
+        with self._lock:
+            connections, self._connections = list(self._connections), set()
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def __enter__(self) -> FakeLlama:
         return self.start()
@@ -238,9 +247,31 @@ class FakeLlama:
         return [embed_text(t, self.dims, scale=self.scale) for t in texts]
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up on a slow answer (the point of the slowness tests) is not news.
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+
 def _make_handler(fake: FakeLlama) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes; with Nagle on, the client's delayed ACK adds
+        # ~40 ms to every request (llama-server sets TCP_NODELAY too).
+        disable_nagle_algorithm = True
+
+        def setup(self) -> None:
+            super().setup()
+            with fake._lock:
+                fake._connections.add(self.connection)
+
+        def finish(self) -> None:
+            with fake._lock:
+                fake._connections.discard(self.connection)
+            super().finish()
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             pass

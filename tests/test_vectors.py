@@ -1,0 +1,349 @@
+"""The vector channel end to end: a real SharedStore, real sidecar files and a real HTTP backend."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dsh_memory_mcp import scoring, sidecar
+from dsh_memory_mcp.config import VectorSettings, resolve_vector_settings
+from dsh_memory_mcp.records import now_ms
+from dsh_memory_mcp.store import SharedStore
+from dsh_memory_mcp.vectors import QUERY_BUDGET, VectorChannel
+from tests.conftest import subprocess_env
+from tests.helpers.fake_llama import FakeLlama, embed_text, free_port
+
+PARAPHRASE_QUERY = "container release workflow"
+PARAPHRASE_TARGET = "the deploy pipeline pushes images"
+UNRELATED = ["the user prefers dark theme in the editor", "Postgres is our database", "cats are nice"]
+
+
+@pytest.fixture
+def store(store_dir: Path) -> Iterator[SharedStore]:
+    s = SharedStore(str(store_dir))
+    s.prepare()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLlama]:
+    with FakeLlama() as server:
+        yield server
+
+
+@contextmanager
+def channel(settings: VectorSettings, store: SharedStore, *, ready: bool = True) -> Iterator[VectorChannel]:
+    ch = VectorChannel(settings, store)
+    store.on_delete = ch.on_delete
+    ch.start()
+    try:
+        if ready:
+            assert ch.wait_ready(10), ch.status
+        yield ch
+    finally:
+        ch.close()
+
+
+def save(store: SharedStore, ch: VectorChannel | None, content: str, scope: str = "global") -> str:
+    result = store.save(scope, content)
+    if ch is not None:
+        ch.record_saved(scope, result.record)
+    return result.record.id
+
+
+def vec_lines(store: SharedStore, scope: str = "global") -> list[bytes]:
+    path = store.scope_path(scope)[: -len(".jsonl")] + ".vec"
+    return Path(path).read_bytes().split(b"\n")[:-1]
+
+
+def sidecar_ids(store: SharedStore, scope: str = "global") -> list[str]:
+    return [line.split(b"\t")[0].decode() for line in vec_lines(store, scope)[1:]]
+
+
+def test_a_saved_record_gets_one_unit_length_little_endian_float32_line(store: SharedStore) -> None:
+    # scale=3: the backend does not normalise (like llama-cpp-python); the sidecar must still be unit length.
+    with FakeLlama(scale=3.0) as fake, channel(VectorSettings(endpoint=fake.url), store) as ch:
+        rid = save(store, ch, PARAPHRASE_TARGET)
+        assert ch.wait_idle(5)
+        lines = vec_lines(store)
+    assert lines[0] == b"#fake-embed\t64"  # the model id comes from the served model file name
+    assert len(lines) == 2
+    got_id, b64 = lines[1].split(b"\t")
+    assert got_id.decode() == rid
+    vec = np.frombuffer(base64.b64decode(b64), dtype="<f4")
+    assert vec.shape == (64,)
+    assert np.linalg.norm(vec) == pytest.approx(1.0, abs=1e-6)
+    np.testing.assert_allclose(vec, embed_text(PARAPHRASE_TARGET), atol=1e-6)
+
+
+def test_a_paraphrase_with_no_shared_word_is_recalled_by_cosine(store: SharedStore, fake: FakeLlama) -> None:
+    assert not set(PARAPHRASE_QUERY.split()) & set(PARAPHRASE_TARGET.split())
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        target = save(store, ch, PARAPHRASE_TARGET)
+        for text in UNRELATED:
+            save(store, ch, text)
+        assert ch.wait_idle(5)
+        snaps = [store.snapshot("global")]
+        scores = ch.query_scores(PARAPHRASE_QUERY, snaps)
+    assert list(scores) == [target]
+    assert 0.5 <= scores[target] <= 1.0
+    # Lexical search alone finds nothing; the hybrid merge (scoring.py) recalls the paraphrase.
+    assert scoring.rank(snaps, PARAPHRASE_QUERY, top_k=5, now=now_ms()) == []
+    hits = scoring.rank(snaps, PARAPHRASE_QUERY, top_k=5, now=now_ms(), vector_scores=scores)
+    assert [h.record.id for h in hits] == [target]
+
+
+def test_at_most_30_candidates_at_or_above_half_are_returned(store: SharedStore, fake: FakeLlama) -> None:
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        for i in range(40):
+            save(store, ch, f"docker image build number {i}")
+        save(store, ch, "cats are nice")
+        assert ch.wait_idle(5)
+        scores = ch.query_scores("docker image", [store.snapshot("global")])
+    assert len(scores) == 30
+    assert min(scores.values()) >= 0.5
+
+
+def test_vectors_off_send_no_request_and_write_no_sidecar(
+    store: SharedStore, fake: FakeLlama, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("DSH_MEMORY_EMBED_ENDPOINT", fake.url)  # configured, but switched off
+    settings = resolve_vector_settings(dict(os.environ), str(tmp_path))
+    assert not settings.enabled
+    with channel(settings, store, ready=False) as ch:
+        save(store, ch, PARAPHRASE_TARGET)
+        assert ch.query_scores(PARAPHRASE_QUERY, [store.snapshot("global")]) == {}
+        store.delete_ids([store.snapshot("global").records[0].id])
+        time.sleep(0.2)
+        assert "关闭" in ch.status
+    assert fake.requests == []
+    assert not list(Path(store.root).rglob("*.vec"))
+
+
+def test_importing_and_starting_a_switched_off_channel_loads_neither_numpy_nor_httpx(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from dsh_memory_mcp.config import VectorSettings\n"
+        "from dsh_memory_mcp.vectors import VectorChannel\n"
+        "for s in (VectorSettings(enabled=False), VectorSettings(unavailable_reason='none')):\n"
+        "    ch = VectorChannel(s, None); ch.start(); ch.query_scores('q', []); ch.close()\n"
+        "print(sorted(m for m in ('numpy', 'httpx') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=subprocess_env(), capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_unconfigured_vectors_say_once_how_to_enable_them(
+    store: SharedStore, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("DSH_MEMORY_VECTOR")
+    settings = resolve_vector_settings(dict(os.environ), str(tmp_path))
+    with caplog.at_level(logging.INFO, logger="dsh_memory_mcp"), channel(settings, store, ready=False) as ch:
+        save(store, ch, "x")
+        assert ch.query_scores("x", [store.snapshot("global")]) == {}
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("dsh_memory_mcp.vectors")]
+    assert len(lines) == 1
+    for needle in ("DSH_MEMORY_EMBED_MODEL", "llama-server", "DSH_MEMORY_EMBED_EXE", "DSH_MEMORY_EMBED_ENDPOINT"):
+        assert needle in lines[0]
+    assert "DSH_MEMORY_VECTOR=off" in lines[0]
+    assert not list(Path(store.root).rglob("*.vec"))
+
+
+def test_a_dead_backend_keeps_search_fast(store: SharedStore) -> None:
+    settings = VectorSettings(endpoint=f"http://127.0.0.1:{free_port()}")
+    with channel(settings, store, ready=False) as ch:
+        save(store, ch, PARAPHRASE_TARGET)
+        time.sleep(0.1)  # let the worker find out
+        t0 = time.monotonic()
+        for _ in range(20):
+            assert ch.query_scores(PARAPHRASE_QUERY, [store.snapshot("global")]) == {}
+        assert time.monotonic() - t0 < 0.05
+        assert "不可用" in ch.status
+
+
+def test_a_backend_that_dies_costs_at_most_one_budget_then_nothing(store: SharedStore) -> None:
+    fake = FakeLlama().start()
+    try:
+        with channel(VectorSettings(endpoint=fake.url), store) as ch:
+            save(store, ch, PARAPHRASE_TARGET)
+            assert ch.wait_idle(5)
+            fake.stop()
+            snaps = [store.snapshot("global")]
+            t0 = time.monotonic()
+            assert ch.query_scores(PARAPHRASE_QUERY, snaps) == {}
+            first = time.monotonic() - t0
+            t0 = time.monotonic()
+            for _ in range(20):
+                assert ch.query_scores(PARAPHRASE_QUERY, snaps) == {}
+            rest = time.monotonic() - t0
+    finally:
+        fake.stop()
+    assert first < QUERY_BUDGET + 0.05
+    assert rest < 0.05  # the breaker is open: no request, no wait
+
+
+def test_a_slow_backend_is_abandoned_within_the_query_budget(store: SharedStore, fake: FakeLlama) -> None:
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        save(store, ch, PARAPHRASE_TARGET)
+        assert ch.wait_idle(5)
+        snaps = [store.snapshot("global")]
+        assert ch.query_scores(PARAPHRASE_QUERY, snaps)  # warm: the answer comes back
+        fake.delay_s = 1.5
+        t0 = time.monotonic()
+        assert ch.query_scores(PARAPHRASE_QUERY, snaps) == {}
+        elapsed = time.monotonic() - t0
+    assert elapsed < QUERY_BUDGET + 0.05, elapsed
+
+
+def test_a_failing_backend_is_not_hammered_while_the_breaker_is_open(store: SharedStore, fake: FakeLlama) -> None:
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        save(store, ch, PARAPHRASE_TARGET)
+        assert ch.wait_idle(5)
+        snaps = [store.snapshot("global")]
+        fake.fail_status = 500
+        before = len(fake.requests)
+        deadline = time.monotonic() + 0.6
+        calls = 0
+        while time.monotonic() < deadline:
+            assert ch.query_scores(PARAPHRASE_QUERY, snaps) == {}
+            calls += 1
+            time.sleep(0.01)
+        sent = len(fake.requests) - before
+        assert calls > 20
+        assert sent == 1, fake.requests[before:]  # the failure that opened the breaker (1 s), nothing more
+        assert "熔断" in ch.status
+
+
+def test_records_without_a_vector_are_backfilled_in_the_background(store: SharedStore, fake: FakeLlama) -> None:
+    ids = [save(store, None, f"note {i} about docker images") for i in range(50)]
+    ids += [save(store, None, f"project note {i}", scope="project:/work/app") for i in range(5)]
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        t0 = time.monotonic()
+        assert ch.wait_idle(10)
+        elapsed = time.monotonic() - t0
+        assert ch.backfilled == 55
+    assert sorted(sidecar_ids(store) + sidecar_ids(store, "project:/work/app")) == sorted(ids)
+    print(f"backfill: 55 records in {elapsed:.3f} s ({55 / elapsed:.0f} records/s) against the fake")
+
+
+def test_vectors_written_by_another_writer_are_used_not_re_embedded(store: SharedStore, fake: FakeLlama) -> None:
+    ids = [save(store, None, text) for text in [PARAPHRASE_TARGET, *UNRELATED]]
+    texts = {r.id: r.content for r in store.snapshot("global").records}
+    path = store.scope_path("global")[: -len(".jsonl")] + ".vec"
+    sidecar.write(path, ("fake-embed", 64), [(rid, embed_text(texts[rid])) for rid in ids])
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        assert ch.wait_idle(5)
+        scores = ch.query_scores(PARAPHRASE_QUERY, [store.snapshot("global")])
+    assert list(scores) == [ids[0]]
+    assert fake.embedded_texts == ["dimension probe", PARAPHRASE_QUERY]
+
+
+def test_a_deleted_record_loses_its_vector_line_and_is_no_longer_a_candidate(
+    store: SharedStore, fake: FakeLlama
+) -> None:
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        target = save(store, ch, PARAPHRASE_TARGET)
+        other = save(store, ch, "docker images are built by the deploy pipeline")
+        keep = save(store, ch, "cats are nice")
+        assert ch.wait_idle(5)
+        assert set(ch.query_scores(PARAPHRASE_QUERY, [store.snapshot("global")])) == {target, other}
+        store.delete_ids([target])
+        assert sorted(sidecar_ids(store)) == sorted([other, keep])
+        assert set(ch.query_scores(PARAPHRASE_QUERY, [store.snapshot("global")])) == {other}
+
+
+def test_an_expired_record_is_not_a_candidate(store: SharedStore, fake: FakeLlama) -> None:
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        old = save(store, ch, PARAPHRASE_TARGET)
+        assert ch.wait_idle(5)
+        new = store.save("global", "docker images ship through the release pipeline", supersedes=old).record
+        ch.record_saved("global", new)
+        assert ch.wait_idle(5)
+        scores = ch.query_scores(PARAPHRASE_QUERY, [store.snapshot("global")])
+    assert list(scores) == [new.id]
+
+
+def test_an_append_by_another_writer_extends_the_cached_matrix_without_a_reread(
+    store: SharedStore, fake: FakeLlama
+) -> None:
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        save(store, ch, "cats are nice")
+        assert ch.wait_idle(5)
+        assert ch.query_scores("cats", [store.snapshot("global")])
+        sv = ch._scopes["global"]
+        matrix, identity, end = sv.matrix, sv.identity, sv.end
+        # Another process saves a record and appends its vector (no channel involved).
+        rid = store.save("global", PARAPHRASE_TARGET).record.id
+        assert sidecar.append(sv.path, ("fake-embed", 64), [(rid, embed_text(PARAPHRASE_TARGET))])
+        scores = ch.query_scores(PARAPHRASE_QUERY, [store.snapshot("global")])
+        assert list(scores) == [rid]
+        # Same inode, read on from the old end into the same array: a tail read, not a reload.
+        assert sv.identity == identity and sv.end > end
+        assert sv.matrix is matrix and sv.n == 2
+
+
+@pytest.mark.parametrize("change", ["dims", "model"])
+def test_a_model_change_voids_the_sidecar_and_rebuilds_it(store: SharedStore, fake: FakeLlama, change: str) -> None:
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        ids = [save(store, ch, text) for text in [PARAPHRASE_TARGET, *UNRELATED]]
+        assert ch.wait_idle(5)
+    assert vec_lines(store)[0] == b"#fake-embed\t64"
+    if change == "dims":
+        fake.dims = 48
+        expected = b"#fake-embed\t48"
+    else:
+        fake.model_path = "/models/Other-Embed-v2-Q8_0.gguf"
+        expected = b"#other-embed-v2\t64"
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        ids.append(save(store, ch, "docker images are built by the deploy pipeline"))
+        assert ch.wait_idle(10)
+        lines = vec_lines(store)
+        assert lines[0] == expected
+        assert sorted(sidecar_ids(store)) == sorted(ids)
+        width = int(expected.split(b"\t")[1])
+        assert all(len(base64.b64decode(line.split(b"\t")[1])) == 4 * width for line in lines[1:])
+        assert set(ch.query_scores(PARAPHRASE_QUERY, [store.snapshot("global")])) == {ids[0], ids[-1]}
+
+
+def test_a_dimension_change_while_running_rebuilds_the_sidecar(store: SharedStore, fake: FakeLlama) -> None:
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        ids = [save(store, ch, text) for text in [PARAPHRASE_TARGET, *UNRELATED]]
+        assert ch.wait_idle(5)
+        fake.dims = 32  # someone restarted the backend with another model on the same port
+        ids.append(save(store, ch, "docker images are built by the deploy pipeline"))
+        assert ch.wait_idle(10)
+        assert vec_lines(store)[0] == b"#fake-embed\t32"
+        assert sorted(sidecar_ids(store)) == sorted(ids)
+        assert set(ch.query_scores(PARAPHRASE_QUERY, [store.snapshot("global")])) == {ids[0], ids[-1]}
+
+
+def test_query_latency_against_the_fake_backend(store: SharedStore, fake: FakeLlama) -> None:
+    for i in range(50):
+        save(store, None, f"record {i} about docker images and pipelines")
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        assert ch.wait_idle(10)
+        snaps = [store.snapshot("global")]
+        ch.query_scores(PARAPHRASE_QUERY, snaps)
+        times = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            assert ch.query_scores(PARAPHRASE_QUERY, snaps)
+            times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    print(f"query_scores over 50 records: median {times[10]:.1f} ms, max {times[-1]:.1f} ms (fake backend)")
+    assert times[10] < QUERY_BUDGET * 1000
