@@ -231,6 +231,7 @@ def test_a_breaker_waits_while_another_breaker_is_at_work(locks_dir: Path):
     assert not Path(path).exists()
 
 
+@pytest.mark.slow
 def test_two_processes_breaking_the_same_stale_lock_never_both_hold_it(locks_dir: Path, tmp_path: Path):
     for stale in (marker(dead_pid()), b""):
         go = tmp_path / f"go-{len(stale)}"

@@ -431,7 +431,9 @@ def test_a_save_times_out_while_another_process_holds_the_scope_lock(store_dir: 
     store.save("global", "before")
     before = file_of(store, "global").read_bytes()
     lock = Path(store.root) / ".locks" / f"{scopes.scope_sha1('global')}.lock"
-    lock.write_text(json.dumps({"pid": os.getppid(), "host": "other", "createdAt": int(time.time() * 1000)}))
+    lock.write_text(
+        json.dumps({"pid": os.getppid(), "host": "other", "createdAt": int(time.time() * 1000)}), encoding="utf-8"
+    )
     with pytest.raises(LockTimeout) as info:
         store.save("global", "blocked")
     assert info.value.code == "LOCK_TIMEOUT" and str(lock) in info.value.message
@@ -612,7 +614,9 @@ def test_touches_that_cannot_be_written_stay_pending(store_dir: Path, clock: Clo
     s = SharedStore(str(store_dir), clock=clock, touch_delay=60.0, lock_timeout=0.2)
     r = s.save("global", "r").record
     lock = Path(s.root) / ".locks" / f"{scopes.scope_sha1('global')}.lock"
-    lock.write_text(json.dumps({"pid": os.getppid(), "host": "other", "createdAt": int(time.time() * 1000)}))
+    lock.write_text(
+        json.dumps({"pid": os.getppid(), "host": "other", "createdAt": int(time.time() * 1000)}), encoding="utf-8"
+    )
     s.touch({"global": [r.id]})
     s.flush()
     assert s.snapshot("global").records[0].access_count == 0
@@ -687,7 +691,9 @@ def test_aliases_are_registered_under_the_scopes_json_lock(store_dir: Path):
     s = SharedStore(str(store_dir), lock_timeout=0.2)
     s.prepare()
     lock = store_dir / ".locks" / f"{scopes.scope_sha1('scopes.json')}.lock"
-    lock.write_text(json.dumps({"pid": os.getppid(), "host": "other", "createdAt": int(time.time() * 1000)}))
+    lock.write_text(
+        json.dumps({"pid": os.getppid(), "host": "other", "createdAt": int(time.time() * 1000)}), encoding="utf-8"
+    )
     with pytest.raises(LockTimeout):
         s.register_alias("api", "project:/home/me/api")
     assert not (store_dir / "scopes.json").exists()
