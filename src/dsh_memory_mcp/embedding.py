@@ -497,6 +497,9 @@ class LlamaServerManager:
 
         Raises `EmbeddingUnavailable` with a Chinese reason (port taken, binary or model missing,
         the child exited, load timeout). `stop` makes the wait end early (shutdown).
+
+        Call it from a thread that lives as long as the child should: on Linux the child is
+        killed when the thread that spawned it exits (see `_pdeathsig_preexec`).
         """
         with self._lock:
             return self._ensure(stop)
