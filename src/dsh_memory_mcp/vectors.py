@@ -580,6 +580,17 @@ class VectorChannel:
                 break
         if not batch:
             return False
+        # The backfill may have got there first (it saw the record before record_saved queued
+        # it): skip what the sidecar already holds rather than append a duplicate line.
+        header = self._header()
+        for scope in {scope for scope, _, _ in batch}:
+            sv = self._scope_vectors(scope)
+            with sv.lock:
+                sv.refresh()
+                if sv.header == header:
+                    batch = [item for item in batch if item[0] != scope or item[1] not in sv.rows]
+        if not batch:
+            return True
         try:
             vectors = self._embed([text for _, _, text in batch])
         except EmbeddingUnavailable as exc:
