@@ -57,6 +57,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("dsh_memory_mcp.embedding")
+# httpx logs every request at INFO; with the server's INFO-level stderr log that would be one
+# line per search. Leave it alone if someone configured it on purpose.
+if logging.getLogger("httpx").level == logging.NOTSET:
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 #: Where a llama-server we spawn writes its output, relative to the store directory (SPEC §3).
 LOG_FILE_NAME = "llama-server-mcp.log"
