@@ -547,6 +547,16 @@ def test_a_second_signal_interrupts_at_once(sandbox):
     assert "Traceback" not in rest
 
 
+@posix_signals
+def test_a_shutdown_that_hangs_after_a_signal_is_ended_by_the_hard_deadline(sandbox):
+    command = [PYTHON, str(FAKE_SERVER), "stuck", "--store-dir", str(sandbox.store)]
+    proc = _start_and_wait_until_serving(command, sandbox.env(), handshake=False)
+    code, elapsed, rest = _stop(proc, signal.SIGTERM)
+    assert code == 0, rest
+    assert elapsed < 5
+    assert "强制退出" in rest
+
+
 def test_a_thread_left_behind_by_the_server_does_not_keep_the_process_alive(sandbox):
     started = time.monotonic()
     result = run_cli(["--store-dir", str(sandbox.store)], sandbox.env(), script=[str(FAKE_SERVER), "leave-thread"])

@@ -68,7 +68,7 @@ LOG_MAX_BYTES = 1_000_000
 LOG_BACKUPS = 3
 
 #: After serve() is over, how long interpreter shutdown may wait for leftover non-daemon threads
-#: (the SDK's stdin reader blocks until the host closes the pipe) before the process exits anyway.
+#: before the process exits anyway (see `_arm_exit_watchdog`).
 EXIT_GRACE_SECONDS = 1.0
 
 SDK_REQUIREMENT = "mcp>=2.3,<3"
@@ -516,6 +516,9 @@ def _describe(exc: BaseException | None) -> str:
 #: After the first SIGINT/SIGTERM, how long the graceful stop (end of stdin) may take before the
 #: main thread gets a KeyboardInterrupt.
 STOP_ESCALATION_SECONDS = 5.0
+#: After the first SIGINT/SIGTERM, when the process exits no matter what (a shutdown that hangs,
+#: e.g. an event loop waiting for a task that ignores cancellation, must not outlive the request).
+HARD_EXIT_SECONDS = 10.0
 
 _SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
@@ -565,7 +568,10 @@ class _StdinRelay:
                 ready, _, _ = select.select([self._source, self._wake_r], [], [])
                 if self._wake_r in ready:
                     break
-                data = os.read(self._source, 65536)
+                try:
+                    data = os.read(self._source, 65536)
+                except BlockingIOError:  # a host handed us a non-blocking stdin: not an end of input
+                    continue
                 if not data:
                     break
                 view = memoryview(data)
@@ -593,14 +599,15 @@ class _SignalGuard:
 
     1st signal: end the server's stdin through the relay (graceful, like the host closing the
     pipe); without a relay, or if that has not finished after `STOP_ESCALATION_SECONDS`:
-    KeyboardInterrupt in the main thread (caught around serve → exit 0). A 3rd signal exits at once.
+    KeyboardInterrupt in the main thread (caught around serve → exit 0). A 3rd signal, or
+    `HARD_EXIT_SECONDS` after the 1st, ends the process at once.
     """
 
     def __init__(self) -> None:
         self.count = 0
         self.relay: _StdinRelay | None = None
         self._previous: dict[int, _SignalHandler] = {}
-        self._timer: threading.Timer | None = None
+        self._timers: list[threading.Timer] = []
 
     def install(self) -> None:
         for sig in _stop_signals():
@@ -622,29 +629,40 @@ class _SignalGuard:
         self._previous.clear()
 
     def cancel_escalation(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+
+    def _later(self, seconds: float, action: Callable[..., object], *args: object) -> None:
+        timer = threading.Timer(seconds, action, args=args)
+        timer.daemon = True
+        timer.start()
+        self._timers.append(timer)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
-        if self.count == 1 and self.relay is not None:
-            self.relay.stop()
-            timer = threading.Timer(STOP_ESCALATION_SECONDS, _interrupt_main)
-            timer.daemon = True
-            timer.start()
-            self._timer = timer
-            return
+        if self.count == 1:
+            self._later(HARD_EXIT_SECONDS, _hard_exit)
+            if self.relay is not None:
+                self.relay.stop()
+                self._later(STOP_ESCALATION_SECONDS, _interrupt_main, signum)
+                return
         if self.count <= 2:
             raise KeyboardInterrupt
         _flush_std()
         os._exit(EXIT_OK)
 
 
-def _interrupt_main() -> None:
+def _hard_exit() -> None:
+    _write_stderr_lines([f"⚠️ 收到退出信号 {HARD_EXIT_SECONDS:g} 秒后仍未停下,强制退出"])
+    _flush_std()
+    os._exit(EXIT_OK)
+
+
+def _interrupt_main(signum: int) -> None:
     import _thread
 
-    _thread.interrupt_main()  # runs the SIGINT handler in the main thread: the escalation step
+    _thread.interrupt_main(signal.Signals(signum))  # our handler again, in the main thread: escalation
 
 
 def _stop_signals() -> list[int]:
@@ -679,11 +697,11 @@ def _flush_std() -> None:
 
 
 def _arm_exit_watchdog(code: int, grace: float = EXIT_GRACE_SECONDS) -> None:
-    """Make sure the process really exits after serve() returned.
+    """Make sure the process really exits after serve() returned (a safety net).
 
-    The SDK reads stdin in a non-daemon worker thread; when we stop because of a signal while
-    the host still holds stdin open, that thread stays blocked in `read()` and interpreter
-    shutdown would wait for it forever. A daemon thread waits for the main thread to finish
+    Interpreter shutdown waits for every non-daemon thread; one that never ends (the SDK's stdin
+    reader when we were interrupted without the relay, e.g. on Windows, or a stuck worker) would
+    keep a dead server alive forever. A daemon thread waits for the main thread to finish
     (interpreter shutdown has begun), gives leftover threads `grace` seconds, then `os._exit`s.
     Inert while the main thread lives (tests calling `main()` in-process are unaffected).
     """

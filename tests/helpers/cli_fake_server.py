@@ -6,8 +6,9 @@ server cannot be made to do on purpose. The stand-in imports nothing heavy.
 
     python tests/helpers/cli_fake_server.py MODE [cli args...]
 
-MODE: `ignore-stdin` (never reads stdin, sleeps until interrupted) or `leave-thread` (starts a
-non-daemon thread that never ends, then returns as if stdin had closed).
+MODE: `ignore-stdin` (never reads stdin, sleeps until interrupted), `stuck` (never reads stdin
+and swallows KeyboardInterrupt: a shutdown that hangs) or `leave-thread` (starts a non-daemon
+thread that never ends, then returns as if stdin had closed).
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ def _serve(settings: Settings) -> None:
     if MODE == "ignore-stdin":
         while True:
             time.sleep(0.05)
+    elif MODE == "stuck":
+        while True:
+            try:
+                time.sleep(0.05)
+            except KeyboardInterrupt:
+                pass
     elif MODE == "leave-thread":
         threading.Thread(target=time.sleep, args=(3600,), name="never-ends").start()
     else:
@@ -41,4 +48,5 @@ if __name__ == "__main__":
     module.serve = _serve  # type: ignore[attr-defined]
     sys.modules["dsh_memory_mcp.server"] = module
     cli.STOP_ESCALATION_SECONDS = 0.3
+    cli.HARD_EXIT_SECONDS = 1.0
     sys.exit(cli.main(sys.argv[2:]))
