@@ -307,17 +307,19 @@ class SharedStore:
                 raise fail(directory, f"无法创建:没有写权限({exc.strerror})", exc) from exc
             except OSError as exc:
                 raise fail(directory, f"无法创建:{exc.strerror or exc}", exc) from exc
-        try:
-            fd, probe = tempfile.mkstemp(dir=root, prefix=".probe-", suffix=".tmp")
+        # Every directory we will write to, since an existing one may belong to another user.
+        for directory in (root, os.path.join(root, "projects"), os.path.join(root, ".locks")):
             try:
-                _write_all(fd, b"ok\n")
-            finally:
-                os.close(fd)
-                os.unlink(probe)
-        except PermissionError as exc:
-            raise fail(root, f"不可写:没有写权限({exc.strerror})", exc) from exc
-        except OSError as exc:
-            raise fail(root, f"不可写:{exc.strerror or exc}", exc) from exc
+                fd, probe = tempfile.mkstemp(dir=directory, prefix=".probe-", suffix=".tmp")
+                try:
+                    _write_all(fd, b"ok\n")
+                finally:
+                    os.close(fd)
+                    os.unlink(probe)
+            except PermissionError as exc:
+                raise fail(directory, f"不可写:没有写权限({exc.strerror})", exc) from exc
+            except OSError as exc:
+                raise fail(directory, f"不可写:{exc.strerror or exc}", exc) from exc
 
     # -- reading ---------------------------------------------------------------------------
 
