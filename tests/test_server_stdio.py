@@ -222,7 +222,7 @@ def test_a_raw_2024_11_05_session_gets_only_json_rpc_on_stdout_and_exits_0_on_eo
             "jsonrpc": "2.0",
             "id": 3,
             "method": "tools/call",
-            "params": {"name": "memory_save", "arguments": {"content": "raw 协议也能保存"}},
+            "params": {"name": "memory_save", "arguments": {"content": "raw 会话也能保存"}},
         },
         {
             "jsonrpc": "2.0",
@@ -231,6 +231,14 @@ def test_a_raw_2024_11_05_session_gets_only_json_rpc_on_stdout_and_exits_0_on_eo
             "params": {"name": "memory_search", "arguments": {"query": "协议"}},
         },
     ]
+    # Requests run concurrently, so the search must not depend on the save in the same batch:
+    # it finds a record that was on disk before the server started.
+    store_dir.mkdir()
+    (store_dir / "global.jsonl").write_text(
+        json.dumps({"id": "0f0f0f0f-seed", "scope": "global", "kind": "fact", "content": "MCP 协议走 stdio"},
+                   ensure_ascii=False) + "\n",
+        encoding="utf-8",
+    )
     stdin = "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in messages)
     proc = subprocess.run(
         [sys.executable, "-m", "dsh_memory_mcp", "--store-dir", str(store_dir)],
@@ -247,7 +255,8 @@ def test_a_raw_2024_11_05_session_gets_only_json_rpc_on_stdout_and_exits_0_on_eo
     assert by_id[1]["result"]["serverInfo"]["name"] == "dsh-memory-mcp"
     assert len(by_id[2]["result"]["tools"]) == 5
     assert by_id[3]["result"]["structuredContent"]["ok"] is True
-    assert by_id[4]["result"]["structuredContent"]["count"] == 1
+    assert by_id[4]["result"]["structuredContent"]["records"][0]["id"] == "0f0f0f0f-seed"
+    assert "raw 会话也能保存" in (store_dir / "global.jsonl").read_text(encoding="utf-8")
     err = proc.stderr.decode("utf-8")
     assert "[dsh-memory-mcp] store-dir = " in err and "已启动 dsh-memory-mcp v0.1.0(stdio)" in err
 

@@ -98,6 +98,55 @@ class _MemoryServer(MCPServer[Any]):
         return await super().call_tool(name, arguments, context)
 
 
+#: How long requests already received may still run after stdin closes.
+DRAIN_SECONDS = 30.0
+
+
+async def _run_stdio(server: MCPServer[Any]) -> None:
+    """Serve stdio; at end of input, answer every request already received before returning.
+
+    A host (or `echo '…' | dsh-memory-mcp`) may close stdin right after its last request. The
+    SDK's loop ends at end of input and cancels requests still in flight, so a save could be
+    acknowledged by nobody. We sit between the transport and the loop: requests are counted in,
+    responses counted out, and the loop's input is closed only when nothing is pending (or after
+    `DRAIN_SECONDS`).
+    """
+    from mcp.server.stdio import stdio_server
+    from mcp.shared._context_streams import create_context_streams
+    from mcp.shared.message import SessionMessage
+    from mcp.types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+
+    pending: set[Any] = set()
+    async with stdio_server() as (read, write):
+        in_send, in_recv = create_context_streams[SessionMessage | Exception](0)
+        out_send, out_recv = create_context_streams[SessionMessage](0)
+
+        async def pump_in() -> None:
+            async with in_send:
+                async for item in read:
+                    if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
+                        pending.add(item.message.id)
+                    await in_send.send(item)
+                with anyio.move_on_after(DRAIN_SECONDS):
+                    while pending:
+                        await anyio.sleep(0.01)
+
+        async def pump_out() -> None:
+            # Closing `write` at the end lets the transport's stdout writer finish.
+            async with out_recv, write:
+                async for item in out_recv:
+                    await write.send(item)
+                    if isinstance(item.message, (JSONRPCResponse, JSONRPCError)):
+                        pending.discard(item.message.id)
+
+        lowlevel = server._lowlevel_server
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump_in)
+            tg.start_soon(pump_out)
+            await lowlevel.run(in_recv, out_send, lowlevel.create_initialization_options())
+            await out_send.aclose()
+
+
 def build_server(service: MemoryService) -> MCPServer[Any]:
     """An `MCPServer` exposing the five tools of `service` (usable in-process by tests)."""
     return _MemoryServer(service)
@@ -148,7 +197,7 @@ def serve(settings: Settings) -> None:
         log.info("已启动 dsh-memory-mcp v%s(stdio)", __version__)
         if service.vectors is not None:
             service.vectors.start()
-        anyio.run(server.run_stdio_async)
+        anyio.run(_run_stdio, server)
     finally:
         close_service(service)
 

@@ -505,7 +505,8 @@ class SharedStore:
         Dedupe: a non-expired record of that scope whose ``content.strip()`` is the same →
         returned with ``deduped=True``, no line added. `supersedes` (a full id or a prefix of at
         least 8 characters naming exactly one non-expired record in any scope) gets ``expiredAt``
-        and ``updatedAt`` set to now — also when the save is deduped, since hiding the old record
+        set to now - 1 ms (readers hide ``expiredAt < now``, so it is hidden at once, even within
+        the same millisecond) and ``updatedAt`` to now — also when the save is deduped, since hiding the old record
         is what the caller asked for — in the same transaction when it is in this scope, else in
         a second one afterwards (never two scope locks at once). Arguments are not validated
         here; the tools layer does that.
@@ -528,7 +529,7 @@ class SharedStore:
             if target is not None and target[0] == scope and (existing is None or existing.id != target_id):
                 for i, line in enumerate(lines):
                     if isinstance(line, Record) and line.id == target_id and not line.is_expired(now):
-                        superseded = lines[i] = line.with_changes(expiredAt=now, updatedAt=now)
+                        superseded = lines[i] = line.with_changes(expiredAt=now - 1, updatedAt=now)
                         break
             if existing is not None:
                 return (lines if superseded is not None else None), SaveResult(existing, True, superseded)
@@ -559,7 +560,7 @@ class SharedStore:
             lines = list(snap.lines)
             for i, line in enumerate(lines):
                 if isinstance(line, Record) and line.id == record_id and not line.is_expired(now):
-                    changed = lines[i] = line.with_changes(expiredAt=now, updatedAt=now)
+                    changed = lines[i] = line.with_changes(expiredAt=now - 1, updatedAt=now)
                     return lines, changed
             return None, None
 

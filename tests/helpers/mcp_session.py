@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import AsyncExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
@@ -47,18 +48,23 @@ class StdioSession:
 
 @contextmanager
 def stdio_session(params: StdioServerParameters, errlog: Path) -> Iterator[StdioSession]:
-    """Spawn the server, initialise, yield a session; the child is reaped when the block ends."""
+    """Spawn the server, initialise, yield a session; the child is reaped when the block ends.
+
+    The client's context managers must be entered and left in one task (anyio cancel scopes), so
+    one long-lived task in the portal owns them and waits for the block to end.
+    """
     with errlog.open("w", encoding="utf-8") as err, start_blocking_portal() as portal:
-        stack = AsyncExitStack()
+        stop = portal.call(anyio.Event)
 
-        async def open_() -> tuple[ClientSession, Any]:
-            read, write = await stack.enter_async_context(stdio_client(params, errlog=err))
-            session = await stack.enter_async_context(ClientSession(read, write))
-            init = await session.initialize()
-            return session, init
+        async def owner(*, task_status: Any) -> None:
+            async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as session:
+                init = await session.initialize()
+                task_status.started((session, init))
+                await stop.wait()
 
-        session, init = portal.call(open_)
+        future, (session, init) = portal.start_task(owner)
         try:
             yield StdioSession(portal, session, init)
         finally:
-            portal.call(stack.aclose)
+            portal.call(stop.set)
+            future.result(timeout=30)
