@@ -106,6 +106,19 @@ def test_a_paraphrase_with_no_shared_word_is_recalled_by_cosine(store: SharedSto
     assert [h.record.id for h in hits] == [target]
 
 
+def test_an_openai_compatible_endpoint_works_and_is_sent_its_model_name(store: SharedStore) -> None:
+    with FakeLlama(openai_only=True, model_path="text-embed-small") as fake:
+        with channel(VectorSettings(endpoint=fake.url + "/v1"), store) as ch:
+            target = save(store, ch, PARAPHRASE_TARGET)
+            save(store, ch, UNRELATED[0])
+            assert ch.wait_idle(5)
+            scores = ch.query_scores(PARAPHRASE_QUERY, [store.snapshot("global")])
+        assert list(scores) == [target]
+        assert fake.count("/embedding") == 0
+        assert set(fake.models_requested) == {"text-embed-small"}  # from /v1/models
+        assert vec_lines(store)[0] == b"#text-embed-small\t64"
+
+
 def test_at_most_30_candidates_at_or_above_half_are_returned(store: SharedStore, fake: FakeLlama) -> None:
     with channel(VectorSettings(endpoint=fake.url), store) as ch:
         for i in range(40):

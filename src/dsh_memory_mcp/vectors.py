@@ -223,22 +223,11 @@ class VectorChannel:
         self._load_timeout = load_timeout
         self._client: EmbeddingClient | None = None
         self._manager: LlamaServerManager | None = None
-        #: Figures for status and tests: records embedded by backfill, and when it started.
+        #: Figures for status and tests: records embedded by the backfill, last query time.
         self.backfilled = 0
         self.last_query_ms: float | None = None
-        if not self._active:
-            if settings.enabled:
-                self._status = f"向量检索:不可用({settings.unavailable_reason})"
-            return
-        from dsh_memory_mcp.embedding import LOG_FILE_NAME, EmbeddingClient, LlamaServerManager
-
-        if settings.endpoint:
-            self._client = EmbeddingClient(settings.endpoint)
-        else:
-            self._manager = LlamaServerManager(
-                settings, log_path=os.path.join(store.root, LOG_FILE_NAME), load_timeout=load_timeout
-            )
-            self._client = EmbeddingClient(self._manager.base_url, api="auto")
+        if not self._active and settings.enabled:
+            self._status = f"向量检索:不可用({settings.unavailable_reason})"
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -430,9 +419,28 @@ class VectorChannel:
 
     # -- worker ----------------------------------------------------------------------------
 
+    def _setup(self) -> None:
+        """Create the HTTP client (and the llama-server manager) on the worker thread.
+
+        Importing httpx and building a client costs ~0.1 s; doing it here keeps it off the
+        server's start-up path.
+        """
+        from dsh_memory_mcp.embedding import LOG_FILE_NAME, EmbeddingClient, LlamaServerManager
+
+        settings = self.settings
+        if settings.endpoint:
+            # OpenAI-style servers need a "model"; DSH_MEMORY_EMBED_MODEL names it, else /v1/models.
+            self._client = EmbeddingClient(settings.endpoint, model=settings.model_id if settings.model else None)
+        else:
+            self._manager = LlamaServerManager(
+                settings, log_path=os.path.join(self.store.root, LOG_FILE_NAME), load_timeout=self._load_timeout
+            )
+            self._client = EmbeddingClient(self._manager.base_url, api="auto")
+
     def _run(self) -> None:
         next_rescan = time.monotonic() + RESCAN_INTERVAL
         try:
+            self._setup()
             while not self._stop.is_set():
                 if not self._ready.is_set():
                     if not self._bring_up():
@@ -485,14 +493,14 @@ class VectorChannel:
                 self._wait_endpoint(client)
             info = client.model_info()
             model_id = self._pick_model_id(origin, info.model_id)
+            if origin == "endpoint" and client.model is None and info.name:
+                client.model = info.name
             client.breaker.reset()
             probe = client.embed(["dimension probe"], timeout=WRITE_BUDGET)
         except EmbeddingUnavailable as exc:
             self._failed_bringups += 1
             self._problem(str(exc))
             return False
-        if origin == "endpoint" and client.api == "openai" and client.model is None and info.name:
-            client.model = info.name
         self._model_id = model_id
         self._dims = len(probe[0])
         self._failed_bringups = 0

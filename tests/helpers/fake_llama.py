@@ -162,6 +162,8 @@ class FakeLlama:
         self.openai_only = openai_only
         self.requests: list[tuple[str, str]] = []
         self.embedded_texts: list[str] = []
+        #: The "model" field of each /v1/embeddings request (None when absent).
+        self.models_requested: list[str | None] = []
         self._lock = threading.Lock()
         self._started = time.monotonic()
         self._connections: set[socket.socket] = set()
@@ -337,6 +339,9 @@ def _make_handler(fake: FakeLlama) -> type[BaseHTTPRequestHandler]:
                 return
             key = "input" if self.path == "/v1/embeddings" else "content"
             value = body.get(key) if isinstance(body, dict) else None
+            if self.path == "/v1/embeddings" and isinstance(body, dict):
+                with fake._lock:
+                    fake.models_requested.append(body.get("model"))
             texts = [value] if isinstance(value, str) else value
             if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
                 self._send(
