@@ -354,12 +354,12 @@ def test_supersedes_in_the_same_scope_expires_the_old_record_in_the_same_rewrite
     result = store.save("global", "the build uses just", supersedes=old.record.id[:8])
     assert result.superseded is not None
     assert result.superseded.id == old.record.id
-    assert result.superseded.data["expiredAt"] == clock.now
+    assert result.superseded.data["expiredAt"] == clock.now - 1
     assert result.superseded.data["updatedAt"] == clock.now
     assert result.record.data["supersedes"] == old.record.id
     on_disk = [json.loads(line) for line in lines_of(path)]
     assert [d["content"] for d in on_disk] == ["the build uses make", "the build uses just"]
-    assert on_disk[0]["expiredAt"] == clock.now
+    assert on_disk[0]["expiredAt"] == clock.now - 1
     assert list(on_disk[0])[-1] == "expiredAt"  # a new key goes last, the others keep their place
 
 
@@ -369,7 +369,7 @@ def test_supersedes_by_prefix_reaches_another_scope(store: SharedStore, clock: C
     result = store.save("global", "deploy with ansible", supersedes=old.record.id[:8])
     assert result.superseded is not None and result.superseded.id == old.record.id
     [project_record] = store.snapshot(PROJECT).records
-    assert project_record.data["expiredAt"] == clock.now
+    assert project_record.data["expiredAt"] == clock.now - 1
     assert store.snapshot("global").records[0].data["supersedes"] == old.record.id
 
 

@@ -134,7 +134,7 @@ def test_superseding_a_dsh_record_only_adds_expired_at(store: SharedStore, dsh_s
     lines = disk_lines(dsh_store)
     assert [lines[i] for i in (0, 1, 2, 4, 5)] == encoded(PREF, OLD, CORRUPT, ESCAPED, GONE)
     odd = json.loads(lines[3])
-    expected = dict(json.loads(ODD), updatedAt=NOW, expiredAt=NOW)
+    expected = dict(json.loads(ODD), updatedAt=NOW, expiredAt=NOW - 1)
     assert list(odd) == list(expected) and odd == expected
     assert lines[6] == result.record.raw.encode()
 
