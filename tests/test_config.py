@@ -17,7 +17,11 @@ from dsh_memory_mcp.config import (
 
 
 def test_flags_win_over_env_which_wins_over_defaults(tmp_path):
-    env = {"DSH_MEMORY_STORE_DIR": str(tmp_path / "env-store"), "DSH_MEMORY_PROJECT": str(tmp_path / "env-proj"), "HOME": str(tmp_path)}
+    env = {
+        "DSH_MEMORY_STORE_DIR": str(tmp_path / "env-store"),
+        "DSH_MEMORY_PROJECT": str(tmp_path / "env-proj"),
+        "HOME": str(tmp_path),
+    }
     s = resolve_settings(store_dir=str(tmp_path / "flag"), env=env, cwd=str(tmp_path))
     assert s.store_dir == str(tmp_path / "flag") and s.project_dir == str(tmp_path / "env-proj")
     assert not s.store_dir_is_default
@@ -43,7 +47,19 @@ def test_resolving_settings_creates_nothing(tmp_path):
     assert sorted(os.listdir(tmp_path)) == before
 
 
-@pytest.mark.parametrize(("value", "expected"), [("1", True), ("TRUE", True), (" yes ", True), ("on", True), ("0", False), ("", False), (None, False), ("nope", False)])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("1", True),
+        ("TRUE", True),
+        (" yes ", True),
+        ("on", True),
+        ("0", False),
+        ("", False),
+        (None, False),
+        ("nope", False),
+    ],
+)
 def test_env_flags(value, expected):
     assert env_flag(value) is expected
 
@@ -69,7 +85,15 @@ def test_the_model_id_comes_from_the_file_name(path, model_id):
 
 @pytest.mark.parametrize(
     ("model_id", "pooling"),
-    [("qwen3-embedding-0.6b", "last"), ("bge-m3", "cls"), ("nomic-embed-text-v1.5", "mean"), ("all-minilm-l6-v2", "mean"), ("e5-small", "mean"), ("gte-base", "mean"), ("mystery-model", None)],
+    [
+        ("qwen3-embedding-0.6b", "last"),
+        ("bge-m3", "cls"),
+        ("nomic-embed-text-v1.5", "mean"),
+        ("all-minilm-l6-v2", "mean"),
+        ("e5-small", "mean"),
+        ("gte-base", "mean"),
+        ("mystery-model", None),
+    ],
 )
 def test_pooling_is_inferred_by_family_and_unknown_families_pass_none(model_id, pooling):
     assert infer_pooling(model_id) == pooling
@@ -85,7 +109,12 @@ def test_vectors_off_and_unavailable_are_told_apart():
 
 def test_vector_numbers_and_pooling_override_are_read_with_sane_fallbacks(tmp_path):
     v = resolve_vector_settings(
-        {"DSH_MEMORY_EMBED_MODEL": "bge-small.gguf", "DSH_MEMORY_EMBED_PORT": "9100", "DSH_MEMORY_EMBED_THREADS": "x", "DSH_MEMORY_EMBED_POOLING": "MEAN"},
+        {
+            "DSH_MEMORY_EMBED_MODEL": "bge-small.gguf",
+            "DSH_MEMORY_EMBED_PORT": "9100",
+            "DSH_MEMORY_EMBED_THREADS": "x",
+            "DSH_MEMORY_EMBED_POOLING": "MEAN",
+        },
         str(tmp_path),
     )
     assert v.port == 9100 and v.threads == 6 and v.pooling == "mean" and v.model == str(tmp_path / "bge-small.gguf")

@@ -8,7 +8,9 @@ from dsh_memory_mcp.records import CorruptLine, Record, dump_line, new_record, p
 
 
 def test_a_new_record_has_the_spec_key_order_and_compact_utf8_json():
-    r = new_record(scope="global", content="中文 content", kind="fact", tags=["a"], importance=0.9, now=1000, record_id="id-1")
+    r = new_record(
+        scope="global", content="中文 content", kind="fact", tags=["a"], importance=0.9, now=1000, record_id="id-1"
+    )
     assert r.raw == (
         '{"id":"id-1","scope":"global","kind":"fact","content":"中文 content","tags":["a"],"source":{"origin":"explicit"},'
         '"createdAt":1000,"updatedAt":1000,"lastAccessedAt":1000,"accessCount":0,"importance":0.9}'

@@ -38,7 +38,9 @@ def test_custom_names_fold_whitespace_and_case():
     assert normalise_custom_name("项目 A") == "项目 a"
 
 
-@pytest.mark.parametrize("bad", ["a:b", "a/b", "a\\b", "a..b", "..", ". .", "global", "Project", "SESSION", "all", "x" * 65, "bell\x07", ""])
+@pytest.mark.parametrize(
+    "bad", ["a:b", "a/b", "a\\b", "a..b", "..", ". .", "global", "Project", "SESSION", "all", "x" * 65, "bell\x07", ""]
+)
 def test_invalid_custom_names_raise_scope_invalid(bad):
     with pytest.raises(ScopeError) as err:
         normalise_custom_name(bad)

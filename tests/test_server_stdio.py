@@ -61,7 +61,12 @@ def test_each_tool_works_over_stdio_and_changes_the_disk(tmp_path, store_dir, pr
     with stdio_session(server_params(store_dir, project=project), tmp_path / "err.log") as s:
         saved = s.call(
             "memory_save",
-            {"content": "前端统一用 TypeScript 严格模式", "kind": "decision", "tags": ["ts", "前端"], "importance": 0.9},
+            {
+                "content": "前端统一用 TypeScript 严格模式",
+                "kind": "decision",
+                "tags": ["ts", "前端"],
+                "importance": 0.9,
+            },
         )
         assert not saved.is_error
         sc = saved.structured_content
@@ -99,7 +104,10 @@ def test_each_tool_works_over_stdio_and_changes_the_disk(tmp_path, store_dir, pr
         assert isinstance(rec["score"], float) and rec["importance"] == 0.9
         text = found.content[0].text
         assert text.startswith(f"找到 1 条记忆(检索范围:{project}, global)\n\n[")
-        assert f"(global/decision) 前端统一用 TypeScript 严格模式\n  id={rid[:8]} tags=ts,前端 importance=0.90 updated=" in text
+        assert (
+            f"(global/decision) 前端统一用 TypeScript 严格模式\n  id={rid[:8]} tags=ts,前端 importance=0.90 updated="
+            in text
+        )
         assert text.endswith("提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。")
 
         listed = s.call("memory_list", {})
@@ -235,8 +243,11 @@ def test_a_raw_2024_11_05_session_gets_only_json_rpc_on_stdout_and_exits_0_on_eo
     # it finds a record that was on disk before the server started.
     store_dir.mkdir()
     (store_dir / "global.jsonl").write_text(
-        json.dumps({"id": "0f0f0f0f-seed", "scope": "global", "kind": "fact", "content": "MCP 协议走 stdio"},
-                   ensure_ascii=False) + "\n",
+        json.dumps(
+            {"id": "0f0f0f0f-seed", "scope": "global", "kind": "fact", "content": "MCP 协议走 stdio"},
+            ensure_ascii=False,
+        )
+        + "\n",
         encoding="utf-8",
     )
     stdin = "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in messages)

@@ -74,7 +74,18 @@ def test_custom_scope_names_are_folded_and_lower_cased(svc):
 @pytest.mark.parametrize(
     "name",
     ["a/b", "a\\b", "a:b", "..x", "...", "  ", "global", "ALL", "x" * 65, "tab\x01"],
-    ids=["slash", "backslash", "colon", "dotdot", "only-dots", "blank-is-default", "reserved", "reserved-all", "long", "control"],
+    ids=[
+        "slash",
+        "backslash",
+        "colon",
+        "dotdot",
+        "only-dots",
+        "blank-is-default",
+        "reserved",
+        "reserved-all",
+        "long",
+        "control",
+    ],
 )
 def test_invalid_custom_scope_names_are_refused_not_replaced(svc, name):
     result = svc.call("memory_save", {"content": "a", "scope": name})
@@ -125,7 +136,10 @@ def test_project_results_rank_before_global_on_equal_scores(svc, project):
 
 
 def test_list_is_newest_first_filters_by_kind_and_honours_limit(svc):
-    ids = [svc.call("memory_save", {"content": f"item {i}", "kind": "fact" if i % 2 else "rule"}).structured["id"] for i in range(5)]
+    ids = [
+        svc.call("memory_save", {"content": f"item {i}", "kind": "fact" if i % 2 else "rule"}).structured["id"]
+        for i in range(5)
+    ]
     listed = svc.call("memory_list", {"limit": 2}).structured
     assert listed["count"] == 2 and listed["total"] == 5
     assert {r["id"] for r in listed["records"]} <= set(ids)
@@ -200,12 +214,19 @@ def test_an_unexpected_exception_is_tool_error_without_a_stack(svc, monkeypatch)
 def test_search_text_shows_scope_kind_tags_importance_and_the_hint(svc, project):
     svc.call(
         "memory_save",
-        {"content": "本机 DSH 的 desktop profile 由 Electron 应用独占管理", "kind": "procedure", "tags": ["DSH", "desktop profile"], "importance": 0.9},
+        {
+            "content": "本机 DSH 的 desktop profile 由 Electron 应用独占管理",
+            "kind": "procedure",
+            "tags": ["DSH", "desktop profile"],
+            "importance": 0.9,
+        },
     )
     text = svc.call("memory_search", {"query": "desktop profile"}).text
     head, first, hint = text.split("\n\n")
     assert head == f"找到 1 条记忆(检索范围:{project}, global)"
     line1, line2 = first.split("\n")
-    assert line1.startswith("[") and line1.endswith("] (global/procedure) 本机 DSH 的 desktop profile 由 Electron 应用独占管理")
+    assert line1.startswith("[") and line1.endswith(
+        "] (global/procedure) 本机 DSH 的 desktop profile 由 Electron 应用独占管理"
+    )
     assert line2.startswith("  id=") and " tags=DSH,desktop profile importance=0.90 updated=" in line2
     assert hint == "提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。"

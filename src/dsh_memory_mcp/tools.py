@@ -79,9 +79,7 @@ def _integer(value: Any, *, name: str, low: int, high: int, default: int, code: 
     number: float | None = None
     if isinstance(value, bool):
         number = None
-    elif isinstance(value, int):
-        number = value
-    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+    elif isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value.is_integer()):
         number = value
     elif isinstance(value, str) and value.strip():
         try:
@@ -259,9 +257,7 @@ class MemoryService:
         """Run one tool; never raises. Unknown names → UNKNOWN_TOOL, crashes → TOOL_ERROR."""
         handler = self._handlers.get(name)
         if handler is None:
-            return _error_result(
-                "UNKNOWN_TOOL", f"没有名为 {name!r} 的工具。可用工具:{', '.join(TOOL_NAMES)}。"
-            )
+            return _error_result("UNKNOWN_TOOL", f"没有名为 {name!r} 的工具。可用工具:{', '.join(TOOL_NAMES)}。")
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, Mapping):
@@ -311,9 +307,7 @@ class MemoryService:
         if value is None:
             return None
         if not isinstance(value, str) or not value.strip():
-            raise InvalidArgument(
-                f"path 必须是非空的目录路径(收到 {_show(value)});不需要时省略。", code="PATH_INVALID"
-            )
+            raise InvalidArgument(f"path 必须是非空的目录路径(收到 {_show(value)});不需要时省略。", code="PATH_INVALID")
         return value
 
     def _path_scope(self, path: str, scope: str | None) -> str:
@@ -350,7 +344,9 @@ class MemoryService:
         if scope is None:
             return self.current_project if self.settings.scope_all else GLOBAL
         if scope.lower() in _ALL:
-            raise ScopeError("all 是只读范围(所有作用域),不能写入:请指定 global、project 或具体作用域。", code="SCOPE_NOT_WRITABLE")
+            raise ScopeError(
+                "all 是只读范围(所有作用域),不能写入:请指定 global、project 或具体作用域。", code="SCOPE_NOT_WRITABLE"
+            )
         return self._named_scope(scope)
 
     def _read_scopes(self, scope_value: Any, path_value: Any) -> list[str]:
@@ -530,10 +526,10 @@ class MemoryService:
                 parts.append(f"提示:id 前缀至少 {PREFIX_MIN} 位({', '.join(short)} 太短)。")
         out = []
         for r in records:
-            item = _record_dict(r)
+            entry = _record_dict(r)
             if r.expired_at is not None:
-                item["expiredAt"] = r.expired_at
-            out.append(item)
+                entry["expiredAt"] = r.expired_at
+            out.append(entry)
         return ToolResult(
             text="\n\n".join(parts),
             structured={"ok": True, "count": len(out), "records": out, "missing": missing},
@@ -706,7 +702,10 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "type": "object",
             "properties": {
                 "query": {"type": "string", "minLength": 1, "description": "关键词或一句话描述"},
-                "scope": {"type": "string", "description": _SCOPE_DOC + ";all 或 * = 所有作用域。默认当前项目 + global。"},
+                "scope": {
+                    "type": "string",
+                    "description": _SCOPE_DOC + ";all 或 * = 所有作用域。默认当前项目 + global。",
+                },
                 "path": {"type": "string", "description": "只检索该工作区(project:<目录>)"},
                 "topK": {"type": "integer", "minimum": 1, "maximum": TOPK_MAX, "default": TOPK_DEFAULT},
             },
