@@ -36,7 +36,7 @@ _WINDOWS_ABS = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\)")
 
 def scope_sha1(scope: str) -> str:
     """sha1 hex of the UTF-8 scope key: the file name of every scope except global."""
-    return hashlib.sha1(scope.encode("utf-8")).hexdigest()  # noqa: S324 - a name, not security
+    return hashlib.sha1(scope.encode("utf-8")).hexdigest()
 
 
 def scope_file_relpath(scope: str) -> str:
