@@ -123,3 +123,10 @@ def test_vector_numbers_and_pooling_override_are_read_with_sane_fallbacks(tmp_pa
 
 def test_the_default_store_dir_is_under_home():
     assert default_store_dir({"HOME": "/home/me"}) == os.path.join("/home/me", ".dsh-memory-store")
+
+
+def test_an_unknown_pooling_value_is_reported_and_inference_is_used_instead():
+    v = resolve_vector_settings(
+        {"DSH_MEMORY_EMBED_MODEL": "bge-small.gguf", "DSH_MEMORY_EMBED_POOLING": "average"}, "/"
+    )
+    assert v.invalid_pooling == "average" and v.pooling == "cls"

@@ -81,6 +81,8 @@ class VectorSettings:
     model_id: str = DEFAULT_EMBED_MODEL_ID
     #: Why vectors are off or unusable, for the one stderr line; `None` when usable.
     unavailable_reason: str | None = None
+    #: A `DSH_MEMORY_EMBED_POOLING` value we did not understand (ignored, and warned about at start).
+    invalid_pooling: str | None = None
 
     @property
     def usable(self) -> bool:
@@ -148,7 +150,8 @@ def resolve_vector_settings(env: Mapping[str, str], cwd: str) -> VectorSettings:
     model_id = model_id_from_path(model) if model else DEFAULT_EMBED_MODEL_ID
     pooling_raw = _env(env, "DSH_MEMORY_EMBED_POOLING")
     pooling = pooling_raw.lower() if pooling_raw and pooling_raw.lower() in _POOLINGS else None
-    if pooling is None and pooling_raw is None and model:
+    invalid_pooling = pooling_raw if pooling_raw is not None and pooling is None else None
+    if pooling is None and model:
         pooling = infer_pooling(model_id)
     reason = None
     if endpoint is None and model is None:
@@ -163,6 +166,7 @@ def resolve_vector_settings(env: Mapping[str, str], cwd: str) -> VectorSettings:
         pooling=pooling,
         model_id=model_id,
         unavailable_reason=reason,
+        invalid_pooling=invalid_pooling,
     )
 
 

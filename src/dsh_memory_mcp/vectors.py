@@ -236,6 +236,12 @@ class VectorChannel:
 
         When vectors are enabled but unconfigured, log the one line that says how to enable them.
         """
+        if self.settings.enabled and self.settings.invalid_pooling is not None:
+            self._log.warning(
+                "vector: 不认识的 DSH_MEMORY_EMBED_POOLING=%r(可选 none/mean/cls/last/rank),已忽略,改按模型推断:%s",
+                self.settings.invalid_pooling,
+                self.settings.pooling or "不传 --pooling,由 GGUF 决定",
+            )
         if not self._active:
             if self.settings.enabled:
                 self._log.warning(
