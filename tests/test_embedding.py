@@ -141,7 +141,7 @@ def test_a_slow_backend_is_abandoned_at_the_deadline() -> None:
             elapsed = time.monotonic() - t0
         finally:
             client.close()
-    assert elapsed < 0.45, elapsed
+    assert elapsed < 0.9, elapsed  # the 0.3 s budget, not the backend's 1 s
 
 
 def test_a_refused_connection_fails_fast() -> None:

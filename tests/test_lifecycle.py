@@ -189,7 +189,7 @@ def test_a_port_held_by_another_program_is_a_clear_error_and_search_stays_lexica
             store.save("global", TARGET)
             t0 = time.monotonic()
             assert ch.query_scores(QUERY, [store.snapshot("global")]) == {}
-            assert time.monotonic() - t0 < 0.05
+            assert time.monotonic() - t0 < 0.25  # no 300 ms wait for a backend that is not there
     finally:
         server.shutdown()
         server.server_close()

@@ -181,12 +181,15 @@ def test_a_dead_backend_keeps_search_fast(store: SharedStore) -> None:
     settings = VectorSettings(endpoint=f"http://127.0.0.1:{free_port()}")
     with channel(settings, store, ready=False) as ch:
         save(store, ch, PARAPHRASE_TARGET)
-        time.sleep(0.1)  # let the worker find out
+        deadline = time.monotonic() + 5  # let the worker find out, however loaded the machine is
+        while "不可用" not in ch.status and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "不可用" in ch.status
         t0 = time.monotonic()
         for _ in range(20):
             assert ch.query_scores(PARAPHRASE_QUERY, [store.snapshot("global")]) == {}
-        assert time.monotonic() - t0 < 0.05
-        assert "不可用" in ch.status
+        # Waiting for the backend would cost 20 x 300 ms; not waiting costs next to nothing.
+        assert time.monotonic() - t0 < 1.0
 
 
 def test_a_backend_that_dies_costs_at_most_one_budget_then_nothing(store: SharedStore) -> None:
@@ -207,7 +210,7 @@ def test_a_backend_that_dies_costs_at_most_one_budget_then_nothing(store: Shared
     finally:
         fake.stop()
     assert first < QUERY_BUDGET + 0.05
-    assert rest < 0.05  # the breaker is open: no request, no wait
+    assert rest < 1.0  # the breaker is open: no request, no wait (20 waits would be 6 s)
 
 
 def test_a_slow_backend_is_abandoned_within_the_query_budget(store: SharedStore, fake: FakeLlama) -> None:
