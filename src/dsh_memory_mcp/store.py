@@ -90,6 +90,21 @@ def _identity(st: os.stat_result) -> Identity:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+#: Derived data a new version of a scope file may start from, and the key it gets there. After a
+#: touch or an append the old records are a prefix of the new ones, so the lexical index can be
+#: extended instead of rebuilt (`scoring.index_for`): at 50k records that is ~0.25 s, not ~2.5 s.
+_CARRY_FORWARD = {"lexical": "lexical_previous"}
+
+
+def _carry_forward(old: ScopeSnapshot | None, new: ScopeSnapshot) -> None:
+    if old is None or old.scope != new.scope:
+        return
+    for key, dest in _CARRY_FORWARD.items():
+        value = old.cache.get(key)
+        if value is not None:
+            new.cache[dest] = value
+
+
 def _identity_of(path: str) -> Identity | None:
     try:
         return _identity(os.stat(path))
@@ -372,6 +387,7 @@ class SharedStore:
             if cached is not None and cached.identity == identity and cached.scope == scope:
                 return cached  # another thread parsed the same version meanwhile: share it
             snap = self._make(path, scope, identity, lines)
+            _carry_forward(cached, snap)
             self._cache[path] = snap
             return snap
 
@@ -487,6 +503,7 @@ class SharedStore:
         ]
         snap = self._make(path, scope, _identity(st), numbered)
         with self._cache_lock:
+            _carry_forward(self._cache.get(path), snap)
             self._cache[path] = snap
 
     def save(

@@ -1,0 +1,48 @@
+"""A new version of a scope file starts from the old version's derived data (lexical index)."""
+
+from __future__ import annotations
+
+from dsh_memory_mcp import scoring
+from dsh_memory_mcp.store import SharedStore
+
+
+def test_after_our_own_write_the_lexical_index_is_extended_not_rebuilt(store_dir):
+    store = SharedStore(str(store_dir))
+    store.prepare()
+    for i in range(20):
+        store.save("global", f"memory number {i} about caching")
+    old = scoring.index_for(store.snapshot("global"))
+    store.save("global", "one more memory about caching")
+    snap = store.snapshot("global")
+    assert snap.cache.get(scoring.PREVIOUS_CACHE_KEY) is old
+    new = scoring.index_for(snap)
+    assert len(new) == 21 and new.df("caching") == 21
+    assert scoring.PREVIOUS_CACHE_KEY not in snap.cache  # dropped once used: no chain of old versions
+
+
+def test_a_touch_flush_carries_the_index_forward_and_search_still_sees_the_new_counts(store_dir):
+    store = SharedStore(str(store_dir), touch_delay=60)
+    store.prepare()
+    rid = store.save("global", "touch me about indexes").record.id
+    old = scoring.index_for(store.snapshot("global"))
+    store.touch({"global": [rid]})
+    store.flush()
+    snap = store.snapshot("global")
+    assert snap.records[0].access_count == 1
+    assert snap.cache.get(scoring.PREVIOUS_CACHE_KEY) is old
+    hits = scoring.rank([snap], "indexes", top_k=5, now=snap.records[0].updated_at + 1)
+    assert hits and hits[0].score == round(hits[0].lexical * scoring.access_boost(1), 4)
+
+
+def test_an_external_rewrite_also_starts_from_the_previous_index(store_dir):
+    store = SharedStore(str(store_dir))
+    store.prepare()
+    store.save("global", "first external memory")
+    scoring.index_for(store.snapshot("global"))
+    path = store_dir / "global.jsonl"
+    other = SharedStore(str(store_dir))
+    other.save("global", "second, written by another process")
+    assert path.read_text(encoding="utf-8").count("\n") == 2
+    snap = store.snapshot("global")
+    assert scoring.PREVIOUS_CACHE_KEY in snap.cache
+    assert len(scoring.index_for(snap)) == 2
