@@ -51,3 +51,26 @@ def test_field_accessors_tolerate_wrong_types_written_by_other_tools():
     assert isinstance(r, Record)
     assert r.tags == [] and r.importance is None and r.access_count == 0 and r.updated_at == 0
     assert r.is_expired(11) and not r.is_expired(10)
+
+
+def test_lines_that_only_parse_when_joined_do_not_fool_the_bulk_parse():
+    text = '{"id":"a","x":[1\n2]}\n{"id":"b"}\n'
+    lines = parse_lines(text)
+    assert [type(x).__name__ for x in lines] == ["CorruptLine", "CorruptLine", "Record"]
+    assert render_lines(lines) == text
+
+
+def test_the_bulk_parse_and_the_line_by_line_parse_agree():
+    good = "".join(new_record(scope="global", content=f"记忆 {i}", record_id=f"id-{i}").raw + "\n" for i in range(50))
+    bulk = parse_lines(good)
+    single = [parse_line(raw) for raw in good.splitlines()]
+    assert [r.raw for r in bulk] == [r.raw for r in single]
+    assert [r.content for r in bulk] == [f"记忆 {i}" for i in range(50)]
+
+
+def test_a_record_keeps_no_parsed_dict_but_still_offers_the_whole_mapping():
+    r = parse_line('{"id":"x","scope":"global","extra":{"deep":[1,2]}}')
+    assert isinstance(r, Record)
+    assert not hasattr(r, "__dict__")
+    assert r.data == {"id": "x", "scope": "global", "extra": {"deep": [1, 2]}}
+    assert r == parse_line(r.raw) and hash(r) == hash(parse_line(r.raw))
