@@ -1,0 +1,721 @@
+#!/usr/bin/env python3
+"""Benchmark dsh-memory-mcp over real stdio, next to the floors measured in the same run.
+
+    python scripts/bench.py --sizes 1000,10000 --json out.json [--quick] [--hybrid]
+
+For each size a store in the DSH format is generated in a temp dir (bilingual memories in global and
+three project scopes, half of them global), written directly as JSONL lines. Then a real
+`python -m dsh_memory_mcp` is spawned and driven with the official MCP client over stdio:
+cold start (spawn -> initialize answered), lexical search p50/p95, save/list/get p50, concurrent
+save throughput with several server processes writing the same scope (records lost must be 0),
+and the server's peak RSS (VmHWM, Linux only). `--hybrid` adds search p50 with the vector channel
+on, against the in-suite fake embedding server (tests/helpers/fake_llama.py).
+
+Floors: `import mcp.server.mcpserver` wall time (and bare `python -c pass`), and one read+parse of
+the store files. Every figure is also reported as a ratio to its floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src"
+for _p in (str(SRC), str(ROOT)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import anyio  # noqa: E402
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+
+from dsh_memory_mcp import records, scopes  # noqa: E402
+
+KINDS = ("fact", "decision", "preference", "procedure", "note", "rule")
+
+EN_SUBJECTS = [
+    "the deploy pipeline",
+    "our Postgres database",
+    "the docker image",
+    "pytest fixtures",
+    "the VS Code editor",
+    "the release branch",
+    "the staging cluster",
+    "API rate limits",
+    "the auth service",
+    "nightly backups",
+    "the frontend build",
+    "log rotation",
+    "the cache layer",
+    "feature flags",
+    "the CI runner",
+    "the billing worker",
+    "schema migrations",
+    "the search index",
+]
+EN_PREDICATES = [
+    "must run before",
+    "is configured through",
+    "should never touch",
+    "uses",
+    "depends on",
+    "was migrated to",
+    "is owned by",
+    "fails when it meets",
+    "prefers",
+    "is documented next to",
+]
+EN_OBJECTS = [
+    "the production environment",
+    "Redis 7",
+    "a dedicated service account",
+    "the monorepo root",
+    "Kubernetes 1.29",
+    "a nightly cron job",
+    "the shared S3 bucket",
+    "UTC timestamps",
+    "tabs over spaces",
+    "the dark theme",
+    "the read replica",
+    "a canary rollout",
+    "the vendor SDK",
+]
+EN_TAILS = [
+    "because the old setup leaked memory",
+    "see ticket OPS-{n}",
+    "since version {v}",
+    "on Fridays only",
+    "after the incident in March",
+    "per the team agreement",
+    "",
+]
+ZH_SUBJECTS = [
+    "部署流水线",
+    "数据库迁移",
+    "用户偏好",
+    "前端构建",
+    "日志轮转",
+    "缓存层",
+    "鉴权服务",
+    "测试用例",
+    "发布分支",
+    "代码审查",
+    "监控告警",
+    "接口限流",
+    "定时任务",
+    "配置中心",
+]
+ZH_PREDICATES = ["必须在", "依赖于", "统一使用", "不要修改", "每周检查", "改为使用", "需要先通过", "默认开启"]
+ZH_OBJECTS = [
+    "生产环境之前运行",
+    "深色主题",
+    "中文注释",
+    "四个空格缩进",
+    "每日凌晨备份",
+    "灰度发布",
+    "单元测试覆盖率八十以上",
+    "上海机房",
+    "只读副本",
+    "双人复核",
+    "容器镜像",
+]
+ZH_TAILS = ["以免再次出现线上事故", "这是团队约定", "详见运维手册第{n}节", "从{v}版本开始生效", ""]
+TAGS = ["ops", "db", "frontend", "ci", "style", "security", "偏好", "运维", "测试", "release"]
+
+EN_QUERIES = [
+    "deploy pipeline",
+    "postgres database",
+    "docker image",
+    "pytest fixtures",
+    "release branch",
+    "staging cluster",
+    "rate limits",
+    "auth service",
+    "nightly backups",
+    "frontend build",
+    "log rotation",
+    "cache layer",
+    "feature flags",
+    "CI runner",
+    "billing worker",
+    "schema migrations",
+    "search index",
+    "Redis",
+    "service account",
+    "monorepo root",
+    "Kubernetes",
+    "cron job",
+    "S3 bucket",
+    "dark theme",
+    "canary rollout",
+]
+ZH_QUERIES = [
+    "部署流水线",
+    "数据库迁移",
+    "用户偏好",
+    "前端构建",
+    "日志轮转",
+    "缓存",
+    "鉴权服务",
+    "测试用例",
+    "发布分支",
+    "代码审查",
+    "监控告警",
+    "接口限流",
+    "定时任务",
+    "配置中心",
+    "深色主题",
+    "中文注释",
+    "缩进",
+    "凌晨备份",
+    "灰度发布",
+    "覆盖率",
+    "上海机房",
+    "只读副本",
+    "双人复核",
+    "容器镜像",
+    "线上事故",
+]
+
+
+# -- corpus and store generation ------------------------------------------------------------
+def _sentence_en(rng: random.Random) -> str:
+    tail = rng.choice(EN_TAILS).format(n=rng.randint(100, 9999), v=f"{rng.randint(1, 9)}.{rng.randint(0, 20)}")
+    s = f"{rng.choice(EN_SUBJECTS).capitalize()} {rng.choice(EN_PREDICATES)} {rng.choice(EN_OBJECTS)}"
+    return s + (f", {tail}." if tail else ".")
+
+
+def _sentence_zh(rng: random.Random) -> str:
+    tail = rng.choice(ZH_TAILS).format(n=rng.randint(1, 99), v=f"{rng.randint(1, 9)}.{rng.randint(0, 20)}")
+    s = f"{rng.choice(ZH_SUBJECTS)}{rng.choice(ZH_PREDICATES)}{rng.choice(ZH_OBJECTS)}"
+    return s + (f",{tail}。" if tail else "。")
+
+
+def make_content(rng: random.Random) -> str:
+    """20-200 characters: English, Chinese, or both."""
+    parts: list[str] = []
+    mode = rng.random()
+    want = rng.randint(1, 3)
+    for _ in range(want):
+        if mode < 0.45:
+            parts.append(_sentence_en(rng))
+        elif mode < 0.85:
+            parts.append(_sentence_zh(rng))
+        else:
+            parts.append(rng.choice((_sentence_en, _sentence_zh))(rng))
+    text = " ".join(parts)
+    if len(text) < 20:
+        text += " " + _sentence_en(rng)
+    return text[:200]
+
+
+def generate_store(store: Path, size: int, projects: list[Path], seed: int = 42) -> dict[str, Any]:
+    """Write `size` records: 50% global, the rest split over the three project scopes."""
+    rng = random.Random(seed + size)
+    store.mkdir(parents=True, exist_ok=True)
+    (store / "projects").mkdir(exist_ok=True)
+    scope_keys = [scopes.GLOBAL] + [scopes.project_key(str(p), "/") for p in projects]
+    counts = {scopes.GLOBAL: size // 2}
+    rest = size - counts[scopes.GLOBAL]
+    for i, key in enumerate(scope_keys[1:]):
+        counts[key] = rest // 3 + (1 if i < rest % 3 else 0)
+    base = records.now_ms() - 90 * 86_400_000
+    ids: dict[str, list[str]] = {}
+    t0 = time.perf_counter()
+    for key, n in counts.items():
+        lines = []
+        ids[key] = []
+        for _ in range(n):
+            rec = records.new_record(
+                scope=key,
+                content=make_content(rng),
+                kind=rng.choice(KINDS),
+                tags=rng.sample(TAGS, rng.randint(0, 3)),
+                importance=round(rng.random(), 2) if rng.random() < 0.3 else None,
+                now=base + rng.randint(0, 90 * 86_400_000),
+            )
+            ids[key].append(rec.id)
+            lines.append(rec.raw)
+        path = store / scopes.scope_file_relpath(key)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    total_bytes = sum(p.stat().st_size for p in store.rglob("*.jsonl"))
+    return {"ids": ids, "scopes": scope_keys, "bytes": total_bytes, "generate_s": time.perf_counter() - t0}
+
+
+# -- helpers --------------------------------------------------------------------------------
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, round(q / 100 * (len(s) - 1))))
+    return s[k]
+
+
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSH_MEMORY_")}
+    env["PYTHONPATH"] = str(SRC) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["XDG_STATE_HOME"] = str(tmp / "xdg-state")
+    env["DSH_MEMORY_VECTOR"] = "off"
+    env.update(extra)
+    return env
+
+
+def params(store: Path, project: Path, env: dict[str, str]) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "dsh_memory_mcp", "--store-dir", str(store), "--project", str(project)],
+        env=env,
+        cwd=str(project),
+    )
+
+
+def structured(result: Any) -> dict[str, Any]:
+    sc = getattr(result, "structured_content", None)
+    if sc is None:
+        sc = getattr(result, "structuredContent", None)
+    if getattr(result, "is_error", None) or getattr(result, "isError", None) or not sc or not sc.get("ok"):
+        raise RuntimeError(f"tool call failed: {result!r}")
+    return dict(sc)
+
+
+async def call(session: ClientSession, name: str, args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    t0 = time.perf_counter()
+    res = await session.call_tool(name, args)
+    dt = time.perf_counter() - t0
+    return dt, structured(res)
+
+
+def server_children() -> list[int]:
+    """Children of this process whose cmdline mentions dsh_memory_mcp (Linux /proc)."""
+    me = os.getpid()
+    found = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid != me:
+                continue
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"dsh_memory_mcp" in cmd:
+            found.append(int(entry))
+    return found
+
+
+def vm_hwm_kb(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def wall(cmd: list[str], env: dict[str, str], reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def read_once(store: Path) -> float:
+    t0 = time.perf_counter()
+    n = 0
+    for path in sorted(store.rglob("*.jsonl")):
+        with path.open("rb") as f:
+            for line in f:
+                if line.strip():
+                    json.loads(line)
+                    n += 1
+    return time.perf_counter() - t0
+
+
+def count_marked(store: Path, scope: str, marker: str) -> int:
+    path = store / scopes.scope_file_relpath(scope)
+    n = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and marker in line and json.loads(line).get("content", "").startswith(marker):
+            n += 1
+    return n
+
+
+# -- measurements over stdio ----------------------------------------------------------------
+async def cold_start(p: StdioServerParameters, errlog: Any) -> float:
+    t0 = time.perf_counter()
+    async with stdio_client(p, errlog=errlog) as (r, w), ClientSession(r, w) as s:
+        await s.initialize()
+        dt = time.perf_counter() - t0
+    return dt
+
+
+async def main_session(
+    p: StdioServerParameters, errlog: Any, ids: list[str], rng: random.Random, reps: dict[str, int]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    queries = EN_QUERIES[: reps["search"] // 2] + ZH_QUERIES[: reps["search"] - reps["search"] // 2]
+    rng.shuffle(queries)
+    async with stdio_client(p, errlog=errlog) as (r, w), ClientSession(r, w) as s:
+        await s.initialize()
+        await call(s, "memory_search", {"query": "warm up 预热 deploy"})
+        times, hits = [], 0
+        for q in queries:
+            dt, sc = await call(s, "memory_search", {"query": q})
+            times.append(dt)
+            hits += sc["count"] > 0
+        out["search_ms"] = [ms(t) for t in times]
+        out["search_hit_rate"] = round(hits / len(queries), 3)
+        lt = [(await call(s, "memory_list", {}))[0] for _ in range(reps["list"])]
+        gt = [(await call(s, "memory_get", {"ids": rng.sample(ids, 5)}))[0] for _ in range(reps["list"])]
+        out["list_ms"] = [ms(t) for t in lt]
+        out["get_ms"] = [ms(t) for t in gt]
+        st = []
+        for _i in range(reps["save"]):
+            dt, sc = await call(
+                s, "memory_save", {"content": f"bench-save {uuid.uuid4().hex} {make_content(rng)}", "kind": "note"}
+            )
+            if sc.get("deduped"):
+                raise RuntimeError("bench save was deduped")
+            st.append(dt)
+        out["save_ms"] = [ms(t) for t in st]
+        kids = server_children()
+        out["server_pids"] = kids
+        out["peak_rss_kb"] = vm_hwm_kb(kids[0]) if len(kids) == 1 else None
+    return out
+
+
+async def concurrent_saves(
+    store: Path, project: Path, env: dict[str, str], errlog: Any, procs: int, per_proc: int
+) -> dict[str, Any]:
+    """`procs` stdio servers, each saving `per_proc` distinct records into global at once.
+
+    A save the server refuses (e.g. LOCK_TIMEOUT) is counted under `failed` by code, not retried;
+    `expected` is the saves the servers acknowledged, so `lost` counts acknowledged saves missing
+    from the file afterwards (must be 0).
+    """
+    marker = f"bench-conc-{procs}-{uuid.uuid4().hex[:8]}"
+    ready = anyio.Event()
+    go = anyio.Event()
+    state = {"ready": 0, "ok": 0}
+    failed: dict[str, int] = {}
+    spans: list[tuple[float, float]] = []
+    save_times: list[float] = []
+
+    async def worker(k: int) -> None:
+        async with stdio_client(params(store, project, env), errlog=errlog) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            state["ready"] += 1
+            if state["ready"] == procs:
+                ready.set()
+            await go.wait()
+            t0 = time.perf_counter()
+            for i in range(per_proc):
+                t1 = time.perf_counter()
+                res = await s.call_tool("memory_save", {"content": f"{marker} p{k} n{i} 并发写入 concurrent save"})
+                save_times.append(time.perf_counter() - t1)
+                sc = getattr(res, "structured_content", None) or {}
+                if sc.get("ok"):
+                    state["ok"] += 1
+                else:
+                    code = str(sc.get("code", "NO_STRUCTURED_CONTENT"))
+                    failed[code] = failed.get(code, 0) + 1
+            spans.append((t0, time.perf_counter()))
+
+    async with anyio.create_task_group() as tg:
+        for k in range(procs):
+            tg.start_soon(worker, k)
+        await ready.wait()
+        go.set()
+    seconds = max(e for _, e in spans) - min(b for b, _ in spans)
+    expected = state["ok"]
+    found = count_marked(store, scopes.GLOBAL, marker)
+    return {
+        "procs": procs,
+        "saves_per_proc": per_proc,
+        "attempted": procs * per_proc,
+        "expected": expected,
+        "failed": failed,
+        "found": found,
+        "lost": expected - found,
+        "seconds": round(seconds, 3),
+        "saves_per_s": round(expected / seconds, 1) if seconds > 0 else None,
+        "save_p50_ms": ms(statistics.median(save_times)),
+        "save_max_ms": ms(max(save_times)),
+    }
+
+
+async def hybrid_search(
+    store: Path, project: Path, env: dict[str, str], errlog: Any, n_records: int, n: int
+) -> dict[str, Any]:
+    from tests.helpers.fake_llama import FakeLlama  # the in-suite fake llama-server
+
+    with FakeLlama() as fake:
+        henv = dict(env, DSH_MEMORY_VECTOR="on", DSH_MEMORY_EMBED_ENDPOINT=fake.url)
+        async with stdio_client(params(store, project, henv), errlog=errlog) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            # Wait for the background backfill to embed every record (sidecar lines = records).
+            t0 = time.perf_counter()
+            deadline = t0 + 120
+            while time.perf_counter() < deadline:
+                vec_lines = sum(
+                    sum(1 for ln in p.read_text(encoding="utf-8").splitlines() if ln and not ln.startswith("#"))
+                    for p in store.rglob("*.vec")
+                )
+                if vec_lines >= n_records:
+                    break
+                await anyio.sleep(0.2)
+            backfill_s = time.perf_counter() - t0
+            await call(s, "memory_search", {"query": "warm up 预热 deploy"})
+            qs = (EN_QUERIES + ZH_QUERIES)[:n]
+            times = [(await call(s, "memory_search", {"query": q}))[0] for q in qs]
+        return {
+            "vectors_embedded": vec_lines,
+            "backfill_s": round(backfill_s, 2),
+            "search_p50_ms": ms(statistics.median(times)),
+            "search_p95_ms": ms(pct(times, 95)),
+            "embedding_requests": fake.embedding_requests(),
+        }
+
+
+# -- driver ---------------------------------------------------------------------------------
+def run_size(size: int, tmp: Path, args: argparse.Namespace, floors: dict[str, Any]) -> dict[str, Any]:
+    quick = args.quick
+    base = tmp / f"size-{size}"
+    projects = [base / "work" / name for name in ("alpha", "beta", "gamma")]
+    for p in projects:
+        p.mkdir(parents=True, exist_ok=True)
+    store = base / "store"
+    gen = generate_store(store, size, projects)
+    env = clean_env(tmp)
+    rng = random.Random(size)
+    errlog = (base / "server-stderr.log").open("w", encoding="utf-8")
+    row: dict[str, Any] = {"size": size, "bytes": gen["bytes"], "generate_s": round(gen["generate_s"], 3)}
+    try:
+        ro = min(read_once(store) for _ in range(3))
+        row["read_once_ms"] = ms(ro)
+
+        project = projects[0]
+        sp = params(store, project, env)
+        cold = [anyio.run(cold_start, sp, errlog) for _ in range(3 if quick else 5)]
+        row["cold_start_ms"] = ms(statistics.median(cold))
+        row["cold_start_ratio"] = round(statistics.median(cold) / floors["sdk_import_s"], 2)
+
+        reps = {"search": 20 if quick else 50, "save": 10 if quick else 30, "list": 10 if quick else 30}
+        searchable = gen["ids"][scopes.GLOBAL] + gen["ids"][gen["scopes"][1]]
+        m = anyio.run(main_session, sp, errlog, searchable, rng, reps)
+        s50 = statistics.median(m["search_ms"]) / 1000
+        sv50 = statistics.median(m["save_ms"]) / 1000
+        row.update(
+            search_p50_ms=ms(s50),
+            search_p95_ms=ms(pct(m["search_ms"], 95) / 1000),
+            search_hit_rate=m["search_hit_rate"],
+            search_ratio=round(s50 / ro, 2),
+            save_p50_ms=ms(sv50),
+            save_ratio=round(sv50 / ro, 2),
+            list_p50_ms=round(statistics.median(m["list_ms"]), 3),
+            get_p50_ms=round(statistics.median(m["get_ms"]), 3),
+            peak_rss_kb=m["peak_rss_kb"],
+        )
+
+        conc = []
+        # 16 writers on one scope serialise on its lock: fewer saves each keeps the run bounded.
+        default_per_proc = {1: 10, 4: 10} if quick else {1: 50, 4: 50, 16: 20}
+        for procs in (1, 4) if quick else (1, 4, 16):
+            per_proc = args.conc_saves or default_per_proc[procs]
+            conc.append(anyio.run(concurrent_saves, store, project, env, errlog, procs, per_proc))
+        row["concurrency"] = conc
+
+        if args.hybrid:
+            n_records = sum(
+                sum(1 for ln in f.read_text(encoding="utf-8").splitlines() if ln.strip())
+                for f in store.rglob("*.jsonl")
+            )
+            row["hybrid"] = anyio.run(hybrid_search, store, project, env, errlog, n_records, 10 if quick else 30)
+        else:
+            row["hybrid"] = None
+    finally:
+        errlog.close()
+    if not args.keep:
+        shutil.rmtree(base, ignore_errors=True)
+    return row
+
+
+def measure_floors(tmp: Path, quick: bool) -> dict[str, Any]:
+    env = clean_env(tmp)
+    reps = 3 if quick else 5
+    bare = wall([sys.executable, "-c", "pass"], env, reps)
+    sdk = wall([sys.executable, "-c", "import mcp.server.mcpserver"], env, reps)
+    return {
+        "python_bare_ms": ms(bare),
+        "sdk_import_ms": ms(sdk),
+        "sdk_import_net_ms": ms(sdk - bare),
+        "sdk_import_s": sdk,
+    }
+
+
+def print_table(result: dict[str, Any]) -> None:
+    f = result["floors"]
+    print(
+        f"floors: python -c pass {f['python_bare_ms']:.1f} ms | import mcp.server.mcpserver "
+        f"{f['sdk_import_ms']:.1f} ms (net {f['sdk_import_net_ms']:.1f} ms)"
+    )
+    head = (
+        "size",
+        "MB",
+        "read1 ms",
+        "cold ms",
+        "x",
+        "srch p50",
+        "p95",
+        "x",
+        "hit%",
+        "save p50",
+        "x",
+        "list p50",
+        "get p50",
+        "RSS MB",
+    )
+    print(" | ".join(f"{h:>8}" for h in head))
+    for r in result["sizes"]:
+        rss = r["peak_rss_kb"] / 1024 if r["peak_rss_kb"] else float("nan")
+        vals = (
+            r["size"],
+            r["bytes"] / 1e6,
+            r["read_once_ms"],
+            r["cold_start_ms"],
+            r["cold_start_ratio"],
+            r["search_p50_ms"],
+            r["search_p95_ms"],
+            r["search_ratio"],
+            100 * r["search_hit_rate"],
+            r["save_p50_ms"],
+            r["save_ratio"],
+            r["list_p50_ms"],
+            r["get_p50_ms"],
+            rss,
+        )
+        print(" | ".join(f"{v:>8}" if isinstance(v, int) else f"{v:>8.2f}" for v in vals))
+    print("concurrent saves (separate stdio server per process, same scope):")
+    print(
+        " | ".join(
+            f"{h:>8}"
+            for h in (
+                "size",
+                "procs",
+                "attempt",
+                "acked",
+                "failed",
+                "found",
+                "lost",
+                "seconds",
+                "saves/s",
+                "p50 ms",
+                "max ms",
+            )
+        )
+    )
+    for r in result["sizes"]:
+        for c in r["concurrency"]:
+            print(
+                " | ".join(
+                    f"{v:>8}"
+                    for v in (
+                        r["size"],
+                        c["procs"],
+                        c["attempted"],
+                        c["expected"],
+                        sum(c["failed"].values()),
+                        c["found"],
+                        c["lost"],
+                        c["seconds"],
+                        c["saves_per_s"],
+                        c["save_p50_ms"],
+                        c["save_max_ms"],
+                    )
+                )
+            )
+    for r in result["sizes"]:
+        if r.get("hybrid"):
+            h = r["hybrid"]
+            print(
+                f"hybrid size {r['size']}: search p50 {h['search_p50_ms']} ms, p95 {h['search_p95_ms']} ms "
+                f"(backfill {h['backfill_s']} s, {h['vectors_embedded']} vectors)"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1000,10000", help="comma-separated store sizes (records)")
+    ap.add_argument("--json", dest="json_out", help="write the results as JSON here")
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions; 1 and 4 processes only")
+    ap.add_argument("--hybrid", action="store_true", help="also measure hybrid search against the fake embedder")
+    ap.add_argument(
+        "--conc-saves",
+        type=int,
+        default=0,
+        help="saves per process in the concurrency test (default 50, 20 with 16 processes)",
+    )
+    ap.add_argument("--keep", action="store_true", help="keep the generated stores")
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+
+    t0 = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="dsh-bench-"))
+    try:
+        floors = measure_floors(tmp, args.quick)
+        rows = []
+        for size in sizes:
+            print(f"[bench] size {size}...", file=sys.stderr, flush=True)
+            rows.append(run_size(size, tmp, args, floors))
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"[bench] kept {tmp}", file=sys.stderr)
+    floors.pop("sdk_import_s")
+    result: dict[str, Any] = {
+        "meta": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "quick": args.quick,
+            "total_s": round(time.perf_counter() - t0, 1),
+        },
+        "floors": floors,
+        "sizes": rows,
+    }
+    print_table(result)
+    for r in rows:
+        for c in r["concurrency"]:
+            if c["failed"]:
+                print(f"note: size {r['size']}, {c['procs']} procs: saves refused by the server: {c['failed']}")
+    print(f"total {result['meta']['total_s']} s")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 0 if all(c["lost"] == 0 for r in rows for c in r["concurrency"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""The benchmark script runs end to end over real stdio and loses no concurrent save."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import subprocess_env
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SIZE_KEYS = {
+    "size",
+    "bytes",
+    "read_once_ms",
+    "cold_start_ms",
+    "cold_start_ratio",
+    "search_p50_ms",
+    "search_p95_ms",
+    "search_ratio",
+    "save_p50_ms",
+    "save_ratio",
+    "list_p50_ms",
+    "get_p50_ms",
+    "peak_rss_kb",
+    "concurrency",
+    "hybrid",
+}
+
+
+@pytest.mark.slow
+def test_the_quick_benchmark_runs_and_loses_no_concurrent_save(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    env = {k: v for k, v in subprocess_env().items() if not k.startswith("DSH_MEMORY_")}
+    env["TMPDIR"] = str(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench.py"), "--sizes", "1000", "--quick", "--json", str(out)],
+        env=env,
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert {"meta", "floors", "sizes"} <= result.keys()
+    assert {"python_bare_ms", "sdk_import_ms", "sdk_import_net_ms"} <= result["floors"].keys()
+    [row] = result["sizes"]
+    assert row.keys() >= SIZE_KEYS
+    assert row["size"] == 1000
+    assert [c["procs"] for c in row["concurrency"]] == [1, 4]
+    for conc in row["concurrency"]:
+        assert conc["lost"] == 0, conc
+        assert conc["found"] == conc["expected"] <= conc["attempted"] == conc["procs"] * conc["saves_per_proc"]
+    if sys.platform.startswith("linux") and os.path.isdir("/proc"):
+        assert row["peak_rss_kb"]
