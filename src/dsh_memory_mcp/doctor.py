@@ -310,7 +310,7 @@ def check_store(settings: config.Settings) -> Iterator[Check]:
             return
         files = _scope_files(store)
         if files:
-            has_global = "(含 global.jsonl)" if "global.jsonl" in files else ""
+            has_global = ",含 global.jsonl" if "global.jsonl" in files else ""
             yield Check("ok", title, f"{store} 看起来是一份已有的记忆库({len(files)} 个作用域文件{has_global})")
         else:
             yield Check(
@@ -596,7 +596,7 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
         return []
     try:
         from dsh_memory_mcp.sidecar import read_header  # numpy: only when there is a sidecar to read
-    except ImportError as exc:
+    except Exception as exc:  # numpy missing or broken: say so, do not crash
         return [Check("warn", title, f"{len(files)} 个,但无法读取文件头({exc})", 'pip install "numpy>=1.26"')]
     headers = {name: read_header(os.path.join(store, name)) for name in files}
     groups: dict[str, list[str]] = {}
