@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(1, args.rounds + 1):
             t0 = time.monotonic()
             res = one_round(tmp / f"round{r}", args.writers, args.per_writer, args.unlocked, args.delay)
-            totals = [a + b for a, b in zip(totals, res)]
+            totals = [a + b for a, b in zip(totals, res, strict=True)]
             w_ours, d_ours, w_theirs, d_theirs = res
             print(
                 f"· 并存第 {r} 轮({time.monotonic() - t0:.1f} s):"
