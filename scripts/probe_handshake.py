@@ -297,6 +297,7 @@ def probe(args: argparse.Namespace) -> int:
 
     t0 = time.monotonic()
     child = Child(argv, cwd, env)
+    ok = False
     try:
         init = child.request(
             "initialize",
@@ -342,8 +343,10 @@ def probe(args: argparse.Namespace) -> int:
             print("服务 stderr:")
             for line in child.tail():
                 print(f"  {line}")
+        ok = True
     finally:
-        code = child.close()
+        # after a failure the server may be stuck: give it a moment, not a host's full grace period
+        code = child.close(timeout=10.0 if ok else 2.0)
     if code not in (0, None):
         print(f"⚠ 关闭 stdin 后服务以退出码 {code} 结束(应为 0)")
     elif code is None:
