@@ -707,3 +707,39 @@ def test_the_store_never_touches_settings_json(store: SharedStore, store_dir: Pa
     store.discover_scopes()
     after = (store_dir / "settings.json").stat()
     assert (before.st_ino, before.st_mtime_ns) == (after.st_ino, after.st_mtime_ns)
+
+
+# -- insert (import / restore) ---------------------------------------------------------------
+
+
+def test_insert_writes_records_verbatim_and_skips_known_ids_and_live_duplicate_content(
+    store: SharedStore, clock: Clock
+):
+    kept = store.save(PROJECT, "uses uv for packaging").record
+    path = file_of(store, PROJECT)
+    with path.open("a", encoding="utf-8") as f:
+        f.write("not json\n")
+    foreign = (
+        f'{{"id":"imp-1","scope":"{PROJECT}","kind":"fact","content":"ruff formats the code","x-other":{{"k":1}}}}'
+    )
+    expired = records.new_record(scope=PROJECT, content="uses uv for packaging", now=T0 - 10).with_changes(
+        expiredAt=T0 - 5
+    )
+    batch = [
+        records.parse_line(foreign),
+        records.new_record(scope=PROJECT, content="  uses uv for packaging "),  # live duplicate: skipped
+        expired,  # same content but expired: restored
+        records.parse_line(foreign),  # same id twice in the batch: skipped
+        Record(data=dict(kept.data), raw=kept.raw),  # id already in the scope: skipped
+    ]
+    assert store.insert(PROJECT, batch) == (2, 3)
+    assert lines_of(path) == [kept.raw.encode(), b"not json", foreign.encode(), expired.raw.encode()]
+    assert store.insert(PROJECT, batch) == (0, 5)  # nothing added: the file is not rewritten
+    assert lines_of(path)[-1] == expired.raw.encode()
+    assert tmp_leftovers(Path(store.root)) == []
+
+
+def test_insert_keeps_duplicate_content_within_one_batch_so_a_restore_is_lossless(store: SharedStore):
+    twins = [records.new_record(scope="global", content="same words") for _ in range(2)]
+    assert store.insert("global", twins) == (2, 0)
+    assert [r.id for r in store.snapshot("global").records] == [t.id for t in twins]

@@ -569,6 +569,36 @@ class SharedStore:
             result = SaveResult(result.record, result.deduped, superseded)
         return result
 
+    def insert(self, scope: str, new: Sequence[Record]) -> tuple[int, int]:
+        """Add whole records to `scope` in one transaction (an import or a restore); ``(added, skipped)``.
+
+        Each record is written exactly as given (`Record.raw`, every field kept); the caller makes
+        sure its ``scope`` field is `scope`. Skipped: a record whose id the scope already holds
+        (or an earlier record of `new` has), and a live record whose stripped content equals that
+        of a live record that was in the scope before this call — the dedupe of `save`. Records
+        of `new` are not deduplicated against each other by content, so restoring a backup into
+        an empty scope gives back every line. One lock, at most one rewrite; nothing is written
+        when nothing is added.
+        """
+        if not new:
+            return 0, 0
+
+        def mutate(snap: ScopeSnapshot) -> tuple[list[Line] | None, tuple[int, int]]:
+            now = self._clock()
+            ids = {r.id for r in snap.records}
+            contents = {r.content.strip() for r in snap.records if not r.is_expired(now)}
+            lines = list(snap.lines)
+            added = 0
+            for record in new:
+                if record.id in ids or (not record.is_expired(now) and record.content.strip() in contents):
+                    continue
+                ids.add(record.id)
+                lines.append(record)
+                added += 1
+            return (lines if added else None), (added, len(new) - added)
+
+        return self._transact(scope, mutate)
+
     def _expire(self, scope: str, record_id: str) -> Record | None:
         """Set ``expiredAt``/``updatedAt`` of a live record to now; None if it is gone or expired."""
 
