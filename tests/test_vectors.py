@@ -17,6 +17,7 @@ import pytest
 
 from dsh_memory_mcp import scoring, sidecar
 from dsh_memory_mcp.config import VectorSettings, resolve_vector_settings
+from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.records import now_ms
 from dsh_memory_mcp.store import SharedStore
 from dsh_memory_mcp.vectors import QUERY_BUDGET, VectorChannel
@@ -363,3 +364,42 @@ def test_query_latency_against_the_fake_backend(store: SharedStore, fake: FakeLl
     times.sort()
     print(f"query_scores over 50 records: median {times[10]:.1f} ms, max {times[-1]:.1f} ms (fake backend)")
     assert times[10] < QUERY_BUDGET * 1000
+
+
+def test_reembed_rebuilds_each_sidecar_with_one_vector_per_live_record_and_reports_progress(
+    store: SharedStore, fake: FakeLlama
+) -> None:
+    ids = [save(store, None, f"note {i} about docker images") for i in range(40)]
+    old = store.save("global", "an old note").record
+    store.save("global", "its replacement", supersedes=old.id)  # `old` is now expired: no vector
+    live = [r.id for r in store.snapshot("global").records if not r.is_expired(now_ms())]
+    path = Path(store.scope_path("global")[: -len(".jsonl")] + ".vec")
+    path.write_text("#some-other-model\t3\nstale\tAAAA\n", encoding="utf-8")
+    other = "project:/work/app"
+    project_ids = [save(store, None, f"project note {i}", scope=other) for i in range(3)]
+    seen: list[tuple[int, int]] = []
+    ch = VectorChannel(VectorSettings(endpoint=fake.url), store)
+    try:
+        assert ch.reembed(["global", other, "session:empty"], lambda done, total: seen.append((done, total))) == 44
+    finally:
+        ch.close()
+    assert ids[0] in live and old.id not in live
+    assert sorted(sidecar_ids(store)) == sorted(live)
+    assert sorted(sidecar_ids(store, other)) == sorted(project_ids)
+    assert vec_lines(store)[0] == f"#{ch.stats()['model']}\t64".encode()
+    assert seen[0] == (0, 44) and seen[-1] == (44, 44) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert not Path(store.scope_path("session:empty")[: -len(".jsonl")] + ".vec").exists()
+
+
+def test_reembed_without_a_usable_backend_raises_and_writes_nothing(store: SharedStore) -> None:
+    save(store, None, "a note")
+    off = VectorChannel(VectorSettings(enabled=False, unavailable_reason="DSH_MEMORY_VECTOR=off"), store)
+    with pytest.raises(EmbeddingUnavailable, match="DSH_MEMORY_VECTOR=off"):
+        off.reembed(["global"])
+    dead = VectorChannel(VectorSettings(endpoint=f"http://127.0.0.1:{free_port()}"), store, load_timeout=1.0)
+    try:
+        with pytest.raises(EmbeddingUnavailable):
+            dead.reembed(["global"])
+    finally:
+        dead.close()
+    assert not Path(store.scope_path("global")[: -len(".jsonl")] + ".vec").exists()

@@ -31,7 +31,7 @@ import os
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dsh_memory_mcp.config import VectorSettings
@@ -735,6 +735,83 @@ class VectorChannel:
             return
         for scope in found:
             self._mark_dirty(scope)
+
+    def reembed(self, scopes: Sequence[str], progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild the sidecars of `scopes` from scratch: one vector per live record; the count written.
+
+        For a human command: every live record with content is embedded again with the current
+        backend (batches of `SAVE_BATCH`, each retried while the breaker allows, 3 tries), then the
+        scope's ``.vec`` is rewritten whole under the scope lock (a scope with nothing to embed
+        and no sidecar gets none). `progress(done, total)` is called before the first batch and
+        after each one. When the channel was not started, the backend is brought up on the
+        calling thread (which may spawn llama-server: `close` stops it); the worker is never
+        started.
+
+        :raises EmbeddingUnavailable: vectors off or unconfigured, the backend cannot be reached,
+            embedding keeps failing, or the model's width changed during the rebuild.
+        """
+        from dsh_memory_mcp import sidecar
+
+        if not self._active:
+            raise EmbeddingUnavailable(self.settings.unavailable_reason or "向量检索已关闭")
+        if self._thread is None:
+            if self._client is None:
+                self._setup()
+            if not self._ready.is_set() and not self._bring_up():
+                raise EmbeddingUnavailable(self._last_problem or "向量后端不可用")
+        elif not self._ready.wait(self._load_timeout):
+            raise EmbeddingUnavailable(self._last_problem or "向量后端没有就绪")
+        now = now_ms()
+        plan: list[tuple[str, list[Record]]] = []
+        for scope in scopes:
+            live: dict[str, Record] = {}
+            for record in self.store.snapshot(scope).records:
+                if record.content and not record.is_expired(now):
+                    live[record.id] = record
+            plan.append((scope, list(live.values())))
+        total = sum(len(items) for _, items in plan)
+        done = 0
+        if progress is not None:
+            progress(done, total)
+        dims = self._dims
+        written = 0
+        for scope, items in plan:
+            entries: list[tuple[str, list[float]]] = []
+            for start in range(0, len(items), SAVE_BATCH):
+                batch = items[start : start + SAVE_BATCH]
+                vectors = self._embed_with_retries([r.content for r in batch])
+                if self._dims != dims:
+                    raise EmbeddingUnavailable(f"重建过程中嵌入维度从 {dims} 变为 {self._dims},请重新运行")
+                entries.extend((r.id, v) for r, v in zip(batch, vectors, strict=True))
+                done += len(batch)
+                if progress is not None:
+                    progress(done, total)
+            header = self._header()
+            path = self._vec_path(scope)
+            if header is None or (not entries and not os.path.exists(path)):
+                continue
+            rows: list[tuple[str, npt.NDArray[np.float32]]] = []
+            if entries:
+                normalised = sidecar.l2_normalise([vec for _, vec in entries])
+                rows = [(rid, normalised[i]) for i, (rid, _) in enumerate(entries)]
+            with self.store.lock(scope):
+                sidecar.write(path, header, rows)
+            sv = self._scope_vectors(scope)
+            with sv.lock:
+                sv.reset()
+            written += len(rows)
+        return written
+
+    def _embed_with_retries(self, texts: list[str], tries: int = 3) -> list[list[float]]:
+        assert self._client is not None
+        for attempt in range(1, tries + 1):
+            try:
+                return self._embed(texts)
+            except EmbeddingUnavailable:
+                if attempt == tries or self._stop.is_set():
+                    raise
+                self._stop.wait(max(0.05, self._client.breaker.retry_in()))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def stats(self) -> dict[str, Any]:
         """Numbers for a doctor command: state, model, width, cached rows per scope, backfilled."""
