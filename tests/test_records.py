@@ -74,3 +74,12 @@ def test_a_record_keeps_no_parsed_dict_but_still_offers_the_whole_mapping():
     assert not hasattr(r, "__dict__")
     assert r.data == {"id": "x", "scope": "global", "extra": {"deep": [1, 2]}}
     assert r == parse_line(r.raw) and hash(r) == hash(parse_line(r.raw))
+
+
+def test_known_lines_are_reused_and_only_new_lines_are_parsed():
+    first = parse_lines('{"id":"a","content":"x"}\n{"id":"b","content":"y"}\n')
+    known = {r.raw: r for r in first if isinstance(r, Record)}
+    again = parse_lines('{"id":"a","content":"x"}\n{"id":"c","content":"z"}\n{"id":"b","content":"y"}\nbroken\n', known)
+    assert again[0] is first[0] and again[2] is first[1]
+    assert isinstance(again[1], Record) and again[1].content == "z"
+    assert isinstance(again[3], CorruptLine) and again[3].lineno == 4

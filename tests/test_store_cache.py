@@ -46,3 +46,16 @@ def test_an_external_rewrite_also_starts_from_the_previous_index(store_dir):
     snap = store.snapshot("global")
     assert scoring.PREVIOUS_CACHE_KEY in snap.cache
     assert len(scoring.index_for(snap)) == 2
+
+
+def test_a_re_read_after_another_writers_save_reuses_the_unchanged_records(store_dir):
+    mine = SharedStore(str(store_dir))
+    mine.prepare()
+    for i in range(5):
+        mine.save("global", f"kept record {i}")
+    before = mine.snapshot("global").records
+    SharedStore(str(store_dir)).save("global", "written by someone else")
+    after = mine.snapshot("global").records
+    assert len(after) == 6
+    assert all(a is b for a, b in zip(before, after[:5], strict=True))
+    assert after[5].content == "written by someone else"

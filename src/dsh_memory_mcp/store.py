@@ -190,24 +190,27 @@ def _atomic_write(path: str, data: bytes) -> os.stat_result:
     return st
 
 
-def _parse(path: str, data: bytes) -> list[Line]:
+def _parse(path: str, data: bytes, previous: ScopeSnapshot | None = None) -> list[Line]:
     """Every non-blank line of a scope file, each keeping its exact text.
+
+    Lines unchanged since `previous` (the last version we read or wrote) are reused as they
+    are, so a re-read after another process's save parses only what it changed.
 
     Bytes that are not UTF-8 are decoded with ``surrogateescape`` so they are written back
     unchanged; a line containing such bytes is kept as a `CorruptLine` (never modified, never
     dropped) rather than a record we might re-serialise differently.
     """
     text = data.decode("utf-8", "surrogateescape")
-    lines: list[Line] = []
-    for lineno, raw in enumerate(text.split("\n"), start=1):
-        if not raw.strip():
-            continue
-        line = records.parse_line(raw, lineno)
-        if isinstance(line, Record) and _ESCAPED_BYTE.search(raw):
-            line = CorruptLine(raw, lineno)
+    known = {r.raw: r for r in previous.records} if previous is not None else None
+    lines = records.parse_lines(text, known)
+    if _ESCAPED_BYTE.search(text):
+        numbers = {raw: n for n, raw in enumerate(text.split("\n"), start=1)}
+        for i, line in enumerate(lines):
+            if isinstance(line, Record) and _ESCAPED_BYTE.search(line.raw):
+                lines[i] = CorruptLine(line.raw, numbers.get(line.raw, 0))
+    for line in lines:
         if isinstance(line, CorruptLine):
             _report_corrupt(path, line)
-        lines.append(line)
     return lines
 
 
@@ -374,7 +377,7 @@ class SharedStore:
             except OSError as exc:
                 raise StoreError(f"无法读取记忆文件 {path}:{exc.strerror or exc}。", path=path) from exc
             if before == after and len(data) == after[2]:
-                return self._remember(path, scope, after, _parse(path, data))
+                return self._remember(path, scope, after, _parse(path, data, cached))
         # The file kept changing under us (an unlocked writer): use the last read, uncached.
         lines = _parse(path, data)
         return self._make(path, scope if scope is not None else self._scope_of(path, lines), identity, lines)
