@@ -25,7 +25,22 @@ ALLOWED = {
     "vectors": {"errors", "config", "records", "scopes", "store", "sidecar", "embedding"},
     "tools": {"errors", "config", "records", "scopes", "store", "scoring", "vectors"},
     "server": {"errors", "config", "tools", "store", "vectors"},
-    "cli": {"errors", "config", "server"},
+    "doctor": {"errors", "config", "scopes", "embedding", "sidecar"},
+    "commands": {
+        "errors",
+        "config",
+        "records",
+        "scopes",
+        "store",
+        "tools",
+        "server",
+        "vectors",
+        "sidecar",
+        "embedding",
+        "scoring",
+        "doctor",
+    },
+    "cli": {"errors", "config", "server", "commands"},
 }
 
 

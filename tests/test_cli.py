@@ -225,7 +225,13 @@ USAGE_ERRORS = [
     (["--verison"], ["--verison"], "--version"),
     (["--frobnicate"], ["--frobnicate"], None),
     (["stray"], ["stray"], None),
-    (["doctor"], ["doctor"], None),
+    (["lsit"], ["lsit"], None),
+    (["list", "extra"], ["extra"], None),
+    (["list", "--limt", "3"], ["--limt"], "--limit"),
+    (["search", "x", "--top-k"], ["--top-k"], None),
+    (["get", "--json=yes"], ["--json=yes"], None),
+    (["forget", "--id", "a", "--id", "b"], ["--id"], None),
+    (["stats", "--help=x"], ["--help=x"], None),
     (["--store-dir", "DIR", "DIR2"], ["DIR2"], None),
     (["--store-dir"], ["--store-dir"], None),
     (["--project"], ["--project"], None),
@@ -646,6 +652,34 @@ def test_the_first_positional_word_selects_a_registered_subcommand(monkeypatch):
     assert cli.main(["doctor"]) == 7 and calls[0].command == "doctor"
     with pytest.raises(cli.UsageError):
         cli.parse_args(["--store-dir", "/s", "nope"])
+
+
+def test_a_subcommands_own_options_reach_it_by_dest_with_aliases_and_both_forms():
+    invocation = cli.parse_args(["search", "docker", "images", "--topk=3", "--scope", "global", "--json"])
+    assert invocation == cli.Invocation(
+        command="search", args=("docker", "images"), options={"top_k": "3", "scope": "global", "json": True}
+    )
+    assert cli.parse_args(["import", "-", "--store-dir", "/s"]).args == ("-",)
+    assert cli.parse_args(["forget", "--query=-odd"]).options == {"query": "-odd"}
+    with pytest.raises(cli.UsageError) as info:
+        cli.parse_args(["list", "--top-k", "3"])  # another command's option
+    assert info.value.word == "--top-k"
+    with pytest.raises(cli.UsageError) as info:
+        cli.parse_args(["--json"])  # no subcommand, no subcommand options
+    assert info.value.word == "--json"
+
+
+def test_every_subcommand_is_listed_in_the_main_help_and_has_its_own(capsys):
+    assert cli.main(["--help"]) == 0
+    main_help = capsys.readouterr().out
+    for name in ("list", "search", "get", "forget", "export", "import", "stats", "reembed", "doctor"):
+        assert f"\n  {name} " in main_help
+        assert cli.main([name, "--help"]) == 0
+        out, err = capsys.readouterr()
+        assert out.startswith(f"dsh-memory-mcp {name} — ") and err == ""
+        assert f"dsh-memory-mcp {name}" in out.splitlines()[3]
+        for option in cli.COMMANDS[name].extra_options:
+            assert option.names[0] in out
 
 
 def test_help_and_version_in_process_write_only_to_stdout(capsys):

@@ -10,14 +10,16 @@ Three promises shape this module:
   back to the default store (on someone's machine that means writing into an unexpected directory).
 * Start-up failures are actionable Chinese diagnostics on stderr, exit 1, never a bare traceback
   (``DSH_MEMORY_DEBUG=1`` adds it). stdout belongs to MCP: nothing here prints to it except
-  ``--help``/``--version`` (and, later, human subcommands).
+  ``--help``/``--version`` and the human subcommands.
 
 Exit codes: 0 normal (help, version, stdin closed, SIGINT/SIGTERM), 1 start-up failure, 2 usage
 error.
 
-Subcommands: the first positional word is reserved for human subcommands (``doctor``, ``list``,
-``search``, …). None exist yet, so every positional word is a usage error; adding one means an
-entry in `COMMANDS` (see `Command`) — the parser already routes the first positional word there.
+Subcommands: the first positional word selects a human subcommand (``list``, ``search``, ``get``,
+``forget``, ``export``, ``import``, ``stats``, ``reembed``, ``doctor``), registered in `COMMANDS`
+(see `Command`). Their bodies live in `dsh_memory_mcp.commands` (and ``doctor``'s in
+`dsh_memory_mcp.doctor`), imported only when one actually runs, so parsing and ``--help`` stay as
+light as before. Any other positional word is a usage error.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 
@@ -145,6 +147,9 @@ class Invocation:
     version: bool = False
     #: Positional words after the subcommand (only a subcommand that accepts them gets any).
     args: tuple[str, ...] = ()
+    #: The subcommand's own options (`Command.extra_options`) by `Option.dest`: the value, or
+    #: True for a flag. Absent when not given.
+    options: Mapping[str, str | bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -152,7 +157,8 @@ class Command:
     """A human subcommand (`dsh-memory-mcp doctor` …): reads settings, prints to stdout, exits.
 
     `run` gets the parsed invocation and returns the exit code. Commands are registered in
-    `COMMANDS`; the first positional word of a command line selects one.
+    `COMMANDS`; the first positional word of a command line selects one. `usage` is the synopsis
+    shown by ``<command> --help`` (one line per form, without the program name); `details` follows it.
     """
 
     name: str
@@ -160,9 +166,11 @@ class Command:
     run: Callable[[Invocation], int]
     accepts_args: bool = False
     extra_options: tuple[Option, ...] = field(default_factory=tuple)
+    usage: tuple[str, ...] = ()
+    details: str = ""
 
 
-#: Registry of human subcommands; empty in 0.1.0, so any positional word is a usage error.
+#: Registry of human subcommands (filled in below, after the help texts).
 COMMANDS: dict[str, Command] = {}
 
 
@@ -184,30 +192,41 @@ def _squash(name: str) -> str:
     return name.lower().lstrip("-").replace("_", "").replace("-", "")
 
 
-def suggest_option(word: str) -> str | None:
-    """The flag `word` most likely meant, or None (`--store_dir` → `--store-dir`)."""
+def suggest_option(word: str, extra: Sequence[Option] = ()) -> str | None:
+    """The flag `word` most likely meant, or None (`--store_dir` → `--store-dir`).
+
+    `extra`: a subcommand's own options, which are candidates too.
+    """
     name = word.partition("=")[0]
     if not name.strip("-"):
         return None
+    options = (*OPTIONS, *extra)
+    by_name = {n: opt for opt in options for n in opt.names}
     lowered = name.lower().replace("_", "-")
-    if lowered in _BY_NAME:
+    if lowered in by_name:
         return lowered
-    if lowered.startswith("-") and not lowered.startswith("--") and "--" + lowered[1:] in _BY_NAME:
+    if lowered.startswith("-") and not lowered.startswith("--") and "--" + lowered[1:] in by_name:
         return "--" + lowered[1:]
     squashed = _squash(name)
-    for opt in OPTIONS:
+    for opt in options:
         for candidate in opt.names:
             if _squash(candidate) == squashed and len(squashed) > 1:
                 return candidate
     long_form = lowered if lowered.startswith("--") else "--" + lowered.lstrip("-")
-    matches = difflib.get_close_matches(long_form, [n for n in _BY_NAME if n.startswith("--")], n=1, cutoff=0.6)
+    matches = difflib.get_close_matches(long_form, [n for n in by_name if n.startswith("--")], n=1, cutoff=0.6)
     if not matches:
         return None
     # `--storeD` is closest to the alias `--store`, but meant `--store-dir`: name the main spelling.
-    return next(n for n in _BY_NAME[matches[0]].names if n.startswith("--"))
+    return next(n for n in by_name[matches[0]].names if n.startswith("--"))
 
 
-def _stray(word: str) -> UsageError:
+def _stray(word: str, command: Command | None = None) -> UsageError:
+    if command is not None:
+        return UsageError(
+            f"子命令 {command.name} 不接受位置参数:多余的 {word}",
+            word=word,
+            hints=[f"用 {PROG} {command.name} --help 查看它的用法"],
+        )
     hints = ["目录请用 --store-dir <目录> / --project <目录> 传,不要直接写在命令行末尾"]
     close = difflib.get_close_matches(word, list(COMMANDS), n=1, cutoff=0.6) if COMMANDS else []
     if close:
@@ -244,7 +263,7 @@ def parse_args(argv: Sequence[str]) -> Invocation:
             if command is not None and command.accepts_args:
                 positionals.append(word)
                 continue
-            raise _stray(word)
+            raise _stray(word, command)
         if word == "--":
             only_positionals = True
             continue
@@ -252,9 +271,11 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         opt = options.get(name)
         if opt is None:
             hints = []
-            guess = suggest_option(word)
+            guess = suggest_option(word, command.extra_options if command is not None else ())
             if guess is not None:
                 hints.append(f"你是不是想写 {guess}?")
+            if command is not None:
+                hints.append(f"{command.name} 的参数见 {PROG} {command.name} --help")
             raise UsageError(f"未知参数 {word}", word=word, hints=hints)
         if opt.dest in seen:
             raise UsageError(
@@ -287,6 +308,7 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         values[opt.dest] = value
     store_dir = values.get("store_dir")
     project_dir = values.get("project_dir")
+    extra = {o.dest for o in command.extra_options} if command is not None else set()
     return Invocation(
         command=command.name if command is not None else None,
         store_dir=store_dir if isinstance(store_dir, str) else None,
@@ -294,11 +316,15 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         help=values.get("help") is True,
         version=values.get("version") is True,
         args=tuple(positionals),
+        options={dest: value for dest, value in values.items() if dest in extra},
     )
 
 
 def _metavar_zh(opt: Option) -> str:
-    return "目录" if opt.metavar == "DIR" else (opt.metavar or "值")
+    return _METAVARS_ZH.get(opt.metavar, opt.metavar or "值")
+
+
+_METAVARS_ZH = {"DIR": "目录", "N": "数字", "SCOPE": "作用域", "KIND": "类型", "ID": "id", "TEXT": "文本"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -322,7 +348,12 @@ def help_text() -> str:
 用法:
   {PROG} [--store-dir DIR] [--project DIR]
   python -m dsh_memory_mcp [--store-dir DIR] [--project DIR]
+  {PROG} <子命令> [参数…] [--store-dir DIR] [--project DIR]
   {PROG} --help | --version
+
+不带子命令就是 stdio MCP 服务。给人用的子命令(输出到 stdout,加 --json 输出结构化结果;
+{PROG} <子命令> --help 看各自的用法):
+{_command_list()}
 
 由 IDE 的 MCP 配置启动(stdio 传输):stdout 只输出 MCP 协议消息,日志走 stderr 和日志文件。
 stdin 关闭、SIGINT、SIGTERM 都会干净退出(退出码 0),自己拉起的 llama-server 一并停掉。
@@ -356,7 +387,8 @@ stdin 关闭、SIGINT、SIGTERM 都会干净退出(退出码 0),自己拉起的 
 退出码:
   0  正常退出(--help / --version;服务在 stdin 关闭或收到 SIGINT / SIGTERM 后)
   1  启动失败(存储目录不可用、缺依赖等),stderr 上有可操作的中文诊断
-  2  参数错误(未知参数、多余参数、缺值),不启动服务、不碰磁盘
+  2  参数错误(未知参数、未知子命令、多余参数、缺值),不启动服务、不碰磁盘
+  子命令:0 成功,1 失败(工具报错、记忆库目录不存在、向量不可用……),2 参数错误
 
 日志文件:{_log_file_hint()}(1 MB × 3 轮转)
 
@@ -375,6 +407,29 @@ MCP 配置示例(mcp.json;Claude Code、Cursor、Trae 等格式相同):
 验证部署(stdin 喂空,服务读到 EOF 即以 0 退出;stderr 出现「已启动 {PROG} v{__version__}(stdio)」即成功):
   echo '' | {PROG} --store-dir /tmp/dsh-probe
 """
+
+
+def _command_list() -> str:
+    width = max((len(name) for name in COMMANDS), default=0)
+    return "\n".join(f"  {name.ljust(width)}  {cmd.summary}" for name, cmd in COMMANDS.items())
+
+
+def command_help_text(command: Command) -> str:
+    """``<command> --help``: synopsis, what it does, its options, the shared ones."""
+    lines = [f"{PROG} {command.name} — {command.summary}", "", "用法:"]
+    for form in command.usage or (command.name,):
+        lines.append(f"  {PROG} {form} [--store-dir DIR] [--project DIR]")
+    if command.details:
+        lines += ["", command.details.rstrip("\n")]
+    rows = [(", ".join(o.names) + (f" {o.metavar}" if o.takes_value else ""), o.help) for o in command.extra_options]
+    rows += [
+        ("--store-dir DIR, --store DIR", "记忆存储目录(缺省 $DSH_MEMORY_STORE_DIR → ~/.dsh-memory-store)"),
+        ("--project DIR, --project-dir DIR", "当前工作区,决定 project 作用域(缺省 $DSH_MEMORY_PROJECT → 当前目录)"),
+        ("-h, --help", "打印本帮助后退出(0)"),
+    ]
+    width = max(len(left) for left, _ in rows)
+    lines += ["", "参数:"] + [f"  {left.ljust(width)}  {right}" for left, right in rows]
+    return "\n".join(lines) + "\n"
 
 
 def version_text() -> str:
@@ -948,7 +1003,8 @@ def main(argv: Sequence[str] | None = None, *, serve: ServeFn | None = None) -> 
         )
         return EXIT_USAGE
     if invocation.help:
-        _write_stdout(help_text())
+        command = COMMANDS.get(invocation.command) if invocation.command is not None else None
+        _write_stdout(command_help_text(command) if command is not None else help_text())
         return EXIT_OK
     if invocation.version:
         _write_stdout(version_text())
@@ -1025,3 +1081,170 @@ def _start(invocation: Invocation, serve: ServeFn | None, started: _StartedFlag,
     else:
         _cli_log.debug("stdin 已关闭,正常退出")
     return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# Human subcommands: registered here, bodies in `dsh_memory_mcp.commands` (imported on use)
+# --------------------------------------------------------------------------------------------
+
+#: Exit code of a subcommand interrupted by Ctrl+C (the shell convention, 128 + SIGINT).
+EXIT_INTERRUPTED = 130
+
+
+def _run_command(name: str, invocation: Invocation) -> int:
+    """Resolve settings, import the command bodies, run one; never a bare traceback."""
+    debug = config.env_flag(os.environ.get("DSH_MEMORY_DEBUG"))
+    _configure_stderr_logging(debug)
+    # A human command prints its own results; only the store's and vector channel's warnings
+    # (corrupt lines, backend trouble) come through the logger.
+    log.setLevel(logging.DEBUG if debug else logging.WARNING)
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        # A console that cannot encode 中文 gets \uXXXX escapes (still valid inside JSON strings).
+        try:
+            reconfigure(errors="backslashreplace")
+        except (ValueError, OSError, TypeError):  # pragma: no cover
+            pass
+    try:
+        settings = config.resolve_settings(store_dir=invocation.store_dir, project_dir=invocation.project_dir)
+        try:
+            from dsh_memory_mcp import commands
+        except Exception as exc:
+            raise _ImportProblem(exc) from exc
+        return commands.run(name, invocation.args, invocation.options, settings, out=sys.stdout, err=sys.stderr)
+    except _ImportProblem as problem:
+        _report_import_problem(problem, debug)
+        return EXIT_STARTUP
+    except KeyboardInterrupt:
+        _write_stderr_lines(["已中断(Ctrl+C)"])
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        hint = "" if debug else "(设 DSH_MEMORY_DEBUG=1 可看完整调用栈)"
+        _write_stderr_lines([f"❌ {name} 失败:意外错误 {_describe(exc)}{hint}", *_debug_lines(exc, debug)])
+        return EXIT_STARTUP
+    finally:
+        _flush_std()
+        _remove_handlers()
+
+
+def _runner(name: str) -> Callable[[Invocation], int]:
+    def run(invocation: Invocation) -> int:
+        return _run_command(name, invocation)
+
+    run.__name__ = f"run_{name}"
+    return run
+
+
+_JSON = Option(("--json",), "json", help="输出 JSON(与 MCP 工具的 structuredContent 相同)而不是文本")
+_SCOPE = Option(
+    ("--scope",),
+    "scope",
+    True,
+    "SCOPE",
+    "作用域:global / project / project:<路径> / session:<id> / 自定义名 / all",
+)
+_PATH = Option(("--path",), "path", True, "DIR", "按工作区路径指定作用域(等价于 project:<路径>)")
+_KIND = Option(("--kind",), "kind", True, "KIND", "只看一种:fact / decision / preference / procedure / note / rule")
+_LIMIT = Option(("--limit",), "limit", True, "N", "最多显示几条,1~200(缺省 50),最新的在前")
+_TOPK = Option(("--top-k", "--topk"), "top_k", True, "N", "最多返回几条,1~20(缺省 5)")
+_ID = Option(("--id",), "id", True, "ID", "要删除的记忆 id(完整 id 或至少 8 位前缀,任意作用域)")
+_QUERY = Option(("--query",), "query", True, "TEXT", "删除内容包含该文本的记忆(只在一个作用域内,缺省当前项目)")
+
+_SCOPE_NOTE = "--scope 与 --path 的规则与 MCP 工具的 scope / path 参数完全相同(见 README「作用域」)。"
+
+for _command in (
+    Command(
+        "list",
+        "列出记忆(最新在前)",
+        _runner("list"),
+        extra_options=(_SCOPE, _PATH, _KIND, _LIMIT, _JSON),
+        usage=("list [--scope SCOPE | --path DIR] [--kind KIND] [--limit N] [--json]",),
+        details="与 memory_list 工具相同:缺省列出当前项目 + global 的有效记忆(过期/被取代的不显示)。\n" + _SCOPE_NOTE,
+    ),
+    Command(
+        "search",
+        "检索记忆",
+        _runner("search"),
+        accepts_args=True,
+        extra_options=(_SCOPE, _PATH, _TOPK, _JSON),
+        usage=("search 查询词… [--scope SCOPE | --path DIR] [--top-k N] [--json]",),
+        details="与 memory_search 工具相同(多个词用空格连成一句查询)。向量检索只用已在运行的嵌入服务\n"
+        "(DSH_MEMORY_EMBED_ENDPOINT,或端口上已在运行的 llama-server),从不为一次检索拉起 llama-server;\n"
+        "后端没就绪就只用词法检索。命中会像工具一样累加 accessCount。\n" + _SCOPE_NOTE,
+    ),
+    Command(
+        "get",
+        "按 id 取完整记忆",
+        _runner("get"),
+        accepts_args=True,
+        extra_options=(_JSON,),
+        usage=("get ID [ID …] [--json]",),
+        details="与 memory_get 工具相同:完整 id 或至少 8 位前缀,任意作用域,过期记录也能取到。",
+    ),
+    Command(
+        "forget",
+        "删除记忆",
+        _runner("forget"),
+        accepts_args=True,
+        extra_options=(_ID, _QUERY, _SCOPE, _PATH, _JSON),
+        usage=(
+            "forget ID [--json]",
+            "forget --id ID [--json]",
+            "forget --query 文本 [--scope SCOPE | --path DIR] [--json]",
+        ),
+        details="与 memory_forget 工具相同:按 id 删一条(任意作用域),或按内容子串在一个作用域内批量删除\n"
+        "(缺省当前项目;不能用 all)。没有确认提示,删之前可以先 export 备份。",
+    ),
+    Command(
+        "export",
+        "导出全部记忆为 JSONL(stdout)",
+        _runner("export"),
+        extra_options=(_SCOPE, _PATH),
+        usage=("export [--scope SCOPE | --path DIR] > backup.jsonl",),
+        details="每个作用域的每条记录(含已过期/被取代的)按磁盘上的原样输出一行,是无损备份,可用 import 恢复。\n"
+        "解析不了的损坏行不导出(仍留在记忆库文件里),数目报告在 stderr。缺省导出所有作用域。",
+    ),
+    Command(
+        "import",
+        "从 JSONL 导入记忆",
+        _runner("import"),
+        accepts_args=True,
+        extra_options=(_SCOPE, _PATH),
+        usage=("import FILE [--scope SCOPE | --path DIR]", "import - < backup.jsonl"),
+        details="逐行自动识别两种格式:\n"
+        "  1. 本服务 export 的记录行:原样写回它自己的作用域(id 与所有字段保留);\n"
+        "     id 已存在、或同一作用域已有相同内容的有效记忆 → 记为「已存在」,不重复写入。\n"
+        '  2. 官方 MCP memory 服务器的知识图谱 JSONL({"type":"entity",…} / {"type":"relation",…}):\n'
+        "     每条 observation 成为一条记忆「<name>: <observation>」(kind=fact,tags=[entityType, mcp-memory-import]),\n"
+        "     每条关系成为一条记忆「<from> <relationType> <to>」(kind=fact,tags=[relation, mcp-memory-import]),\n"
+        "     写入 --scope / --path 指定的作用域(缺省 global)。\n"
+        "无效行在 stderr 报出行号并跳过,不影响其它行。FILE 为 - 时读标准输入。",
+    ),
+    Command(
+        "stats",
+        "记忆库统计:每个作用域的记录数、过期数、损坏行、文件大小、向量",
+        _runner("stats"),
+        extra_options=(_SCOPE, _PATH, _JSON),
+        usage=("stats [--scope SCOPE | --path DIR] [--json]",),
+        details="缺省统计磁盘上的所有作用域。只读:不加锁、不写任何文件、不连嵌入服务。",
+    ),
+    Command(
+        "reembed",
+        "用当前嵌入模型重建向量边车(.vec)",
+        _runner("reembed"),
+        accepts_args=True,
+        extra_options=(_SCOPE, _PATH),
+        usage=("reembed [SCOPE …] [--scope SCOPE | --path DIR]",),
+        details="为每条有效记录重新计算向量并整份重写 .vec(缺省所有作用域),进度条输出到 stderr。\n"
+        "需要可用的向量后端(DSH_MEMORY_EMBED_ENDPOINT,或 DSH_MEMORY_EMBED_MODEL + llama-server;\n"
+        "后者没在运行时会临时拉起,结束时停掉)。",
+    ),
+    Command(
+        "doctor",
+        "检查安装、配置、记忆库与向量后端",
+        _runner("doctor"),
+        usage=("doctor",),
+        details="只读:不建目录、不写文件、不启动进程。有问题时退出码 1。",
+    ),
+):
+    COMMANDS[_command.name] = _command

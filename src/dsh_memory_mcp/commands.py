@@ -1,0 +1,780 @@
+"""The human subcommands: `dsh-memory-mcp list | search | get | forget | export | import | stats | reembed`.
+
+`cli` parses the command line and calls `run`; every command is a plain function of
+``(Call) -> exit code`` writing its results to ``call.out`` and its diagnostics (Chinese, with the
+``[dsh-memory-mcp] `` prefix) to ``call.err``.
+
+* list / search / get / forget go through `MemoryService.call`, so validation, scope rules and
+  rendering are exactly the MCP tools': the tool's text on stdout, or with ``--json`` its
+  structuredContent as one JSON object. A tool error is its text on stderr (``--json``: the error
+  object on stdout) and exit 1.
+* Nothing here imports the MCP SDK: the store and the tools are opened directly (not through
+  `server.open_service`, whose module imports ``mcp``), so the commands work when the SDK is
+  broken and start fast.
+* Read-only commands (list, search, get, export, stats) never create the store: a missing store
+  directory is an error naming ``--store-dir`` / ``DSH_MEMORY_STORE_DIR``. Writers (forget, import,
+  reembed) create it like the server does.
+* No command spawns llama-server except ``reembed``: list/get/export/import/stats run with vectors
+  off; forget only rewrites sidecars locally; search uses a backend that is already answering
+  (``DSH_MEMORY_EMBED_ENDPOINT`` or a llama-server already on the port) or none.
+
+Exit codes: 0 done, 1 failed (tool error, store missing or unusable, vectors unusable), 2 usage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any, TextIO
+
+from dsh_memory_mcp import config, records, scopes
+from dsh_memory_mcp.errors import DshMemoryError, EmbeddingUnavailable
+from dsh_memory_mcp.records import Record
+
+if TYPE_CHECKING:
+    from dsh_memory_mcp.store import SharedStore
+    from dsh_memory_mcp.tools import MemoryService, ToolResult
+
+__all__ = ["COMMAND_NAMES", "IMPORT_TAG", "Call", "run"]
+
+PROG = "dsh-memory-mcp"
+PREFIX = f"[{PROG}] "
+
+EXIT_OK = 0
+EXIT_FAIL = 1
+EXIT_USAGE = 2
+
+#: Tag on every memory made from the reference memory server's knowledge graph.
+IMPORT_TAG = "mcp-memory-import"
+RELATION_TAG = "relation"
+PROGRESS_WIDTH = 30
+#: How long `search` lets an already-answering backend get ready (health, model, one probe).
+SEARCH_BRING_UP_SECONDS = 1.0
+#: How long `search` gives a configured backend to answer /health before going lexical.
+SEARCH_HEALTH_SECONDS = 0.3
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SHA1_FILE = re.compile(r"[0-9a-f]{40}\.jsonl")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One subcommand invocation: its words, its options, the settings, where to write."""
+
+    name: str
+    args: tuple[str, ...]
+    options: Mapping[str, str | bool]
+    settings: config.Settings
+    out: TextIO
+    err: TextIO
+
+    def opt(self, dest: str) -> str | None:
+        value = self.options.get(dest)
+        return value if isinstance(value, str) else None
+
+    def flag(self, dest: str) -> bool:
+        return self.options.get(dest) is True
+
+    # -- output ------------------------------------------------------------------------------
+
+    def print(self, text: str) -> None:
+        self.out.write(text + "\n")
+
+    def note(self, *lines: str) -> None:
+        """Diagnostic lines on stderr, each with the program prefix."""
+        self.err.write("".join(PREFIX + line + "\n" for line in lines))
+        self.err.flush()
+
+    def usage(self, message: str) -> int:
+        self.note(f"❌ 参数错误:{message}", f"⇒ 用 {PROG} {self.name} --help 查看用法")
+        return EXIT_USAGE
+
+
+# ----------------------------------------------------------------------------------------------
+# dispatch
+
+
+def run(
+    name: str,
+    args: Sequence[str],
+    options: Mapping[str, str | bool],
+    settings: config.Settings,
+    *,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """Run subcommand `name`; returns the exit code. Store errors become one Chinese line, exit 1."""
+    call = Call(name, tuple(args), dict(options), settings, out, err)
+    handler = _HANDLERS[name]
+    try:
+        code = handler(call)
+        out.flush()
+        return code
+    except BrokenPipeError:
+        # `export | head`: the reader left. Silence the final flush; an export is then incomplete.
+        _detach(out)
+        if name == "export":
+            call.note("⚠️ 输出管道已关闭,导出不完整")
+            return EXIT_FAIL
+        return EXIT_OK
+    except DshMemoryError as exc:
+        call.note(f"❌ {name} 失败:{exc.message}")
+        return EXIT_FAIL
+
+
+def _detach(stream: IO[Any]) -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+# ----------------------------------------------------------------------------------------------
+# opening the store
+
+
+def _store_missing(call: Call) -> bool:
+    """For read-only commands: report (and return True) when the store directory is not there."""
+    root = call.settings.store_dir
+    if os.path.isdir(root):
+        return False
+    if os.path.lexists(root):
+        call.note(f"❌ 记忆库路径不是目录:{root}")
+    else:
+        call.note(f"❌ 记忆库目录不存在:{root}")
+    how = "(当前用的是默认目录)" if call.settings.store_dir_is_default else ""
+    call.note(f"⇒ 用 --store-dir <目录> 或环境变量 DSH_MEMORY_STORE_DIR 指向已有的记忆库{how};本命令不会创建它")
+    return True
+
+
+def _open(call: Call, *, create: bool, vectors: config.VectorSettings | None = None) -> MemoryService:
+    """The store (prepared when `create`) and the tools over it; a vector channel when `vectors` is usable.
+
+    The channel is not started: no worker, no spawn. Callers start it if they want a backend.
+    """
+    from dsh_memory_mcp.store import SharedStore
+    from dsh_memory_mcp.tools import MemoryService
+
+    holder: dict[str, Any] = {}
+
+    def on_delete(scope: str, ids: list[str]) -> None:
+        channel = holder.get("vectors")
+        if channel is not None:
+            channel.on_delete(scope, ids)
+
+    store = SharedStore(call.settings.store_dir, on_delete=on_delete)
+    if create:
+        store.prepare()
+    channel = None
+    if vectors is not None and vectors.usable:
+        from dsh_memory_mcp.vectors import VectorChannel
+
+        channel = VectorChannel(vectors, store)
+        holder["vectors"] = channel
+    settings = dataclasses.replace(call.settings, vector=vectors or config.VectorSettings(enabled=False))
+    return MemoryService(settings=settings, store=store, vectors=channel)
+
+
+def _close(service: MemoryService) -> None:
+    try:
+        if service.vectors is not None:
+            service.vectors.close()
+    finally:
+        service.store.close()
+
+
+def _resolve_scopes(call: Call, service: MemoryService) -> list[str] | ToolResult:
+    """The scope keys `--scope` / `--path` name, by the tools' own rules (aliases, `all`, paths).
+
+    Asks `memory_list` (which resolves them and reports errors with the tools' codes); with
+    neither given, every scope on disk.
+    """
+    scope, path = call.opt("scope"), call.opt("path")
+    if scope is None and path is None:
+        return service.store.discover_scopes()
+    args: dict[str, Any] = {"limit": 1}
+    if scope is not None:
+        args["scope"] = scope
+    if path is not None:
+        args["path"] = path
+    result = service.call("memory_list", args)
+    if result.is_error:
+        return result
+    return [s for s in result.structured["scopes"] if isinstance(s, str)]
+
+
+def _tool_error(call: Call, result: ToolResult) -> int:
+    if call.flag("json"):
+        call.print(json.dumps(result.structured, ensure_ascii=False))
+    else:
+        call.note(*result.text.splitlines())
+    return EXIT_FAIL
+
+
+# ----------------------------------------------------------------------------------------------
+# list / search / get / forget: the tools
+
+
+def _show(call: Call, result: ToolResult) -> int:
+    if result.is_error:
+        return _tool_error(call, result)
+    call.print(json.dumps(result.structured, ensure_ascii=False) if call.flag("json") else result.text)
+    return EXIT_OK
+
+
+def _tool_args(call: Call, *names: tuple[str, str]) -> dict[str, Any]:
+    return {key: value for dest, key in names if (value := call.opt(dest)) is not None}
+
+
+def cmd_list(call: Call) -> int:
+    if _store_missing(call):
+        return EXIT_FAIL
+    service = _open(call, create=False)
+    try:
+        args = _tool_args(call, ("scope", "scope"), ("path", "path"), ("kind", "kind"), ("limit", "limit"))
+        return _show(call, service.call("memory_list", args))
+    finally:
+        _close(service)
+
+
+def cmd_search(call: Call) -> int:
+    if _store_missing(call):
+        return EXIT_FAIL
+    service = _open(call, create=False, vectors=_search_vectors(call.settings.vector))
+    try:
+        if service.vectors is not None:
+            service.vectors.start()
+            service.vectors.wait_ready(SEARCH_BRING_UP_SECONDS)
+        args = _tool_args(call, ("scope", "scope"), ("path", "path"), ("top_k", "topK"))
+        args["query"] = " ".join(call.args)
+        return _show(call, service.call("memory_search", args))
+    finally:
+        _close(service)
+
+
+def _search_vectors(vector: config.VectorSettings) -> config.VectorSettings | None:
+    """The backend a search may use: one that already answers; never one it would have to spawn.
+
+    A configured endpoint is used if its /health answers within `SEARCH_HEALTH_SECONDS`. Without
+    one, a llama-server already running on the port is used as an endpoint (never spawned, never
+    stopped), with the model id it reports.
+    """
+    if not vector.usable:
+        return None
+    from dsh_memory_mcp.embedding import EmbeddingClient
+
+    if vector.endpoint is not None:
+        base, candidate = vector.endpoint, vector
+    else:
+        base = f"http://127.0.0.1:{vector.port}"
+        candidate = dataclasses.replace(vector, endpoint=base, model=None)
+    client = EmbeddingClient(base)
+    try:
+        health = client.health(timeout=SEARCH_HEALTH_SECONDS)
+    finally:
+        client.close()
+    if health == "down" or (health != "ready" and vector.endpoint is None):
+        return None
+    return candidate
+
+
+def cmd_get(call: Call) -> int:
+    if _store_missing(call):
+        return EXIT_FAIL
+    service = _open(call, create=False)
+    try:
+        return _show(call, service.call("memory_get", {"ids": list(call.args)}))
+    finally:
+        _close(service)
+
+
+def cmd_forget(call: Call) -> int:
+    ident = call.opt("id")
+    if call.args:
+        if len(call.args) > 1:
+            return call.usage(f"一次只能删除一个 id(收到 {len(call.args)} 个:{' '.join(call.args)})")
+        if ident is not None:
+            return call.usage(f"id 给了两次:位置参数 {call.args[0]} 与 --id {ident},只保留一个")
+        ident = call.args[0]
+    # Vectors only to drop the deleted ids from the sidecars: a local rewrite, no backend.
+    service = _open(call, create=True, vectors=call.settings.vector)
+    try:
+        args = _tool_args(call, ("query", "query"), ("scope", "scope"), ("path", "path"))
+        if ident is not None:
+            args["id"] = ident
+        return _show(call, service.call("memory_forget", args))
+    finally:
+        _close(service)
+
+
+# ----------------------------------------------------------------------------------------------
+# export / import
+
+
+def cmd_export(call: Call) -> int:
+    if _store_missing(call):
+        return EXIT_FAIL
+    service = _open(call, create=False)
+    try:
+        resolved = _resolve_scopes(call, service)
+        if not isinstance(resolved, list):
+            return _tool_error(call, resolved)
+        sink = getattr(call.out, "buffer", None)
+        if sink is not None:
+            call.out.flush()
+        exported = 0
+        corrupt: list[str] = []
+        for scope in resolved:
+            snap = service.store.snapshot(scope)
+            chunk = []
+            for line in snap.lines:
+                if isinstance(line, Record):
+                    chunk.append(line.raw + "\n")
+                else:
+                    corrupt.append(f"{_relpath(service.store, snap.path)} 第 {line.lineno} 行")
+            text = "".join(chunk)
+            if sink is not None:  # raw UTF-8 whatever the console's encoding: a backup must be exact
+                sink.write(text.encode("utf-8", "surrogateescape"))
+            else:
+                call.out.write(text)
+            exported += len(chunk)
+        if sink is not None:
+            sink.flush()
+        stray = _unattributed_files(service.store) if call.opt("scope") is None and call.opt("path") is None else []
+        call.note(f"导出完成:{exported} 条记录,{len(resolved)} 个作用域")
+        if corrupt:
+            call.note(
+                f"⚠️ {len(corrupt)} 行损坏的行没有导出(仍原样留在记忆库文件里):"
+                + ",".join(corrupt[:10])
+                + (" …" if len(corrupt) > 10 else "")
+            )
+        for path in stray:
+            call.note(f"⚠️ 无法确定作用域的文件没有导出:{path}")
+        return EXIT_OK
+    finally:
+        _close(service)
+
+
+def _relpath(store: SharedStore, path: str) -> str:
+    return os.path.relpath(path, store.root).replace(os.sep, "/")
+
+
+def _unattributed_files(store: SharedStore) -> list[str]:
+    """``projects/<sha1>.jsonl`` files `discover_scopes` skips (empty, or no record names their scope)."""
+    known = {scopes.scope_file_relpath(s) for s in store.discover_scopes()}
+    try:
+        names = sorted(os.listdir(os.path.join(store.root, "projects")))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        rel = f"projects/{name}"
+        full = os.path.join(store.root, "projects", name)
+        if _SHA1_FILE.fullmatch(name) and rel not in known and os.path.getsize(full) > 0:
+            out.append(rel)
+    return out
+
+
+@dataclass
+class _ImportPlan:
+    #: scope → our records, in file order
+    ours: dict[str, list[Record]] = dataclasses.field(default_factory=dict)
+    #: contents made from the knowledge graph, in file order (deduplicated)
+    graph: dict[str, tuple[str, list[str]]] = dataclasses.field(default_factory=dict)
+    bad: int = 0
+    duplicates: int = 0
+
+
+def cmd_import(call: Call) -> int:
+    if len(call.args) != 1:
+        what = "缺少要导入的文件" if not call.args else f"只能导入一个文件(收到 {len(call.args)} 个)"
+        return call.usage(f"{what};用 - 表示标准输入")
+    source = call.args[0]
+    try:
+        if source == "-":
+            stdin = sys.stdin.buffer if sys.stdin is not None else None
+            data = stdin.read() if stdin is not None else b""
+        else:
+            with open(source, "rb") as fh:
+                data = fh.read()
+    except OSError as exc:
+        call.note(f"❌ 无法读取导入文件 {source}:{exc.strerror or exc}")
+        return EXIT_FAIL
+    plan = _ImportPlan()
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        _plan_line(call, plan, lineno, raw)
+    service = _open(call, create=True)
+    try:
+        added = 0
+        existing = plan.duplicates
+        if plan.graph:
+            target = _import_target(call, service)
+            if not isinstance(target, str):
+                return _tool_error(call, target)
+            now = service.clock()
+            made = [
+                records.new_record(scope=target, content=content, kind="fact", tags=tags, now=now)
+                for content, tags in plan.graph.values()
+            ]
+            plan.ours.setdefault(target, []).extend(made)
+        known = {r.id for scope in service.store.discover_scopes() for r in service.store.snapshot(scope).records}
+        for scope, batch in plan.ours.items():
+            fresh = [r for r in batch if r.id not in known]
+            existing += len(batch) - len(fresh)
+            done, skipped = service.store.insert(scope, fresh)
+            added += done
+            existing += skipped
+        call.note(f"导入完成:新增 {added} 条,已存在 {existing} 条,跳过 {plan.bad} 行")
+        if added and call.settings.vector.usable:
+            call.note(f"ℹ️ 新记录的向量由运行中的服务在后台补齐,也可以运行 {PROG} reembed")
+        return EXIT_OK
+    finally:
+        _close(service)
+
+
+def _import_target(call: Call, service: MemoryService) -> str | ToolResult:
+    """Where knowledge-graph memories go: `--scope` / `--path` by the tools' rules, default global."""
+    if call.opt("scope") is None and call.opt("path") is None:
+        return scopes.GLOBAL
+    resolved = _resolve_scopes(call, service)
+    if not isinstance(resolved, list):
+        return resolved
+    if len(resolved) != 1 or (call.opt("scope") or "").strip().lower() in ("all", "*"):
+        from dsh_memory_mcp.tools import ToolResult
+
+        message = "导入只能写入一个作用域,all 是只读范围:请指定 global、project 或具体作用域。"
+        return ToolResult(
+            text=f"错误 SCOPE_NOT_WRITABLE:{message}",
+            structured={"ok": False, "code": "SCOPE_NOT_WRITABLE", "message": message},
+            is_error=True,
+        )
+    return resolved[0]
+
+
+def _plan_line(call: Call, plan: _ImportPlan, lineno: int, raw: bytes) -> None:
+    def bad(why: str) -> None:
+        plan.bad += 1
+        preview = text if len(text) <= 80 else text[:80] + "…"
+        call.note(f"⚠️ 第 {lineno} 行{why},已跳过:{preview}")
+
+    text = raw.decode("utf-8", "replace")
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        bad("不是 UTF-8 文本")
+        return
+    if lineno == 1:
+        line = line.removeprefix("\ufeff")
+    line = line.removesuffix("\r")
+    if not line.strip():
+        return
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        bad("不是 JSON")
+        return
+    if not isinstance(obj, dict):
+        bad("不是 JSON 对象")
+        return
+    if "id" in obj and "content" in obj and "scope" in obj:
+        why = _record_problem(obj)
+        if why is not None:
+            bad(why)
+            return
+        record = records.parse_line(line, lineno)
+        assert isinstance(record, Record)
+        plan.ours.setdefault(record.scope, []).append(record)
+        return
+    kind = obj.get("type")
+    if kind == "entity" or kind == "relation":
+        item = _graph_memory(obj)
+        if isinstance(item, str):
+            bad(item)
+            return
+        for content, tags in item:
+            if content in plan.graph:
+                plan.duplicates += 1
+            else:
+                plan.graph[content] = (content, tags)
+        return
+    if isinstance(obj.get("entities"), list) or isinstance(obj.get("relations"), list):
+        # A whole graph in one object (the reference server's read_graph answer).
+        for key, typ in (("entities", "entity"), ("relations", "relation")):
+            items = obj.get(key)
+            for entry in items if isinstance(items, list) else []:
+                made = _graph_memory({"type": typ, **entry}) if isinstance(entry, dict) else "不是对象"
+                if isinstance(made, str):
+                    bad(f"中的一个 {typ}{made}")
+                    continue
+                for content, tags in made:
+                    if content in plan.graph:
+                        plan.duplicates += 1
+                    else:
+                        plan.graph[content] = (content, tags)
+        return
+    bad("既不是记忆记录(id/scope/content),也不是知识图谱的 entity / relation")
+
+
+def _record_problem(obj: Mapping[str, Any]) -> str | None:
+    ident, scope, content = obj.get("id"), obj.get("scope"), obj.get("content")
+    if not isinstance(ident, str) or not ident.strip():
+        return "的 id 不是非空字符串"
+    if not isinstance(scope, str) or not scope.strip() or _CONTROL.search(scope):
+        return "的 scope 不是有效的作用域键"
+    try:
+        scope.encode("utf-8")
+    except UnicodeEncodeError:
+        return "的 scope 含无法编码的字符"
+    if not isinstance(content, str):
+        return "的 content 不是字符串"
+    return None
+
+
+def _graph_memory(obj: Mapping[str, Any]) -> list[tuple[str, list[str]]] | str:
+    """The memories one knowledge-graph line makes, or why it makes none."""
+
+    def text(key: str) -> str | None:
+        value = obj.get(key)
+        return " ".join(value.split()) if isinstance(value, str) and value.strip() else None
+
+    if obj.get("type") == "entity":
+        name = text("name")
+        observations = obj.get("observations", [])
+        if name is None:
+            return "的 entity 缺少 name"
+        if not isinstance(observations, list) or not all(isinstance(o, str) for o in observations):
+            return "的 observations 不是字符串数组"
+        entity_type = text("entityType")
+        tags = [entity_type, IMPORT_TAG] if entity_type and entity_type != IMPORT_TAG else [IMPORT_TAG]
+        return [(f"{name}: {o.strip()}", tags) for o in observations if o.strip()]
+    source, relation, target = text("from"), text("relationType"), text("to")
+    if source is None or relation is None or target is None:
+        return "的 relation 缺少 from / relationType / to"
+    return [(f"{source} {relation} {target}", [RELATION_TAG, IMPORT_TAG])]
+
+
+# ----------------------------------------------------------------------------------------------
+# stats
+
+
+def cmd_stats(call: Call) -> int:
+    if _store_missing(call):
+        return EXIT_FAIL
+    service = _open(call, create=False)
+    try:
+        resolved = _resolve_scopes(call, service)
+        if not isinstance(resolved, list):
+            return _tool_error(call, resolved)
+        store = service.store
+        now = service.clock()
+        rows = [_scope_stats(store, scope, now) for scope in resolved]
+        totals = {key: sum(int(row[key]) for row in rows) for key in ("records", "live", "expired", "corrupt", "bytes")}
+        totals["vectors"] = sum(int(row["sidecar"]["vectors"]) for row in rows if row["sidecar"])
+        totals["scopes"] = len(rows)
+        stray = _unattributed_files(store) if call.opt("scope") is None and call.opt("path") is None else []
+        aliases = store.read_aliases()
+        if call.flag("json"):
+            report = {
+                "ok": True,
+                "storeDir": store.root,
+                "scopes": rows,
+                "totals": totals,
+                "aliases": aliases,
+                "unattributedFiles": stray,
+            }
+            call.print(json.dumps(report, ensure_ascii=False))
+            return EXIT_OK
+        lines = [f"记忆库:{store.root}", ""]
+        for row in rows:
+            lines.append(f"{row['scope']}  ({row['file']},{_size(int(row['bytes']))})")
+            lines.append(
+                f"  记录 {row['records']} 条:有效 {row['live']},过期/被取代 {row['expired']},损坏行 {row['corrupt']}"
+            )
+            car = row["sidecar"]
+            if car:
+                head = f"{car['model']} {car['dims']} 维" if car["model"] is not None else "表头无效"
+                lines.append(
+                    f"  向量 {car['file']}({_size(int(car['bytes']))}):{head},{car['vectors']} 条,"
+                    f"覆盖有效记录 {car['covered']}/{row['live']}"
+                )
+            else:
+                lines.append("  向量:无 .vec 文件")
+        if not rows:
+            lines.append("(没有任何作用域文件)")
+        lines += [
+            "",
+            f"合计:{totals['scopes']} 个作用域,{totals['records']} 条记录(有效 {totals['live']},"
+            f"过期 {totals['expired']}),损坏行 {totals['corrupt']},{_size(totals['bytes'])},"
+            f"向量 {totals['vectors']} 条",
+        ]
+        if aliases:
+            lines.append(f"作用域别名 {len(aliases)} 个:" + ",".join(f"{k} → {v}" for k, v in sorted(aliases.items())))
+        lines.extend(f"⚠️ 无法确定作用域的文件:{path}" for path in stray)
+        call.print("\n".join(lines))
+        return EXIT_OK
+    finally:
+        _close(service)
+
+
+def _scope_stats(store: SharedStore, scope: str, now: int) -> dict[str, Any]:
+    snap = store.snapshot(scope)
+    live_ids = {r.id for r in snap.records if not r.is_expired(now)}
+    expired = sum(1 for r in snap.records if r.is_expired(now))
+    try:
+        size = os.path.getsize(snap.path)
+    except OSError:
+        size = 0
+    vec_path = snap.path[: -len(".jsonl")] + ".vec"
+    return {
+        "scope": scope,
+        "file": _relpath(store, snap.path),
+        "records": len(snap.records),
+        "live": len(snap.records) - expired,
+        "expired": expired,
+        "corrupt": len(snap.lines) - len(snap.records),
+        "bytes": size,
+        "sidecar": _sidecar_stats(store, vec_path, live_ids),
+    }
+
+
+def _sidecar_stats(store: SharedStore, path: str, live_ids: set[str]) -> dict[str, Any] | None:
+    """Header and counts of a ``.vec`` file, read as text (no numpy): None when there is none."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return {
+            "file": _relpath(store, path),
+            "bytes": 0,
+            "model": None,
+            "dims": None,
+            "vectors": 0,
+            "covered": 0,
+            "error": str(exc),
+        }
+    lines = data[: data.rfind(b"\n") + 1].split(b"\n")
+    model: str | None = None
+    dims: int | None = None
+    head = lines[0].decode("utf-8", "replace") if lines else ""
+    name, tab, width = head[1:].partition("\t") if head.startswith("#") else ("", "", "")
+    if tab and name and width.strip().isdigit():
+        model, dims = name, int(width)
+    ids = {ln.partition(b"\t")[0].decode("utf-8", "replace") for ln in lines[1:] if b"\t" in ln and ln[:1] != b"#"}
+    return {
+        "file": _relpath(store, path),
+        "bytes": len(data),
+        "model": model,
+        "dims": dims,
+        "vectors": len(ids) if model is not None else 0,
+        "covered": len(ids & live_ids) if model is not None else 0,
+    }
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KB"
+    return f"{n / 1024 / 1024:.1f} MB"
+
+
+# ----------------------------------------------------------------------------------------------
+# reembed
+
+
+def cmd_reembed(call: Call) -> int:
+    vector = call.settings.vector
+    if not vector.usable:
+        from dsh_memory_mcp.vectors import _ENABLE_HINT
+
+        hint = _ENABLE_HINT.split(";设 DSH_MEMORY_VECTOR=off")[0]
+        if not vector.enabled:
+            hint = "去掉 DSH_MEMORY_VECTOR=off,并" + hint.removeprefix("启用方法:")
+        call.note(f"❌ 向量检索不可用({vector.unavailable_reason}),无法重建向量", f"⇒ {hint}")
+        return EXIT_FAIL
+    service = _open(call, create=True, vectors=vector)
+    channel = service.vectors
+    assert channel is not None
+    try:
+        wanted: list[str] = []
+        for word in call.args:
+            result = service.call("memory_list", {"scope": word, "limit": 1})
+            if result.is_error:
+                return _tool_error(call, result)
+            wanted.extend(result.structured["scopes"])
+        if call.opt("scope") is not None or call.opt("path") is not None or not call.args:
+            resolved = _resolve_scopes(call, service)
+            if not isinstance(resolved, list):
+                return _tool_error(call, resolved)
+            wanted.extend(resolved)
+        targets = list(dict.fromkeys(wanted))
+        bar = _ProgressBar(call.err)
+        try:
+            written = channel.reembed(targets, bar)
+        except EmbeddingUnavailable as exc:
+            bar.finish()
+            call.note(f"❌ 重建向量失败:{exc}", "⇒ 检查嵌入服务后重试;已写好的作用域保持新向量,其余不变")
+            return EXIT_FAIL
+        bar.finish()
+        model = channel.stats()
+        call.note(
+            f"重建完成:{len(targets)} 个作用域,写入 {written} 条向量(model={model['model']},dims={model['dims']})"
+        )
+        return EXIT_OK
+    finally:
+        _close(service)
+
+
+class _ProgressBar:
+    """``\\r[#####.....] 120/480`` on stderr, redrawn in place; `finish` ends the line."""
+
+    def __init__(self, stream: TextIO, width: int = PROGRESS_WIDTH) -> None:
+        self.stream = stream
+        self.width = width
+        self.drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        filled = self.width if total <= 0 else min(self.width, self.width * done // total)
+        self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}")
+        self.stream.flush()
+        self.drawn = True
+
+    def finish(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.drawn = False
+
+
+# ----------------------------------------------------------------------------------------------
+# doctor (its body is dsh_memory_mcp.doctor, written separately)
+
+
+def cmd_doctor(call: Call) -> int:
+    from dsh_memory_mcp import doctor
+
+    return doctor.main(call.args, call.settings, out=call.out, err=call.err)
+
+
+_HANDLERS: dict[str, Callable[[Call], int]] = {
+    "list": cmd_list,
+    "search": cmd_search,
+    "get": cmd_get,
+    "forget": cmd_forget,
+    "export": cmd_export,
+    "import": cmd_import,
+    "stats": cmd_stats,
+    "reembed": cmd_reembed,
+    "doctor": cmd_doctor,
+}
+
+#: The subcommands `run` knows.
+COMMAND_NAMES: tuple[str, ...] = tuple(_HANDLERS)
