@@ -30,6 +30,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
@@ -255,6 +256,10 @@ async def run(store: Path, project: Path, checks: Checks) -> None:
         checks.check(free, f"端口 {port} 上不再有服务监听", spawned_url)
     elif plan != "off":
         checks.skip("无孤儿进程", "服务没有自己拉起 llama-server(复用的后端不归它管,本来就不该停)")
+    if plan == "endpoint":
+        url = urlsplit(why)
+        if url.hostname and url.port:
+            checks.check(listening(url.port, url.hostname), "复用的后端在服务退出后仍在运行(永不 kill)", why)
     if not dsh_port_busy_before:
         checks.check(not listening(DSH_PORT), f"DSH 的 {DSH_PORT} 端口始终未被占用(两者互不干扰)")
     else:

@@ -260,6 +260,22 @@ def test_acceptance_standalone_spawns_a_backend_and_leaves_no_orphan(tmp_path):
 
 
 @pytest.mark.slow
+def test_acceptance_standalone_reuses_an_endpoint_and_leaves_it_running():
+    from tests.helpers.fake_llama import FakeLlama
+
+    with FakeLlama() as fake:
+        env = subprocess_env(DSH_MEMORY_EMBED_ENDPOINT=fake.url)
+        env.pop("DSH_MEMORY_VECTOR", None)
+
+        proc = run_script("acceptance_standalone.py", env=env, timeout=150)
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "语义相近但措辞不同也能召回" in proc.stdout
+    assert "复用的后端在服务退出后仍在运行" in proc.stdout
+    assert "✗" not in proc.stdout
+
+
+@pytest.mark.slow
 def test_acceptance_coexist_measures_and_exits_0():
     proc = run_script("acceptance_coexist.py", "--rounds", "1", timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
