@@ -21,7 +21,8 @@ from dsh_memory_mcp.records import now_ms
 from dsh_memory_mcp.store import SharedStore
 from dsh_memory_mcp.tools import MemoryService
 from tests.conftest import PYTHON, subprocess_env
-from tests.helpers.fake_llama import FakeLlama
+from tests.helpers.fake_llama import FakeLlama, free_port
+from tests.helpers.fake_llama_exe import make_stand_in, read_spawns, wait_gone
 
 P = "[dsh-memory-mcp] "
 TIMEOUT = 60
@@ -529,3 +530,30 @@ def test_output_into_a_closed_pipe_is_quiet_and_an_export_says_it_is_incomplete(
         finally:
             os.close(write_end)
         assert (result.returncode, result.stderr.decode()) == (code, message), argv
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in executable is a POSIX shell script")
+def test_search_never_spawns_llama_server_while_reembed_spawns_one_and_stops_it(
+    store: SharedStore, project: Path, tmp_path: Path
+) -> None:
+    seed(store, project)
+    model = tmp_path / "models" / "All-MiniLM-L6-v2-Q8_0.gguf"
+    model.parent.mkdir()
+    model.write_bytes(b"GGUF")
+    spawns = tmp_path / "spawns.jsonl"
+    local = {
+        "DSH_MEMORY_VECTOR": "on",
+        "DSH_MEMORY_EMBED_EXE": str(make_stand_in(tmp_path / "bin")),
+        "DSH_MEMORY_EMBED_MODEL": str(model),
+        "DSH_MEMORY_EMBED_PORT": str(free_port()),
+        "FAKE_LLAMA_ARGV_FILE": str(spawns),
+    }
+    searched = run(project, "search", "docker", **local)
+    assert searched.returncode == 0 and searched.stdout.startswith("找到 1 条记忆")
+    assert read_spawns(spawns) == []  # nothing answered on the port: lexical, no spawn
+    rebuilt = run(project, "reembed", **local)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    [spawn] = read_spawns(spawns)
+    assert wait_gone(spawn["pid"], 10)  # stopped when the command closed
+    vec = Path(store.scope_path("global")[: -len(".jsonl")] + ".vec").read_text(encoding="utf-8")
+    assert vec.startswith("#all-minilm-l6-v2\t64\n")
