@@ -225,12 +225,18 @@ def parse_lines(text: str, known: Mapping[str, Record] | None = None) -> list[Li
             out[i] = record
         else:
             todo.append(i)
-    parsed = _parse_bulk([numbered[i][1] for i in todo]) if len(todo) > 1 else None
-    if parsed is None:
-        parsed = [parse_line(numbered[i][1], numbered[i][0]) for i in todo]
-    for i, line in zip(todo, parsed, strict=True):
-        out[i] = line
+    # In chunks: one array of every line's dict at once would double the peak memory of a load.
+    for start in range(0, len(todo), _BULK_CHUNK):
+        chunk = todo[start : start + _BULK_CHUNK]
+        parsed = _parse_bulk([numbered[i][1] for i in chunk]) if len(chunk) > 1 else None
+        if parsed is None:
+            parsed = [parse_line(numbered[i][1], numbered[i][0]) for i in chunk]
+        for i, line in zip(chunk, parsed, strict=True):
+            out[i] = line
     return [line for line in out if line is not None]
+
+
+_BULK_CHUNK = 1000
 
 
 def _parse_bulk(raws: list[str]) -> list[Line] | None:
