@@ -8,9 +8,9 @@
   rendering are exactly the MCP tools': the tool's text on stdout, or with ``--json`` its
   structuredContent as one JSON object. A tool error is its text on stderr (``--json``: the error
   object on stdout) and exit 1.
-* Nothing here imports the MCP SDK: the store and the tools are opened directly (not through
-  `server.open_service`, whose module imports ``mcp``), so the commands work when the SDK is
-  broken and start fast.
+* Nothing here imports the MCP SDK: the store and the tools are opened with `tools.open_service`
+  (the same composition the server uses, minus the transport), so the commands work when the
+  SDK is broken and start fast.
 * Read-only commands (list, search, get, export, stats) never create the store: a missing store
   directory is an error naming ``--store-dir`` / ``DSH_MEMORY_STORE_DIR``. Writers (forget, import,
   reembed) create it like the server does.
@@ -158,35 +158,16 @@ def _open(call: Call, *, create: bool, vectors: config.VectorSettings | None = N
 
     The channel is not started: no worker, no spawn. Callers start it if they want a backend.
     """
-    from dsh_memory_mcp.store import SharedStore
-    from dsh_memory_mcp.tools import MemoryService
+    from dsh_memory_mcp.tools import open_service
 
-    holder: dict[str, Any] = {}
-
-    def on_delete(scope: str, ids: list[str]) -> None:
-        channel = holder.get("vectors")
-        if channel is not None:
-            channel.on_delete(scope, ids)
-
-    store = SharedStore(call.settings.store_dir, on_delete=on_delete)
-    if create:
-        store.prepare()
-    channel = None
-    if vectors is not None and vectors.usable:
-        from dsh_memory_mcp.vectors import VectorChannel
-
-        channel = VectorChannel(vectors, store)
-        holder["vectors"] = channel
-    settings = dataclasses.replace(call.settings, vector=vectors or config.VectorSettings(enabled=False))
-    return MemoryService(settings=settings, store=store, vectors=channel)
+    usable = vectors if vectors is not None and vectors.usable else config.VectorSettings(enabled=False)
+    return open_service(dataclasses.replace(call.settings, vector=usable), prepare=create)
 
 
 def _close(service: MemoryService) -> None:
-    try:
-        if service.vectors is not None:
-            service.vectors.close()
-    finally:
-        service.store.close()
+    from dsh_memory_mcp.tools import close_service
+
+    close_service(service)
 
 
 def _resolve_scopes(call: Call, service: MemoryService) -> list[str] | ToolResult:

@@ -21,9 +21,9 @@ from pydantic import ConfigDict
 
 from dsh_memory_mcp import __version__
 from dsh_memory_mcp.config import Settings
-from dsh_memory_mcp.tools import TOOL_SPECS, MemoryService, ToolResult, ToolSpec
+from dsh_memory_mcp.tools import TOOL_SPECS, MemoryService, ToolResult, ToolSpec, close_service, open_service
 
-__all__ = ["INSTRUCTIONS", "build_server", "open_service", "serve"]
+__all__ = ["INSTRUCTIONS", "build_server", "serve"]
 
 log = logging.getLogger("dsh_memory_mcp.server")
 
@@ -152,40 +152,6 @@ def build_server(service: MemoryService) -> MCPServer[Any]:
     return _MemoryServer(service)
 
 
-def open_service(settings: Settings) -> MemoryService:
-    """Open the store (creating and checking its directory) and the vector channel.
-
-    :raises StoreError: the store directory cannot be created or written.
-    """
-    from dsh_memory_mcp.store import SharedStore
-
-    vectors = None
-    holder: dict[str, Any] = {}
-
-    def on_delete(scope: str, ids: list[str]) -> None:
-        channel = holder.get("vectors")
-        if channel is not None:
-            channel.on_delete(scope, ids)
-
-    store = SharedStore(settings.store_dir, on_delete=on_delete)
-    store.prepare()
-    if settings.vector.enabled:
-        from dsh_memory_mcp.vectors import VectorChannel
-
-        vectors = VectorChannel(settings.vector, store)
-        holder["vectors"] = vectors
-    return MemoryService(settings=settings, store=store, vectors=vectors)
-
-
-def close_service(service: MemoryService) -> None:
-    """Flush pending touches and stop what we spawned; safe to call twice."""
-    try:
-        if service.vectors is not None:
-            service.vectors.close()
-    finally:
-        service.store.close()
-
-
 def serve(settings: Settings) -> None:
     """Serve MCP over stdin/stdout until stdin closes.
 
@@ -200,6 +166,3 @@ def serve(settings: Settings) -> None:
         anyio.run(_run_stdio, server)
     finally:
         close_service(service)
-
-
-__all__ += ["close_service"]
