@@ -674,9 +674,9 @@ def _size(n: int) -> str:
 def cmd_reembed(call: Call) -> int:
     vector = call.settings.vector
     if not vector.usable:
-        from dsh_memory_mcp.vectors import _ENABLE_HINT
+        from dsh_memory_mcp.vectors import ENABLE_HINT
 
-        hint = _ENABLE_HINT.split(";设 DSH_MEMORY_VECTOR=off")[0]
+        hint = ENABLE_HINT.split(";设 DSH_MEMORY_VECTOR=off")[0]
         if not vector.enabled:
             hint = "去掉 DSH_MEMORY_VECTOR=off,并" + hint.removeprefix("启用方法:")
         call.note(f"❌ 向量检索不可用({vector.unavailable_reason}),无法重建向量", f"⇒ {hint}")

@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # numpy and the HTTP client load only when vectors are on
 
 __all__ = [
     "BACKFILL_BATCH",
+    "ENABLE_HINT",
     "MAX_CANDIDATES",
     "MIN_COSINE",
     "QUERY_BUDGET",
@@ -76,7 +77,7 @@ _SCOPE_LOCK_WAIT = 0.05
 _CACHE_KEY = "vectors"
 _MAX_PENDING_SAVES = 10_000
 
-_ENABLE_HINT = (
+ENABLE_HINT = (
     "启用方法:把 DSH_MEMORY_EMBED_MODEL 设为一个 .gguf 嵌入模型文件(并让 llama-server 在 PATH 上,"
     "或用 DSH_MEMORY_EMBED_EXE 指定它的路径),或把 DSH_MEMORY_EMBED_ENDPOINT 设为已在运行的嵌入服务地址;"
     "设 DSH_MEMORY_VECTOR=off 可关闭向量检索并不再显示本提示"
@@ -245,7 +246,7 @@ class VectorChannel:
         if not self._active:
             if self.settings.enabled:
                 self._log.warning(
-                    "vector: 向量检索不可用(%s),仅使用词法检索。%s", self.settings.unavailable_reason, _ENABLE_HINT
+                    "vector: 向量检索不可用(%s),仅使用词法检索。%s", self.settings.unavailable_reason, ENABLE_HINT
                 )
             return
         if self._thread is not None:
