@@ -95,6 +95,9 @@ class _Seen:
     dev: int
     ino: int
     mtime: float
+    #: With dev and ino, tells two lock files apart even when the second reuses the first's
+    #: inode number (lock files are created and removed many times a second).
+    mtime_ns: int
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ def _read_marker(path: str) -> _Seen | None:
             size += len(chunk)
     finally:
         os.close(fd)
-    return _Seen(b"".join(chunks), st.st_dev, st.st_ino, st.st_mtime)
+    return _Seen(b"".join(chunks), st.st_dev, st.st_ino, st.st_mtime, st.st_mtime_ns)
 
 
 def _parse_marker(content: bytes) -> dict[str, Any] | None:
@@ -203,7 +206,7 @@ class LockManager:
         self.unreadable_grace = unreadable_grace
         self.breaker_stale = breaker_stale
         # path → (identity of an unparseable marker, monotonic time it was first seen like that)
-        self._unreadable: dict[str, tuple[tuple[int, int, bytes], float]] = {}
+        self._unreadable: dict[str, tuple[tuple[int, int, int, bytes], float]] = {}
         self._unreadable_lock = threading.Lock()
 
     def lock_path(self, name: str) -> str:
@@ -271,6 +274,9 @@ class LockManager:
             except OSError as exc:
                 raise StoreError(f"无法读取锁文件 {path}:{exc.strerror or exc}。", path=path) from exc
             progressed = seen is None  # released between our open and our read: retry at once
+            if seen is None:
+                with self._unreadable_lock:
+                    self._unreadable.pop(path, None)
             if seen is not None:
                 reason = self._stale_reason(path, seen)
                 if reason is not None:
@@ -280,7 +286,13 @@ class LockManager:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise self._timeout(path, seen)
-            time.sleep(min(remaining, self.poll * random.uniform(0.5, 1.5)))
+            # Aging: the longer we have waited, the more often we try (down to a twentieth of
+            # `poll`), so among many writers the oldest waiter tends to win the next release
+            # instead of one unlucky process running into LOCK_TIMEOUT (16 writers on a 50k
+            # record scope: 4 of 320 saves timed out with a flat interval).
+            waited = self.timeout - remaining
+            factor = max(0.05, 1.0 / (1.0 + 2.0 * waited))
+            time.sleep(min(remaining, self.poll * factor * random.uniform(0.5, 1.5)))
 
     def _make_dir(self, path: str) -> None:
         directory = os.path.dirname(path)
@@ -329,8 +341,11 @@ class LockManager:
         info = _parse_marker(seen.content)
         if info is None:
             # A holder writes its marker right after creating it; empty or garbled content that
-            # stays so is a holder that died in between (or a damaged file).
-            key = (seen.dev, seen.ino, seen.content)
+            # stays so is a holder that died in between (or a damaged file). "Stays so" means
+            # the very same file: same inode *and* mtime (a new lock file may get a freed inode
+            # number back), seen without interruption — any other observation resets the clock.
+            # Judging by inode alone once broke a live holder's lock under 16 writers.
+            key = (seen.dev, seen.ino, seen.mtime_ns, seen.content)
             mono = time.monotonic()
             with self._unreadable_lock:
                 previous = self._unreadable.get(path)
@@ -342,6 +357,8 @@ class LockManager:
             if mono - first >= self.unreadable_grace or now - seen.mtime >= self.unreadable_grace:
                 return f"锁文件内容为空或无法解析,且 {self.unreadable_grace:g} 秒未变"
             return None
+        with self._unreadable_lock:
+            self._unreadable.pop(path, None)
         pid, host, created, nonce = info.get("pid"), info.get("host"), info.get("createdAt"), info.get("nonce")
         if host == _HOST and isinstance(pid, int) and not isinstance(pid, bool) and pid > 0:
             if pid == os.getpid():
@@ -394,7 +411,12 @@ class LockManager:
             current = _read_marker(path)
             if current is None:
                 return True
-            if (current.content, current.dev, current.ino) != (seen.content, seen.dev, seen.ino):
+            if (current.content, current.dev, current.ino, current.mtime_ns) != (
+                seen.content,
+                seen.dev,
+                seen.ino,
+                seen.mtime_ns,
+            ):
                 return False
             try:
                 os.unlink(path)
