@@ -34,6 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
+from _acceptance import child_env  # noqa: E402  (sibling module in scripts/)
+
 SCOPE = "global"
 
 
@@ -104,14 +106,6 @@ def unlocked_worker(root: Path, tag: str, count: int, go: Path, delay: float) ->
 # --------------------------------------------------------------------------------------------
 # The measurement
 # --------------------------------------------------------------------------------------------
-
-
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    if (SRC / "dsh_memory_mcp").is_dir():
-        env["PYTHONPATH"] = str(SRC) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 def spawn(mode: str, root: Path, tag: str, count: int, go: Path, delay: float) -> subprocess.Popen[str]:

@@ -38,52 +38,12 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
+from _acceptance import Checks, child_env, structured  # noqa: E402  (sibling module in scripts/)
+
 if (SRC / "dsh_memory_mcp").is_dir() and str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 ENV = "DSH_MEMORY_REAL_STORE"
-
-
-class Checks:
-    def __init__(self) -> None:
-        self.passed = 0
-        self.failed: list[str] = []
-        self.skipped = 0
-
-    def check(self, ok: bool, what: str, detail: str = "") -> bool:
-        mark = "✓" if ok else "✗"
-        print(f"{mark} {what}" + (f"({detail})" if detail else ""))
-        if ok:
-            self.passed += 1
-        else:
-            self.failed.append(what)
-        return ok
-
-    def skip(self, what: str, why: str) -> None:
-        self.skipped += 1
-        print(f"- 跳过 {what}:{why}")
-
-    def summary(self) -> int:
-        total = self.passed + len(self.failed)
-        print(f"\n{self.passed}/{total} 项通过,{len(self.failed)} 项失败,{self.skipped} 项跳过")
-        for what in self.failed:
-            print(f"  ✗ {what}")
-        return 0 if not self.failed else 1
-
-
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    if (SRC / "dsh_memory_mcp").is_dir():
-        env["PYTHONPATH"] = str(SRC) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def structured(result: Any) -> dict[str, Any]:
-    sc = getattr(result, "structured_content", None)
-    if sc is None:
-        sc = getattr(result, "structuredContent", None)
-    return dict(sc or {})
 
 
 def scope_file(store: Path, scope: str) -> Path:

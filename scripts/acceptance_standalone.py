@@ -34,8 +34,8 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
-
 import anyio  # noqa: E402
+from _acceptance import Checks, child_env, structured  # noqa: E402  (sibling module in scripts/)
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
 TOOLS = {"memory_save", "memory_search", "memory_list", "memory_get", "memory_forget"}
@@ -44,42 +44,6 @@ DSH_PORT = 8078
 #: stand-in both put these close together; lexically they share nothing.
 PARAPHRASES = (("The deploy pipeline pushes images to the registry.", "container release workflow"),)
 OFF_WORDS = {"off", "0", "false", "no", "disabled"}
-
-
-class Checks:
-    def __init__(self) -> None:
-        self.passed = 0
-        self.failed: list[str] = []
-        self.skipped = 0
-
-    def check(self, ok: bool, what: str, detail: str = "") -> bool:
-        if ok:
-            self.passed += 1
-            print(f"✓ {what}" + (f"({detail})" if detail else ""))
-        else:
-            self.failed.append(what)
-            print(f"✗ {what}" + (f"({detail})" if detail else ""))
-        return ok
-
-    def skip(self, what: str, why: str) -> None:
-        self.skipped += 1
-        print(f"- 跳过 {what}:{why}")
-
-    def summary(self) -> int:
-        total = self.passed + len(self.failed)
-        print(f"\n{self.passed}/{total} 项通过,{len(self.failed)} 项失败,{self.skipped} 项跳过")
-        for what in self.failed:
-            print(f"  ✗ {what}")
-        return 0 if not self.failed else 1
-
-
-def child_env(extra: dict[str, str]) -> dict[str, str]:
-    env = dict(os.environ)
-    if (SRC / "dsh_memory_mcp").is_dir():  # a source checkout: run this tree, not an installed copy
-        env["PYTHONPATH"] = str(SRC) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
 
 
 def listening(port: int, host: str = "127.0.0.1") -> bool:
@@ -112,13 +76,6 @@ def wait_until(predicate: Any, timeout: float, step: float = 0.1) -> bool:
             return True
         time.sleep(step)
     return bool(predicate())
-
-
-def structured(result: Any) -> dict[str, Any]:
-    sc = getattr(result, "structured_content", None)
-    if sc is None:
-        sc = getattr(result, "structuredContent", None)
-    return dict(sc or {})
 
 
 def dsh_line(content: str, scope: str = "global", kind: str = "fact") -> str:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from dsh_memory_mcp.store import SharedStore
+
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 
 
@@ -33,6 +35,17 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
 def store_dir(tmp_path: Path) -> Path:
     """The (not yet created) store directory of this test."""
     return tmp_path / "store"
+
+
+@pytest.fixture
+def store(store_dir: Path) -> Iterator[SharedStore]:
+    """A prepared `SharedStore` on this test's store directory, closed (touches flushed) after."""
+    s = SharedStore(str(store_dir))
+    s.prepare()
+    try:
+        yield s
+    finally:
+        s.close()
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:

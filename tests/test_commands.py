@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,14 +36,6 @@ def project(tmp_path: Path) -> Path:
     work = tmp_path / "work"
     work.mkdir()
     return work
-
-
-@pytest.fixture
-def store(store_dir: Path) -> Iterator[SharedStore]:
-    s = SharedStore(str(store_dir))
-    s.prepare()
-    yield s
-    s.close()
 
 
 def env(project: Path, **extra: str) -> dict[str, str]:

@@ -54,16 +54,6 @@ def settings(tmp_path: Path, argv_file: Path) -> VectorSettings:
     )
 
 
-@pytest.fixture
-def store(store_dir: Path) -> Iterator[SharedStore]:
-    s = SharedStore(str(store_dir))
-    s.prepare()
-    try:
-        yield s
-    finally:
-        s.close()
-
-
 @contextmanager
 def channel(settings: VectorSettings, store: SharedStore) -> Iterator[VectorChannel]:
     ch = VectorChannel(settings, store, load_timeout=20)

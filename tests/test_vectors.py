@@ -30,16 +30,6 @@ UNRELATED = ["the user prefers dark theme in the editor", "Postgres is our datab
 
 
 @pytest.fixture
-def store(store_dir: Path) -> Iterator[SharedStore]:
-    s = SharedStore(str(store_dir))
-    s.prepare()
-    try:
-        yield s
-    finally:
-        s.close()
-
-
-@pytest.fixture
 def fake() -> Iterator[FakeLlama]:
     with FakeLlama() as server:
         yield server

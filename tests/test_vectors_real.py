@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -52,16 +51,6 @@ OTHERS = [
     "Meeting notes are stored in Confluence.",
     "Lunch is served at noon on Fridays.",
 ]
-
-
-@pytest.fixture
-def store(store_dir: Path) -> Iterator[SharedStore]:
-    s = SharedStore(str(store_dir))
-    s.prepare()
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def test_a_real_llama_server_is_spawned_recalls_a_paraphrase_and_is_stopped(store: SharedStore) -> None:
