@@ -14,13 +14,14 @@ PKG = Path(__file__).resolve().parent.parent / "src" / "dsh_memory_mcp"
 # module → the package modules it may import (SPEC layering: cli → server → tools → … → errors)
 ALLOWED = {
     "errors": set(),
+    "fileio": set(),
     "config": {"errors"},
     "records": {"errors"},
     "scopes": {"errors"},
-    "locks": {"errors", "scopes", "records"},
-    "store": {"errors", "config", "records", "scopes", "locks"},
+    "locks": {"fileio", "errors", "scopes", "records"},
+    "store": {"fileio", "errors", "config", "records", "scopes", "locks"},
     "scoring": {"records", "scopes", "errors"},
-    "sidecar": {"errors", "records"},
+    "sidecar": {"fileio", "errors", "records"},
     "embedding": {"errors", "config"},
     "vectors": {"errors", "config", "records", "scopes", "store", "sidecar", "embedding"},
     "tools": {"errors", "config", "records", "scopes", "store", "scoring", "vectors"},

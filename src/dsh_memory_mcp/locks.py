@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from dsh_memory_mcp import fileio
 from dsh_memory_mcp.errors import LockRecursion, LockTimeout, StoreError
 from dsh_memory_mcp.scopes import scope_sha1
 
@@ -138,13 +139,6 @@ def _parse_marker(content: bytes) -> dict[str, Any] | None:
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
@@ -309,7 +303,7 @@ class LockManager:
         content = json.dumps(marker, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         try:
             try:
-                _write_all(fd, content)
+                fileio.write_all(fd, content)
                 st = os.fstat(fd)
             finally:
                 os.close(fd)
@@ -404,7 +398,7 @@ class LockManager:
             return False
         try:
             try:
-                _write_all(fd, json.dumps({"pid": os.getpid(), "host": _HOST}).encode("utf-8"))
+                fileio.write_all(fd, json.dumps({"pid": os.getpid(), "host": _HOST}).encode("utf-8"))
                 breaker_ino = os.fstat(fd).st_ino
             finally:
                 os.close(fd)

@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import os
-import stat
-import tempfile
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+from dsh_memory_mcp import fileio
 
 __all__ = [
     "Header",
@@ -252,45 +250,16 @@ def write(
     Unique tmp in the same directory → fsync → `os.replace`; the caller holds the scope lock.
     A new file keeps `mkstemp`'s 0o600, like the JSONL it sits next to; a replaced one keeps its mode.
     """
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    try:
-        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        mode = None
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(format_header(header).encode("utf-8"))
-            for line in lines:
-                fh.write(line)
-            for rid, vec in entries:
-                fh.write(entry_line(rid, vec).encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-            st = os.fstat(fh.fileno())
-        if mode is not None:
-            with contextlib.suppress(OSError):
-                os.chmod(tmp, mode)
-        _replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+
+    def chunks() -> Iterator[bytes]:
+        yield format_header(header).encode("utf-8")
+        yield from lines
+        for rid, vec in entries:
+            yield entry_line(rid, vec).encode("utf-8")
+
+    fd, tmp = fileio.new_tmp(path)
+    st = fileio.commit(fd, tmp, path, chunks(), keep_mode=os.path.exists(path))
     return Written((st.st_dev, st.st_ino), st.st_size)
-
-
-def _replace(src: str, dst: str) -> None:
-    # On Windows a reader holding the file open makes os.replace fail for a moment; readers
-    # only ever hold it briefly, so a few short retries are enough.
-    for attempt in range(20):
-        try:
-            os.replace(src, dst)
-            return
-        except PermissionError:
-            if os.name != "nt" or attempt == 19:
-                raise
-            time.sleep(0.01 * (attempt + 1))
 
 
 @dataclass(frozen=True)

@@ -25,17 +25,15 @@ import logging
 import os
 import re
 import stat
-import sys
 import tempfile
 import threading
-import time
 import unicodedata
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from dsh_memory_mcp import records, scopes
+from dsh_memory_mcp import fileio, records, scopes
 from dsh_memory_mcp.errors import DshMemoryError, ScopeError, StoreError
 from dsh_memory_mcp.locks import LockManager
 from dsh_memory_mcp.records import CorruptLine, Line, Record
@@ -119,14 +117,6 @@ def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text).lower()
 
 
-def _write_all(fd: int, data: bytes | Iterable[bytes]) -> None:
-    for chunk in (data,) if isinstance(data, bytes) else data:
-        view = memoryview(chunk)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-
-
 #: Lines per write when a scope file is rewritten.
 _WRITE_CHUNK = 1000
 
@@ -139,34 +129,6 @@ def _encoded_chunks(lines: Sequence[Line]) -> Iterator[bytes]:
         yield records.render_lines(chunk).encode("utf-8", "surrogateescape")
 
 
-def _fsync_dir(directory: str) -> None:
-    """Make the rename itself durable (POSIX); best effort, some filesystems refuse."""
-    if sys.platform == "win32":
-        return
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _replace(src: str, dst: str) -> None:
-    """`os.replace`, retried briefly on Windows, where a reader holding `dst` open blocks it."""
-    for attempt in range(40):
-        try:
-            os.replace(src, dst)
-            return
-        except PermissionError:
-            if sys.platform != "win32" or attempt == 39:
-                raise
-            time.sleep(0.025)
-
-
 def _atomic_write(path: str, data: bytes | Iterable[bytes]) -> os.stat_result:
     """Replace `path` by `data`: unique tmp in the same directory, fsync, rename, fsync the dir.
 
@@ -177,30 +139,18 @@ def _atomic_write(path: str, data: bytes | Iterable[bytes]) -> os.stat_result:
 
     :raises StoreError: from the `OSError`, with the path and the reason in Chinese.
     """
-    directory = os.path.dirname(path)
     try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+        fd, tmp = fileio.new_tmp(path)
     except OSError as exc:
         raise StoreError(
             f"写入 {path} 失败:{exc.strerror or exc}。原文件未改动;请检查记忆库目录是否存在且可写。", path=path
         ) from exc
     try:
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-            st = os.fstat(fd)
-        finally:
-            os.close(fd)
-        _replace(tmp, path)
+        return fileio.commit(fd, tmp, path, data)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise StoreError(
             f"写入 {path} 失败:{exc.strerror or exc}。原文件未改动;请检查磁盘空间、文件大小限制与权限。", path=path
         ) from exc
-    _fsync_dir(directory)
-    return st
 
 
 def _decode(data: bytes) -> tuple[str, bool]:
@@ -351,7 +301,7 @@ class SharedStore:
             try:
                 fd, probe = tempfile.mkstemp(dir=directory, prefix=".probe-", suffix=".tmp")
                 try:
-                    _write_all(fd, b"ok\n")
+                    fileio.write_all(fd, b"ok\n")
                 finally:
                     os.close(fd)
                     os.unlink(probe)
