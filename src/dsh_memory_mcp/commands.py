@@ -23,12 +23,13 @@ Exit codes: 0 done, 1 failed (tool error, store missing or unusable, vectors unu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
@@ -153,21 +154,21 @@ def _store_missing(call: Call) -> bool:
     return True
 
 
-def _open(call: Call, *, create: bool, vectors: config.VectorSettings | None = None) -> MemoryService:
-    """The store (prepared when `create`) and the tools over it; a vector channel when `vectors` is usable.
+@contextlib.contextmanager
+def _service(call: Call, *, create: bool, vectors: config.VectorSettings | None = None) -> Iterator[MemoryService]:
+    """The store (prepared when `create`) and the tools over it, closed (touches flushed) after.
 
-    The channel is not started: no worker, no spawn. Callers start it if they want a backend.
+    A vector channel is included when `vectors` is usable; it is not started: no worker, no
+    spawn. Callers start it if they want a backend.
     """
-    from dsh_memory_mcp.tools import open_service
+    from dsh_memory_mcp.tools import close_service, open_service
 
     usable = vectors if vectors is not None and vectors.usable else config.VectorSettings(enabled=False)
-    return open_service(dataclasses.replace(call.settings, vector=usable), prepare=create)
-
-
-def _close(service: MemoryService) -> None:
-    from dsh_memory_mcp.tools import close_service
-
-    close_service(service)
+    service = open_service(dataclasses.replace(call.settings, vector=usable), prepare=create)
+    try:
+        yield service
+    finally:
+        close_service(service)
 
 
 def _resolve_scopes(call: Call, service: MemoryService) -> list[str] | ToolResult:
@@ -216,27 +217,21 @@ def _tool_args(call: Call, *names: tuple[str, str]) -> dict[str, Any]:
 def cmd_list(call: Call) -> int:
     if _store_missing(call):
         return EXIT_FAIL
-    service = _open(call, create=False)
-    try:
+    with _service(call, create=False) as service:
         args = _tool_args(call, ("scope", "scope"), ("path", "path"), ("kind", "kind"), ("limit", "limit"))
         return _show(call, service.call("memory_list", args))
-    finally:
-        _close(service)
 
 
 def cmd_search(call: Call) -> int:
     if _store_missing(call):
         return EXIT_FAIL
-    service = _open(call, create=False, vectors=_search_vectors(call.settings.vector))
-    try:
+    with _service(call, create=False, vectors=_search_vectors(call.settings.vector)) as service:
         if service.vectors is not None:
             service.vectors.start()
             service.vectors.wait_ready(SEARCH_BRING_UP_SECONDS)
         args = _tool_args(call, ("scope", "scope"), ("path", "path"), ("top_k", "topK"))
         args["query"] = " ".join(call.args)
         return _show(call, service.call("memory_search", args))
-    finally:
-        _close(service)
 
 
 def _search_vectors(vector: config.VectorSettings) -> config.VectorSettings | None:
@@ -268,11 +263,8 @@ def _search_vectors(vector: config.VectorSettings) -> config.VectorSettings | No
 def cmd_get(call: Call) -> int:
     if _store_missing(call):
         return EXIT_FAIL
-    service = _open(call, create=False)
-    try:
+    with _service(call, create=False) as service:
         return _show(call, service.call("memory_get", {"ids": list(call.args)}))
-    finally:
-        _close(service)
 
 
 def cmd_forget(call: Call) -> int:
@@ -284,14 +276,11 @@ def cmd_forget(call: Call) -> int:
             return call.usage(f"id 给了两次:位置参数 {call.args[0]} 与 --id {ident},只保留一个")
         ident = call.args[0]
     # Vectors only to drop the deleted ids from the sidecars: a local rewrite, no backend.
-    service = _open(call, create=True, vectors=call.settings.vector)
-    try:
+    with _service(call, create=True, vectors=call.settings.vector) as service:
         args = _tool_args(call, ("query", "query"), ("scope", "scope"), ("path", "path"))
         if ident is not None:
             args["id"] = ident
         return _show(call, service.call("memory_forget", args))
-    finally:
-        _close(service)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -301,8 +290,7 @@ def cmd_forget(call: Call) -> int:
 def cmd_export(call: Call) -> int:
     if _store_missing(call):
         return EXIT_FAIL
-    service = _open(call, create=False)
-    try:
+    with _service(call, create=False) as service:
         resolved = _resolve_scopes(call, service)
         if not isinstance(resolved, list):
             return _tool_error(call, resolved)
@@ -338,8 +326,6 @@ def cmd_export(call: Call) -> int:
         for path in stray:
             call.note(f"⚠️ 无法确定作用域的文件没有导出:{path}")
         return EXIT_OK
-    finally:
-        _close(service)
 
 
 def _relpath(store: SharedStore, path: str) -> str:
@@ -390,8 +376,7 @@ def cmd_import(call: Call) -> int:
     plan = _ImportPlan()
     for lineno, raw in enumerate(data.split(b"\n"), start=1):
         _plan_line(call, plan, lineno, raw)
-    service = _open(call, create=True)
-    try:
+    with _service(call, create=True) as service:
         added = 0
         existing = plan.duplicates
         if plan.graph:
@@ -415,8 +400,6 @@ def cmd_import(call: Call) -> int:
         if added and call.settings.vector.usable:
             call.note(f"ℹ️ 新记录的向量由运行中的服务在后台补齐,也可以运行 {PROG} reembed")
         return EXIT_OK
-    finally:
-        _close(service)
 
 
 def _import_target(call: Call, service: MemoryService) -> str | ToolResult:
@@ -547,8 +530,7 @@ def _graph_memory(obj: Mapping[str, Any]) -> list[tuple[str, list[str]]] | str:
 def cmd_stats(call: Call) -> int:
     if _store_missing(call):
         return EXIT_FAIL
-    service = _open(call, create=False)
-    try:
+    with _service(call, create=False) as service:
         resolved = _resolve_scopes(call, service)
         if not isinstance(resolved, list):
             return _tool_error(call, resolved)
@@ -599,8 +581,6 @@ def cmd_stats(call: Call) -> int:
         lines.extend(f"⚠️ 无法确定作用域的文件:{path}" for path in stray)
         call.print("\n".join(lines))
         return EXIT_OK
-    finally:
-        _close(service)
 
 
 def _scope_stats(store: SharedStore, scope: str, now: int) -> dict[str, Any]:
@@ -681,10 +661,9 @@ def cmd_reembed(call: Call) -> int:
             hint = "去掉 DSH_MEMORY_VECTOR=off,并" + hint.removeprefix("启用方法:")
         call.note(f"❌ 向量检索不可用({vector.unavailable_reason}),无法重建向量", f"⇒ {hint}")
         return EXIT_FAIL
-    service = _open(call, create=True, vectors=vector)
-    channel = service.vectors
-    assert channel is not None
-    try:
+    with _service(call, create=True, vectors=vector) as service:
+        channel = service.vectors
+        assert channel is not None
         wanted: list[str] = []
         for word in call.args:
             result = service.call("memory_list", {"scope": word, "limit": 1})
@@ -710,8 +689,6 @@ def cmd_reembed(call: Call) -> int:
             f"重建完成:{len(targets)} 个作用域,写入 {written} 条向量(model={model['model']},dims={model['dims']})"
         )
         return EXIT_OK
-    finally:
-        _close(service)
 
 
 class _ProgressBar:
