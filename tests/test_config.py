@@ -130,3 +130,15 @@ def test_an_unknown_pooling_value_is_reported_and_inference_is_used_instead():
         {"DSH_MEMORY_EMBED_MODEL": "bge-small.gguf", "DSH_MEMORY_EMBED_POOLING": "average"}, "/"
     )
     assert v.invalid_pooling == "average" and v.pooling == "cls"
+
+
+def test_the_requirements_quoted_in_diagnostics_are_the_ones_pyproject_declares():
+    from pathlib import Path
+
+    import tomllib
+
+    from dsh_memory_mcp.config import DEPENDENCIES, SDK_REQUIREMENT
+
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
+    assert sorted(declared) == sorted([SDK_REQUIREMENT, *(req for _, req in DEPENDENCIES)])

@@ -73,15 +73,12 @@ LOG_BACKUPS = 3
 #: before the process exits anyway (see `_arm_exit_watchdog`).
 EXIT_GRACE_SECONDS = 1.0
 
-SDK_REQUIREMENT = "mcp>=2.3,<3"
+SDK_REQUIREMENT = config.SDK_REQUIREMENT
 #: Top-level import names → the pip requirement that provides them.
 _REQUIREMENTS = {
     "mcp": SDK_REQUIREMENT,
     "mcp_types": SDK_REQUIREMENT,
-    "numpy": "numpy>=1.26",
-    "httpx": "httpx>=0.27,<1",
-    "filelock": "filelock>=3.13",
-    "platformdirs": "platformdirs>=4",
+    **dict(config.DEPENDENCIES),
 }
 #: The SDK's own dependencies: broken or missing, the fix is reinstalling the SDK.
 _SDK_DEPENDENCIES = frozenset(

@@ -17,6 +17,8 @@ __all__ = [
     "DEFAULT_EMBED_MODEL_ID",
     "DEFAULT_EMBED_PORT",
     "DEFAULT_EMBED_THREADS",
+    "DEPENDENCIES",
+    "SDK_REQUIREMENT",
     "Settings",
     "VectorSettings",
     "default_store_dir",
@@ -26,6 +28,16 @@ __all__ = [
     "resolve_settings",
     "resolve_vector_settings",
 ]
+
+#: The runtime dependencies as pip requirements, quoted by the CLI's import diagnostics and by
+#: `doctor`. pyproject.toml is the source of truth; tests/test_config.py checks they agree.
+SDK_REQUIREMENT = "mcp>=2.3,<3"
+DEPENDENCIES: tuple[tuple[str, str], ...] = (
+    ("numpy", "numpy>=1.26"),
+    ("httpx", "httpx>=0.27,<1"),
+    ("filelock", "filelock>=3.13"),
+    ("platformdirs", "platformdirs>=4"),
+)
 
 DEFAULT_EMBED_PORT = 8199
 DEFAULT_EMBED_THREADS = 6

@@ -45,14 +45,8 @@ __all__ = [
 Status = Literal["ok", "warn", "fail"]
 
 PYTHON_FLOOR = (3, 10)
-SDK_REQUIREMENT = "mcp>=2.3,<3"
-#: The other runtime dependencies (pyproject.toml) as pip requirements.
-DEPENDENCIES = (
-    ("numpy", "numpy>=1.26"),
-    ("httpx", "httpx>=0.27,<1"),
-    ("filelock", "filelock>=3.13"),
-    ("platformdirs", "platformdirs>=4"),
-)
+SDK_REQUIREMENT = config.SDK_REQUIREMENT
+DEPENDENCIES = config.DEPENDENCIES
 HEALTH_TIMEOUT = 1.0
 EMBED_TIMEOUT = 2.0
 
