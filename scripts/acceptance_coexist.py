@@ -71,7 +71,7 @@ def dsh_line(content: str, tag: str) -> str:
 
 def locked_worker(root: Path, tag: str, count: int, go: Path, delay: float) -> int:
     """Our side: the real store API, one transaction (lock, re-read, atomic replace) per save."""
-    from dsh_memory_mcp.store import SharedStore
+    from dsh_memory_mcp.store.shared import SharedStore
 
     store = SharedStore(str(root))
     print("ready", flush=True)

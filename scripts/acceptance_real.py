@@ -194,7 +194,7 @@ def cleanup(store: Path, marker: str, created: list[Path]) -> None:
     left = marked(store, marker)
     if left:
         try:
-            from dsh_memory_mcp.store import SharedStore
+            from dsh_memory_mcp.store.shared import SharedStore
 
             s = SharedStore(str(store))
             s.delete_ids(list(left))

@@ -41,7 +41,7 @@ for _p in (str(SRC), str(ROOT)):
 import anyio  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
-from dsh_memory_mcp import records, scopes  # noqa: E402
+from dsh_memory_mcp.store import records, scopes  # noqa: E402
 
 KINDS = ("fact", "decision", "preference", "procedure", "note", "rule")
 

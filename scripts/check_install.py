@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         # A checkout: prefer its sources over whatever may be installed elsewhere.
         sys.path.insert(0, SRC)
     try:
-        from dsh_memory_mcp import config, doctor
+        from dsh_memory_mcp import config
+        from dsh_memory_mcp.cli import doctor
     except ImportError as exc:
         print(f"❌ dsh-memory-mcp:无法导入({exc}) ⇒ 在仓库根目录运行,或先 pip install -e .", file=sys.stderr)
         return 1

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory_mcp.store import SharedStore
+from dsh_memory_mcp.store.shared import SharedStore
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 

@@ -1,4 +1,16 @@
-"""Dependencies flow one way; the SDK, httpx and numpy stay in the modules that own them."""
+"""Dependencies flow one way; the SDK, httpx and numpy stay in the modules that own them.
+
+The package's folders are its architecture (AGENTS.md has the same map):
+
+    errors, config                      base: codes and settings, import nothing of ours but each other
+    store/      files on disk           records, scopes, fileio, locks, shared store
+    search/     finding memories        lexical scoring, .vec sidecars, embedding backend, vector channel
+    service/    the tools               plain functions over store + search, any front door calls them
+    transports/ MCP front doors         the SDK server (stdio), later HTTP and relay
+    cli/        the command line        parser/diagnostics, human subcommands, doctor
+
+A layer may import its own folder and the layers below it, never above.
+"""
 
 from __future__ import annotations
 
@@ -11,38 +23,55 @@ from tests.conftest import subprocess_env
 
 PKG = Path(__file__).resolve().parent.parent / "src" / "dsh_memory_mcp"
 
-# module → the package modules it may import (SPEC layering: cli → server → tools → … → errors)
-ALLOWED = {
+# Each layer and the layers it may import (besides itself).
+LAYERS: dict[str, set[str]] = {
     "errors": set(),
-    "fileio": set(),
     "config": {"errors"},
-    "records": {"errors"},
-    "scopes": {"errors"},
-    "locks": {"fileio", "errors", "scopes", "records"},
-    "store": {"fileio", "errors", "config", "records", "scopes", "locks"},
-    "scoring": {"records", "scopes", "errors"},
-    "sidecar": {"fileio", "errors", "records"},
-    "embedding": {"errors", "config"},
-    "vectors": {"errors", "config", "records", "scopes", "store", "sidecar", "embedding"},
-    "tools": {"errors", "config", "records", "scopes", "store", "scoring", "vectors"},
-    "server": {"errors", "config", "tools", "store", "vectors"},
-    "doctor": {"errors", "config", "scopes", "embedding", "sidecar"},
-    "commands": {
-        "errors",
-        "config",
-        "records",
-        "scopes",
-        "store",
-        "tools",
-        "server",
-        "vectors",
-        "sidecar",
-        "embedding",
-        "scoring",
-        "doctor",
-    },
-    "cli": {"errors", "config", "server", "commands"},
+    "store": {"errors", "config"},
+    "search": {"errors", "config", "store"},
+    "service": {"errors", "config", "store", "search"},
+    "transports": {"errors", "config", "store", "search", "service"},
+    "cli": {"errors", "config", "store", "search", "service", "transports"},
 }
+
+# Every module, by dotted name under the package, with its one job. A new module must be listed.
+MODULES: dict[str, str] = {
+    "errors": "exception tree, every spec error code",
+    "config": "Settings/VectorSettings resolved from flags and env; creates nothing",
+    "store.records": "JSONL line <-> Record/CorruptLine; byte-exact round trip",
+    "store.scopes": "scope keys, custom-name rules, path normalisation, file names",
+    "store.fileio": "crash-safe replacement of a file",
+    "store.locks": "per-scope O_EXCL lock files",
+    "store.shared": "SharedStore: per-scope JSONL, snapshots, transactions, aliases, touches",
+    "search.scoring": "tokenizer, lexical index, boosts, ranking, hybrid merge",
+    "search.sidecar": ".vec sidecar format",
+    "search.embedding": "HTTP embedding client, breaker, llama-server lifecycle",
+    "search.vectors": "VectorChannel: matrices per scope, query cosine, embed-on-save, backfill",
+    "service.tools": "the five tools as plain functions",
+    "transports.mcp_server": "the SDK server: tool table -> MCPServer, stdio run",
+    "cli.main": "argv -> Settings -> run; help, version, diagnostics, subcommand registry",
+    "cli.commands": "human subcommands",
+    "cli.doctor": "read-only deployment check",
+}
+
+# Which third-party roots a module may import; anything unlisted may import none of these.
+HEAVY = {"mcp", "pydantic", "httpx", "numpy", "starlette", "uvicorn"}
+HEAVY_ALLOWED: dict[str, set[str]] = {
+    "transports.mcp_server": {"mcp", "pydantic"},
+    "search.embedding": {"httpx"},
+    "search.vectors": {"numpy"},
+    "search.sidecar": {"numpy"},
+}
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG).with_suffix("")
+        if rel.name in ("__init__", "__main__"):
+            continue
+        found[".".join(rel.parts)] = path
+    return found
 
 
 def _imports(path: Path) -> set[str]:
@@ -52,34 +81,43 @@ def _imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.level:
+                raise AssertionError(f"{path}: use absolute imports")
             names.add(node.module)
-            if node.module == "dsh_memory_mcp":
-                names.update(f"dsh_memory_mcp.{alias.name}" for alias in node.names)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
 
 
-def test_package_modules_only_import_downward():
-    for path in sorted(PKG.glob("*.py")):
-        mod = path.stem
-        if mod in ("__init__", "__main__"):
-            continue
-        inner = {n.split(".")[1] for n in _imports(path) if n.startswith("dsh_memory_mcp.")} - {"__version__"}
-        assert mod in ALLOWED, f"new module {mod}: add it to the layering table"
-        assert inner <= ALLOWED[mod], f"{mod} imports {sorted(inner - ALLOWED[mod])}"
+def _layer(dotted: str) -> str:
+    return dotted.split(".")[0]
 
 
-def test_only_server_imports_mcp_and_only_embedding_imports_httpx():
-    for path in sorted(PKG.glob("*.py")):
-        roots = {n.split(".")[0] for n in _imports(path)}
-        if "mcp" in roots or "pydantic" in roots:
-            assert path.stem == "server", path.name
-        if "httpx" in roots:
-            assert path.stem == "embedding", path.name
+def test_every_module_is_listed_with_its_job():
+    assert set(_modules()) == set(MODULES)
+
+
+def test_package_modules_only_import_their_own_layer_or_below():
+    for mod, path in _modules().items():
+        mine = _layer(mod)
+        allowed = LAYERS[mine] | {mine}
+        for name in _imports(path):
+            if not name.startswith("dsh_memory_mcp."):
+                continue
+            target = name.split(".")[1]
+            if target in ("__version__",):
+                continue
+            assert target in allowed, f"{mod} imports {name} (layer {target} is above {mine})"
+
+
+def test_heavy_libraries_stay_in_the_modules_that_own_them():
+    for mod, path in _modules().items():
+        roots = {n.split(".")[0] for n in _imports(path)} & HEAVY
+        assert roots <= HEAVY_ALLOWED.get(mod, set()), f"{mod} imports {sorted(roots)}"
 
 
 def test_importing_the_tools_layer_with_vectors_off_loads_neither_sdk_nor_numpy_nor_httpx():
     code = (
-        "import sys, dsh_memory_mcp.tools, dsh_memory_mcp.store, dsh_memory_mcp.cli;"
+        "import sys, dsh_memory_mcp.service.tools, dsh_memory_mcp.store.shared, dsh_memory_mcp.cli.main;"
         "print(sorted(m for m in ('mcp','numpy','httpx','pydantic') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(), timeout=60)

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory_mcp import __version__, cli, errors
+from dsh_memory_mcp import __version__, errors
+from dsh_memory_mcp.cli import main as cli
 from tests.conftest import PYTHON, subprocess_env
 
 FIRST_LINE = f"dsh-memory-mcp {__version__} — 把 DSH 的长期记忆库暴露成独立 MCP 服务(stdio)"
@@ -49,9 +50,9 @@ INITIALIZE = (
 )
 
 needs_server = pytest.mark.skipif(
-    importlib.util.find_spec("dsh_memory_mcp.server") is None
-    or importlib.util.find_spec("dsh_memory_mcp.store") is None,
-    reason="dsh_memory_mcp.server / store not written yet",
+    importlib.util.find_spec("dsh_memory_mcp.transports.mcp_server") is None
+    or importlib.util.find_spec("dsh_memory_mcp.store.shared") is None,
+    reason="dsh_memory_mcp.transports.mcp_server / store not written yet",
 )
 posix_signals = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 linux_log_dir = pytest.mark.skipif(
@@ -779,7 +780,7 @@ def test_an_unexpected_error_at_start_is_one_line_without_traceback(capsys):
 
 def test_a_crash_after_the_server_announced_itself_is_not_called_a_start_up_failure(capsys):
     def serve(settings):
-        logging.getLogger("dsh_memory_mcp.server").info("已启动 dsh-memory-mcp v%s(stdio)", __version__)
+        logging.getLogger("dsh_memory_mcp.transports.mcp_server").info("已启动 dsh-memory-mcp v%s(stdio)", __version__)
         raise ValueError("later")
 
     assert cli.main([], serve=serve) == 1

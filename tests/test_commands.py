@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from dsh_memory_mcp import config
-from dsh_memory_mcp.records import now_ms
-from dsh_memory_mcp.store import SharedStore
-from dsh_memory_mcp.tools import MemoryService
+from dsh_memory_mcp.service.tools import MemoryService
+from dsh_memory_mcp.store.records import now_ms
+from dsh_memory_mcp.store.shared import SharedStore
 from tests.conftest import PYTHON, subprocess_env
 from tests.helpers.fake_llama import FakeLlama, free_port
 from tests.helpers.fake_llama_exe import make_stand_in, read_spawns, wait_gone

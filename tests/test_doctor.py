@@ -18,8 +18,9 @@ from threading import Thread
 
 import pytest
 
-from dsh_memory_mcp import config, doctor
-from dsh_memory_mcp.doctor import Check
+from dsh_memory_mcp import config
+from dsh_memory_mcp.cli import doctor
+from dsh_memory_mcp.cli.doctor import Check
 from tests.conftest import PYTHON, subprocess_env
 from tests.helpers.fake_llama import FakeLlama, free_port
 from tests.helpers.fake_llama_exe import make_stand_in, read_spawns
@@ -97,7 +98,7 @@ def test_the_running_python_the_sdk_and_the_dependencies_pass_with_where_they_co
 
 def test_the_sdk_is_located_without_being_imported():
     code = (
-        "import sys; from dsh_memory_mcp import doctor; doctor.check_sdk(); doctor.check_dependencies();"
+        "import sys; from dsh_memory_mcp.cli import doctor; doctor.check_sdk(); doctor.check_dependencies();"
         "print(sorted(m for m in ('mcp','numpy','httpx','pydantic') if m in sys.modules))"
     )
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=subprocess_env(), timeout=60)

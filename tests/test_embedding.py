@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from dsh_memory_mcp.embedding import CircuitBreaker, EmbeddingClient, _parse_llama
 from dsh_memory_mcp.errors import EmbeddingUnavailable
+from dsh_memory_mcp.search.embedding import CircuitBreaker, EmbeddingClient, _parse_llama
 from tests.helpers.fake_llama import FakeLlama, embed_text, free_port
 
 

@@ -17,10 +17,10 @@ import httpx
 import pytest
 
 from dsh_memory_mcp.config import VectorSettings
-from dsh_memory_mcp.embedding import LOG_FILE_NAME, LlamaServerManager
 from dsh_memory_mcp.errors import EmbeddingUnavailable
-from dsh_memory_mcp.store import SharedStore
-from dsh_memory_mcp.vectors import VectorChannel
+from dsh_memory_mcp.search.embedding import LOG_FILE_NAME, LlamaServerManager
+from dsh_memory_mcp.search.vectors import VectorChannel
+from dsh_memory_mcp.store.shared import SharedStore
 from tests.conftest import SRC
 from tests.helpers.fake_llama import FakeLlama, free_port
 from tests.helpers.fake_llama_exe import kill_quietly, make_stand_in, pid_alive, read_spawns, wait_gone
@@ -278,8 +278,8 @@ def test_our_llama_server_dies_with_us_even_when_we_are_sigkilled(
         import sys, time
         sys.path.insert(0, {SRC!r})
         from dsh_memory_mcp.config import VectorSettings
-        from dsh_memory_mcp.store import SharedStore
-        from dsh_memory_mcp.vectors import VectorChannel
+        from dsh_memory_mcp.store.shared import SharedStore
+        from dsh_memory_mcp.search.vectors import VectorChannel
         store = SharedStore({str(store_dir)!r}); store.prepare()
         ch = VectorChannel(VectorSettings(exe={settings.exe!r}, model={settings.model!r}, port={settings.port},
                                           threads=2, model_id="all-minilm-l6-v2"), store)

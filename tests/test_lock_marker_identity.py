@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 
-from dsh_memory_mcp.locks import LockManager, _Seen
+from dsh_memory_mcp.store.locks import LockManager, _Seen
 
 
 def _seen(content: bytes, *, ino: int = 42, mtime_ns: int) -> _Seen:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory_mcp import locks
 from dsh_memory_mcp.errors import LockRecursion, LockTimeout
-from dsh_memory_mcp.locks import LockManager
-from dsh_memory_mcp.scopes import scope_sha1
+from dsh_memory_mcp.store import locks
+from dsh_memory_mcp.store.locks import LockManager
+from dsh_memory_mcp.store.scopes import scope_sha1
 from tests.helpers.store_procs import Worker, reaped
 
 HOST = socket.gethostname()

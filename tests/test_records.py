@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import json
 
-from dsh_memory_mcp.records import CorruptLine, Record, dump_line, new_record, parse_line, parse_lines, render_lines
+from dsh_memory_mcp.store.records import (
+    CorruptLine,
+    Record,
+    dump_line,
+    new_record,
+    parse_line,
+    parse_lines,
+    render_lines,
+)
 
 
 def test_a_new_record_has_the_spec_key_order_and_compact_utf8_json():

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from dsh_memory_mcp import records, scoring
+from dsh_memory_mcp.search import scoring
+from dsh_memory_mcp.store import records
 from tests.helpers.relevance_corpus import GLOBAL, MEMORIES, PROJECT, QUERIES, Query
 
 NOW = 1_790_000_000_000

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from dsh_memory_mcp.errors import InvalidArgument, ScopeError
-from dsh_memory_mcp.scopes import lock_name, normalise_custom_name, normalise_path, scope_file_relpath, scope_rank
+from dsh_memory_mcp.store.scopes import lock_name, normalise_custom_name, normalise_path, scope_file_relpath, scope_rank
 
 
 @pytest.mark.parametrize(

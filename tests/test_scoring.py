@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_memory_mcp import records, scoring
-from dsh_memory_mcp.scoring import (
+from dsh_memory_mcp.search import scoring
+from dsh_memory_mcp.search.scoring import (
     Hit,
     LexicalIndex,
     access_boost,
@@ -28,6 +28,7 @@ from dsh_memory_mcp.scoring import (
     rank,
     tokenize,
 )
+from dsh_memory_mcp.store import records
 
 NOW = 1_790_000_000_000
 PROJECT = "project:/home/dev/app"

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dsh_memory_mcp import sidecar
+from dsh_memory_mcp.search import sidecar
 from tests.conftest import SRC
 
 HEADER = ("all-minilm-l6-v2", 4)
@@ -143,7 +143,7 @@ def test_concurrent_appends_from_several_processes_interleave_whole_lines(tmp_pa
         f"""
         import sys, numpy as np
         sys.path.insert(0, {SRC!r})
-        from dsh_memory_mcp import sidecar
+        from dsh_memory_mcp.search import sidecar
         worker = int(sys.argv[1])
         rng = np.random.default_rng(worker)
         for i in range(100):

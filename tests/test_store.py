@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory_mcp import records, scopes
 from dsh_memory_mcp.errors import LockRecursion, LockTimeout, ScopeError, StoreError
-from dsh_memory_mcp.records import CorruptLine, Record
-from dsh_memory_mcp.store import SharedStore
+from dsh_memory_mcp.store.records import CorruptLine, Record
+from dsh_memory_mcp.store.shared import SharedStore, records, scopes
 from tests.helpers.store_procs import worker_env
 
 PROJECT = "project:/home/me/app"
@@ -147,7 +146,7 @@ def test_prepare_reports_a_store_that_is_not_writable(tmp_path: Path):
     code = (
         "import sys\n"
         "from dsh_memory_mcp.errors import StoreError\n"
-        "from dsh_memory_mcp.store import SharedStore\n"
+        "from dsh_memory_mcp.store.shared import SharedStore\n"
         "try:\n"
         "    SharedStore(sys.argv[1]).prepare()\n"
         "except StoreError as exc:\n"
@@ -261,17 +260,17 @@ def test_corrupt_lines_are_kept_and_reported_once_with_file_and_line_number(
     path = file_of(store, "global")
     good = records.new_record(scope="global", content="good", now=T0).raw
     path.write_bytes(f'{good}\n{{"id":"broken"\n\n[1,2]\n'.encode())
-    caplog.set_level(logging.WARNING, logger="dsh_memory_mcp.store")
+    caplog.set_level(logging.WARNING, logger="dsh_memory_mcp.store.shared")
     snap = store.snapshot("global")
     assert [type(line) for line in snap.lines] == [Record, CorruptLine, CorruptLine]
     assert snap.lines[1] == CorruptLine('{"id":"broken"', 2)
     assert snap.lines[2] == CorruptLine("[1,2]", 4)
-    warnings = [r.getMessage() for r in caplog.records if r.name == "dsh_memory_mcp.store"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "dsh_memory_mcp.store.shared"]
     assert len(warnings) == 2
     assert str(path) in warnings[0] and "第 2 行" in warnings[0] and "第 4 行" in warnings[1]
     caplog.clear()
     store.save("global", "another")  # the corrupt lines are read again, not reported again
-    assert [r for r in caplog.records if r.name == "dsh_memory_mcp.store"] == []
+    assert [r for r in caplog.records if r.name == "dsh_memory_mcp.store.shared"] == []
     assert b'{"id":"broken"' in lines_of(path) and b"[1,2]" in lines_of(path)
 
 

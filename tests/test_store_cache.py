@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dsh_memory_mcp import scoring
-from dsh_memory_mcp.store import SharedStore
+from dsh_memory_mcp.search import scoring
+from dsh_memory_mcp.store.shared import SharedStore
 
 
 def test_after_our_own_write_the_lexical_index_is_extended_not_rebuilt(store_dir):

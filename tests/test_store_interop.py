@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory_mcp.records import CorruptLine, Record
-from dsh_memory_mcp.store import SharedStore
+from dsh_memory_mcp.store.records import CorruptLine, Record
+from dsh_memory_mcp.store.shared import SharedStore
 
 NOW = 1_760_000_500_000
 

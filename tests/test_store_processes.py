@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory_mcp import records
-from dsh_memory_mcp.records import Record
-from dsh_memory_mcp.store import SharedStore
+from dsh_memory_mcp.store.records import Record
+from dsh_memory_mcp.store.shared import SharedStore, records
 from tests.helpers.store_procs import Worker, reaped
 
 pytestmark = pytest.mark.slow

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from dsh_memory_mcp.config import resolve_settings
-from dsh_memory_mcp.store import SharedStore
-from dsh_memory_mcp.tools import TOOL_NAMES, TOOL_SPECS, MemoryService
+from dsh_memory_mcp.service.tools import TOOL_NAMES, TOOL_SPECS, MemoryService
+from dsh_memory_mcp.store.shared import SharedStore
 
 
 def make_service(store_dir: Path, project: Path, **env: str) -> MemoryService:

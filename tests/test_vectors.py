@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dsh_memory_mcp import scoring, sidecar
 from dsh_memory_mcp.config import VectorSettings, resolve_vector_settings
 from dsh_memory_mcp.errors import EmbeddingUnavailable
-from dsh_memory_mcp.records import now_ms
-from dsh_memory_mcp.store import SharedStore
-from dsh_memory_mcp.vectors import QUERY_BUDGET, VectorChannel
+from dsh_memory_mcp.search import scoring, sidecar
+from dsh_memory_mcp.search.vectors import QUERY_BUDGET, VectorChannel
+from dsh_memory_mcp.store.records import now_ms
+from dsh_memory_mcp.store.shared import SharedStore
 from tests.conftest import subprocess_env
 from tests.helpers.fake_llama import FakeLlama, embed_text, free_port
 
@@ -141,7 +141,7 @@ def test_importing_and_starting_a_switched_off_channel_loads_neither_numpy_nor_h
     code = (
         "import sys\n"
         "from dsh_memory_mcp.config import VectorSettings\n"
-        "from dsh_memory_mcp.vectors import VectorChannel\n"
+        "from dsh_memory_mcp.search.vectors import VectorChannel\n"
         "for s in (VectorSettings(enabled=False), VectorSettings(unavailable_reason='none')):\n"
         "    ch = VectorChannel(s, None); ch.start(); ch.query_scores('q', []); ch.close()\n"
         "print(sorted(m for m in ('numpy', 'httpx') if m in sys.modules))\n"
@@ -160,7 +160,7 @@ def test_unconfigured_vectors_say_once_how_to_enable_them(
     with caplog.at_level(logging.INFO, logger="dsh_memory_mcp"), channel(settings, store, ready=False) as ch:
         save(store, ch, "x")
         assert ch.query_scores("x", [store.snapshot("global")]) == {}
-    lines = [r.getMessage() for r in caplog.records if r.name.startswith("dsh_memory_mcp.vectors")]
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("dsh_memory_mcp.search.vectors")]
     assert len(lines) == 1
     for needle in ("DSH_MEMORY_EMBED_MODEL", "llama-server", "DSH_MEMORY_EMBED_EXE", "DSH_MEMORY_EMBED_ENDPOINT"):
         assert needle in lines[0]

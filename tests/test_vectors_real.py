@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory_mcp import scoring
 from dsh_memory_mcp.config import resolve_vector_settings
-from dsh_memory_mcp.embedding import LOG_FILE_NAME
-from dsh_memory_mcp.records import now_ms
-from dsh_memory_mcp.store import SharedStore
-from dsh_memory_mcp.vectors import QUERY_BUDGET, VectorChannel
+from dsh_memory_mcp.search import scoring
+from dsh_memory_mcp.search.embedding import LOG_FILE_NAME
+from dsh_memory_mcp.search.vectors import QUERY_BUDGET, VectorChannel
+from dsh_memory_mcp.store.records import now_ms
+from dsh_memory_mcp.store.shared import SharedStore
 from tests.helpers.fake_llama import free_port
 from tests.helpers.fake_llama_exe import kill_quietly, pid_alive, wait_gone
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from dsh_memory_mcp.cli import main
+from dsh_memory_mcp.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

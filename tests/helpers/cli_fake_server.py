@@ -1,4 +1,4 @@
-"""Run the real CLI (`cli.main()`, owning the process) with a stand-in `dsh_memory_mcp.server`.
+"""Run the real CLI (`cli.main()`, owning the process) with a stand-in `dsh_memory_mcp.transports.mcp_server`.
 
 For tests of what the CLI itself does with the process — signals that must still end a server
 that is not reading stdin, and the exit watchdog for a thread that never ends — which the real
@@ -19,10 +19,11 @@ import threading
 import time
 import types
 
-from dsh_memory_mcp import __version__, cli
+from dsh_memory_mcp import __version__
+from dsh_memory_mcp.cli import main as cli
 from dsh_memory_mcp.config import Settings
 
-log = logging.getLogger("dsh_memory_mcp.server")
+log = logging.getLogger("dsh_memory_mcp.transports.mcp_server")
 
 
 def _serve(settings: Settings) -> None:
@@ -44,9 +45,9 @@ def _serve(settings: Settings) -> None:
 
 if __name__ == "__main__":
     MODE = sys.argv[1]
-    module = types.ModuleType("dsh_memory_mcp.server")
+    module = types.ModuleType("dsh_memory_mcp.transports.mcp_server")
     module.serve = _serve  # type: ignore[attr-defined]
-    sys.modules["dsh_memory_mcp.server"] = module
+    sys.modules["dsh_memory_mcp.transports.mcp_server"] = module
     cli.STOP_ESCALATION_SECONDS = 0.3
     cli.HARD_EXIT_SECONDS = 1.0
     sys.exit(cli.main(sys.argv[2:]))

@@ -33,7 +33,7 @@ def _wait_for(path: str, limit: float = 20.0) -> None:
 def main(argv: list[str]) -> int:
     mode = argv[0]
     if mode == "save":
-        from dsh_memory_mcp.store import SharedStore
+        from dsh_memory_mcp.store.shared import SharedStore
 
         root, scope, count, tag, go = argv[1], argv[2], int(argv[3]), argv[4], argv[5]
         store = SharedStore(root)
@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
         print(f"done {count}", flush=True)
         return 0
     if mode == "hold":
-        from dsh_memory_mcp.store import SharedStore
+        from dsh_memory_mcp.store.shared import SharedStore
 
         store = SharedStore(argv[1])
         with store.lock(argv[2]):
@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
         import signal
 
         from dsh_memory_mcp.errors import StoreError
-        from dsh_memory_mcp.store import SharedStore
+        from dsh_memory_mcp.store.shared import SharedStore
 
         root, scope, limit, size = argv[1], argv[2], int(argv[3]), int(argv[4])
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
         print("saved", flush=True)
         return 0
     if mode == "span":
-        from dsh_memory_mcp.locks import LockManager
+        from dsh_memory_mcp.store.locks import LockManager
 
         locks_dir, name, go, hold_s = argv[1], argv[2], argv[3], float(argv[4])
         manager = LockManager(locks_dir, timeout=15.0)

@@ -33,13 +33,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
-from dsh_memory_mcp import config, records, scopes
+from dsh_memory_mcp import config
 from dsh_memory_mcp.errors import DshMemoryError, EmbeddingUnavailable
-from dsh_memory_mcp.records import Record
+from dsh_memory_mcp.store import records, scopes
+from dsh_memory_mcp.store.records import Record
 
 if TYPE_CHECKING:
-    from dsh_memory_mcp.store import SharedStore
-    from dsh_memory_mcp.tools import MemoryService, ToolResult
+    from dsh_memory_mcp.service.tools import MemoryService, ToolResult
+    from dsh_memory_mcp.store.shared import SharedStore
 
 __all__ = ["COMMAND_NAMES", "IMPORT_TAG", "Call", "run"]
 
@@ -161,7 +162,7 @@ def _service(call: Call, *, create: bool, vectors: config.VectorSettings | None 
     A vector channel is included when `vectors` is usable; it is not started: no worker, no
     spawn. Callers start it if they want a backend.
     """
-    from dsh_memory_mcp.tools import close_service, open_service
+    from dsh_memory_mcp.service.tools import close_service, open_service
 
     usable = vectors if vectors is not None and vectors.usable else config.VectorSettings(enabled=False)
     service = open_service(dataclasses.replace(call.settings, vector=usable), prepare=create)
@@ -243,7 +244,7 @@ def _search_vectors(vector: config.VectorSettings) -> config.VectorSettings | No
     """
     if not vector.usable:
         return None
-    from dsh_memory_mcp.embedding import EmbeddingClient
+    from dsh_memory_mcp.search.embedding import EmbeddingClient
 
     if vector.endpoint is not None:
         base, candidate = vector.endpoint, vector
@@ -410,7 +411,7 @@ def _import_target(call: Call, service: MemoryService) -> str | ToolResult:
     if not isinstance(resolved, list):
         return resolved
     if len(resolved) != 1 or (call.opt("scope") or "").strip().lower() in ("all", "*"):
-        from dsh_memory_mcp.tools import ToolResult
+        from dsh_memory_mcp.service.tools import ToolResult
 
         message = "导入只能写入一个作用域,all 是只读范围:请指定 global、project 或具体作用域。"
         return ToolResult(
@@ -654,7 +655,7 @@ def _size(n: int) -> str:
 def cmd_reembed(call: Call) -> int:
     vector = call.settings.vector
     if not vector.usable:
-        from dsh_memory_mcp.vectors import ENABLE_HINT
+        from dsh_memory_mcp.search.vectors import ENABLE_HINT
 
         hint = ENABLE_HINT.split(";设 DSH_MEMORY_VECTOR=off")[0]
         if not vector.enabled:
@@ -713,11 +714,11 @@ class _ProgressBar:
 
 
 # ----------------------------------------------------------------------------------------------
-# doctor (its body is dsh_memory_mcp.doctor, written separately)
+# doctor (its body is dsh_memory_mcp.cli.doctor, written separately)
 
 
 def cmd_doctor(call: Call) -> int:
-    from dsh_memory_mcp import doctor
+    from dsh_memory_mcp.cli import doctor
 
     return doctor.main(call.args, call.settings, out=call.out, err=call.err)
 

@@ -56,7 +56,7 @@ __all__ = [
     "probe_health",
 ]
 
-log = logging.getLogger("dsh_memory_mcp.embedding")
+log = logging.getLogger("dsh_memory_mcp.search.embedding")
 # httpx logs every request at INFO; with the server's INFO-level stderr log that would be one
 # line per search. Leave it alone if someone configured it on purpose.
 if logging.getLogger("httpx").level == logging.NOTSET:

@@ -36,15 +36,15 @@ from typing import TYPE_CHECKING, Any
 
 from dsh_memory_mcp.config import VectorSettings
 from dsh_memory_mcp.errors import DshMemoryError, EmbeddingUnavailable
-from dsh_memory_mcp.records import Record, now_ms
+from dsh_memory_mcp.store.records import Record, now_ms
 
 if TYPE_CHECKING:  # numpy and the HTTP client load only when vectors are on
     import numpy as np
     import numpy.typing as npt
 
-    from dsh_memory_mcp.embedding import EmbeddingClient, LlamaServerManager
-    from dsh_memory_mcp.sidecar import Header
-    from dsh_memory_mcp.store import ScopeSnapshot, SharedStore
+    from dsh_memory_mcp.search.embedding import EmbeddingClient, LlamaServerManager
+    from dsh_memory_mcp.search.sidecar import Header
+    from dsh_memory_mcp.store.shared import ScopeSnapshot, SharedStore
 
 __all__ = [
     "BACKFILL_BATCH",
@@ -56,7 +56,7 @@ __all__ = [
     "VectorChannel",
 ]
 
-logger = logging.getLogger("dsh_memory_mcp.vectors")
+logger = logging.getLogger("dsh_memory_mcp.search.vectors")
 
 #: Seconds a search may spend on its query embedding before answering lexically (SPEC §8).
 QUERY_BUDGET = 0.3
@@ -121,7 +121,7 @@ class _ScopeVectors:
 
     def refresh(self) -> None:
         """Bring the matrix up to date with the file: nothing, its tail, or (new inode) all of it."""
-        from dsh_memory_mcp import sidecar
+        from dsh_memory_mcp.search import sidecar
 
         try:
             st = os.stat(self.path)
@@ -151,7 +151,7 @@ class _ScopeVectors:
     def _extend(self, ids: list[str], vectors: npt.NDArray[np.float32]) -> None:
         import numpy as np
 
-        from dsh_memory_mcp import sidecar
+        from dsh_memory_mcp.search import sidecar
 
         if not ids or self.header is None:
             return
@@ -345,7 +345,7 @@ class VectorChannel:
         if not self._active or not ids:
             return
         try:
-            from dsh_memory_mcp import sidecar
+            from dsh_memory_mcp.search import sidecar
 
             sv = self._scope_vectors(scope)
             with sv.lock:
@@ -368,7 +368,7 @@ class VectorChannel:
     def _scores(self, raw: list[float], snapshots: Sequence[ScopeSnapshot]) -> dict[str, float]:
         import numpy as np
 
-        from dsh_memory_mcp import sidecar
+        from dsh_memory_mcp.search import sidecar
 
         if not self._note_dims(len(raw)):
             return {}
@@ -432,7 +432,7 @@ class VectorChannel:
         Importing httpx and building a client costs ~0.1 s; doing it here keeps it off the
         server's start-up path.
         """
-        from dsh_memory_mcp.embedding import LOG_FILE_NAME, EmbeddingClient, LlamaServerManager
+        from dsh_memory_mcp.search.embedding import LOG_FILE_NAME, EmbeddingClient, LlamaServerManager
 
         settings = self.settings
         if settings.endpoint:
@@ -577,7 +577,7 @@ class VectorChannel:
         Not when the breaker refused to send one: that would turn "no request while open" into
         a health probe per search.
         """
-        from dsh_memory_mcp.embedding import BreakerOpen
+        from dsh_memory_mcp.search.embedding import BreakerOpen
 
         if isinstance(exc, BreakerOpen):
             return
@@ -659,7 +659,7 @@ class VectorChannel:
 
     def _write(self, scope: str, entries: list[tuple[str, list[float]]]) -> None:
         """Append `entries` to the scope's sidecar; create or re-head it under the scope lock."""
-        from dsh_memory_mcp import sidecar
+        from dsh_memory_mcp.search import sidecar
 
         header = self._header()
         if header is None:
@@ -751,7 +751,7 @@ class VectorChannel:
         :raises EmbeddingUnavailable: vectors off or unconfigured, the backend cannot be reached,
             embedding keeps failing, or the model's width changed during the rebuild.
         """
-        from dsh_memory_mcp import sidecar
+        from dsh_memory_mcp.search import sidecar
 
         if not self._active:
             raise EmbeddingUnavailable(self.settings.unavailable_reason or "向量检索已关闭")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dsh_memory_mcp import fileio
+from dsh_memory_mcp.store import fileio
 
 __all__ = [
     "Header",

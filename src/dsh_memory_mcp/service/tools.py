@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dsh_memory_mcp import scoring
 from dsh_memory_mcp.config import Settings
 from dsh_memory_mcp.errors import DshMemoryError, InvalidArgument, ScopeError
-from dsh_memory_mcp.records import KINDS, Record, now_ms
-from dsh_memory_mcp.scopes import (
+from dsh_memory_mcp.search import scoring
+from dsh_memory_mcp.store.records import KINDS, Record, now_ms
+from dsh_memory_mcp.store.scopes import (
     GLOBAL,
     normalise_custom_name,
     normalise_path,
@@ -29,8 +29,8 @@ from dsh_memory_mcp.scopes import (
 )
 
 if TYPE_CHECKING:
-    from dsh_memory_mcp.store import SharedStore
-    from dsh_memory_mcp.vectors import VectorChannel
+    from dsh_memory_mcp.search.vectors import VectorChannel
+    from dsh_memory_mcp.store.shared import SharedStore
 
 __all__ = [
     "TOOL_NAMES",
@@ -42,7 +42,7 @@ __all__ = [
     "open_service",
 ]
 
-log = logging.getLogger("dsh_memory_mcp.tools")
+log = logging.getLogger("dsh_memory_mcp.service.tools")
 
 TOPK_DEFAULT, TOPK_MAX = 5, 20
 LIMIT_DEFAULT, LIMIT_MAX = 50, 200
@@ -825,7 +825,7 @@ def open_service(settings: Settings, *, prepare: bool = True) -> MemoryService:
         commands pass False so that looking at a store that does not exist creates nothing.
     :raises StoreError: `prepare` and the store directory cannot be created or written.
     """
-    from dsh_memory_mcp.store import SharedStore
+    from dsh_memory_mcp.store.shared import SharedStore
 
     channel: VectorChannel | None = None
 
@@ -838,7 +838,7 @@ def open_service(settings: Settings, *, prepare: bool = True) -> MemoryService:
     if prepare:
         store.prepare()
     if settings.vector.enabled:
-        from dsh_memory_mcp.vectors import VectorChannel
+        from dsh_memory_mcp.search.vectors import VectorChannel
 
         channel = VectorChannel(settings.vector, store)
     return MemoryService(settings=settings, store=store, vectors=channel)

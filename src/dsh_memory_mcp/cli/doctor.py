@@ -28,10 +28,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TextIO
 
-from dsh_memory_mcp import __version__, config, scopes
+from dsh_memory_mcp import __version__, config
+from dsh_memory_mcp.store import scopes
 
 if TYPE_CHECKING:
-    from dsh_memory_mcp.embedding import EmbeddingClient
+    from dsh_memory_mcp.search.embedding import EmbeddingClient
 
 __all__ = [
     "PYTHON_FLOOR",
@@ -262,7 +263,7 @@ def check_dependencies() -> Check:
 
 
 def _check_self() -> Check:
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return Check("ok", "dsh-memory-mcp", f"{__version__} {here}")
 
 
@@ -385,7 +386,7 @@ class _Probe:
 
 
 def _client(base_url: str, model: str | None = None) -> EmbeddingClient:
-    from dsh_memory_mcp.embedding import EmbeddingClient  # httpx: only when there is something to probe
+    from dsh_memory_mcp.search.embedding import EmbeddingClient  # httpx: only when there is something to probe
 
     return EmbeddingClient(base_url, model=model)
 
@@ -589,7 +590,7 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
     if not files:
         return []
     try:
-        from dsh_memory_mcp.sidecar import read_header  # numpy: only when there is a sidecar to read
+        from dsh_memory_mcp.search.sidecar import read_header  # numpy: only when there is a sidecar to read
     except Exception as exc:  # numpy missing or broken: say so, do not crash
         return [Check("warn", title, f"{len(files)} 个,但无法读取文件头({exc})", 'pip install "numpy>=1.26"')]
     headers = {name: read_header(os.path.join(store, name)) for name in files}

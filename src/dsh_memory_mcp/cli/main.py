@@ -3,7 +3,7 @@
 Three promises shape this module:
 
 * ``--help``, ``--version`` and a rejected command line import nothing heavy (no ``mcp``,
-  ``numpy``, ``httpx``, no ``dsh_memory_mcp.server``) and touch nothing on disk, so they work
+  ``numpy``, ``httpx``, no ``dsh_memory_mcp.transports.mcp_server``) and touch nothing on disk, so they work
   when the SDK is missing or broken and leave no trace.
 * The parser is hand-written and strict: argparse's prefix matching would accept ``--store`` for
   ``--storeD`` and its exit codes and English messages do not fit. A typo must never silently fall
@@ -17,8 +17,8 @@ error.
 
 Subcommands: the first positional word selects a human subcommand (``list``, ``search``, ``get``,
 ``forget``, ``export``, ``import``, ``stats``, ``reembed``, ``doctor``), registered in `COMMANDS`
-(see `Command`). Their bodies live in `dsh_memory_mcp.commands` (and ``doctor``'s in
-`dsh_memory_mcp.doctor`), imported only when one actually runs, so parsing and ``--help`` stay as
+(see `Command`). Their bodies live in `dsh_memory_mcp.cli.commands` (and ``doctor``'s in
+`dsh_memory_mcp.cli.doctor`), imported only when one actually runs, so parsing and ``--help`` stay as
 light as before. Any other positional word is a usage error.
 """
 
@@ -103,7 +103,7 @@ _SDK_DEPENDENCIES = frozenset(
 )
 
 log = logging.getLogger("dsh_memory_mcp")
-_cli_log = logging.getLogger("dsh_memory_mcp.cli")
+_cli_log = logging.getLogger("dsh_memory_mcp.cli.main")
 
 ServeFn = Callable[[config.Settings], None]
 
@@ -896,14 +896,15 @@ class _ImportProblem(Exception):
 
 
 def _load_serve() -> ServeFn:
-    """Import `dsh_memory_mcp.server` (the only module that imports the SDK) and return `serve`."""
+    """Import `dsh_memory_mcp.transports.mcp_server` (the only module that imports the SDK) and return `serve`."""
     try:
-        module = importlib.import_module("dsh_memory_mcp.server")
+        module = importlib.import_module("dsh_memory_mcp.transports.mcp_server")
     except Exception as exc:
         raise _ImportProblem(exc) from exc
     serve = getattr(module, "serve", None)
     if not callable(serve):
-        raise _ImportProblem(ImportError("dsh_memory_mcp.server 里没有 serve()", name="dsh_memory_mcp.server"))
+        name = "dsh_memory_mcp.transports.mcp_server"
+        raise _ImportProblem(ImportError(f"{name} 里没有 serve()", name=name))
     return serve  # type: ignore[no-any-return]
 
 
@@ -1081,7 +1082,7 @@ def _start(invocation: Invocation, serve: ServeFn | None, started: _StartedFlag,
 
 
 # --------------------------------------------------------------------------------------------
-# Human subcommands: registered here, bodies in `dsh_memory_mcp.commands` (imported on use)
+# Human subcommands: registered here, bodies in `dsh_memory_mcp.cli.commands` (imported on use)
 # --------------------------------------------------------------------------------------------
 
 #: Exit code of a subcommand interrupted by Ctrl+C (the shell convention, 128 + SIGINT).
@@ -1105,7 +1106,7 @@ def _run_command(name: str, invocation: Invocation) -> int:
     try:
         settings = config.resolve_settings(store_dir=invocation.store_dir, project_dir=invocation.project_dir)
         try:
-            from dsh_memory_mcp import commands
+            from dsh_memory_mcp.cli import commands
         except Exception as exc:
             raise _ImportProblem(exc) from exc
         return commands.run(name, invocation.args, invocation.options, settings, out=sys.stdout, err=sys.stderr)

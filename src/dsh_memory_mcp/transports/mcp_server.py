@@ -21,11 +21,11 @@ from pydantic import ConfigDict
 
 from dsh_memory_mcp import __version__
 from dsh_memory_mcp.config import Settings
-from dsh_memory_mcp.tools import TOOL_SPECS, MemoryService, ToolResult, ToolSpec, close_service, open_service
+from dsh_memory_mcp.service.tools import TOOL_SPECS, MemoryService, ToolResult, ToolSpec, close_service, open_service
 
 __all__ = ["INSTRUCTIONS", "build_server", "serve"]
 
-log = logging.getLogger("dsh_memory_mcp.server")
+log = logging.getLogger("dsh_memory_mcp.transports.mcp_server")
 
 INSTRUCTIONS = (
     "dsh-memory-mcp is the user's long-term memory, shared by every IDE and agent they use. "

@@ -33,14 +33,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from dsh_memory_mcp import fileio, records, scopes
 from dsh_memory_mcp.errors import DshMemoryError, ScopeError, StoreError
-from dsh_memory_mcp.locks import LockManager
-from dsh_memory_mcp.records import CorruptLine, Line, Record
+from dsh_memory_mcp.store import fileio, records, scopes
+from dsh_memory_mcp.store.locks import LockManager
+from dsh_memory_mcp.store.records import CorruptLine, Line, Record
 
 __all__ = ["ALIASES_FILE", "SaveResult", "ScopeSnapshot", "SharedStore"]
 
-logger = logging.getLogger("dsh_memory_mcp.store")
+logger = logging.getLogger("dsh_memory_mcp.store.shared")
 
 #: The alias file, and the name of the lock guarding it (``.locks/<sha1("scopes.json")>.lock``).
 ALIASES_FILE = "scopes.json"

@@ -52,8 +52,8 @@ from collections.abc import Collection, Iterable, Mapping, MutableMapping, Seque
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from dsh_memory_mcp.records import Record
-from dsh_memory_mcp.scopes import GLOBAL, scope_rank
+from dsh_memory_mcp.store.records import Record
+from dsh_memory_mcp.store.scopes import GLOBAL, scope_rank
 
 __all__ = [
     "CACHE_KEY",

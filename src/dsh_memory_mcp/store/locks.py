@@ -33,13 +33,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from dsh_memory_mcp import fileio
 from dsh_memory_mcp.errors import LockRecursion, LockTimeout, StoreError
-from dsh_memory_mcp.scopes import scope_sha1
+from dsh_memory_mcp.store import fileio
+from dsh_memory_mcp.store.scopes import scope_sha1
 
 __all__ = ["LockManager"]
 
-logger = logging.getLogger("dsh_memory_mcp.locks")
+logger = logging.getLogger("dsh_memory_mcp.store.locks")
 
 _HOST = socket.gethostname()
 _O_BINARY: int = getattr(os, "O_BINARY", 0)

@@ -1,0 +1,1 @@
+"""Finding memories: lexical scoring, the vector channel and its embedding backend."""

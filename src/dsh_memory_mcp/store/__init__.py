@@ -1,0 +1,1 @@
+"""The store on disk: JSONL scope files, locks, scopes, the shared store."""
