@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from dsh_memory_mcp.config import resolve_settings
-from dsh_memory_mcp.service.tools import TOOL_NAMES, TOOL_SPECS, MemoryService
+from dsh_memory_mcp.service.schemas import TOOL_NAMES, TOOL_SPECS
+from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.store.shared import SharedStore
 
 
@@ -230,3 +231,28 @@ def test_search_text_shows_scope_kind_tags_importance_and_the_hint(svc, project)
     )
     assert line2.startswith("  id=") and " tags=DSH,desktop profile importance=0.90 updated=" in line2
     assert hint == "提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。"
+
+
+def test_each_call_resolves_project_from_its_own_context_not_the_process(svc, tmp_path: Path):
+    from dsh_memory_mcp.service.context import CallContext
+
+    other = tmp_path / "elsewhere" / "lib"
+    other.mkdir(parents=True)
+    ctx = CallContext(project_dir=str(other), project_source="roots")
+    saved = svc.call("memory_save", {"content": "库 lib 用 tabs 缩进", "scope": "project"}, ctx)
+    assert not saved.is_error, saved.text
+    assert saved.structured["scope"] == f"project:{other.as_posix()}"
+    # The process default (its --project) sees nothing of it; the other context finds it.
+    assert svc.call("memory_list", {"scope": "project"}).structured["count"] == 0
+    listed = svc.call("memory_list", {"scope": "project"}, ctx)
+    assert [r["content"] for r in listed.structured["records"]] == ["库 lib 用 tabs 缩进"]
+    # A relative path argument resolves against the call's project, too.
+    rel = svc.call("memory_list", {"path": "."}, ctx)
+    assert rel.structured["scopes"] == [f"project:{other.as_posix()}"]
+
+
+def test_settings_say_where_the_project_came_from(tmp_path: Path):
+    flag = resolve_settings(store_dir=str(tmp_path), project_dir=str(tmp_path), env={}, cwd=str(tmp_path))
+    env = resolve_settings(store_dir=str(tmp_path), env={"DSH_MEMORY_PROJECT": str(tmp_path)}, cwd=str(tmp_path))
+    cwd = resolve_settings(store_dir=str(tmp_path), env={}, cwd=str(tmp_path))
+    assert (flag.project_source, env.project_source, cwd.project_source) == ("flag", "env", "cwd")

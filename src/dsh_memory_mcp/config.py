@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 __all__ = [
     "DEFAULT_EMBED_MODEL_ID",
@@ -111,6 +112,8 @@ class Settings:
     scope_all: bool = False
     debug: bool = False
     vector: VectorSettings = field(default_factory=VectorSettings)
+    #: Where `project_dir` came from: "flag" (`--project`), "env" (`DSH_MEMORY_PROJECT`) or "cwd".
+    project_source: Literal["flag", "env", "cwd"] = "cwd"
 
     @property
     def default_save_scope(self) -> str:
@@ -213,8 +216,10 @@ def resolve_settings(
         store = default_store_dir(env)
         is_default = True
     project = project_dir if project_dir is not None else _env(env, "DSH_MEMORY_PROJECT")
+    source: Literal["flag", "env", "cwd"] = "flag" if project_dir is not None else "env"
     if project is None:
         project = cwd
+        source = "cwd"
     return Settings(
         store_dir=_absolute(store, cwd),
         project_dir=_absolute(project, cwd),
@@ -222,4 +227,5 @@ def resolve_settings(
         scope_all=env_flag(env.get("DSH_MEMORY_SCOPE_ALL")),
         debug=env_flag(env.get("DSH_MEMORY_DEBUG")),
         vector=resolve_vector_settings(env, cwd),
+        project_source=source,
     )

@@ -8,7 +8,7 @@
   rendering are exactly the MCP tools': the tool's text on stdout, or with ``--json`` its
   structuredContent as one JSON object. A tool error is its text on stderr (``--json``: the error
   object on stdout) and exit 1.
-* Nothing here imports the MCP SDK: the store and the tools are opened with `tools.open_service`
+* Nothing here imports the MCP SDK: the store and the tools are opened with `service.compose.open_service`
   (the same composition the server uses, minus the transport), so the commands work when the
   SDK is broken and start fast.
 * Read-only commands (list, search, get, export, stats) never create the store: a missing store
@@ -162,7 +162,7 @@ def _service(call: Call, *, create: bool, vectors: config.VectorSettings | None 
     A vector channel is included when `vectors` is usable; it is not started: no worker, no
     spawn. Callers start it if they want a backend.
     """
-    from dsh_memory_mcp.service.tools import close_service, open_service
+    from dsh_memory_mcp.service.compose import close_service, open_service
 
     usable = vectors if vectors is not None and vectors.usable else config.VectorSettings(enabled=False)
     service = open_service(dataclasses.replace(call.settings, vector=usable), prepare=create)
@@ -411,7 +411,7 @@ def _import_target(call: Call, service: MemoryService) -> str | ToolResult:
     if not isinstance(resolved, list):
         return resolved
     if len(resolved) != 1 or (call.opt("scope") or "").strip().lower() in ("all", "*"):
-        from dsh_memory_mcp.service.tools import ToolResult
+        from dsh_memory_mcp.service.render import ToolResult
 
         message = "导入只能写入一个作用域,all 是只读范围:请指定 global、project 或具体作用域。"
         return ToolResult(

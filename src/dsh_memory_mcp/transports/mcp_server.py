@@ -1,4 +1,4 @@
-"""The only module that speaks MCP: wires `tools.TOOL_SPECS` into the SDK's `MCPServer`.
+"""The only module that speaks MCP: wires `service.schemas.TOOL_SPECS` into the SDK's `MCPServer`.
 
 The SDK derives a tool's input schema and validation from a Python signature; a wrong value
 (topK 0, content 42) would then come back as a generic pydantic message with no code. We need
@@ -21,7 +21,10 @@ from pydantic import ConfigDict
 
 from dsh_memory_mcp import __version__
 from dsh_memory_mcp.config import Settings
-from dsh_memory_mcp.service.tools import TOOL_SPECS, MemoryService, ToolResult, ToolSpec, close_service, open_service
+from dsh_memory_mcp.service.compose import close_service, open_service
+from dsh_memory_mcp.service.render import ToolResult
+from dsh_memory_mcp.service.schemas import TOOL_SPECS, ToolSpec
+from dsh_memory_mcp.service.tools import MemoryService
 
 __all__ = ["INSTRUCTIONS", "build_server", "serve"]
 

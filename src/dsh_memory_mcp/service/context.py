@@ -1,0 +1,52 @@
+"""The per-call context: whose call this is. Every tool function takes one.
+
+The current project, where it came from, and the client's identity belong to the caller (a stdio
+host, an HTTP session, a relayed host, a person at the CLI or the web page), not to the process:
+one `serve` process serves sessions in different workspaces at once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from dsh_memory_mcp.config import Settings
+from dsh_memory_mcp.store.scopes import project_key
+
+#: Where the current project came from: `--project`, `DSH_MEMORY_PROJECT`, the client's MCP roots,
+#: a relay's header, or the process's working directory.
+ProjectSource = Literal["flag", "env", "roots", "relay", "cwd"]
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Who is calling: the project a bare `project` means, and the client (`name/version`)."""
+
+    project_dir: str
+    project_source: ProjectSource = "cwd"
+    client: str | None = None
+    #: `time.monotonic()` by which the call must be answered (HTTP tool gate), or None.
+    deadline: float | None = None
+
+    @property
+    def project(self) -> str:
+        """The scope key of the current project (`project:<normalised path>`)."""
+        return project_key(self.project_dir, self.project_dir)
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (never negative), or None without one."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
+
+    def with_client(self, client: str | None) -> CallContext:
+        return replace(self, client=client)
+
+    def with_project(self, project_dir: str, source: ProjectSource) -> CallContext:
+        return replace(self, project_dir=project_dir, project_source=source)
+
+
+def default_context(settings: Settings) -> CallContext:
+    """The process-wide default: `--project`, `DSH_MEMORY_PROJECT` or the working directory."""
+    return CallContext(project_dir=settings.project_dir, project_source=settings.project_source)

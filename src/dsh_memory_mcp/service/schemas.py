@@ -1,0 +1,224 @@
+"""What each tool declares: name, title, description, input and output JSON schemas, annotations.
+
+The descriptions are what a model reads to learn when and how to call a tool; the output schemas are
+what hosts validate `structuredContent` against (the TypeScript SDK does so even for error results).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dsh_memory_mcp.service.validate import IDS_MAX, LIMIT_DEFAULT, LIMIT_MAX, TOPK_DEFAULT, TOPK_MAX
+from dsh_memory_mcp.store.records import KINDS
+
+__all__ = ["TOOL_NAMES", "TOOL_SPECS", "ToolSpec"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+
+
+_SCOPE_DOC = (
+    "作用域:global(所有项目共享)、project(当前工作区)、session 或 session:<id>、project:<路径>、"
+    "自定义名(已登记的别名会解析到它的工作区)"
+)
+_RECORD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "shortId": {"type": "string", "description": "id 的前 8 位"},
+        "score": {"type": "number", "description": "相关度,4 位小数(仅检索)"},
+        "scope": {"type": "string"},
+        "kind": {"type": "string", "enum": list(KINDS)},
+        "content": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "importance": {"type": ["number", "null"]},
+        "updatedAt": {"type": "integer", "description": "毫秒时间戳"},
+        "expiredAt": {"type": "integer"},
+    },
+    "required": ["id", "shortId", "scope", "kind", "content", "tags", "importance", "updatedAt"],
+}
+
+
+def _out(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}, **properties},
+        "required": ["ok", *required],
+    }
+
+
+TOOL_SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="memory_save",
+        title="保存长期记忆",
+        description=(
+            "Save one durable fact to the user's long-term memory, shared by every IDE/agent they use. "
+            "Use it when the user states a preference, a decision, a convention, a procedure or a fact worth "
+            "remembering across sessions. content must be one self-contained sentence. Default scope: global "
+            "(or the current project when DSH_MEMORY_SCOPE_ALL is set); pass scope='project' or path=<workspace> "
+            "for project-only memories. Saving identical content again returns the existing id (deduped). "
+            "supersedes=<old id> hides an outdated memory. Errors: CONTENT_EMPTY, KIND_INVALID, IMPORTANCE_RANGE, "
+            "PATH_INVALID, PATH_SCOPE_CONFLICT, SCOPE_INVALID, SCOPE_NOT_WRITABLE, SCOPE_NAME_INVALID, "
+            "SCOPE_NAME_TAKEN, LOCK_TIMEOUT, STORE_ERROR."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "content": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "一句自包含的陈述,脱离上下文也能读懂。",
+                },
+                "scope": {"type": "string", "description": _SCOPE_DOC + "。默认 global;all 不可写。"},
+                "path": {"type": "string", "description": "工作区目录;给出则写入 project:<该目录>。"},
+                "kind": {"type": "string", "enum": list(KINDS), "default": "note", "description": "记忆种类"},
+                "tags": {"type": "array", "items": {"type": "string"}, "default": [], "description": "自由标签"},
+                "importance": {"type": "number", "minimum": 0, "maximum": 1, "description": "重要度 0~1,可省略"},
+                "supersedes": {"type": "string", "description": "被本条取代的旧记忆 id(或 8 位前缀)"},
+            },
+            "required": ["content"],
+        },
+        output_schema=_out(
+            {
+                "id": {"type": "string"},
+                "deduped": {"type": "boolean"},
+                "scope": {"type": "string"},
+                "kind": {"type": "string"},
+                "superseded": {"type": ["string", "null"]},
+            },
+            ["id", "deduped", "scope", "kind"],
+        ),
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="memory_search",
+        title="检索长期记忆",
+        description=(
+            "Search the user's long-term memory by keywords or a sentence (Chinese and English). Use it BEFORE "
+            "answering questions about the user's preferences, projects, conventions or past decisions. Default "
+            "scope: current project + global; scope='all' searches every scope. Returns up to topK (1-20, default 5) "
+            "memories with 8-char ids; call memory_get with those ids for full text. Errors: QUERY_EMPTY, "
+            "TOPK_RANGE, SCOPE_INVALID, PATH_INVALID, PATH_SCOPE_CONFLICT."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1, "description": "关键词或一句话描述"},
+                "scope": {
+                    "type": "string",
+                    "description": _SCOPE_DOC + ";all 或 * = 所有作用域。默认当前项目 + global。",
+                },
+                "path": {"type": "string", "description": "只检索该工作区(project:<目录>)"},
+                "topK": {"type": "integer", "minimum": 1, "maximum": TOPK_MAX, "default": TOPK_DEFAULT},
+            },
+            "required": ["query"],
+        },
+        output_schema=_out(
+            {
+                "count": {"type": "integer"},
+                "scopes": {"type": "array", "items": {"type": "string"}},
+                "records": {"type": "array", "items": _RECORD_SCHEMA},
+            },
+            ["count", "scopes", "records"],
+        ),
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="memory_list",
+        title="列出长期记忆",
+        description=(
+            "List memories newest first, optionally of one kind. Use it to browse what is remembered. Default "
+            "scope: current project + global; scope='all' lists every scope. limit 1-200 (default 50). Errors: "
+            "KIND_INVALID, LIMIT_RANGE, SCOPE_INVALID, PATH_INVALID, PATH_SCOPE_CONFLICT."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "scope": {"type": "string", "description": _SCOPE_DOC + ";all = 所有作用域。默认当前项目 + global。"},
+                "path": {"type": "string", "description": "只列出该工作区(project:<目录>)"},
+                "kind": {"type": "string", "enum": list(KINDS), "description": "只列出这一种"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX, "default": LIMIT_DEFAULT},
+            },
+        },
+        output_schema=_out(
+            {
+                "count": {"type": "integer"},
+                "total": {"type": "integer"},
+                "scopes": {"type": "array", "items": {"type": "string"}},
+                "records": {"type": "array", "items": _RECORD_SCHEMA},
+            },
+            ["count", "scopes", "records"],
+        ),
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="memory_get",
+        title="按 id 取回记忆",
+        description=(
+            "Fetch memories by id or 8-char id prefix (from memory_search/memory_list), in any scope, with full "
+            "content. Use it when you already know the ids; don't search again. Up to 50 ids, duplicates ignored; "
+            "unknown ids are listed in missing. Errors: IDS_EMPTY."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "ids": {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1},
+                    "minItems": 1,
+                    "description": f"完整 id 或至少 8 位前缀;自动去重,最多取前 {IDS_MAX} 个",
+                },
+            },
+            "required": ["ids"],
+        },
+        output_schema=_out(
+            {
+                "count": {"type": "integer"},
+                "records": {"type": "array", "items": _RECORD_SCHEMA},
+                "missing": {"type": "array", "items": {"type": "string"}},
+            },
+            ["count", "records", "missing"],
+        ),
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="memory_forget",
+        title="删除记忆",
+        description=(
+            "Delete memories: give exactly one of id (exact id or 8-char prefix, any scope) or query (content "
+            "substring, deletes every match in one scope). With query the default scope is the current project "
+            "only (global is never touched unless scope='global'); scope='all' is refused. Errors: "
+            "TARGET_REQUIRED, TARGET_AMBIGUOUS, SCOPE_NOT_WRITABLE, SCOPE_INVALID, LOCK_TIMEOUT, STORE_ERROR."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "description": "要删除的记忆 id 或至少 8 位前缀(与 query 二选一)"},
+                "query": {"type": "string", "description": "按内容子串批量删除(与 id 二选一)"},
+                "scope": {"type": "string", "description": "query 删除的作用域;默认当前项目;不可为 all"},
+                "path": {"type": "string", "description": "query 删除限定到该工作区"},
+            },
+        },
+        output_schema=_out(
+            {"deleted": {"type": "integer"}, "ids": {"type": "array", "items": {"type": "string"}}},
+            ["deleted", "ids"],
+        ),
+        destructive=True,
+    ),
+)
+
+TOOL_NAMES: tuple[str, ...] = tuple(spec.name for spec in TOOL_SPECS)
