@@ -55,6 +55,7 @@ MODULES: dict[str, str] = {
     "service.tools": "MemoryService: the five tools as plain functions over store + search",
     "service.compose": "composition root: store + vector channel + service, open and close",
     "transports.mcp_server": "the SDK server: tool table -> MCPServer, stdio run",
+    "transports.relay": "stdio <-> a running serve over Streamable HTTP, stdlib only; direct fallback",
     "cli.main": "argv -> Settings -> run; help, version, diagnostics, subcommand registry",
     "cli.commands": "human subcommands",
     "cli.doctor": "read-only deployment check",
@@ -125,6 +126,16 @@ def test_importing_the_tools_layer_with_vectors_off_loads_neither_sdk_nor_numpy_
     code = (
         "import sys, dsh_memory_mcp.service.tools, dsh_memory_mcp.store.shared, dsh_memory_mcp.cli.main;"
         "print(sorted(m for m in ('mcp','numpy','httpx','pydantic') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(), timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_relay_loads_neither_the_sdk_nor_numpy_nor_the_store():
+    code = (
+        "import sys, dsh_memory_mcp.transports.relay;"
+        "print(sorted(m for m in ('mcp','numpy','httpx','pydantic','dsh_memory_mcp.store.shared') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(), timeout=60)
     assert out.returncode == 0, out.stderr

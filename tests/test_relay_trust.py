@@ -1,0 +1,106 @@
+"""Which `serve.json` the relay trusts: only a regular file of ours, not writable by others, naming a live pid."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsh_memory_mcp.transports.relay import ServeInfo, probe, read_serve_file
+
+
+def _write(store: Path, data: object, mode: int = 0o600) -> Path:
+    store.mkdir(parents=True, exist_ok=True)
+    path = store / "serve.json"
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data, encoding="utf-8")
+    os.chmod(path, mode)
+    return path
+
+
+def _info(pid: int | None = None, url: str = "http://127.0.0.1:7766/mcp") -> dict[str, object]:
+    return {"url": url, "pid": os.getpid() if pid is None else pid, "token": "t0k", "version": "0.1.0", "startedAt": 1}
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_no_serve_file_means_direct(tmp_path: Path):
+    info, why = read_serve_file(str(tmp_path))
+    assert info is None and "没有运行中的 serve" in why
+
+
+def test_a_serve_file_of_ours_naming_a_live_pid_is_trusted(tmp_path: Path):
+    _write(tmp_path, _info())
+    info, why = read_serve_file(str(tmp_path))
+    assert why == ""
+    assert info == ServeInfo(url="http://127.0.0.1:7766/mcp", token="t0k", pid=os.getpid(), version="0.1.0")
+
+
+def test_a_dead_pid_is_not_trusted(tmp_path: Path):
+    pid = _dead_pid()
+    _write(tmp_path, _info(pid=pid))
+    info, why = read_serve_file(str(tmp_path))
+    assert info is None and str(pid) in why
+
+
+@pytest.mark.parametrize("mode", [0o620, 0o602, 0o666])
+def test_a_serve_file_others_can_write_is_not_trusted(tmp_path: Path, mode: int):
+    _write(tmp_path, _info(), mode=mode)
+    info, why = read_serve_file(str(tmp_path))
+    assert info is None and "其他用户写入" in why
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to chown to another user")
+def test_a_serve_file_owned_by_another_user_is_not_trusted(tmp_path: Path):
+    path = _write(tmp_path, _info())
+    os.chown(path, 65534, 65534)
+    info, why = read_serve_file(str(tmp_path))
+    assert info is None and "不属于当前用户" in why
+
+
+def test_a_symlinked_serve_file_is_not_followed(tmp_path: Path):
+    real = _write(tmp_path / "elsewhere", _info())
+    (tmp_path / "store").mkdir()
+    os.symlink(real, tmp_path / "store" / "serve.json")
+    info, why = read_serve_file(str(tmp_path / "store"))
+    assert info is None and "无法读取" in why
+
+
+def test_a_fifo_as_serve_file_does_not_block(tmp_path: Path):
+    tmp_path.mkdir(exist_ok=True)
+    os.mkfifo(tmp_path / "serve.json", 0o600)
+    info, why = read_serve_file(str(tmp_path))
+    assert info is None and "不是普通文件" in why
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "",
+        "{",
+        "[]",
+        json.dumps({"url": "http://127.0.0.1:1/mcp", "pid": "12", "token": "x"}),
+        json.dumps({"url": "file:///etc/passwd", "pid": 1, "token": "x"}),
+        json.dumps({"url": "http://127.0.0.1:1/mcp", "pid": 1, "token": ""}),
+    ],
+)
+def test_a_garbled_serve_file_is_not_trusted(tmp_path: Path, content: str):
+    _write(tmp_path, content)
+    info, why = read_serve_file(str(tmp_path))
+    assert info is None and "无法识别" in why
+
+
+def test_the_probe_says_why_when_nothing_listens(tmp_path: Path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    why = probe(ServeInfo(url=f"http://127.0.0.1:{port}/mcp", token="x", pid=os.getpid()), timeout=1.0)
+    assert "无应答" in why
