@@ -7,7 +7,7 @@ The package's folders are its architecture (AGENTS.md has the same map):
     search/     finding memories        lexical scoring, .vec sidecars, embedding backend, vector channel
     service/    the tools               plain functions over store + search, any front door calls them
     transports/ MCP front doors         the SDK server (stdio), later HTTP and relay
-    cli/        the command line        parser/diagnostics, human subcommands, doctor
+    cli/        the command line        parser, registry, runtime, diagnostics, subcommands, doctor
 
 A layer may import its own folder and the layers below it, never above.
 """
@@ -56,7 +56,13 @@ MODULES: dict[str, str] = {
     "service.compose": "composition root: store + vector channel + service, open and close",
     "transports.mcp_server": "the SDK server: tool table -> MCPServer, stdio run",
     "transports.relay": "stdio <-> a running serve over Streamable HTTP, stdlib only; direct fallback",
-    "cli.main": "argv -> Settings -> run; help, version, diagnostics, subcommand registry",
+    "cli.output": "the CLI's own stdout/stderr writes, prefix, exit codes",
+    "cli.parser": "strict argv parser, help and version texts; pure",
+    "cli.logs": "stderr logging and the rotating 0600 log file",
+    "cli.diagnostics": "Chinese start-up diagnostics: store, imports, unexpected errors",
+    "cli.runtime": "signals, stdin relay, exit watchdog, running the stdio server",
+    "cli.registry": "the subcommand table COMMANDS and the guard every subcommand runs in",
+    "cli.main": "main(): argv -> help/version, a subcommand or the server",
     "cli.commands": "human subcommands",
     "cli.doctor": "read-only deployment check",
 }

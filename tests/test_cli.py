@@ -24,6 +24,7 @@ import pytest
 
 from dsh_memory_mcp import __version__, errors
 from dsh_memory_mcp.cli import main as cli
+from dsh_memory_mcp.cli import parser
 from tests.conftest import PYTHON, subprocess_env
 
 FIRST_LINE = f"dsh-memory-mcp {__version__} — 把 DSH 的长期记忆库暴露成独立 MCP 服务(stdio)"
@@ -347,6 +348,37 @@ def test_a_started_server_logs_to_a_file_in_the_user_log_dir(sandbox):
 
 
 @linux_log_dir
+def test_the_log_file_is_created_0600_in_a_0700_dir_even_under_umask_000(sandbox):
+    command = [PYTHON, "-m", "dsh_memory_mcp", "--store-dir", str(sandbox.store)]
+    env = sandbox.env(broken_sdk=True)
+    result = subprocess.run(command, input="", capture_output=True, text=True, env=env, timeout=RUN_TIMEOUT, umask=0)
+    assert result.returncode == 1, result.stderr
+    [log_file] = sandbox.log_files()
+    assert oct(log_file.stat().st_mode & 0o777) == "0o600"
+    assert oct(log_file.parent.stat().st_mode & 0o777) == "0o700"
+
+
+@linux_log_dir
+def test_a_readable_log_file_left_by_an_older_version_is_tightened_and_so_is_its_rotation(sandbox):
+    log_dir = sandbox.xdg / "dsh-memory-mcp" / "log"
+    log_dir.mkdir(parents=True)
+    old = log_dir / "dsh-memory-mcp.log"
+    old.write_bytes(b"x" * 1_000_100 + b"\n")  # over the 1 MB limit: the first record rotates it
+    old.chmod(0o644)
+    command = [PYTHON, "-m", "dsh_memory_mcp", "--store-dir", str(sandbox.store)]
+    env = sandbox.env(broken_sdk=True)
+    result = subprocess.run(command, input="", capture_output=True, text=True, env=env, timeout=RUN_TIMEOUT, umask=0)
+    assert result.returncode == 1, result.stderr
+    rotated = log_dir / "dsh-memory-mcp.log.1"
+    assert rotated.stat().st_size > 1_000_000  # the old content moved there
+    assert "store-dir = " in old.read_text(encoding="utf-8")
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in (old, rotated)} == {
+        "dsh-memory-mcp.log": "0o600",
+        "dsh-memory-mcp.log.1": "0o600",
+    }
+
+
+@linux_log_dir
 def test_an_unusable_log_dir_is_warned_about_once_and_the_server_goes_on(sandbox):
     blocker = sandbox.root / "a-file"
     blocker.write_text("x", encoding="utf-8")
@@ -641,7 +673,7 @@ def test_the_parser_rejects_what_it_cannot_run_and_names_the_word(argv, word):
     ],
 )
 def test_near_misses_get_the_right_flag_suggested(word, suggestion):
-    assert cli.suggest_option(word) == suggestion
+    assert parser.suggest_option(word) == suggestion
 
 
 def test_the_first_positional_word_selects_a_registered_subcommand(monkeypatch):

@@ -21,6 +21,7 @@ import types
 
 from dsh_memory_mcp import __version__
 from dsh_memory_mcp.cli import main as cli
+from dsh_memory_mcp.cli import runtime
 from dsh_memory_mcp.config import Settings
 
 log = logging.getLogger("dsh_memory_mcp.transports.mcp_server")
@@ -48,6 +49,6 @@ if __name__ == "__main__":
     module = types.ModuleType("dsh_memory_mcp.transports.mcp_server")
     module.serve = _serve  # type: ignore[attr-defined]
     sys.modules["dsh_memory_mcp.transports.mcp_server"] = module
-    cli.STOP_ESCALATION_SECONDS = 0.3
-    cli.HARD_EXIT_SECONDS = 1.0
+    runtime.STOP_ESCALATION_SECONDS = 0.3
+    runtime.HARD_EXIT_SECONDS = 1.0
     sys.exit(cli.main(sys.argv[2:]))

@@ -1,0 +1,230 @@
+"""Start-up diagnostics: why the server (or a subcommand) could not start, in actionable Chinese.
+
+Start-up failures are diagnostics on stderr, exit 1, never a bare traceback (``DSH_MEMORY_DEBUG=1``
+adds it): an unusable store directory (drive missing, a file in the way, no permission, read-only,
+disk full), a missing or broken SDK or dependency (with the pip line that fixes it), or an
+unexpected error. Everything here reads the filesystem at most; nothing is created.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+import traceback
+from collections.abc import Iterator
+
+from dsh_memory_mcp import config, errors
+from dsh_memory_mcp.cli.logs import log
+from dsh_memory_mcp.cli.output import PROG, describe
+
+__all__ = [
+    "SDK_REQUIREMENT",
+    "ImportProblem",
+    "debug_lines",
+    "explain_store_problem",
+    "is_interrupt",
+    "leaves",
+    "report_import_problem",
+    "report_store_failure",
+    "report_unexpected",
+    "store_failure",
+]
+
+SDK_REQUIREMENT = config.SDK_REQUIREMENT
+#: Top-level import names → the pip requirement that provides them.
+_REQUIREMENTS = {
+    "mcp": SDK_REQUIREMENT,
+    "mcp_types": SDK_REQUIREMENT,
+    **dict(config.DEPENDENCIES),
+}
+#: The SDK's own dependencies: broken or missing, the fix is reinstalling the SDK.
+_SDK_DEPENDENCIES = frozenset(
+    {
+        "pydantic",
+        "pydantic_core",
+        "pydantic_settings",
+        "anyio",
+        "sniffio",
+        "starlette",
+        "sse_starlette",
+        "uvicorn",
+        "httpx_sse",
+        "jsonschema",
+        "typing_extensions",
+        "typing_inspection",
+        "multipart",
+        "python_multipart",
+        "annotated_types",
+        "opentelemetry",
+    }
+)
+
+
+def explain_store_problem(path: str, error: BaseException | None = None) -> str | None:
+    """Why `path` cannot serve as the store directory, in Chinese; None when nothing specific is found.
+
+    Looks at the filesystem (creates nothing) and at the errno of `error`: drive missing, path is a
+    file, a parent is missing or is a file, no write permission, read-only filesystem, disk full.
+    """
+    try:
+        drive = os.path.splitdrive(path)[0]
+        if drive and len(drive) == 2 and drive[1] == ":" and not os.path.exists(drive + os.sep):
+            return f"盘符 {drive.upper()} 不存在(这台机器上没有这个盘)"
+        if os.path.lexists(path) and not os.path.isdir(path):
+            return f"路径已存在,但它是个文件,不是目录:{path}"
+        parent = os.path.dirname(os.path.normpath(path)) or os.curdir
+        if not os.path.isdir(path):
+            ancestor = parent
+            while not os.path.lexists(ancestor) and os.path.dirname(ancestor) != ancestor:
+                ancestor = os.path.dirname(ancestor)
+            if os.path.lexists(ancestor) and not os.path.isdir(ancestor):
+                return f"路径中的 {ancestor} 是个文件,不是目录"
+            if not os.path.isdir(parent):
+                return f"父目录不存在:{parent}"
+        code = getattr(error, "errno", None)
+        target = path if os.path.isdir(path) else parent
+        if code in (errno.EACCES, errno.EPERM):
+            return f"没有写入权限:{target}"
+        if code == errno.EROFS:
+            return f"所在文件系统是只读的:{target}"
+        if code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            return f"磁盘空间或配额已满:{target}"
+        if not os.access(target, os.W_OK):
+            return f"没有写入权限:{target}"
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def leaves(exc: BaseException) -> Iterator[BaseException]:
+    """The exceptions inside (nested) exception groups, or `exc` itself."""
+    inner = getattr(exc, "exceptions", None)
+    if isinstance(inner, tuple) and type(exc).__name__.endswith("ExceptionGroup"):
+        for item in inner:
+            if isinstance(item, BaseException):
+                yield from leaves(item)
+    else:
+        yield exc
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    return type(exc).__name__ == "CancelledError"
+
+
+def store_failure(exc: BaseException, settings: config.Settings) -> tuple[str, OSError] | None:
+    """(path, error) when `exc` means the store directory is unusable."""
+    if isinstance(exc, errors.StoreError):
+        return (exc.path or settings.store_dir), exc
+    if isinstance(exc, OSError) and exc.filename:
+        filename = os.path.normpath(os.path.abspath(os.fsdecode(exc.filename)))
+        store = os.path.normpath(settings.store_dir)
+        if filename == store or filename.startswith(store + os.sep) or store.startswith(filename + os.sep):
+            return filename, exc
+    return None
+
+
+def debug_lines(exc: BaseException, settings_debug: bool) -> list[str]:
+    if settings_debug:
+        return ["调用栈(DSH_MEMORY_DEBUG=1):\n" + "".join(traceback.format_exception(exc)).rstrip()]
+    return []
+
+
+def report_store_failure(path: str, error: OSError, settings: config.Settings, top: BaseException) -> None:
+    original: BaseException = error
+    if isinstance(error, errors.StoreError) and isinstance(error.__cause__, BaseException):
+        original = error.__cause__
+    # Our own short reason first (the StoreError's message is often a whole sentence that repeats
+    # the path and the fix); the error's own words when the filesystem shows nothing specific.
+    reason = explain_store_problem(path, original)
+    if reason is None:
+        if isinstance(error, errors.StoreError) and error.message.strip():
+            reason = error.message.strip()
+        elif isinstance(original, OSError) and original.strerror:
+            reason = original.strerror
+        else:
+            reason = describe(original)
+    lines = [
+        f"❌ 启动失败:记忆存储目录不可用:{path}",
+        f"⇒ 原因:{reason}",
+        "⇒ 改 --store-dir(或环境变量 DSH_MEMORY_STORE_DIR)指向一个已存在且可写的目录;"
+        f"默认是 {config.default_store_dir()}",
+        f"原始错误:{describe(original)}",
+        *debug_lines(top, settings.debug),
+    ]
+    for line in lines:
+        log.error("%s", line)
+
+
+def report_unexpected(exc: BaseException, debug: bool, *, started: bool, top: BaseException | None = None) -> None:
+    what = "服务异常退出" if started else "启动失败"
+    hint = "" if debug else "(设 DSH_MEMORY_DEBUG=1 可看完整调用栈)"
+    log.error("❌ %s:意外错误 %s%s", what, describe(exc), hint)
+    for line in debug_lines(top or exc, debug):
+        log.error("%s", line)
+
+
+class ImportProblem(Exception):
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _third_party_modules(exc: BaseException) -> list[str]:
+    """Module names in the traceback outside this package and the import machinery, outermost first."""
+    names: list[str] = []
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_globals.get("__name__")
+        if (
+            isinstance(name, str)
+            and name
+            and not name.startswith(("dsh_memory_mcp", "importlib", "_frozen_importlib"))
+            and name not in names
+        ):
+            names.append(name)
+        tb = tb.tb_next
+    return names
+
+
+def report_import_problem(problem: ImportProblem, debug: bool) -> None:
+    exc = problem.cause
+    missing = exc.name if isinstance(exc, ImportError) and exc.name else None
+    frames = _third_party_modules(exc)
+    culprit = missing or (frames[-1] if frames else None)
+    outer = frames[0] if frames else culprit
+    python = sys.executable or "python"
+    reinstall = (
+        f"重装本包(依赖会一并装好):pip install {PROG} --force-reinstall"
+        f"(pipx 装的:pipx reinstall {PROG};uvx:uvx --refresh {PROG};源码仓库里:pip install -e .)"
+    )
+    if culprit is None or culprit.split(".")[0] == "dsh_memory_mcp":
+        if culprit is not None or isinstance(exc, ImportError):
+            lines = [f"❌ 启动失败:{PROG} 安装不完整,找不到 {culprit or '服务模块'}", f"⇒ 修复:{reinstall}"]
+        else:
+            lines = [
+                f"❌ 启动失败:加载服务模块时出错(多半是 {PROG} 自身的问题,请附上 DSH_MEMORY_DEBUG=1 的输出报告)",
+                f"⇒ 可以先试试{reinstall}",
+            ]
+    else:
+        top = culprit.split(".")[0]
+        via = outer.split(".")[0] if outer else top
+        sdk = top in ("mcp", "mcp_types") or top in _SDK_DEPENDENCIES or via in ("mcp", "mcp_types")
+        requirement = _REQUIREMENTS.get(top, SDK_REQUIREMENT if sdk else top)
+        what = "MCP Python SDK 或它的依赖" if sdk else "运行依赖"
+        state = "缺失" if isinstance(exc, ModuleNotFoundError) else "已损坏(导入时出错)"
+        detail = f"{top}" + (f"(导入 {via} 时)" if via != top else "")
+        lines = [
+            f"❌ 启动失败:{what}{state}:{detail}",
+            f'⇒ 修复:pip install "{requirement}"(在运行 {PROG} 的同一个 Python 环境里执行,即 {python} -m pip …;'
+            "已装过但坏了就加 --force-reinstall)",
+        ]
+        if sdk and requirement != SDK_REQUIREMENT:
+            lines.append(f'⇒ 也可以直接重装 SDK:pip install --force-reinstall "{SDK_REQUIREMENT}"')
+        lines.append(f"⇒ 或者{reinstall}")
+    lines.append(f"原始错误:{describe(exc)}")
+    lines.extend(debug_lines(exc, debug))
+    for line in lines:
+        log.error("%s", line)

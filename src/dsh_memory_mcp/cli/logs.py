@@ -1,0 +1,131 @@
+"""Logging for the command line: the ``dsh_memory_mcp`` logger → stderr (prefixed) and, once the
+server starts, a rotating log file in platformdirs' user log dir (created 0600: it holds store paths
+and short previews). Setting up stderr touches no disk; only `configure_file_logging` does.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import sys
+from typing import TextIO
+
+from dsh_memory_mcp.cli.output import PREFIX, PROG, describe, write_stderr_lines
+
+__all__ = [
+    "LOG_BACKUPS",
+    "LOG_FILE_MODE",
+    "LOG_FILE_NAME",
+    "LOG_MAX_BYTES",
+    "configure_file_logging",
+    "configure_stderr_logging",
+    "log",
+    "log_file_hint",
+    "remove_handlers",
+]
+
+LOG_FILE_NAME = "dsh-memory-mcp.log"
+LOG_MAX_BYTES = 1_000_000
+LOG_BACKUPS = 3
+#: The log file (and each rotated one) is created with this mode, whatever the umask: it names
+#: store paths and holds short previews of store lines, which other users must not read.
+LOG_FILE_MODE = 0o600
+LOG_DIR_MODE = 0o700
+
+log = logging.getLogger("dsh_memory_mcp")
+_cli_log = logging.getLogger("dsh_memory_mcp.cli")
+
+
+def log_file_hint() -> str:
+    """Where the log file would be (for ``--help``); computes, creates nothing."""
+    try:
+        import platformdirs  # pure: computing the path creates nothing
+    except Exception:  # pragma: no cover - platformdirs missing: help must still print
+        return f"<用户日志目录>/{LOG_FILE_NAME}"
+    return os.path.join(platformdirs.user_log_dir(PROG, appauthor=False), LOG_FILE_NAME)
+
+
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is at emit time (tests swap it; hosts never do)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if sys.stderr is None:  # pragma: no cover - pythonw
+            return
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+class LogFileHandler(logging.handlers.RotatingFileHandler):
+    """Several servers (one per IDE) share one log file; a failed write or rotation says so once
+    on stderr and then stays quiet instead of printing logging's own traceback every time."""
+
+    _warned = False
+
+    def _open(self) -> TextIO:  # type: ignore[override]
+        # logging opens with the umask's mode (0644, 0666 under umask 000); create 0600 instead, and
+        # tighten a file an older version left readable (best effort: it may belong to someone else).
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, LOG_FILE_MODE)
+        if hasattr(os, "fchmod"):
+            try:
+                os.fchmod(fd, LOG_FILE_MODE)
+            except OSError:
+                pass
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if self._warned:
+            return
+        self._warned = True
+        exc = sys.exc_info()[1]
+        write_stderr_lines([f"⚠️ 写日志文件 {self.baseFilename} 失败({describe(exc)}),之后的日志只输出到 stderr"])
+
+
+_installed: list[logging.Handler] = []
+
+
+def configure_stderr_logging(debug: bool, *filters: logging.Filter) -> None:
+    """Root `dsh_memory_mcp` logger → stderr with the `[dsh-memory-mcp] ` prefix. Touches no disk."""
+    remove_handlers()
+    handler = StderrHandler()
+    handler.setFormatter(logging.Formatter(PREFIX + "%(message)s"))
+    for item in filters:  # on the handler: logger filters never see records from child loggers
+        handler.addFilter(item)
+    log.addHandler(handler)
+    _installed.append(handler)
+    log.setLevel(logging.DEBUG if debug else logging.INFO)
+    log.propagate = False
+
+
+def configure_file_logging() -> None:
+    """Add the rotating log file in platformdirs' user log dir; on failure warn once and go on."""
+    log_dir = "<用户日志目录>"
+    try:
+        import platformdirs
+
+        log_dir = platformdirs.user_log_dir(PROG, appauthor=False)
+        os.makedirs(log_dir, mode=LOG_DIR_MODE, exist_ok=True)
+        path = os.path.join(log_dir, LOG_FILE_NAME)
+        handler = LogFileHandler(path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
+    except Exception as exc:
+        log.warning("⚠️ 无法创建日志目录 %s(%s),本次日志只输出到 stderr", log_dir, describe(exc))
+        return
+    handler.setFormatter(logging.Formatter("%(asctime)s pid=%(process)d %(levelname)s %(name)s: %(message)s"))
+    log.addHandler(handler)
+    _installed.append(handler)
+    _cli_log.debug("日志文件 = %s", path)
+
+
+def remove_handlers(*, only_files: bool = False) -> None:
+    for handler in list(_installed):
+        if only_files and isinstance(handler, StderrHandler):
+            continue
+        log.removeHandler(handler)
+        _installed.remove(handler)
+        try:
+            handler.close()
+        except Exception:  # pragma: no cover
+            pass

@@ -1,0 +1,350 @@
+"""The strict command-line parser and the help texts (SPEC §2); pure: no environment, no disk, no SDK.
+
+The parser is hand-written and strict: argparse's prefix matching would accept ``--store`` for
+``--storeD`` and its exit codes and English messages do not fit. A typo must never silently fall
+back to the default store (on someone's machine that means writing into an unexpected directory).
+The subcommand table itself lives in `dsh_memory_mcp.cli.registry`; functions here take it as an
+argument.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dsh_memory_mcp import __version__, config
+from dsh_memory_mcp.cli.logs import log_file_hint
+from dsh_memory_mcp.cli.output import PROG
+
+__all__ = [
+    "OPTIONS",
+    "TAGLINE",
+    "Command",
+    "Invocation",
+    "Option",
+    "UsageError",
+    "command_help_text",
+    "help_text",
+    "parse_args",
+    "suggest_option",
+    "version_text",
+]
+
+TAGLINE = "把 DSH 的长期记忆库暴露成独立 MCP 服务(stdio)"
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Option:
+    """One flag and its aliases; `names[0]` is the spelling shown in help and messages."""
+
+    names: tuple[str, ...]
+    dest: str
+    takes_value: bool = False
+    metavar: str = ""
+    help: str = ""
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(("--store-dir", "--store"), "store_dir", True, "DIR", "记忆存储目录"),
+    Option(("--project", "--project-dir"), "project_dir", True, "DIR", "当前工作区目录(决定 project 作用域)"),
+    Option(("-h", "--help"), "help", help="打印用法后退出(0)"),
+    Option(("-v", "--version"), "version", help="打印版本后退出(0)"),
+)
+_BY_NAME: dict[str, Option] = {name: opt for opt in OPTIONS for name in opt.names}
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """A parsed command line. `command is None` means: run the stdio MCP server."""
+
+    command: str | None = None
+    store_dir: str | None = None
+    project_dir: str | None = None
+    help: bool = False
+    version: bool = False
+    #: Positional words after the subcommand (only a subcommand that accepts them gets any).
+    args: tuple[str, ...] = ()
+    #: The subcommand's own options (`Command.extra_options`) by `Option.dest`: the value, or
+    #: True for a flag. Absent when not given.
+    options: Mapping[str, str | bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A human subcommand (`dsh-memory-mcp doctor` …): reads settings, prints to stdout, exits.
+
+    `run` gets the parsed invocation and returns the exit code. Commands are registered in
+    `dsh_memory_mcp.cli.registry.COMMANDS`; the first positional word of a command line selects one.
+    `usage` is the synopsis shown by ``<command> --help`` (one line per form, without the program
+    name); `details` follows it.
+    """
+
+    name: str
+    summary: str
+    run: Callable[[Invocation], int]
+    accepts_args: bool = False
+    extra_options: tuple[Option, ...] = field(default_factory=tuple)
+    usage: tuple[str, ...] = ()
+    details: str = ""
+
+
+class UsageError(Exception):
+    """A command line that cannot be run: exit 2, `word` named on stderr, nothing touched."""
+
+    def __init__(self, message: str, *, word: str, hints: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.word = word
+        self.hints = tuple(hints)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _squash(name: str) -> str:
+    """Spelling-insensitive key: `--Store_Dir`, `-storedir`, `--store-dir` → `storedir`."""
+    return name.lower().lstrip("-").replace("_", "").replace("-", "")
+
+
+def suggest_option(word: str, extra: Sequence[Option] = ()) -> str | None:
+    """The flag `word` most likely meant, or None (`--store_dir` → `--store-dir`).
+
+    `extra`: a subcommand's own options, which are candidates too.
+    """
+    name = word.partition("=")[0]
+    if not name.strip("-"):
+        return None
+    options = (*OPTIONS, *extra)
+    by_name = {n: opt for opt in options for n in opt.names}
+    lowered = name.lower().replace("_", "-")
+    if lowered in by_name:
+        return lowered
+    if lowered.startswith("-") and not lowered.startswith("--") and "--" + lowered[1:] in by_name:
+        return "--" + lowered[1:]
+    squashed = _squash(name)
+    for opt in options:
+        for candidate in opt.names:
+            if _squash(candidate) == squashed and len(squashed) > 1:
+                return candidate
+    long_form = lowered if lowered.startswith("--") else "--" + lowered.lstrip("-")
+    matches = difflib.get_close_matches(long_form, [n for n in by_name if n.startswith("--")], n=1, cutoff=0.6)
+    if not matches:
+        return None
+    # `--storeD` is closest to the alias `--store`, but meant `--store-dir`: name the main spelling.
+    return next(n for n in by_name[matches[0]].names if n.startswith("--"))
+
+
+def _stray(word: str, command: Command | None, commands: Mapping[str, Command]) -> UsageError:
+    if command is not None:
+        return UsageError(
+            f"子命令 {command.name} 不接受位置参数:多余的 {word}",
+            word=word,
+            hints=[f"用 {PROG} {command.name} --help 查看它的用法"],
+        )
+    hints = ["目录请用 --store-dir <目录> / --project <目录> 传,不要直接写在命令行末尾"]
+    close = difflib.get_close_matches(word, list(commands), n=1, cutoff=0.6) if commands else []
+    if close:
+        hints.insert(0, f"你是不是想用子命令 {close[0]}?")
+    if not commands:
+        message = f"多余的参数 {word}:{PROG} 不接受位置参数"
+    else:
+        message = f"未知的子命令或多余的参数 {word}(可用子命令:{', '.join(sorted(commands))})"
+    return UsageError(message, word=word, hints=hints)
+
+
+def parse_args(argv: Sequence[str], commands: Mapping[str, Command]) -> Invocation:
+    """Parse a command line strictly; raises `UsageError` for anything it cannot run.
+
+    `commands`: the subcommands the first positional word may select (`registry.COMMANDS`).
+
+    Pure: reads no environment, touches no file. Both `--key value` and `--key=value` work;
+    a value given as the next word may not start with `-` (so `--store-dir --help` never eats
+    `--help` as a directory name); write `--store-dir=-odd-name` for such a directory.
+    """
+    values: dict[str, str | bool] = {}
+    seen: dict[str, str] = {}
+    command: Command | None = None
+    positionals: list[str] = []
+    options = _BY_NAME
+    only_positionals = False
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        i += 1
+        if only_positionals or word == "-" or not word.startswith("-"):
+            if command is None and not positionals and word in commands:
+                command = commands[word]
+                options = {**_BY_NAME, **{n: o for o in command.extra_options for n in o.names}}
+                continue
+            if command is not None and command.accepts_args:
+                positionals.append(word)
+                continue
+            raise _stray(word, command, commands)
+        if word == "--":
+            only_positionals = True
+            continue
+        name, has_inline, inline = word.partition("=")
+        opt = options.get(name)
+        if opt is None:
+            hints = []
+            guess = suggest_option(word, command.extra_options if command is not None else ())
+            if guess is not None:
+                hints.append(f"你是不是想写 {guess}?")
+            if command is not None:
+                hints.append(f"{command.name} 的参数见 {PROG} {command.name} --help")
+            raise UsageError(f"未知参数 {word}", word=word, hints=hints)
+        if opt.dest in seen:
+            raise UsageError(
+                f"参数 {name} 重复出现(之前已给过 {seen[opt.dest]})",
+                word=name,
+                hints=[f"{' / '.join(opt.names)} 只能给一次"],
+            )
+        seen[opt.dest] = name
+        if not opt.takes_value:
+            if has_inline:
+                raise UsageError(f"参数 {name} 不接受值:{word}", word=word, hints=[f"只写 {name}"])
+            values[opt.dest] = True
+            continue
+        form = f"{name} <{_metavar_zh(opt)}> 或 {name}=<{_metavar_zh(opt)}>"
+        if has_inline:
+            value = inline
+        elif i >= len(argv):
+            raise UsageError(f"参数 {name} 缺少值", word=name, hints=[f"应写成 {form}"])
+        else:
+            value = argv[i]
+            if value.startswith("-"):
+                raise UsageError(
+                    f"参数 {name} 缺少值:后面紧跟的 {value} 是另一个参数,不会被当成{_metavar_zh(opt)}",
+                    word=name,
+                    hints=[f"应写成 {form}(名字真以 - 开头时用 {name}=<{_metavar_zh(opt)}>)"],
+                )
+            i += 1
+        if not value.strip():
+            raise UsageError(f"参数 {name} 的值为空", word=name, hints=[f"应写成 {form}"])
+        values[opt.dest] = value
+    store_dir = values.get("store_dir")
+    project_dir = values.get("project_dir")
+    extra = {o.dest for o in command.extra_options} if command is not None else set()
+    return Invocation(
+        command=command.name if command is not None else None,
+        store_dir=store_dir if isinstance(store_dir, str) else None,
+        project_dir=project_dir if isinstance(project_dir, str) else None,
+        help=values.get("help") is True,
+        version=values.get("version") is True,
+        args=tuple(positionals),
+        options={dest: value for dest, value in values.items() if dest in extra},
+    )
+
+
+def _metavar_zh(opt: Option) -> str:
+    return _METAVARS_ZH.get(opt.metavar, opt.metavar or "值")
+
+
+_METAVARS_ZH = {"DIR": "目录", "N": "数字", "SCOPE": "作用域", "KIND": "类型", "ID": "id", "TEXT": "文本"}
+
+
+# --------------------------------------------------------------------------------------------
+# Help and version (no SDK, no disk)
+# --------------------------------------------------------------------------------------------
+
+
+def help_text(commands: Mapping[str, Command]) -> str:
+    """The `--help` text; its first line is `dsh-memory-mcp X.Y.Z — …`."""
+    return f"""\
+{PROG} {__version__} — {TAGLINE}
+
+用法:
+  {PROG} [--store-dir DIR] [--project DIR]
+  python -m dsh_memory_mcp [--store-dir DIR] [--project DIR]
+  {PROG} <子命令> [参数…] [--store-dir DIR] [--project DIR]
+  {PROG} --help | --version
+
+不带子命令就是 stdio MCP 服务。给人用的子命令(输出到 stdout,加 --json 输出结构化结果;
+{PROG} <子命令> --help 看各自的用法):
+{_command_list(commands)}
+
+由 IDE 的 MCP 配置启动(stdio 传输):stdout 只输出 MCP 协议消息,日志走 stderr 和日志文件。
+stdin 关闭、SIGINT、SIGTERM 都会干净退出(退出码 0),自己拉起的 llama-server 一并停掉。
+
+参数(都支持 --key value 与 --key=value 两种写法;相对路径按当前目录解析):
+  --store-dir DIR, --store DIR       记忆存储目录。与 DSH 记忆插件共用记忆时必须显式给,
+                                     指向插件的 storeDir。
+                                     缺省:$DSH_MEMORY_STORE_DIR → ~/.dsh-memory-store
+  --project DIR, --project-dir DIR   当前工作区目录,决定 project 作用域(project:<路径>)。
+                                     缺省:$DSH_MEMORY_PROJECT → 当前目录
+  -h, --help                         打印本帮助后退出(0)
+  -v, --version                      打印版本后退出(0)
+  未知参数(如 --store_dir、--storedir)、多余的位置参数、缺值都会报错退出(2),不会被忽略。
+
+环境变量:
+  DSH_MEMORY_STORE_DIR       存储目录,等价于 --store-dir(缺省 ~/.dsh-memory-store)
+  DSH_MEMORY_PROJECT         工作区目录,等价于 --project(缺省 当前目录)
+  DSH_MEMORY_SCOPE_ALL       1/true/yes/on ⇒ memory_save 省略 scope 时写 project 而不是 global
+  DSH_MEMORY_VECTOR          off/0/false/no/disabled ⇒ 完全关闭向量,只用词法检索
+  DSH_MEMORY_EMBED_ENDPOINT  已有的 embedding 服务(llama-server 或 OpenAI 兼容的 /v1/embeddings);
+                             设了它就永不 spawn、永不 kill
+  DSH_MEMORY_EMBED_EXE       llama-server 可执行文件(缺省 PATH 上的 llama-server)
+  DSH_MEMORY_EMBED_MODEL     GGUF 嵌入模型文件;它和 DSH_MEMORY_EMBED_ENDPOINT 都没设 ⇒ 没有向量,
+                             只用词法检索
+  DSH_MEMORY_EMBED_PORT      自己拉起 llama-server 时用的端口(缺省 {config.DEFAULT_EMBED_PORT})
+  DSH_MEMORY_EMBED_THREADS   llama-server 线程数(缺省 {config.DEFAULT_EMBED_THREADS})
+  DSH_MEMORY_EMBED_POOLING   池化方式(缺省按模型推断:bge → cls,nomic → mean,Qwen3-Embedding → last);
+                             池化选错会悄悄毁掉召回,换模型时务必确认
+  DSH_MEMORY_DEBUG           1 ⇒ 启动失败时额外打印完整调用栈,日志含调试信息
+
+退出码:
+  0  正常退出(--help / --version;服务在 stdin 关闭或收到 SIGINT / SIGTERM 后)
+  1  启动失败(存储目录不可用、缺依赖等),stderr 上有可操作的中文诊断
+  2  参数错误(未知参数、未知子命令、多余参数、缺值),不启动服务、不碰磁盘
+  子命令:0 成功,1 失败(工具报错、记忆库目录不存在、向量不可用……),2 参数错误
+
+日志文件:{log_file_hint()}(1 MB × 3 轮转)
+
+MCP 配置示例(mcp.json;Claude Code、Cursor、Trae 等格式相同):
+  {{
+    "mcpServers": {{
+      "dsh-memory": {{
+        "command": "{PROG}",
+        "args": ["--store-dir", "/path/to/.dsh-memory-store"]
+      }}
+    }}
+  }}
+  用 uvx 时:"command": "uvx", "args": ["{PROG}", "--store-dir", "/path/to/.dsh-memory-store"]
+  IDE 不以工作区为当前目录时,再加 "--project", "<工作区目录>"。
+
+验证部署(stdin 喂空,服务读到 EOF 即以 0 退出;stderr 出现「已启动 {PROG} v{__version__}(stdio)」即成功):
+  echo '' | {PROG} --store-dir /tmp/dsh-probe
+"""
+
+
+def _command_list(commands: Mapping[str, Command]) -> str:
+    width = max((len(name) for name in commands), default=0)
+    return "\n".join(f"  {name.ljust(width)}  {cmd.summary}" for name, cmd in commands.items())
+
+
+def command_help_text(command: Command) -> str:
+    """``<command> --help``: synopsis, what it does, its options, the shared ones."""
+    lines = [f"{PROG} {command.name} — {command.summary}", "", "用法:"]
+    for form in command.usage or (command.name,):
+        lines.append(f"  {PROG} {form} [--store-dir DIR] [--project DIR]")
+    if command.details:
+        lines += ["", command.details.rstrip("\n")]
+    rows = [(", ".join(o.names) + (f" {o.metavar}" if o.takes_value else ""), o.help) for o in command.extra_options]
+    rows += [
+        ("--store-dir DIR, --store DIR", "记忆存储目录(缺省 $DSH_MEMORY_STORE_DIR → ~/.dsh-memory-store)"),
+        ("--project DIR, --project-dir DIR", "当前工作区,决定 project 作用域(缺省 $DSH_MEMORY_PROJECT → 当前目录)"),
+        ("-h, --help", "打印本帮助后退出(0)"),
+    ]
+    width = max(len(left) for left, _ in rows)
+    lines += ["", "参数:"] + [f"  {left.ljust(width)}  {right}" for left, right in rows]
+    return "\n".join(lines) + "\n"
+
+
+def version_text() -> str:
+    return f"{PROG} {__version__}\n"

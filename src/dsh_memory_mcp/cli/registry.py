@@ -1,0 +1,226 @@
+"""The table of human subcommands (`COMMANDS`) and how one runs: settings, lazy import, no traceback.
+
+The first positional word of a command line selects a subcommand (``list``, ``search``, ``get``,
+``forget``, ``export``, ``import``, ``stats``, ``reembed``, ``doctor``). Their bodies live in
+`dsh_memory_mcp.cli.commands` (``doctor``'s in `dsh_memory_mcp.cli.doctor`), imported only when one
+actually runs, so parsing and ``--help`` stay light.
+
+Adding a subcommand is one `Command(...)` in `_BUILTIN`: name, summary, ``run``, its options, usage
+and details. ``run=in_module("dsh_memory_mcp.cli.x")`` calls ``x.main(invocation, settings, out=, err=)``
+(imported on use) inside the same guard as every other subcommand: settings resolved, stderr logging
+at WARNING, Ctrl+C → 130, an unexpected error → a Chinese line and exit 1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Protocol, TextIO
+
+from dsh_memory_mcp import config
+from dsh_memory_mcp.cli import diagnostics, logs
+from dsh_memory_mcp.cli.output import EXIT_STARTUP, describe, flush_std, write_stderr_lines
+from dsh_memory_mcp.cli.parser import Command, Invocation, Option
+
+__all__ = ["COMMANDS", "EXIT_INTERRUPTED", "Body", "in_module"]
+
+#: Exit code of a subcommand interrupted by Ctrl+C (the shell convention, 128 + SIGINT).
+EXIT_INTERRUPTED = 130
+
+
+class Body(Protocol):
+    """A subcommand body: gets the invocation and the resolved settings, returns the exit code."""
+
+    def __call__(self, invocation: Invocation, settings: config.Settings, *, out: TextIO, err: TextIO) -> int: ...
+
+
+def _run_guarded(name: str, invocation: Invocation, load: Callable[[], Body]) -> int:
+    """Resolve settings, import the body (`load`), run it; never a bare traceback."""
+    debug = config.env_flag(os.environ.get("DSH_MEMORY_DEBUG"))
+    logs.configure_stderr_logging(debug)
+    # A human command prints its own results; only the store's and vector channel's warnings
+    # (corrupt lines, backend trouble) come through the logger.
+    logs.log.setLevel(logging.DEBUG if debug else logging.WARNING)
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        # A console that cannot encode 中文 gets \uXXXX escapes (still valid inside JSON strings).
+        try:
+            reconfigure(errors="backslashreplace")
+        except (ValueError, OSError, TypeError):  # pragma: no cover
+            pass
+    try:
+        settings = config.resolve_settings(store_dir=invocation.store_dir, project_dir=invocation.project_dir)
+        try:
+            body = load()
+        except Exception as exc:
+            raise diagnostics.ImportProblem(exc) from exc
+        return body(invocation, settings, out=sys.stdout, err=sys.stderr)
+    except diagnostics.ImportProblem as problem:
+        diagnostics.report_import_problem(problem, debug)
+        return EXIT_STARTUP
+    except KeyboardInterrupt:
+        write_stderr_lines(["已中断(Ctrl+C)"])
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        hint = "" if debug else "(设 DSH_MEMORY_DEBUG=1 可看完整调用栈)"
+        write_stderr_lines([f"❌ {name} 失败:意外错误 {describe(exc)}{hint}", *diagnostics.debug_lines(exc, debug)])
+        return EXIT_STARTUP
+    finally:
+        flush_std()
+        logs.remove_handlers()
+
+
+def _runner(name: str) -> Callable[[Invocation], int]:
+    """A subcommand whose body is ``commands.run(name, …)`` (`dsh_memory_mcp.cli.commands`)."""
+
+    def load() -> Body:
+        from dsh_memory_mcp.cli import commands
+
+        def body(invocation: Invocation, settings: config.Settings, *, out: TextIO, err: TextIO) -> int:
+            return commands.run(name, invocation.args, invocation.options, settings, out=out, err=err)
+
+        return body
+
+    def run(invocation: Invocation) -> int:
+        return _run_guarded(name, invocation, load)
+
+    run.__name__ = f"run_{name}"
+    return run
+
+
+def in_module(module: str, function: str = "main") -> Callable[[Invocation], int]:
+    """A subcommand whose body is ``module.function(invocation, settings, *, out, err) -> int``,
+    imported only when it runs (so ``--help`` and the server never load it)."""
+    name = module.rpartition(".")[2]
+
+    def load() -> Body:
+        body: Body = getattr(importlib.import_module(module), function)
+        return body
+
+    def run(invocation: Invocation) -> int:
+        return _run_guarded(invocation.command or name, invocation, load)
+
+    run.__name__ = f"run_{name}"
+    return run
+
+
+_JSON = Option(("--json",), "json", help="输出 JSON(与 MCP 工具的 structuredContent 相同)而不是文本")
+_SCOPE = Option(
+    ("--scope",),
+    "scope",
+    True,
+    "SCOPE",
+    "作用域:global / project / project:<路径> / session:<id> / 自定义名 / all",
+)
+_PATH = Option(("--path",), "path", True, "DIR", "按工作区路径指定作用域(等价于 project:<路径>)")
+_KIND = Option(("--kind",), "kind", True, "KIND", "只看一种:fact / decision / preference / procedure / note / rule")
+_LIMIT = Option(("--limit",), "limit", True, "N", "最多显示几条,1~200(缺省 50),最新的在前")
+_TOPK = Option(("--top-k", "--topk"), "top_k", True, "N", "最多返回几条,1~20(缺省 5)")
+_ID = Option(("--id",), "id", True, "ID", "要删除的记忆 id(完整 id 或至少 8 位前缀,任意作用域)")
+_QUERY = Option(("--query",), "query", True, "TEXT", "删除内容包含该文本的记忆(只在一个作用域内,缺省当前项目)")
+
+_SCOPE_NOTE = "--scope 与 --path 的规则与 MCP 工具的 scope / path 参数完全相同(见 README「作用域」)。"
+
+#: The built-in subcommands, in the order ``--help`` lists them. Adding one: a `Command` here whose
+#: `run` is `_runner(name)` (a body in `commands.py`) or `in_module("dsh_memory_mcp.cli.x")`.
+_BUILTIN: tuple[Command, ...] = (
+    Command(
+        "list",
+        "列出记忆(最新在前)",
+        _runner("list"),
+        extra_options=(_SCOPE, _PATH, _KIND, _LIMIT, _JSON),
+        usage=("list [--scope SCOPE | --path DIR] [--kind KIND] [--limit N] [--json]",),
+        details="与 memory_list 工具相同:缺省列出当前项目 + global 的有效记忆(过期/被取代的不显示)。\n" + _SCOPE_NOTE,
+    ),
+    Command(
+        "search",
+        "检索记忆",
+        _runner("search"),
+        accepts_args=True,
+        extra_options=(_SCOPE, _PATH, _TOPK, _JSON),
+        usage=("search 查询词… [--scope SCOPE | --path DIR] [--top-k N] [--json]",),
+        details="与 memory_search 工具相同(多个词用空格连成一句查询)。向量检索只用已在运行的嵌入服务\n"
+        "(DSH_MEMORY_EMBED_ENDPOINT,或端口上已在运行的 llama-server),从不为一次检索拉起 llama-server;\n"
+        "后端没就绪就只用词法检索。命中会像工具一样累加 accessCount。\n" + _SCOPE_NOTE,
+    ),
+    Command(
+        "get",
+        "按 id 取完整记忆",
+        _runner("get"),
+        accepts_args=True,
+        extra_options=(_JSON,),
+        usage=("get ID [ID …] [--json]",),
+        details="与 memory_get 工具相同:完整 id 或至少 8 位前缀,任意作用域,过期记录也能取到。",
+    ),
+    Command(
+        "forget",
+        "删除记忆",
+        _runner("forget"),
+        accepts_args=True,
+        extra_options=(_ID, _QUERY, _SCOPE, _PATH, _JSON),
+        usage=(
+            "forget ID [--json]",
+            "forget --id ID [--json]",
+            "forget --query 文本 [--scope SCOPE | --path DIR] [--json]",
+        ),
+        details="与 memory_forget 工具相同:按 id 删一条(任意作用域),或按内容子串在一个作用域内批量删除\n"
+        "(缺省当前项目;不能用 all)。没有确认提示,删之前可以先 export 备份。",
+    ),
+    Command(
+        "export",
+        "导出全部记忆为 JSONL(stdout)",
+        _runner("export"),
+        extra_options=(_SCOPE, _PATH),
+        usage=("export [--scope SCOPE | --path DIR] > backup.jsonl",),
+        details="每个作用域的每条记录(含已过期/被取代的)按磁盘上的原样输出一行,是无损备份,可用 import 恢复。\n"
+        "解析不了的损坏行不导出(仍留在记忆库文件里),数目报告在 stderr。缺省导出所有作用域。",
+    ),
+    Command(
+        "import",
+        "从 JSONL 导入记忆",
+        _runner("import"),
+        accepts_args=True,
+        extra_options=(_SCOPE, _PATH),
+        usage=("import FILE [--scope SCOPE | --path DIR]", "import - < backup.jsonl"),
+        details="逐行自动识别两种格式:\n"
+        "  1. 本服务 export 的记录行:原样写回它自己的作用域(id 与所有字段保留);\n"
+        "     id 已存在、或同一作用域已有相同内容的有效记忆 → 记为「已存在」,不重复写入。\n"
+        '  2. 官方 MCP memory 服务器的知识图谱 JSONL({"type":"entity",…} / {"type":"relation",…}):\n'
+        "     每条 observation 成为一条记忆「<name>: <observation>」(kind=fact,tags=[entityType, mcp-memory-import]),\n"
+        "     每条关系成为一条记忆「<from> <relationType> <to>」(kind=fact,tags=[relation, mcp-memory-import]),\n"
+        "     写入 --scope / --path 指定的作用域(缺省 global)。\n"
+        "无效行在 stderr 报出行号并跳过,不影响其它行。FILE 为 - 时读标准输入。",
+    ),
+    Command(
+        "stats",
+        "记忆库统计:每个作用域的记录数、过期数、损坏行、文件大小、向量",
+        _runner("stats"),
+        extra_options=(_SCOPE, _PATH, _JSON),
+        usage=("stats [--scope SCOPE | --path DIR] [--json]",),
+        details="缺省统计磁盘上的所有作用域。只读:不加锁、不写任何文件、不连嵌入服务。",
+    ),
+    Command(
+        "reembed",
+        "用当前嵌入模型重建向量边车(.vec)",
+        _runner("reembed"),
+        accepts_args=True,
+        extra_options=(_SCOPE, _PATH),
+        usage=("reembed [SCOPE …] [--scope SCOPE | --path DIR]",),
+        details="为每条有效记录重新计算向量并整份重写 .vec(缺省所有作用域),进度条输出到 stderr。\n"
+        "需要可用的向量后端(DSH_MEMORY_EMBED_ENDPOINT,或 DSH_MEMORY_EMBED_MODEL + llama-server;\n"
+        "后者没在运行时会临时拉起,结束时停掉)。",
+    ),
+    Command(
+        "doctor",
+        "检查安装、配置、记忆库与向量后端",
+        _runner("doctor"),
+        usage=("doctor",),
+        details="只读:不建目录、不写文件、不启动进程。有问题时退出码 1。",
+    ),
+)
+
+#: Registry of human subcommands: name → `Command`. The parser and ``--help`` read it.
+COMMANDS: dict[str, Command] = {command.name: command for command in _BUILTIN}

@@ -1,0 +1,353 @@
+"""Running the stdio server and owning its process: signals, the stdin relay, a clean exit.
+
+SIGINT/SIGTERM while the server runs end it cleanly with exit 0: the first signal closes the
+server's input through a pipe this process relays (`StdinRelay`), exactly as when the host closes
+stdin; a stop that hangs escalates (`SignalGuard`). After serve() returns, a watchdog makes sure
+leftover threads cannot keep a dead server alive (`arm_exit_watchdog`). The SDK is imported only
+here, lazily, when the server actually starts (`load_serve`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+
+from dsh_memory_mcp import config
+from dsh_memory_mcp.cli import diagnostics, logs
+from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, flush_std, write_stderr_lines
+from dsh_memory_mcp.cli.parser import Invocation
+
+__all__ = [
+    "EXIT_GRACE_SECONDS",
+    "HARD_EXIT_SECONDS",
+    "STOP_ESCALATION_SECONDS",
+    "ServeFn",
+    "SignalGuard",
+    "StdinRelay",
+    "load_serve",
+    "run_server",
+]
+
+#: After serve() is over, how long interpreter shutdown may wait for leftover non-daemon threads
+#: before the process exits anyway (see `arm_exit_watchdog`).
+EXIT_GRACE_SECONDS = 1.0
+
+ServeFn = Callable[[config.Settings], None]
+
+_cli_log = logging.getLogger("dsh_memory_mcp.cli")
+
+
+# --------------------------------------------------------------------------------------------
+# Signals and exit
+# --------------------------------------------------------------------------------------------
+
+
+#: After the first SIGINT/SIGTERM, how long the graceful stop (end of stdin) may take before the
+#: main thread gets a KeyboardInterrupt.
+STOP_ESCALATION_SECONDS = 5.0
+#: After the first SIGINT/SIGTERM, when the process exits no matter what (a shutdown that hangs,
+#: e.g. an event loop waiting for a task that ignores cancellation, must not outlive the request).
+HARD_EXIT_SECONDS = 10.0
+
+_SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+
+
+class StdinRelay:
+    """Feeds the server's stdin (fd 0) from the real stdin through a pipe this process owns.
+
+    Why: the SDK reads stdin in a worker thread that cancellation cannot interrupt, so while the
+    host (or a terminal) keeps stdin open, neither Ctrl+C nor SIGTERM could end the event loop.
+    With the relay, a signal closes our pipe: the server sees end of input, exactly as when the
+    host closes stdin, and shuts down through its normal path (its `finally` stops children and
+    flushes pending writes). POSIX only (`select` on the real stdin).
+    """
+
+    def __init__(self, source: int, sink: int, wake_r: int, wake_w: int) -> None:
+        self._source = source
+        self._sink = sink
+        self._wake_r = wake_r
+        self._wake_w = wake_w
+
+    @classmethod
+    def install(cls) -> StdinRelay | None:
+        if os.name != "posix":
+            return None
+        try:
+            source = os.dup(0)
+        except OSError:  # no stdin at all
+            return None
+        try:
+            read_end, write_end = os.pipe()
+            wake_r, wake_w = os.pipe()
+            os.set_blocking(wake_w, False)
+            os.dup2(read_end, 0)  # fd 0 is now our pipe; sys.stdin still wraps fd 0
+            os.close(read_end)
+        except OSError:  # pragma: no cover - fd exhaustion
+            os.close(source)
+            return None
+        relay = cls(source, write_end, wake_r, wake_w)
+        threading.Thread(target=relay._pump, name="dsh-memory-mcp-stdin-relay", daemon=True).start()
+        return relay
+
+    def _pump(self) -> None:
+        import select
+
+        try:
+            while True:
+                ready, _, _ = select.select([self._source, self._wake_r], [], [])
+                if self._wake_r in ready:
+                    break
+                try:
+                    data = os.read(self._source, 65536)
+                except BlockingIOError:  # a host handed us a non-blocking stdin: not an end of input
+                    continue
+                if not data:
+                    break
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._sink, view) :]
+        except (OSError, ValueError):
+            pass
+        finally:
+            for fd in (self._sink, self._source, self._wake_r):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def stop(self) -> None:
+        """End the server's input. Async-signal-safe: a single non-blocking write."""
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+
+class SignalGuard:
+    """SIGINT and SIGTERM while the server runs: a clean stop, exit code 0.
+
+    1st signal: end the server's stdin through the relay (graceful, like the host closing the
+    pipe); without a relay, or if that has not finished after `STOP_ESCALATION_SECONDS`:
+    KeyboardInterrupt in the main thread (caught around serve → exit 0). A 3rd signal, or
+    `HARD_EXIT_SECONDS` after the 1st, ends the process at once.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.relay: StdinRelay | None = None
+        self._previous: dict[int, _SignalHandler] = {}
+        self._timers: list[threading.Timer] = []
+
+    def install(self) -> None:
+        for sig in _stop_signals():
+            try:
+                current = signal.getsignal(sig)
+                if current is signal.SIG_IGN:  # e.g. started in the background by a shell: keep ignoring
+                    continue
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except (ValueError, OSError):  # not the main thread
+                pass
+
+    def restore(self) -> None:
+        self.cancel_escalation()
+        for sig, previous in self._previous.items():
+            try:
+                signal.signal(sig, previous)
+            except (ValueError, OSError, TypeError):  # pragma: no cover
+                pass
+        self._previous.clear()
+
+    def cancel_escalation(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+
+    def _later(self, seconds: float, action: Callable[..., object], *args: object) -> None:
+        timer = threading.Timer(seconds, action, args=args)
+        timer.daemon = True
+        timer.start()
+        self._timers.append(timer)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        if self.count == 1:
+            self._later(HARD_EXIT_SECONDS, _hard_exit)
+            if self.relay is not None:
+                self.relay.stop()
+                self._later(STOP_ESCALATION_SECONDS, _interrupt_main, signum)
+                return
+        if self.count <= 2:
+            raise KeyboardInterrupt
+        flush_std()
+        os._exit(EXIT_OK)
+
+
+def _hard_exit() -> None:
+    write_stderr_lines([f"⚠️ 收到退出信号 {HARD_EXIT_SECONDS:g} 秒后仍未停下,强制退出"])
+    flush_std()
+    os._exit(EXIT_OK)
+
+
+def _interrupt_main(signum: int) -> None:
+    import _thread
+
+    _thread.interrupt_main(signal.Signals(signum))  # our handler again, in the main thread: escalation
+
+
+def _stop_signals() -> list[int]:
+    return [sig for sig in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if sig is not None]
+
+
+def _quiet_late_signals(code: int) -> None:
+    """Once serve() is over, a further SIGINT/SIGTERM ends the process at once with `code`
+    (no KeyboardInterrupt traceback from inside interpreter shutdown)."""
+
+    def _exit_now(signum: int, frame: FrameType | None) -> None:
+        flush_std()
+        os._exit(code)
+
+    for sig in _stop_signals():
+        try:
+            current = signal.getsignal(sig)
+            if current is signal.SIG_IGN:
+                continue
+            signal.signal(sig, _exit_now)
+        except (ValueError, OSError):  # pragma: no cover - not the main thread
+            pass
+
+
+def arm_exit_watchdog(code: int, grace: float = EXIT_GRACE_SECONDS) -> None:
+    """Make sure the process really exits after serve() returned (a safety net).
+
+    Interpreter shutdown waits for every non-daemon thread; one that never ends (the SDK's stdin
+    reader when we were interrupted without the relay, e.g. on Windows, or a stuck worker) would
+    keep a dead server alive forever. A daemon thread waits for the main thread to finish
+    (interpreter shutdown has begun), gives leftover threads `grace` seconds, then `os._exit`s.
+    Inert while the main thread lives (tests calling `main()` in-process are unaffected).
+    """
+    main_thread = threading.main_thread()
+
+    def leftovers() -> list[threading.Thread]:
+        me = threading.current_thread()
+        return [t for t in threading.enumerate() if t not in (main_thread, me) and not t.daemon and t.is_alive()]
+
+    if not leftovers():
+        return
+
+    def watch() -> None:
+        while main_thread.is_alive():
+            time.sleep(0.05)
+        deadline = time.monotonic() + grace
+        for thread in leftovers():
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if leftovers():
+            flush_std()
+            os._exit(code)
+
+    threading.Thread(target=watch, name="dsh-memory-mcp-exit-watchdog", daemon=True).start()
+
+
+class StartedFlag(logging.Filter):
+    """Notices the server's `已启动 …` line, so a later crash is not called a start-up failure."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.started and isinstance(record.msg, str) and record.msg.startswith("已启动"):
+            self.started = True
+        return True
+
+
+def load_serve() -> ServeFn:
+    """Import `dsh_memory_mcp.transports.mcp_server` (the only module that imports the SDK) and return `serve`."""
+    try:
+        module = importlib.import_module("dsh_memory_mcp.transports.mcp_server")
+    except Exception as exc:
+        raise diagnostics.ImportProblem(exc) from exc
+    serve = getattr(module, "serve", None)
+    if not callable(serve):
+        name = "dsh_memory_mcp.transports.mcp_server"
+        raise diagnostics.ImportProblem(ImportError(f"{name} 里没有 serve()", name=name))
+    return serve  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------------------------
+# Running the stdio server
+# --------------------------------------------------------------------------------------------
+
+
+def run_server(invocation: Invocation, serve: ServeFn | None) -> int:
+    owns_process = serve is None
+    guard = SignalGuard()
+    guard.install()
+    started = StartedFlag()
+    code = EXIT_STARTUP
+    try:
+        try:
+            code = _start(invocation, serve, started, guard)
+        except KeyboardInterrupt:
+            code = EXIT_OK
+            _cli_log.info("收到退出信号,已停止")
+    except KeyboardInterrupt:  # a second signal while reporting the first
+        code = EXIT_OK
+    finally:
+        guard.restore()
+        if owns_process:
+            _quiet_late_signals(code)
+            arm_exit_watchdog(code)
+        logs.remove_handlers(only_files=True)
+    return code
+
+
+def _start(invocation: Invocation, serve: ServeFn | None, started: StartedFlag, guard: SignalGuard) -> int:
+    debug = config.env_flag(os.environ.get("DSH_MEMORY_DEBUG"))
+    logs.configure_stderr_logging(debug, started)
+    try:
+        settings = config.resolve_settings(store_dir=invocation.store_dir, project_dir=invocation.project_dir)
+    except Exception as exc:
+        diagnostics.report_unexpected(exc, debug, started=False)
+        return EXIT_STARTUP
+    logs.configure_file_logging()
+    _cli_log.info("store-dir = %s", settings.store_dir)
+    _cli_log.info("project = %s(project 作用域 = project:%s)", settings.project_dir, settings.project_dir)
+    _cli_log.info("默认保存作用域 = %s", settings.default_save_scope)
+    if settings.store_dir_is_default:
+        _cli_log.info("ℹ️ 未指定 --store-dir / DSH_MEMORY_STORE_DIR,使用默认目录:%s", settings.store_dir)
+        _cli_log.info("⇒ 请确认它与 DSH 记忆插件的 storeDir 是同一个目录,否则两边看到的是两份互不相通的记忆。")
+    if serve is None:
+        try:
+            serve = load_serve()
+        except diagnostics.ImportProblem as problem:
+            diagnostics.report_import_problem(problem, settings.debug)
+            return EXIT_STARTUP
+        # We own the process: signals end the session through the stdin relay (see StdinRelay).
+        guard.relay = StdinRelay.install()
+    try:
+        serve(settings)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        leaves = list(diagnostics.leaves(exc))
+        if leaves and all(diagnostics.is_interrupt(leaf) for leaf in leaves):
+            raise KeyboardInterrupt from exc
+        for leaf in leaves:
+            failure = diagnostics.store_failure(leaf, settings)
+            if failure is not None:
+                diagnostics.report_store_failure(failure[0], failure[1], settings, exc)
+                return EXIT_STARTUP
+        culprit = next((leaf for leaf in leaves if not diagnostics.is_interrupt(leaf)), exc)
+        diagnostics.report_unexpected(culprit, settings.debug, started=started.started, top=exc)
+        return EXIT_STARTUP
+    if guard.count:
+        _cli_log.info("收到退出信号,已停止")
+    else:
+        _cli_log.debug("stdin 已关闭,正常退出")
+    return EXIT_OK
