@@ -3,7 +3,7 @@
 The package's folders are its architecture (AGENTS.md has the same map):
 
     errors, config                      base: codes and settings, import nothing of ours but each other
-    store/      files on disk           records, scopes, fileio, locks, shared store
+    store/      files on disk           records, scopes, fileio, locks, layout, snapshots, touches, aliases, writing, shared store
     search/     finding memories        lexical scoring, .vec sidecars, embedding backend, vector channel
     service/    the tools               plain functions over store + search, any front door calls them
     transports/ MCP front doors         the SDK server (stdio), later HTTP and relay
@@ -42,7 +42,12 @@ MODULES: dict[str, str] = {
     "store.scopes": "scope keys, custom-name rules, path normalisation, file names",
     "store.fileio": "crash-safe replacement of a file",
     "store.locks": "per-scope O_EXCL lock files",
-    "store.shared": "SharedStore: per-scope JSONL, snapshots, transactions, aliases, touches",
+    "store.layout": "where files are in a store; creating its directories",
+    "store.snapshots": "parsed scope-file versions cached by file identity",
+    "store.touches": "coalesced access-count buffer",
+    "store.aliases": "scopes.json aliases",
+    "store.writing": "scope/alias file bytes to disk with coded errors",
+    "store.shared": "SharedStore facade: transactions and the commit path",
     "search.scoring": "tokenizer, lexical index, boosts, ranking, hybrid merge",
     "search.sidecar": ".vec sidecar format",
     "search.embedding": "HTTP embedding client, breaker, llama-server lifecycle",

@@ -260,17 +260,17 @@ def test_corrupt_lines_are_kept_and_reported_once_with_file_and_line_number(
     path = file_of(store, "global")
     good = records.new_record(scope="global", content="good", now=T0).raw
     path.write_bytes(f'{good}\n{{"id":"broken"\n\n[1,2]\n'.encode())
-    caplog.set_level(logging.WARNING, logger="dsh_memory_mcp.store.shared")
+    caplog.set_level(logging.WARNING, logger="dsh_memory_mcp.store.snapshots")
     snap = store.snapshot("global")
     assert [type(line) for line in snap.lines] == [Record, CorruptLine, CorruptLine]
     assert snap.lines[1] == CorruptLine('{"id":"broken"', 2)
     assert snap.lines[2] == CorruptLine("[1,2]", 4)
-    warnings = [r.getMessage() for r in caplog.records if r.name == "dsh_memory_mcp.store.shared"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "dsh_memory_mcp.store.snapshots"]
     assert len(warnings) == 2
     assert str(path) in warnings[0] and "第 2 行" in warnings[0] and "第 4 行" in warnings[1]
     caplog.clear()
     store.save("global", "another")  # the corrupt lines are read again, not reported again
-    assert [r for r in caplog.records if r.name == "dsh_memory_mcp.store.shared"] == []
+    assert [r for r in caplog.records if r.name == "dsh_memory_mcp.store.snapshots"] == []
     assert b'{"id":"broken"' in lines_of(path) and b"[1,2]" in lines_of(path)
 
 

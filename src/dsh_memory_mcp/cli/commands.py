@@ -36,6 +36,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 from dsh_memory_mcp import config
 from dsh_memory_mcp.errors import DshMemoryError, EmbeddingUnavailable
 from dsh_memory_mcp.store import records, scopes
+from dsh_memory_mcp.store.layout import vec_path_for
 from dsh_memory_mcp.store.records import Record
 
 if TYPE_CHECKING:
@@ -61,7 +62,6 @@ SEARCH_BRING_UP_SECONDS = 1.0
 SEARCH_HEALTH_SECONDS = 0.3
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SHA1_FILE = re.compile(r"[0-9a-f]{40}\.jsonl")
 
 
 @dataclass(frozen=True)
@@ -330,21 +330,15 @@ def cmd_export(call: Call) -> int:
 
 
 def _relpath(store: SharedStore, path: str) -> str:
-    return os.path.relpath(path, store.root).replace(os.sep, "/")
+    return store.layout.relpath(path)
 
 
 def _unattributed_files(store: SharedStore) -> list[str]:
     """``projects/<sha1>.jsonl`` files `discover_scopes` skips (empty, or no record names their scope)."""
     known = {scopes.scope_file_relpath(s) for s in store.discover_scopes()}
-    try:
-        names = sorted(os.listdir(os.path.join(store.root, "projects")))
-    except OSError:
-        return []
     out = []
-    for name in names:
-        rel = f"projects/{name}"
-        full = os.path.join(store.root, "projects", name)
-        if _SHA1_FILE.fullmatch(name) and rel not in known and os.path.getsize(full) > 0:
+    for rel in store.layout.scope_files(sha1_only=True):
+        if rel not in known and os.path.getsize(store.layout.abspath(rel)) > 0:
             out.append(rel)
     return out
 
@@ -592,7 +586,7 @@ def _scope_stats(store: SharedStore, scope: str, now: int) -> dict[str, Any]:
         size = os.path.getsize(snap.path)
     except OSError:
         size = 0
-    vec_path = snap.path[: -len(".jsonl")] + ".vec"
+    vec_path = vec_path_for(snap.path)
     return {
         "scope": scope,
         "file": _relpath(store, snap.path),

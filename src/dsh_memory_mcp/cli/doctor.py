@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Literal, TextIO
 
 from dsh_memory_mcp import __version__, config
 from dsh_memory_mcp.store import scopes
+from dsh_memory_mcp.store.layout import StoreLayout
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.search.embedding import EmbeddingClient
@@ -272,16 +273,7 @@ def _check_self() -> Check:
 
 def _scope_files(store: str) -> list[str]:
     """Scope files in the store, relative paths (`global.jsonl`, `projects/<sha1>.jsonl`)."""
-    names: list[str] = []
-    if os.path.isfile(os.path.join(store, "global.jsonl")):
-        names.append("global.jsonl")
-    projects = os.path.join(store, "projects")
-    if os.path.isdir(projects):
-        with os.scandir(projects) as entries:
-            names.extend(
-                f"projects/{e.name}" for e in entries if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=True)
-            )
-    return names
+    return StoreLayout.at(store).scope_files()
 
 
 def check_store(settings: config.Settings) -> Iterator[Check]:
@@ -360,7 +352,7 @@ def _check_project(settings: config.Settings) -> Check:
         return Check(
             "warn", "project", f"{detail};这个目录不存在", "用 --project / DSH_MEMORY_PROJECT 指向当前工作区目录"
         )
-    if os.path.isfile(os.path.join(settings.store_dir, scopes.scope_file_relpath(key))):
+    if os.path.isfile(StoreLayout.at(settings.store_dir).scope_path(key)):
         detail += ";库里已有这个项目的记忆"
     return Check("ok", "project", detail)
 
@@ -571,14 +563,7 @@ def _check_local(v: config.VectorSettings, env: Mapping[str, str]) -> tuple[list
 
 
 def _sidecar_files(store: str) -> list[str]:
-    names: list[str] = []
-    if os.path.isfile(os.path.join(store, "global.vec")):
-        names.append("global.vec")
-    projects = os.path.join(store, "projects")
-    if os.path.isdir(projects):
-        with os.scandir(projects) as entries:
-            names.extend(sorted(f"projects/{e.name}" for e in entries if e.name.endswith(".vec") and e.is_file()))
-    return names
+    return StoreLayout.at(store).vec_files()
 
 
 def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:

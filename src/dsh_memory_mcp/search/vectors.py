@@ -712,8 +712,7 @@ class VectorChannel:
         return False
 
     def _vec_path(self, scope: str) -> str:
-        path = self.store.scope_path(scope)
-        return path[: -len(".jsonl")] + ".vec" if path.endswith(".jsonl") else path + ".vec"
+        return self.store.layout.vec_path(scope)
 
     def _scope_vectors(self, scope: str) -> _ScopeVectors:
         with self._state_lock:

@@ -1,0 +1,92 @@
+"""``scopes.json``: custom scope names (aliases) → project scope keys, shared with DSH (SPEC §5)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from dsh_memory_mcp.errors import ScopeError, StoreError
+from dsh_memory_mcp.store import scopes, writing
+from dsh_memory_mcp.store.layout import ALIASES_FILE, StoreLayout
+
+__all__ = ["AliasFile"]
+
+logger = logging.getLogger("dsh_memory_mcp.store.aliases")
+
+
+def _display_key(key: object) -> str:
+    if isinstance(key, str) and scopes.is_project_key(key):
+        return key[len("project:") :]
+    return repr(key)
+
+
+class AliasFile:
+    """Reads and extends ``scopes.json``; writes happen under the ``scopes.json`` lock.
+
+    :param hold: the lock of a name (``hold("scopes.json")``), the store's `LockManager.hold`.
+    """
+
+    def __init__(self, layout: StoreLayout, hold: Callable[[str], contextlib.AbstractContextManager[None]]) -> None:
+        self.path = layout.aliases_path
+        self._hold = hold
+
+    def _read_raw(self) -> dict[str, Any]:
+        """The parsed ``scopes.json``; {} when missing. Raises ValueError/OSError when unusable."""
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return {}
+        if not isinstance(data, dict):
+            raise ValueError("顶层不是 JSON 对象")
+        return data
+
+    def read(self) -> dict[str, str]:
+        """Alias name → project scope key; {} when missing or unreadable."""
+        try:
+            data = self._read_raw()
+        except (OSError, ValueError) as exc:
+            logger.warning("无法读取作用域别名文件 %s,暂按没有别名处理:%s", self.path, exc)
+            return {}
+        return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+
+    def register(self, name: str, project_key: str) -> None:
+        """Record ``name → project_key``, under the ``scopes.json`` lock.
+
+        The file is re-read inside the lock. The same mapping again is a no-op (nothing written).
+        `name` is used as given: the tools layer normalises and validates it.
+
+        :raises ScopeError: ``SCOPE_NAME_TAKEN`` when `name` already names another path.
+        :raises StoreError: the file cannot be read, parsed (we refuse to overwrite what we cannot
+            understand) or written.
+        """
+        path = self.path
+        with self._hold(ALIASES_FILE):
+            try:
+                data = self._read_raw()
+            except (OSError, ValueError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise StoreError(
+                    f"作用域别名文件 {path} 无法读取或解析({reason}),为免覆盖其中内容,未登记别名 {name!r}。"
+                    "请修复或删除该文件后重试。",
+                    path=path,
+                ) from exc
+            if name in data:
+                existing = data[name]
+                if existing == project_key:
+                    return
+                raise ScopeError(
+                    f"作用域别名 {name!r} 已指向 {_display_key(existing)},不能再指向 {_display_key(project_key)}。"
+                    f"请换一个别名,或在 {path} 中修改原有映射。",
+                    code="SCOPE_NAME_TAKEN",
+                )
+            data[name] = project_key
+            try:
+                text = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+                payload = text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: escape everything rather than fail
+                payload = (json.dumps(data, ensure_ascii=True, indent=2, sort_keys=True) + "\n").encode("ascii")
+            writing.replace_file(path, payload)
