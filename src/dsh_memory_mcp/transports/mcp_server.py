@@ -25,6 +25,7 @@ from dsh_memory_mcp.service.compose import close_service, open_service
 from dsh_memory_mcp.service.render import ToolResult
 from dsh_memory_mcp.service.schemas import TOOL_SPECS, ToolSpec
 from dsh_memory_mcp.service.tools import MemoryService
+from dsh_memory_mcp.transports.stdio_guard import guarded_stdio
 
 __all__ = ["INSTRUCTIONS", "build_server", "serve"]
 
@@ -114,13 +115,13 @@ async def _run_stdio(server: MCPServer[Any]) -> None:
     responses counted out, and the loop's input is closed only when nothing is pending (or after
     `DRAIN_SECONDS`).
     """
-    from mcp.server.stdio import stdio_server
     from mcp.shared._context_streams import create_context_streams
     from mcp.shared.message import SessionMessage
     from mcp.types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
     pending: set[Any] = set()
-    async with stdio_server() as (read, write):
+    # Our transport, not the SDK's stdio_server: every input line gets an answer (stdio_guard).
+    async with guarded_stdio() as (read, write):
         in_send, in_recv = create_context_streams[SessionMessage | Exception](0)
         out_send, out_recv = create_context_streams[SessionMessage](0)
 
