@@ -51,7 +51,12 @@ MODULES: dict[str, str] = {
     "search.scoring": "tokenizer, lexical index, boosts, ranking, hybrid merge",
     "search.sidecar": ".vec sidecar format",
     "search.embedding": "HTTP embedding client, breaker, llama-server lifecycle",
-    "search.vectors": "VectorChannel: matrices per scope, query cosine, embed-on-save, backfill",
+    "search.backend": "vector backend supervisor: bring-up, model id and width, failures",
+    "search.matrices": "bounded cache of per-scope vector matrices, query cosines",
+    "search.writes": "write queue: embed saved records, append to sidecars, delete hook",
+    "search.backfill": "dirty scopes, one backfill batch per turn",
+    "search.rebuild": "whole-sidecar rebuild for reembed",
+    "search.vectors": "VectorChannel facade: composition, worker loop, the search/save/delete hooks",
     "service.context": "CallContext: the caller's project (and its source), client, deadline",
     "service.validate": "argument coercion and validation -> spec error codes",
     "service.scoping": "scope decisions for one call (write scope, read scopes, aliases)",
@@ -80,6 +85,8 @@ HEAVY_ALLOWED: dict[str, set[str]] = {
     "transports.stdio_guard": {"mcp", "pydantic"},
     "search.embedding": {"httpx"},
     "search.vectors": {"numpy"},
+    "search.matrices": {"numpy"},
+    "search.rebuild": {"numpy"},
     "search.sidecar": {"numpy"},
 }
 

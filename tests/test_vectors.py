@@ -292,7 +292,8 @@ def test_an_append_by_another_writer_extends_the_cached_matrix_without_a_reread(
         save(store, ch, "cats are nice")
         assert ch.wait_idle(5)
         assert ch.query_scores("cats", [store.snapshot("global")])
-        sv = ch._scopes["global"]
+        sv = ch._cache.peek("global")
+        assert sv is not None
         matrix, identity, end = sv.matrix, sv.identity, sv.end
         # Another process saves a record and appends its vector (no channel involved).
         rid = store.save("global", PARAPHRASE_TARGET).record.id

@@ -1,0 +1,252 @@
+"""The vector channel's backend supervisor: reach a ready embedding backend and keep track of it.
+
+It owns the HTTP client and, for a local llama-server, the lifecycle manager; it learns the
+model's id and width (the sidecar header), notices a width change (a swapped model), and turns
+failures into a status line, one WARNING per new reason, and a request to the worker to check
+whether a local backend vanished. It never touches sidecars or the store's records.
+
+Everything that may block (spawning, waiting for /health, embedding) runs on the channel's
+worker thread, except `embed_query`, which a search calls within its budget.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from dsh_memory_mcp.config import VectorSettings
+from dsh_memory_mcp.errors import EmbeddingUnavailable
+
+if TYPE_CHECKING:
+    from dsh_memory_mcp.search.embedding import EmbeddingClient, LlamaServerManager
+    from dsh_memory_mcp.search.sidecar import Header
+    from dsh_memory_mcp.store.shared import SharedStore
+
+__all__ = ["QUERY_BUDGET", "WRITE_BUDGET", "Backend"]
+
+#: Seconds a search may spend on its query embedding before answering lexically (SPEC §8).
+QUERY_BUDGET = 0.3
+#: Seconds for one embedding request on the write/backfill path (whole records on a CPU).
+WRITE_BUDGET = 10.0
+
+
+class Backend:
+    """One embedding backend (spawned/reused llama-server, or an endpoint) and what it produces.
+
+    :param on_new_space: called when vectors of a new space can be produced (ready, or the width
+        changed): every scope then needs checking for vectors of the current header.
+    """
+
+    def __init__(
+        self,
+        settings: VectorSettings,
+        *,
+        store: SharedStore,
+        log: logging.Logger,
+        stop: threading.Event,
+        wake: threading.Event,
+        on_new_space: Callable[[], None],
+        load_timeout: float = 120.0,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.log = log
+        self.stop = stop
+        self.wake = wake
+        self.ready = threading.Event()
+        self.load_timeout = load_timeout
+        self.on_new_space = on_new_space
+        self.client: EmbeddingClient | None = None
+        self.manager: LlamaServerManager | None = None
+        self.model_id = settings.model_id
+        self.dims: int | None = None
+        self.status = "向量检索:关闭(DSH_MEMORY_VECTOR=off)" if not settings.enabled else "向量检索:尚未启动"
+        if settings.enabled and not settings.usable:
+            self.status = f"向量检索:不可用({settings.unavailable_reason})"
+        self.failed_bringups = 0
+        self.last_problem: str | None = None
+        self.check_requested = False
+        self._lock = threading.Lock()
+
+    # -- state -----------------------------------------------------------------------------
+
+    def header(self) -> Header | None:
+        dims = self.dims
+        return (self.model_id, dims) if dims is not None else None
+
+    @property
+    def spawned_pid(self) -> int | None:
+        return self.manager.pid if self.manager is not None else None
+
+    def status_line(self) -> str:
+        status = self.status
+        client = self.client
+        if self.ready.is_set() and client is not None and client.breaker.failures:
+            status += f";熔断中(连续失败 {client.breaker.failures} 次,{client.breaker.retry_in():.1f} s 后重试)"
+        return status
+
+    def note_dims(self, dims: int) -> bool:
+        """Whether `dims` is the width we expect; a change (the model was swapped) re-heads everything."""
+        if dims == self.dims:
+            return True
+        with self._lock:
+            changed = dims != self.dims
+            if changed:
+                self.log.warning("vector: 嵌入维度从 %s 变为 %s,所有向量文件将按新维度重建", self.dims, dims)
+                self.dims = dims
+                self.status = f"向量检索:就绪 model={self.model_id} dims={dims}(维度刚变更,正在重建)"
+        if changed:
+            self.on_new_space()
+        return False
+
+    # -- bring-up --------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Create the HTTP client (and the llama-server manager); importing httpx costs ~0.1 s."""
+        from dsh_memory_mcp.search.embedding import LOG_FILE_NAME, EmbeddingClient, LlamaServerManager
+
+        if self.client is not None:
+            return
+        settings = self.settings
+        if settings.endpoint:
+            # OpenAI-style servers need a "model"; DSH_MEMORY_EMBED_MODEL names it, else /v1/models.
+            self.client = EmbeddingClient(settings.endpoint, model=settings.model_id if settings.model else None)
+        else:
+            self.manager = LlamaServerManager(
+                settings, log_path=os.path.join(self.store.root, LOG_FILE_NAME), load_timeout=self.load_timeout
+            )
+            self.client = EmbeddingClient(self.manager.base_url, api="auto")
+
+    def bring_up(self) -> bool:
+        """Reach a ready backend, learn its model and width; False (logged) when it cannot."""
+        assert self.client is not None
+        client = self.client
+        try:
+            if self.manager is not None:
+                self.status = "向量检索:正在连接/启动 llama-server"
+                origin = self.manager.ensure(self.stop)
+                where = self.manager.base_url
+            else:
+                origin = "endpoint"
+                where = client.base_url
+                self._wait_endpoint(client)
+            info = client.model_info()
+            model_id = self._pick_model_id(origin, info.model_id)
+            if origin == "endpoint" and client.model is None and info.name:
+                client.model = info.name
+            client.breaker.reset()
+            probe = client.embed(["dimension probe"], timeout=WRITE_BUDGET)
+        except EmbeddingUnavailable as exc:
+            self.failed_bringups += 1
+            self.problem(str(exc))
+            return False
+        self.model_id = model_id
+        self.dims = len(probe[0])
+        self.failed_bringups = 0
+        self.last_problem = None
+        how = {"spawned": f"本进程启动 pid={self.spawned_pid}", "reused": "复用已运行的服务", "endpoint": "外部端点"}
+        self.status = f"向量检索:就绪 model={self.model_id} dims={self.dims} {where}({how.get(origin, origin)})"
+        if origin == "reused":
+            self.log.info("vector: 复用已在运行的 llama-server %s(不归本进程管理,退出时不会停止它)", where)
+        self.log.info("vector: 向量后端就绪 model=%s dims=%s %s", self.model_id, self.dims, where)
+        self.ready.set()
+        self.on_new_space()
+        return True
+
+    def _wait_endpoint(self, client: EmbeddingClient) -> None:
+        deadline = time.monotonic() + self.load_timeout
+        while True:
+            health = client.health(timeout=2.0)
+            if health == "down":
+                raise EmbeddingUnavailable(f"无法连接嵌入服务 {self.settings.endpoint}(DSH_MEMORY_EMBED_ENDPOINT)")
+            if health != "loading":
+                return  # ready, or a server without llama-server's /health (OpenAI-compatible)
+            if time.monotonic() > deadline or self.stop.wait(0.2):
+                raise EmbeddingUnavailable(f"嵌入服务 {self.settings.endpoint} 一直在加载模型")
+
+    def _pick_model_id(self, origin: str, served: str | None) -> str:
+        """The id for sidecar headers: the model that actually produces the vectors.
+
+        A reused server may be DSH's with another model than ours; writing its vectors under our
+        model's header would mix two spaces in one file, so its own model wins (with a warning).
+        """
+        configured = self.settings.model_id
+        if origin == "spawned" or not served or served == configured:
+            return configured
+        if origin == "endpoint":
+            # An explicit DSH_MEMORY_EMBED_MODEL names the endpoint's model; else trust the server.
+            return configured if self.settings.model else served
+        self.log.warning(
+            "vector: 端口 %s 上已在运行的 llama-server 加载的是 %s,不是配置的 %s;向量按 %s 记录",
+            self.settings.port,
+            served,
+            configured,
+            served,
+        )
+        return served
+
+    def problem(self, reason: str) -> None:
+        self.status = f"向量检索:不可用({reason}),已退化为纯词法检索"
+        if reason != self.last_problem:
+            self.log.warning("vector: 向量后端不可用(%s),退化为纯词法检索", reason)
+            self.last_problem = reason
+
+    def alive(self) -> bool:
+        """After a failed request: is the backend still there? If not, bring one up on the next turn."""
+        assert self.client is not None
+        if self.manager is None:
+            return True  # an endpoint: the breaker paces the retries
+        if self.manager.owned or self.client.health() != "down":
+            return True
+        self.log.warning("vector: llama-server %s 已不在运行,将重新连接或启动", self.manager.base_url)
+        self.ready.clear()
+        self.manager.stop()  # reap our child if it was ours and died
+        return False
+
+    def embedding_failed(self, exc: EmbeddingUnavailable) -> None:
+        """A request failed: have the worker check whether a local backend is gone.
+
+        Not when the breaker refused to send one: that would turn "no request while open" into
+        a health probe per search.
+        """
+        from dsh_memory_mcp.search.embedding import BreakerOpen
+
+        if isinstance(exc, BreakerOpen):
+            return
+        self.log.debug("vector: 嵌入失败:%s", exc)
+        if self.manager is not None and not self.check_requested:
+            self.check_requested = True
+            self.wake.set()
+
+    # -- embedding -------------------------------------------------------------------------
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """Vectors for records (write budget); a width change raises after re-heading everything."""
+        assert self.client is not None
+        vectors = self.client.embed(texts, timeout=WRITE_BUDGET)
+        if not self.note_dims(len(vectors[0])):
+            raise EmbeddingUnavailable("嵌入维度变了,按新维度重建")
+        return vectors
+
+    def embed_with_retries(self, texts: list[str], tries: int = 3) -> list[list[float]]:
+        assert self.client is not None
+        for attempt in range(1, tries + 1):
+            try:
+                return self.embed(texts)
+            except EmbeddingUnavailable:
+                if attempt == tries or self.stop.is_set():
+                    raise
+                self.stop.wait(max(0.05, self.client.breaker.retry_in()))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self) -> None:
+        if self.manager is not None:
+            self.manager.stop()
+            self.manager.close()
+        if self.client is not None:
+            self.client.close()
+        self.ready.clear()

@@ -1,0 +1,106 @@
+"""The vector channel's backfill: give every live record of every scope a vector of the current model.
+
+Records lack a vector when they were saved while the backend was down, by another writer, or
+before a model change voided their sidecar. A scope is marked dirty when a search sees such a
+record, when a sidecar is created or voided, when the backend becomes ready, and by the idle
+worker's periodic rescan; the worker then embeds one small batch of one scope per turn, scopes
+taking turns, so a query embedding is never stuck behind a long batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from dsh_memory_mcp.errors import DshMemoryError, EmbeddingUnavailable
+from dsh_memory_mcp.store.records import now_ms
+
+if TYPE_CHECKING:
+    from dsh_memory_mcp.search.backend import Backend
+    from dsh_memory_mcp.search.matrices import MatrixCache
+    from dsh_memory_mcp.search.writes import SidecarWriter
+    from dsh_memory_mcp.store.shared import SharedStore
+
+__all__ = ["BACKFILL_BATCH", "Backfill"]
+
+#: Records per backfill request: small enough that a search embedding is never stuck behind a
+#: long batch on a 2-core machine, large enough to amortise the HTTP round trip.
+BACKFILL_BATCH = 16
+
+
+class Backfill:
+    """Dirty scopes in turn order, and one embedding step at a time.
+
+    :param on_dirty: called after a scope was marked (the worker wakes, idle ends).
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        cache: MatrixCache,
+        store: SharedStore,
+        log: logging.Logger,
+        on_dirty: Callable[[], None],
+    ) -> None:
+        self.backend = backend
+        self.cache = cache
+        self.store = store
+        self.log = log
+        self.on_dirty = on_dirty
+        self.writer: SidecarWriter | None = None
+        self._dirty: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+        #: Records embedded by the backfill since start (status, tests).
+        self.backfilled = 0
+
+    def __len__(self) -> int:
+        return len(self._dirty)
+
+    def mark(self, scope: str) -> None:
+        with self._lock:
+            self._dirty[scope] = None
+        self.on_dirty()
+
+    def mark_all(self) -> None:
+        try:
+            found = self.store.discover_scopes()
+        except DshMemoryError as exc:
+            self.log.warning("vector: 无法列出记忆作用域:%s", exc)
+            return
+        for scope in found:
+            self.mark(scope)
+
+    def step(self) -> bool:
+        """Embed one batch of one scope's records that lack a vector; False when nothing is left."""
+        assert self.writer is not None
+        with self._lock:
+            if not self._dirty:
+                return False
+            scope, _ = self._dirty.popitem(last=False)
+        try:
+            snap = self.store.snapshot(scope)
+        except DshMemoryError:
+            return True
+        sv = self.cache.get(scope)
+        with sv.lock:
+            sv.refresh()
+            have = sv.rows if sv.header == self.backend.header() else {}
+            now = now_ms()
+            missing = [r for r in snap.records if r.content and not r.is_expired(now) and r.id not in have]
+        if not missing:
+            return True
+        batch = missing[:BACKFILL_BATCH]
+        try:
+            vectors = self.backend.embed([r.content for r in batch])
+        except EmbeddingUnavailable as exc:
+            self.mark(scope)
+            self.backend.embedding_failed(exc)
+            return True
+        self.writer.write(scope, [(r.id, v) for r, v in zip(batch, vectors, strict=True)])
+        self.backfilled += len(batch)
+        if len(missing) > len(batch):
+            self.mark(scope)  # to the back: scopes take turns
+        return True
