@@ -53,6 +53,7 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option(("--store-dir", "--store"), "store_dir", True, "DIR", "记忆存储目录"),
     Option(("--project", "--project-dir"), "project_dir", True, "DIR", "当前工作区目录(决定 project 作用域)"),
+    Option(("--no-relay",), "no_relay", help="不转发给运行中的 serve,直接打开记忆库(直连模式)"),
     Option(("-h", "--help"), "help", help="打印用法后退出(0)"),
     Option(("-v", "--version"), "version", help="打印版本后退出(0)"),
 )
@@ -68,6 +69,8 @@ class Invocation:
     project_dir: str | None = None
     help: bool = False
     version: bool = False
+    #: `--no-relay`: never relay to a running `serve`, open the store directly.
+    no_relay: bool = False
     #: Positional words after the subcommand (only a subcommand that accepts them gets any).
     args: tuple[str, ...] = ()
     #: The subcommand's own options (`Command.extra_options`) by `Option.dest`: the value, or
@@ -237,6 +240,7 @@ def parse_args(argv: Sequence[str], commands: Mapping[str, Command]) -> Invocati
         project_dir=project_dir if isinstance(project_dir, str) else None,
         help=values.get("help") is True,
         version=values.get("version") is True,
+        no_relay=values.get("no_relay") is True,
         args=tuple(positionals),
         options={dest: value for dest, value in values.items() if dest in extra},
     )
@@ -278,6 +282,7 @@ stdin 关闭、SIGINT、SIGTERM 都会干净退出(退出码 0),自己拉起的 
                                      缺省:$DSH_MEMORY_STORE_DIR → ~/.dsh-memory-store
   --project DIR, --project-dir DIR   当前工作区目录,决定 project 作用域(project:<路径>)。
                                      缺省:$DSH_MEMORY_PROJECT → 当前目录
+  --no-relay                         不转发给运行中的 serve(见 dsh-memory-mcp serve),直接打开记忆库
   -h, --help                         打印本帮助后退出(0)
   -v, --version                      打印版本后退出(0)
   未知参数(如 --store_dir、--storedir)、多余的位置参数、缺值都会报错退出(2),不会被忽略。
@@ -286,6 +291,7 @@ stdin 关闭、SIGINT、SIGTERM 都会干净退出(退出码 0),自己拉起的 
   DSH_MEMORY_STORE_DIR       存储目录,等价于 --store-dir(缺省 ~/.dsh-memory-store)
   DSH_MEMORY_PROJECT         工作区目录,等价于 --project(缺省 当前目录)
   DSH_MEMORY_SCOPE_ALL       1/true/yes/on ⇒ memory_save 省略 scope 时写 project 而不是 global
+  DSH_MEMORY_RELAY           off ⇒ 等价于 --no-relay(有运行中的 serve 也直连)
   DSH_MEMORY_VECTOR          off/0/false/no/disabled ⇒ 完全关闭向量,只用词法检索
   DSH_MEMORY_EMBED_ENDPOINT  已有的 embedding 服务(llama-server 或 OpenAI 兼容的 /v1/embeddings);
                              设了它就永不 spawn、永不 kill

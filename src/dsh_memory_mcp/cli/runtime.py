@@ -13,6 +13,7 @@ import importlib
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -323,6 +324,9 @@ def _start(invocation: Invocation, serve: ServeFn | None, started: StartedFlag, 
         _cli_log.info("ℹ️ 未指定 --store-dir / DSH_MEMORY_STORE_DIR,使用默认目录:%s", settings.store_dir)
         _cli_log.info("⇒ 请确认它与 DSH 记忆插件的 storeDir 是同一个目录,否则两边看到的是两份互不相通的记忆。")
     if serve is None:
+        relayed = _try_relay(invocation, settings, guard)
+        if relayed is not None:
+            return relayed
         try:
             serve = load_serve()
         except diagnostics.ImportProblem as problem:
@@ -351,3 +355,41 @@ def _start(invocation: Invocation, serve: ServeFn | None, started: StartedFlag, 
     else:
         _cli_log.debug("stdin 已关闭,正常退出")
     return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# Relaying to a running `serve` instead of opening the store
+# --------------------------------------------------------------------------------------------
+
+
+def _try_relay(invocation: Invocation, settings: config.Settings, guard: SignalGuard) -> int | None:
+    """Relay to the `serve` that `<store>/serve.json` names, if it answers; None → start directly.
+
+    Decided before the SDK is imported, so a relayed start costs a fraction of a direct one.
+    """
+    if invocation.no_relay:
+        _cli_log.info("连接方式 = direct(--no-relay)")
+        return None
+    if (os.environ.get("DSH_MEMORY_RELAY") or "").strip().lower() in ("off", "0", "false", "no", "disabled"):
+        _cli_log.info("连接方式 = direct(DSH_MEMORY_RELAY=off)")
+        return None
+    from dsh_memory_mcp.transports import relay
+
+    info, why = relay.find_serve(settings.store_dir)
+    if info is None:
+        _cli_log.info("连接方式 = direct(%s)", why)
+        return None
+    _cli_log.info("连接方式 = relay(%s)", info.url)
+    direct_argv = ["--store-dir", settings.store_dir]
+    if invocation.project_dir is not None:
+        direct_argv += ["--project", settings.project_dir]
+    guard.relay = StdinRelay.install()
+    return relay.Relay(
+        info,
+        project_dir=settings.project_dir,
+        project_source=settings.project_source,
+        direct_argv=direct_argv,
+        stdin=sys.stdin.buffer,
+        stdout=sys.stdout.buffer,
+        log=_cli_log.warning,
+    ).run()
