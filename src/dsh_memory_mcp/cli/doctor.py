@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from dsh_memory_mcp import __version__, config
+from dsh_memory_mcp.cli.output import PROG
 from dsh_memory_mcp.store import scopes
 from dsh_memory_mcp.store.layout import StoreLayout
 
@@ -120,6 +121,7 @@ def run_checks(settings: config.Settings, *, env: Mapping[str, str] = os.environ
         ("dsh-memory-mcp", lambda: iter([_check_self()])),
         ("存储目录", lambda: check_store(settings)),
         ("project", lambda: iter([_check_project(settings)])),
+        ("宿主配置", lambda: check_hosts(settings, env)),
     ]
     for title, step in steps:
         checks.extend(_guarded(title, step))
@@ -605,3 +607,57 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
             "否则双方会反复作废对方的向量",
         )
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# Hosts: which ones start us, with which executable and which store
+# --------------------------------------------------------------------------------------------
+
+
+def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str = sys.platform) -> Iterator[Check]:
+    """One line per configured host entry; flags a missing executable and a store unlike the others'."""
+    from collections import Counter
+
+    from dsh_memory_mcp.cli import hosts
+
+    entries, broken = hosts.configured(env, platform)
+    for host, path, why in broken:
+        yield Check("warn", f"宿主 {host.name}", f"{path} {why}", f"修好这个文件,或运行 {PROG} setup {host.id}")
+    if not entries:
+        yield Check("warn", "宿主配置", "本机没有宿主配置了 dsh-memory", f"运行 {PROG} setup 为已安装的宿主写入配置")
+        return
+
+    def norm(path: str | None) -> str:
+        return os.path.normcase(os.path.normpath(os.path.abspath(os.path.expanduser(path or settings.store_dir))))
+
+    stores = Counter(norm(e.store) for e in entries if e.url is None)
+    usual = stores.most_common(1)[0][0] if stores else None
+    for entry in entries:
+        title = f"宿主 {entry.host.name}"
+        if entry.url is not None:
+            yield Check("ok", title, f"{entry.path}:{entry.name} → URL {entry.url}(连接正在运行的 serve)")
+            continue
+        store = norm(entry.store)
+        where = f"{entry.path}:{entry.name} → 可执行文件 {entry.command or '?'},存储 {store}" + (
+            "" if entry.store else "(条目没写 --store-dir,按缺省)"
+        )
+        problem = hosts.executable_problem(entry.command, env)
+        if problem is not None:
+            yield Check("fail", title, f"{where};{problem}", f"重新运行 {PROG} setup {entry.host.id}")
+        elif len(stores) > 1 and store != usual:
+            others = "、".join(s for s in stores if s != store)
+            yield Check(
+                "warn",
+                title,
+                f"{where};与其它宿主的存储({others})不同,两边看到的是两份记忆",
+                f"{PROG} setup --store-dir <同一个目录> 统一",
+            )
+        else:
+            yield Check("ok", title, where)
+    if len(stores) == 1 and usual != norm(settings.store_dir):
+        yield Check(
+            "warn",
+            "宿主配置",
+            f"宿主都用存储 {usual},本次检查的是 {settings.store_dir}",
+            f"用 {PROG} doctor --store-dir {usual} 检查宿主实际用的库",
+        )

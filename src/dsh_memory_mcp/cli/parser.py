@@ -250,7 +250,15 @@ def _metavar_zh(opt: Option) -> str:
     return _METAVARS_ZH.get(opt.metavar, opt.metavar or "值")
 
 
-_METAVARS_ZH = {"DIR": "目录", "N": "数字", "SCOPE": "作用域", "KIND": "类型", "ID": "id", "TEXT": "文本"}
+_METAVARS_ZH = {
+    "DIR": "目录",
+    "N": "数字",
+    "SCOPE": "作用域",
+    "KIND": "类型",
+    "ID": "id",
+    "TEXT": "文本",
+    "URL": "地址",
+}
 
 
 # --------------------------------------------------------------------------------------------

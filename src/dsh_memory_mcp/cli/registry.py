@@ -122,6 +122,10 @@ _TOPK = Option(("--top-k", "--topk"), "top_k", True, "N", "最多返回几条,1~
 _ID = Option(("--id",), "id", True, "ID", "要删除的记忆 id(完整 id 或至少 8 位前缀,任意作用域)")
 _QUERY = Option(("--query",), "query", True, "TEXT", "删除内容包含该文本的记忆(只在一个作用域内,缺省当前项目)")
 
+_DRY_RUN = Option(("--dry-run",), "dry_run", help="只打印将要做的修改(diff),不写任何文件")
+_REMOVE = Option(("--remove",), "remove", help="从宿主配置里移除 dsh-memory 条目")
+_URL = Option(("--url",), "url", True, "URL", "写成 URL 条目,连接正在运行的 serve(如 http://127.0.0.1:8765/mcp)")
+
 _SCOPE_NOTE = "--scope 与 --path 的规则与 MCP 工具的 scope / path 参数完全相同(见 README「作用域」)。"
 
 #: The built-in subcommands, in the order ``--help`` lists them. Adding one: a `Command` here whose
@@ -212,6 +216,20 @@ _BUILTIN: tuple[Command, ...] = (
         details="为每条有效记录重新计算向量并整份重写 .vec(缺省所有作用域),进度条输出到 stderr。\n"
         "需要可用的向量后端(DSH_MEMORY_EMBED_ENDPOINT,或 DSH_MEMORY_EMBED_MODEL + llama-server;\n"
         "后者没在运行时会临时拉起,结束时停掉)。",
+    ),
+    Command(
+        "setup",
+        "为各宿主(Claude Code、Cursor、VS Code、Codex、Trae、ZCode…)写入 MCP 配置",
+        in_module("dsh_memory_mcp.cli.setup"),
+        accepts_args=True,
+        extra_options=(_DRY_RUN, _REMOVE, _URL),
+        usage=("setup [HOST …] [--dry-run] [--remove] [--url URL]",),
+        details="HOST:claude-code claude-desktop cursor vscode codex trae workbuddy zcode;\n"
+        "不写就是本机发现的全部宿主。写入本程序的绝对路径和 --store-dir(缺省:沿用其它宿主已配的目录,\n"
+        "否则 ~/.dsh-memory-store),不写 --project。只改 dsh-memory 这一条,其它内容逐字节保留;\n"
+        "改之前先备份(<文件>.dsh-memory-mcp-<时间>.bak);再运行一次不改任何东西。--remove 原样撤销。\n"
+        "--url:写成连接正在运行的 serve 的 URL 条目(带 Authorization: Bearer 令牌,令牌取自 <store>/serve.json\n"
+        "或 DSH_MEMORY_TOKEN;文件改为 0600);不支持 URL 的宿主照旧写 stdio 命令(它会自动中继到 serve)。",
     ),
     Command(
         "doctor",

@@ -1,0 +1,355 @@
+"""What we know about each MCP host: where its user-level config lives per OS, its format, the key our
+entry goes under, and the shape of a stdio and a URL entry. Used by `setup` (writes) and `doctor`
+(reads). Pure lookups on an environment mapping and a platform string; nothing touches the disk
+except `found` and `read_entries`, which only look.
+
+Paths (``~`` is HOME, USERPROFILE on Windows; APP is ``$XDG_CONFIG_HOME`` or ``~/.config`` on Linux,
+``~/Library/Application Support`` on macOS, ``%APPDATA%`` on Windows):
+
+* Claude Code: ``~/.claude.json`` (``$CLAUDE_CONFIG_DIR/.claude.json`` when set), key ``mcpServers``
+* Claude Desktop: ``APP/Claude/claude_desktop_config.json``, key ``mcpServers`` (stdio only)
+* Cursor: ``~/.cursor/mcp.json``, key ``mcpServers``
+* VS Code: ``APP/Code/User/mcp.json``, key ``servers`` (JSONC)
+* Codex: ``~/.codex/config.toml`` (``$CODEX_HOME/config.toml``), table ``[mcp_servers.dsh-memory]``
+* Trae: ``APP/Trae CN/User/mcp.json`` and ``APP/Trae/User/mcp.json``, key ``mcpServers`` (stdio only)
+* WorkBuddy: ``~/.workbuddy/mcp.json``, key ``mcpServers`` (stdio only)
+* ZCode: ``~/.zcode/cli/config.json``, key ``mcp.servers``, strict schema (stdio only)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dsh_memory_mcp.cli import confedit
+from dsh_memory_mcp.cli.confedit import ConfigSyntaxError
+from dsh_memory_mcp.cli.output import PROG
+
+__all__ = [
+    "HOSTS",
+    "SERVER_NAME",
+    "ZCODE_KEYS",
+    "Configured",
+    "Host",
+    "TomlUnavailable",
+    "by_name",
+    "candidates",
+    "configured",
+    "describe_problem",
+    "entry_store",
+    "executable_problem",
+    "found",
+    "read_config",
+    "read_entries",
+    "stdio_entry",
+    "url_entry",
+]
+
+#: Config files larger than this are not ours to rewrite (a mistake, or not a config file).
+MAX_CONFIG_BYTES = 32 * 1024 * 1024
+#: The key our entry has in every host's server table.
+SERVER_NAME = "dsh-memory"
+#: ZCode drops a whole server entry that has one key outside this set (its schema is strict).
+ZCODE_KEYS = frozenset(
+    {"type", "command", "args", "cwd", "env", "enabled", "timeoutMs", "alwaysLoad", "protocolVersion"}
+)
+ZCODE_TIMEOUT_MS = 60000
+
+Format = Literal["json", "toml"]
+
+
+@dataclass(frozen=True)
+class Host:
+    """One MCP host. `table` is the path of the object (TOML: table) holding the servers."""
+
+    id: str
+    name: str
+    format: Format
+    table: tuple[str, ...]
+    #: Does its config file take a URL entry with headers (a running `serve`)? Others get the stdio
+    #: command, which relays to `serve` by itself when `<store>/serve.json` names one.
+    url_form: bool
+    restart: str
+    aliases: tuple[str, ...] = ()
+
+
+HOSTS: tuple[Host, ...] = (
+    Host("claude-code", "Claude Code", "json", ("mcpServers",), True, "新开一个 claude 会话(/mcp 可查看)", ("claude",)),
+    Host("claude-desktop", "Claude Desktop", "json", ("mcpServers",), False, "完全退出再打开 Claude", ("desktop",)),
+    Host("cursor", "Cursor", "json", ("mcpServers",), True, "重启 Cursor(或在 设置 → MCP 里刷新)"),
+    Host("vscode", "VS Code", "json", ("servers",), True, "执行 Developer: Reload Window", ("code", "vs-code")),
+    Host("codex", "Codex", "toml", ("mcp_servers",), True, "新开一个 codex 会话"),
+    Host("trae", "Trae", "json", ("mcpServers",), False, "重启 Trae", ("trae-cn",)),
+    Host("workbuddy", "WorkBuddy", "json", ("mcpServers",), False, "重启 WorkBuddy"),
+    Host("zcode", "ZCode", "json", ("mcp", "servers"), False, "重启 ZCode"),
+)
+
+
+def by_name(word: str) -> Host | None:
+    """The host `word` names (id or alias, any case, `_`/space for `-`), or None."""
+    key = word.strip().lower().replace("_", "-").replace(" ", "-")
+    return next((h for h in HOSTS if key == h.id or key in h.aliases or key == h.id.replace("-", "")), None)
+
+
+# --------------------------------------------------------------------------------------------
+# Paths
+# --------------------------------------------------------------------------------------------
+
+
+def _home(env: Mapping[str, str], platform: str) -> str:
+    home = (env.get("USERPROFILE") or env.get("HOME")) if platform == "win32" else env.get("HOME")
+    return home or os.path.expanduser("~")
+
+
+def _join(platform: str, *parts: str) -> str:
+    sep = "\\" if platform == "win32" else "/"
+    out = parts[0].rstrip("/\\") if len(parts[0]) > 1 else parts[0]
+    for part in parts[1:]:
+        out = out + ("" if out.endswith(("/", "\\")) else sep) + part
+    return out
+
+
+def _app_dir(env: Mapping[str, str], platform: str) -> str:
+    """Where desktop apps (Electron: Claude, VS Code, Trae) keep their user data on this OS."""
+    home = _home(env, platform)
+    if platform == "win32":
+        return env.get("APPDATA") or _join(platform, home, "AppData", "Roaming")
+    if platform == "darwin":
+        return _join(platform, home, "Library", "Application Support")
+    return env.get("XDG_CONFIG_HOME") or _join(platform, home, ".config")
+
+
+def candidates(host: Host, env: Mapping[str, str], platform: str) -> list[tuple[str, str]]:
+    """`(config file, marker)` pairs, preferred first: the host counts as installed when the
+    marker (a directory, or the file itself) exists."""
+    home = _home(env, platform)
+    j = _join
+    p = platform
+    if host.id == "claude-code":
+        base = env.get("CLAUDE_CONFIG_DIR")
+        if base:
+            return [(j(p, base, ".claude.json"), base)]
+        path = j(p, home, ".claude.json")
+        return [(path, j(p, home, ".claude")), (path, path)]
+    if host.id == "claude-desktop":
+        base = j(p, _app_dir(env, p), "Claude")
+        return [(j(p, base, "claude_desktop_config.json"), base)]
+    if host.id == "cursor":
+        return [(j(p, home, ".cursor", "mcp.json"), j(p, home, ".cursor"))]
+    if host.id == "vscode":
+        base = j(p, _app_dir(env, p), "Code", "User")
+        return [(j(p, base, "mcp.json"), base)]
+    if host.id == "codex":
+        base = env.get("CODEX_HOME") or j(p, home, ".codex")
+        return [(j(p, base, "config.toml"), base)]
+    if host.id == "trae":
+        out = []
+        for flavour in ("Trae CN", "Trae"):
+            base = j(p, _app_dir(env, p), flavour, "User")
+            out.append((j(p, base, "mcp.json"), base))
+        return out
+    if host.id == "workbuddy":
+        return [(j(p, home, ".workbuddy", "mcp.json"), j(p, home, ".workbuddy"))]
+    if host.id == "zcode":
+        return [(j(p, home, ".zcode", "cli", "config.json"), j(p, home, ".zcode"))]
+    raise KeyError(host.id)  # pragma: no cover - every host above has its paths
+
+
+def found(host: Host, env: Mapping[str, str], platform: str) -> list[str]:
+    """The config files of this host's installations on this machine (deduplicated), preferred first."""
+    out: list[str] = []
+    for path, marker in candidates(host, env, platform):
+        if (os.path.exists(path) or os.path.exists(marker)) and path not in out:
+            out.append(path)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Entries
+# --------------------------------------------------------------------------------------------
+
+
+def stdio_entry(host: Host, command: str, args: Sequence[str]) -> dict[str, Any]:
+    """Our entry in `host`'s own stdio shape."""
+    if host.id in ("claude-code", "vscode"):
+        return {"type": "stdio", "command": command, "args": list(args)}
+    if host.id == "zcode":
+        return {"type": "stdio", "command": command, "args": list(args), "timeoutMs": ZCODE_TIMEOUT_MS}
+    return {"command": command, "args": list(args)}
+
+
+def url_entry(host: Host, url: str, token: str | None) -> dict[str, Any] | None:
+    """Our entry in `host`'s URL shape (Streamable HTTP + bearer header), None if it has none."""
+    if not host.url_form:
+        return None
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if host.id == "codex":
+        return {"url": url, **({"http_headers": headers} if headers else {})}
+    entry: dict[str, Any] = {"type": "http"} if host.id in ("claude-code", "vscode") else {}
+    entry["url"] = url
+    if headers:
+        entry["headers"] = headers
+    return entry
+
+
+#: Keys that belong to the stdio or the URL form: replaced wholesale when we write ours; any other
+#: key the user added to our entry (env, timeouts, disabled…) is kept.
+MANAGED_KEYS = frozenset({"type", "command", "args", "url", "headers", "http_headers", "serverUrl", "transport"})
+
+
+def merged(host: Host, old: Any, ours: Mapping[str, Any]) -> dict[str, Any]:
+    """Our entry plus what the user added to the old one (for ZCode only keys its schema knows)."""
+    keep = {}
+    if isinstance(old, Mapping):
+        keep = {k: v for k, v in old.items() if k not in MANAGED_KEYS and k not in ours}
+        if host.id == "zcode":
+            keep = {k: v for k, v in keep.items() if k in ZCODE_KEYS}
+    return {**ours, **keep}
+
+
+@dataclass(frozen=True)
+class Configured:
+    """An entry of ours found in a host's config file."""
+
+    host: Host
+    path: str
+    name: str
+    command: str | None
+    args: tuple[str, ...]
+    url: str | None
+    store: str | None
+
+
+def _looks_like_ours(name: str, entry: Mapping[str, Any]) -> bool:
+    if name == SERVER_NAME:
+        return True
+    words = [entry.get("command"), *(entry.get("args") or [])]
+    return any(isinstance(w, str) and ("dsh-memory-mcp" in w or "dsh_memory_mcp" in w) for w in words)
+
+
+def entry_store(entry: Mapping[str, Any]) -> str | None:
+    """The store an entry's command line selects (`--store-dir`/`--store`, else its env), or None."""
+    args = [a for a in entry.get("args") or [] if isinstance(a, str)]
+    for i, arg in enumerate(args):
+        for flag in ("--store-dir", "--store"):
+            if arg == flag and i + 1 < len(args):
+                return args[i + 1]
+            if arg.startswith(flag + "="):
+                return arg[len(flag) + 1 :]
+    env = entry.get("env")
+    if isinstance(env, Mapping) and isinstance(env.get("DSH_MEMORY_STORE_DIR"), str):
+        return str(env["DSH_MEMORY_STORE_DIR"])
+    return None
+
+
+def _servers(host: Host, document: Any) -> Mapping[str, Any]:
+    node = document
+    for key in host.table:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node if isinstance(node, Mapping) else {}
+
+
+def read_entries(host: Host, path: str, text: str) -> list[Configured]:
+    """Our entries in one config file's text (raises `confedit.ConfigSyntaxError` / ValueError)."""
+    document = load_toml(text) if host.format == "toml" else confedit.parse_json(text)
+    out = []
+    for name, entry in _servers(host, document).items():
+        if not isinstance(entry, Mapping) or not _looks_like_ours(name, entry):
+            continue
+        command = entry.get("command")
+        url = entry.get("url") or entry.get("serverUrl")
+        out.append(
+            Configured(
+                host=host,
+                path=path,
+                name=name,
+                command=command if isinstance(command, str) else None,
+                args=tuple(a for a in entry.get("args") or [] if isinstance(a, str)),
+                url=url if isinstance(url, str) else None,
+                store=entry_store(entry),
+            )
+        )
+    return out
+
+
+class TomlUnavailable(ValueError):
+    """No TOML parser in this Python (3.10 without `tomli`)."""
+
+
+def load_toml(text: str) -> dict[str, Any]:
+    """Parse TOML with the standard library (3.11+) or `tomli`; ValueError when neither exists."""
+    if sys.version_info >= (3, 11):
+        import tomllib as toml_reader
+    else:  # Python 3.10
+        try:
+            import tomli as toml_reader  # type: ignore[import-not-found,unused-ignore]
+        except ModuleNotFoundError as exc:
+            raise TomlUnavailable("Python 3.10 没有 tomllib(装 tomli 即可读 Codex 配置)") from exc
+    try:
+        document: dict[str, Any] = toml_reader.loads(text)
+        return document
+    except toml_reader.TOMLDecodeError as exc:
+        raise ValueError(f"不是合法的 TOML:{exc}") from exc
+
+
+def executable_problem(command: str | None, env: Mapping[str, str]) -> str | None:
+    """Why a host could not start `command`, or None when it can (absolute path exists, or on PATH)."""
+    if not command:
+        return "条目里没有 command"
+    if os.path.isabs(command) or os.sep in command or (os.altsep and os.altsep in command):
+        if not os.path.isfile(command):
+            return f"{command} 不存在"
+        if not os.access(command, os.X_OK):
+            return f"{command} 不可执行"
+        return None
+    if shutil.which(command, path=env.get("PATH")) is None:
+        return f"{command} 不在 PATH 上(IDE 拉起进程时的 PATH 往往更短,最好写绝对路径:{PROG} setup 会写)"
+    return None
+
+
+def read_config(path: str) -> tuple[str, bool] | None:
+    """(text, had a BOM) of a config file, None when it does not exist; ValueError if not UTF-8."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # a FIFO or device would block or never end
+            raise ValueError("不是普通文件")
+        raw = handle.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ValueError(f"超过 {MAX_CONFIG_BYTES // (1024 * 1024)} MB,不像配置文件")
+    bom = raw.startswith(b"\xef\xbb\xbf")
+    try:
+        return raw[3 if bom else 0 :].decode("utf-8"), bom
+    except UnicodeDecodeError as exc:
+        raise ValueError("不是 UTF-8 文本") from exc
+
+
+def configured(env: Mapping[str, str], platform: str) -> tuple[list[Configured], list[tuple[Host, str, str]]]:
+    """Every entry of ours in the installed hosts' config files, and the files that did not parse."""
+    entries: list[Configured] = []
+    broken: list[tuple[Host, str, str]] = []
+    for host in HOSTS:
+        for path in found(host, env, platform):
+            try:
+                text = read_config(path)
+                if text is None:
+                    continue
+                entries.extend(read_entries(host, path, text[0]))
+            except (OSError, ValueError) as exc:
+                broken.append((host, path, describe_problem(exc)))
+    return entries, broken
+
+
+def describe_problem(exc: BaseException) -> str:
+    if isinstance(exc, ConfigSyntaxError):
+        return f"解析不了({exc})"
+    if isinstance(exc, OSError):
+        return f"读不了({exc.strerror or exc})"
+    return str(exc)

@@ -1,0 +1,342 @@
+"""`dsh-memory-mcp setup [HOST…] [--store-dir DIR] [--dry-run] [--remove] [--url URL]` (issue 15).
+
+Writes our entry into each host's user-level config file (`hosts` knows where and in which shape):
+the absolute path of the running executable, ``--store-dir <store>``, and nothing that pins
+``--project``. With no HOST, every host found on this machine; a named host is written even when
+its config file does not exist yet.
+
+Rules, in the order they apply to one file:
+* Only our entry (``dsh-memory``) changes: the edit is a text splice (`confedit`), so other servers,
+  keys, comments and layout stay byte for byte. The result is parsed again and compared with the
+  original minus our entry before anything is written; a mismatch writes nothing.
+* Idempotent: an entry that already says the same thing leaves the file untouched (no backup).
+* Before a change, the old bytes go to ``<file>.dsh-memory-mcp-<time>.bak`` (0600).
+* The new file replaces the old one crash-safely (tmp + fsync + rename) and keeps its mode — except
+  that a file whose entry holds a token (``--url``) becomes 0600. A symlinked config is written
+  through to its target.
+* ``--remove`` takes our entry out again: the exact reverse of the insertion, so a file that only
+  gained our entry gets its original bytes back (an object we had to create, e.g. an empty
+  ``"mcpServers": {}``, stays).
+* ``--dry-run`` prints the unified diff (tokens masked) and writes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import os
+import shutil
+import sys
+import urllib.parse
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from dsh_memory_mcp import config
+from dsh_memory_mcp.cli import confedit, hosts
+from dsh_memory_mcp.cli.hosts import SERVER_NAME, Host
+from dsh_memory_mcp.cli.output import PROG
+from dsh_memory_mcp.cli.parser import Invocation
+from dsh_memory_mcp.store import fileio
+
+__all__ = ["EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "Outcome", "launch_command", "main", "plan"]
+
+EXIT_OK = 0
+EXIT_FAIL = 1
+EXIT_USAGE = 2
+
+TOKEN_ENV = "DSH_MEMORY_TOKEN"
+MASK = "<令牌已隐藏>"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What `plan` decided for one file: its text before and after (None: does not exist)."""
+
+    before: str | None
+    after: str
+    bom: bool = False
+
+
+def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err: TextIO) -> int:
+    """Run `setup`; 0 when every file is as asked, 1 when one could not be written, 2 usage."""
+    env: Mapping[str, str] = os.environ
+    platform = sys.platform
+    options = invocation.options
+    dry_run = options.get("dry_run") is True
+    remove = options.get("remove") is True
+    url_option = options.get("url")
+    url = url_option if isinstance(url_option, str) else None
+    chosen: list[Host] = []
+    for word in invocation.args:
+        host = hosts.by_name(word)
+        if host is None:
+            names = " ".join(h.id for h in hosts.HOSTS)
+            err.write(f"[{PROG}] ❌ 参数错误:不认识的宿主 {word}(可选:{names})\n")
+            return EXIT_USAGE
+        if host not in chosen:
+            chosen.append(host)
+    if url is not None and not _valid_url(url):
+        err.write(f"[{PROG}] ❌ 参数错误:--url {url} 不是 http(s) 地址(应形如 http://127.0.0.1:8765/mcp)\n")
+        return EXIT_USAGE
+    explicit = bool(chosen)
+    targets: list[tuple[Host, str]] = []
+    missing: list[Host] = []
+    for host in chosen or list(hosts.HOSTS):
+        paths = hosts.found(host, env, platform)
+        if not paths and explicit:
+            paths = [hosts.candidates(host, env, platform)[0][0]]
+        if not paths:
+            missing.append(host)
+        targets.extend((host, path) for path in paths)
+
+    head = "(预演:--dry-run,不写任何文件)" if dry_run else ""
+    token: str | None = None
+    command, args = launch_command()
+    if remove:
+        out.write(f"{PROG} setup --remove:从各宿主配置里移除 {SERVER_NAME} 条目{head}\n")
+    else:
+        store, why = choose_store(invocation, settings, env, platform)
+        args = [*args, "--store-dir", store]
+        out.write(f"{PROG} setup:为各宿主写入 {SERVER_NAME} 条目{head}\n")
+        out.write(f"  命令:{' '.join(_quote(w) for w in [command, *args])}\n")
+        out.write(f"  存储目录:{store}({why})\n")
+        if url is not None:
+            token, source = find_token(store, env)
+            out.write(f"  URL:{url}" + (f"(令牌取自 {source})" if token else "") + "\n")
+            if token is None:
+                out.write(f"  ⚠️ 没有令牌:{store}/serve.json 不可用,{TOKEN_ENV} 也没设;URL 条目不带 Authorization 头\n")
+    if not targets:
+        out.write(
+            "没有发现已安装的宿主(" + "、".join(h.name for h in missing) + f");指名就会写入,例如 {PROG} setup cursor\n"
+        )
+        return EXIT_FAIL
+    failed = 0
+    for host, path in targets:
+        ours: dict[str, Any] | None = None
+        note = ""
+        if not remove:
+            ours = hosts.url_entry(host, url, token) if url is not None else None
+            if ours is None:
+                ours = hosts.stdio_entry(host, command, args)
+                if url is not None:
+                    note = "(它的配置文件不支持 URL 条目,写的是 stdio 命令;serve 在运行时这条命令会自动中继过去)"
+        holds_token = token is not None and ours is not None and token in repr(ours)
+        try:
+            outcome = plan(host, path, ours)
+        except (OSError, ValueError) as exc:
+            failed += 1
+            out.write(f"❌ {host.name}:{path} {hosts.describe_problem(exc)},没有改动\n")
+            continue
+        if outcome.after == (outcome.before or ""):
+            what = "没有 dsh-memory 条目,无需移除" if remove else "已是最新,未改动"
+            out.write(f"= {host.name}:{path} {what}\n")
+            continue
+        if dry_run:
+            out.write(f"~ {host.name}:{path} 将被修改{note}:\n")
+            out.write(_diff(path, outcome, token))
+            continue
+        try:
+            backup = write(path, outcome, secret=holds_token)
+        except OSError as exc:
+            failed += 1
+            out.write(f"❌ {host.name}:写 {path} 失败({exc.strerror or exc}),原文件未动\n")
+            continue
+        saved = f"(原文件备份为 {backup})" if backup else "(新建)"
+        done = "已移除 dsh-memory" if remove else "已写入"
+        out.write(f"✅ {host.name}:{done} {path}{saved}{note} ⇒ {host.restart}后生效\n")
+    for host in missing:
+        marker = hosts.candidates(host, env, platform)[0][1]
+        out.write(f"⏭ {host.name}:没有发现({marker} 不存在),跳过;要写入就指名:{PROG} setup {host.id}\n")
+    out.flush()
+    return EXIT_FAIL if failed else EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# Deciding what to write
+# --------------------------------------------------------------------------------------------
+
+
+def launch_command() -> tuple[str, list[str]]:
+    """How a host should start *this* installation: the console script's absolute path, or (run as
+    ``python -m dsh_memory_mcp``) this interpreter with ``-m dsh_memory_mcp``. Never resolves
+    symlinks: a venv's ``bin/python`` is a link whose target does not see the venv."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    base = os.path.basename(argv0).lower()
+    for suffix in (".exe", "-script.py", ".py"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    if base == PROG:
+        for candidate in (argv0, argv0 + ".exe", shutil.which(argv0) or ""):
+            if candidate and os.path.isfile(candidate):
+                return os.path.abspath(candidate), []
+    return os.path.abspath(sys.executable), ["-m", "dsh_memory_mcp"]
+
+
+def _norm(path: str) -> str:
+    return os.path.normcase(os.path.normpath(os.path.abspath(os.path.expanduser(path))))
+
+
+def choose_store(
+    invocation: Invocation, settings: config.Settings, env: Mapping[str, str], platform: str
+) -> tuple[str, str]:
+    """The store to write, and why: the flag, the env var, the one other hosts already use, the default."""
+    if invocation.store_dir is not None:
+        return settings.store_dir, "--store-dir"
+    if (env.get("DSH_MEMORY_STORE_DIR") or "").strip():
+        return settings.store_dir, "环境变量 DSH_MEMORY_STORE_DIR"
+    entries, _ = hosts.configured(env, platform)
+    stores = Counter(_norm(e.store) for e in entries if e.store)
+    if len(stores) == 1:
+        return next(iter(stores)), "沿用已配置宿主里的存储目录"
+    differ = f";已配置的宿主用了不同的存储目录:{'、'.join(stores)},建议用 --store-dir 统一" if stores else ""
+    if os.path.isfile(os.path.join(settings.store_dir, "global.jsonl")):
+        return settings.store_dir, "缺省目录,里面已有记忆 global.jsonl" + differ
+    return (
+        settings.store_dir,
+        "缺省目录,还没有记忆文件;若 DSH 记忆插件的 storeDir 不在这里,用 --store-dir 指定" + differ,
+    )
+
+
+def find_token(store: str, env: Mapping[str, str]) -> tuple[str | None, str]:
+    """The bearer token for `--url`: a trustworthy ``<store>/serve.json``, else ``$DSH_MEMORY_TOKEN``."""
+    from dsh_memory_mcp.transports import relay  # stdlib only
+
+    info, _why = relay.read_serve_file(store)
+    if info is not None and info.token:
+        return info.token, os.path.join(store, relay.SERVE_FILE)
+    token = (env.get(TOKEN_ENV) or "").strip()
+    if token:
+        return token, TOKEN_ENV
+    return None, ""
+
+
+def _valid_url(url: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _without_ours(host: Host, document: Any) -> Any:
+    """The document minus our entry, with the server object dropped when that leaves it empty."""
+    if not isinstance(document, dict):
+        return document
+    copy: dict[str, Any] = dict(document)
+    chain = [copy]
+    for key in host.table:
+        child = chain[-1].get(key)
+        if not isinstance(child, dict):
+            return copy
+        child = dict(child)
+        chain[-1][key] = child
+        chain.append(child)
+    chain[-1].pop(SERVER_NAME, None)
+    for depth in range(len(host.table), 0, -1):
+        if not chain[depth]:
+            del chain[depth - 1][host.table[depth - 1]]
+        else:
+            break
+    return copy
+
+
+def _load(host: Host, text: str) -> Any:
+    if host.format == "toml":
+        return hosts.load_toml(text) if text.strip() else {}
+    return confedit.parse_json(text)
+
+
+def _ours(host: Host, document: Any) -> Any:
+    node = document
+    for key in (*host.table, SERVER_NAME):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def plan(host: Host, path: str, ours: Mapping[str, Any] | None) -> Outcome:
+    """The file's text with our entry set to `ours` (merged with what the user added), or removed
+    (`ours` None). Raises ValueError (incl. `confedit.ConfigSyntaxError`) when the file cannot be
+    edited safely; nothing is written here."""
+    read = hosts.read_config(path)
+    before, bom = read if read is not None else (None, False)
+    text = before or ""
+    try:
+        old_doc = _load(host, text)
+    except hosts.TomlUnavailable:
+        return _plan_text_only(host, before, bom, ours)
+    current = _ours(host, old_doc)
+    entry = None if ours is None else hosts.merged(host, current, ours)
+    if entry is not None and current == entry:
+        return Outcome(before, text, bom)
+    if host.format == "toml":
+        key = (*host.table, SERVER_NAME)
+        after = confedit.toml_remove_table(text, key) if entry is None else confedit.toml_set_table(text, key, entry)
+    elif entry is None:
+        after = confedit.json_remove(text, host.table, SERVER_NAME)
+    else:
+        after = confedit.json_set(text, host.table, SERVER_NAME, entry)
+    if after == text:
+        if entry is not None or current is not None:
+            raise ValueError(f"里的 {SERVER_NAME} 条目写法我们改不了,请手动修改")
+        return Outcome(before, text, bom)
+    new_doc = _load(host, after)
+    if _without_ours(host, new_doc) != _without_ours(host, old_doc) or _ours(host, new_doc) != entry:
+        hint = f"请手动{'删除' if entry is None else '加入'} {SERVER_NAME} 条目"
+        raise ValueError(f"的写法我们没法安全修改(改完再读,其它内容或我们的条目不对),{hint}")
+    return Outcome(before, after, bom)
+
+
+def _plan_text_only(host: Host, before: str | None, bom: bool, ours: Mapping[str, Any] | None) -> Outcome:
+    """Python 3.10 without `tomli`: our ``[mcp_servers.dsh-memory]`` section is replaced or removed
+    as text, unverified and without keeping keys the user added to it."""
+    text = before or ""
+    key = (*host.table, SERVER_NAME)
+    after = confedit.toml_remove_table(text, key) if ours is None else confedit.toml_set_table(text, key, ours)
+    return Outcome(before, after, bom)
+
+
+# --------------------------------------------------------------------------------------------
+# Writing and showing
+# --------------------------------------------------------------------------------------------
+
+
+def write(path: str, outcome: Outcome, *, secret: bool) -> str | None:
+    """Back up the old bytes, then replace the file crash-safely; returns the backup's path."""
+    target = os.path.realpath(path)
+    data = (b"\xef\xbb\xbf" if outcome.bom else b"") + outcome.after.encode("utf-8")
+    backup = None
+    if outcome.before is not None:
+        with open(target, "rb") as handle:
+            old = handle.read()
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        backup = f"{target}.{PROG}-{stamp}.bak"
+        n = 1
+        while os.path.lexists(backup):
+            n += 1
+            backup = f"{target}.{PROG}-{stamp}-{n}.bak"
+        fd, tmp = fileio.new_tmp(backup)
+        fileio.commit(fd, tmp, backup, old)
+    fd, tmp = fileio.new_tmp(target)
+    fileio.commit(fd, tmp, target, data, keep_mode=outcome.before is not None and not secret)
+    return backup
+
+
+def _diff(path: str, outcome: Outcome, token: str | None) -> str:
+    def masked(text: str) -> list[str]:
+        if token:
+            text = text.replace(token, MASK)
+        return text.splitlines(keepends=True)
+
+    before = outcome.before if outcome.before is not None else ""
+    lines = difflib.unified_diff(
+        masked(before), masked(outcome.after), fromfile=path if outcome.before is not None else "/dev/null", tofile=path
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _quote(word: str) -> str:
+    return f'"{word}"' if not word or any(c.isspace() for c in word) else word
+
+
+def stores_of(entries: Sequence[hosts.Configured]) -> Counter[str]:
+    """How many entries select each store (normalised; entries without one are left out)."""
+    return Counter(_norm(e.store) for e in entries if e.store)
