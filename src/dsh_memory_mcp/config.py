@@ -114,6 +114,9 @@ class Settings:
     vector: VectorSettings = field(default_factory=VectorSettings)
     #: Where `project_dir` came from: "flag" (`--project`), "env" (`DSH_MEMORY_PROJECT`) or "cwd".
     project_source: Literal["flag", "env", "cwd"] = "cwd"
+    #: Seconds between two background rewrites of one scope file for access counts
+    #: (``DSH_MEMORY_TOUCH_INTERVAL_SECS``; exit and explicit flushes still write at once).
+    touch_interval: int = 30
 
     @property
     def default_save_scope(self) -> str:
@@ -228,4 +231,5 @@ def resolve_settings(
         debug=env_flag(env.get("DSH_MEMORY_DEBUG")),
         vector=resolve_vector_settings(env, cwd),
         project_source=source,
+        touch_interval=_int_env(env, "DSH_MEMORY_TOUCH_INTERVAL_SECS", 30, 0, 86_400),
     )

@@ -271,10 +271,40 @@ class LexicalIndex:
         Anything else (a record edited, removed or moved) is a full build.
         """
         recs = tuple(records)
+        if (
+            previous is not None
+            and len(recs) > len(previous.records)
+            and recs[: len(previous.records)] == previous.records
+        ):
+            # An append (a save): the old records are the very same objects, in place. Extend
+            # every per-record table instead of recomputing it: O(new records), not O(scope).
+            return previous._appended(recs, source=records)
         postings = None if previous is None else _extend_postings(previous, recs)
         if postings is None:
             postings = _build_postings(recs, 0, {})
         return cls(recs, postings, source=records)
+
+    def _appended(self, recs: tuple[Record, ...], source: object) -> LexicalIndex:
+        """This index extended by ``recs[len(self.records):]`` (the rest of `recs` is ours)."""
+        start = len(self.records)
+        index = LexicalIndex.__new__(LexicalIndex)
+        index.records = recs
+        index.source = source
+        index._postings = _build_postings(recs, start, self._postings)
+        factor = array("d", self._factor)
+        factor.extend(access_boost(r.access_count) * importance_factor(r.importance) for r in recs[start:])
+        index._factor = factor
+        index._expired_at = dict(self._expired_at)
+        index._first_position = dict(self._first_position)
+        index._duplicates = {rid: list(dupes) for rid, dupes in self._duplicates.items()}
+        for pos in range(start, len(recs)):
+            record = recs[pos]
+            if record.expired_at is not None:
+                index._expired_at[pos] = record.expired_at
+            first = index._first_position.setdefault(record.id, pos)
+            if first != pos:
+                index._duplicates.setdefault(record.id, [first]).append(pos)
+        return index
 
     def __len__(self) -> int:
         return len(self.records)

@@ -29,7 +29,7 @@ def open_service(settings: Settings, *, prepare: bool = True) -> MemoryService:
         if channel is not None:
             channel.on_delete(scope, ids)
 
-    store = SharedStore(settings.store_dir, on_delete=on_delete)
+    store = SharedStore(settings.store_dir, on_delete=on_delete, touch_interval=settings.touch_interval)
     if prepare:
         store.prepare()
     if settings.vector.enabled:

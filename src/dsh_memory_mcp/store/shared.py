@@ -46,6 +46,17 @@ _MAX_REREADS = snapshots.MAX_REREADS
 
 
 @dataclass(frozen=True)
+class Append:
+    """A transaction's change that only adds whole records at the end of the file."""
+
+    records: tuple[Record, ...]
+
+
+#: What a transaction's `mutate` returns to write: every line (a rewrite), or an `Append`.
+Change = list[Line] | Append
+
+
+@dataclass(frozen=True)
 class SaveResult:
     """What `SharedStore.save` did: the record now on disk, and the one it superseded if any."""
 
@@ -71,6 +82,8 @@ class SharedStore:
     :param lock_timeout: the total wait for a scope lock (SPEC: 10 s → ``LOCK_TIMEOUT``).
     :param clock: milliseconds since the epoch; injectable for tests.
     :param touch_delay: seconds search hits are coalesced before a background flush.
+    :param touch_interval: the background flush rewrites one scope file at most once per this
+        many seconds (`flush`, `close` and exit still write at once).
     :param on_delete: called as ``(scope, removed_ids)`` inside the scope lock, right after the
         JSONL file was replaced (the vector channel rewrites its sidecar there). It must not take
         the same scope lock again (`LockRecursion`); its exceptions are logged, not raised.
@@ -83,6 +96,7 @@ class SharedStore:
         lock_timeout: float = 10.0,
         clock: Callable[[], int] = records.now_ms,
         touch_delay: float = 2.0,
+        touch_interval: float = 30.0,
         on_delete: Callable[[str, list[str]], None] | None = None,
     ) -> None:
         self.layout = StoreLayout.at(root)
@@ -91,7 +105,7 @@ class SharedStore:
         self._clock = clock
         self._locks = LockManager(self.layout.locks_dir, timeout=lock_timeout)
         self._snapshots = SnapshotCache(self.layout)
-        self._touches = TouchBuffer(self._apply_touches, clock=clock, delay=touch_delay)
+        self._touches = TouchBuffer(self._apply_touches, clock=clock, delay=touch_delay, interval=touch_interval)
         self._aliases = AliasFile(self.layout, self._locks.hold)
 
     @property
@@ -141,12 +155,12 @@ class SharedStore:
                 found.append(scopes.GLOBAL)
                 continue
             try:
-                snap = self._snapshots.load(self.layout.abspath(rel), None)
+                name = self._snapshots.scope_name(self.layout.abspath(rel))
             except StoreError as exc:
                 logger.warning("跳过无法读取的记忆文件:%s", exc)
                 continue
-            if snap.scope and snap.scope != scopes.GLOBAL:
-                others.add(snap.scope)
+            if name and name != scopes.GLOBAL:
+                others.add(name)
         found.extend(sorted(others))
         return found
 
@@ -180,50 +194,106 @@ class SharedStore:
     def _transact(
         self,
         scope: str,
-        mutate: Callable[[ScopeSnapshot], tuple[list[Line] | None, T]],
+        mutate: Callable[[ScopeSnapshot], tuple[Change | None, T]],
         after: Callable[[T], None] | None = None,
     ) -> T:
         """One read-modify-write of a scope file under its lock.
 
-        `mutate` gets the content as it is *inside* the lock and returns the new lines (None:
-        nothing to write) and a result. `_commit` writes them, unless an unlocked writer changed
-        the file meanwhile: then we start over on the new content. `after` runs inside the lock
-        once the new file is in place.
+        `mutate` gets the content as it is *inside* the lock and returns the change (new lines
+        for a rewrite, an `Append` of new records, or None: nothing to write) and a result.
+        `_commit` writes it, unless an unlocked writer changed the file meanwhile: then we start
+        over on the new content. `after` runs inside the lock once the change is on disk.
+
+        The file is read once *before* the lock is taken (readers never lock): a cold parse of a
+        big scope inside the lock would make every other writer wait for it. Inside the lock
+        the cached version is then only checked, or extended by what others appended.
         """
         path = self.scope_path(scope)
+        self._snapshots.load(path, scope)
         with self._locks.hold(scope):
             attempt = 0
             while True:
                 attempt += 1
                 snap = self._snapshots.load(path, scope)
-                new_lines, result = mutate(snap)
-                if new_lines is None:
+                change, result = mutate(snap)
+                if change is None:
                     return result
-                if not self._commit(scope, snap, new_lines, last_try=attempt >= _MAX_REREADS):
+                if not self._commit(scope, snap, change, last_try=attempt >= _MAX_REREADS):
                     continue
                 if after is not None:
                     after(result)
                 return result
 
-    def _commit(self, scope: str, snap: ScopeSnapshot, new_lines: list[Line], *, last_try: bool) -> bool:
+    def _commit(self, scope: str, snap: ScopeSnapshot, change: Change, *, last_try: bool) -> bool:
         """The one place a transaction's change reaches the disk; the caller holds the scope lock.
 
-        Right before writing, the file's identity is checked again: a writer that ignores the
-        lock (an old plugin appending) would otherwise have its line erased by our replace, so we
-        return False and the transaction starts over on the new content (`last_try`: write anyway).
+        An `Append` adds whole lines at the end of the file (one write, fsync); a list of lines
+        replaces the file (`_write_lines`). Either way the file must still be the version `snap`
+        was read from: a writer that ignores the lock (an old plugin appending) would otherwise
+        have its line erased by our replace, or our dedupe decision would be stale, so we return
+        False and the transaction starts over on the new content (`last_try`: write anyway).
         """
+        if isinstance(change, Append):
+            return self._append(snap, change.records, last_try=last_try)
         if not last_try and snapshots.identity_of(snap.path) != snap.identity:
             return False
-        self._write_lines(scope, snap.path, new_lines)
+        self._write_lines(scope, snap.path, change)
+        return True
+
+    def _append(self, snap: ScopeSnapshot, new: Sequence[Record], *, last_try: bool) -> bool:
+        """Append `new` to the scope file and cache the grown version without reading it back."""
+        data = "".join(record.raw + "\n" for record in new).encode("utf-8", "surrogateescape")
+        expect = None if last_try else snap.identity
+        if last_try:
+            # Write whatever the file is now; the cached version no longer describes it.
+            current = snapshots.identity_of(snap.path)
+            expect = current
+        st, matched, torn = writing.append_bytes(snap.path, data, expect=expect)
+        if not matched:
+            return False
+        if torn:
+            logger.warning(
+                "记忆文件 %s 末行不完整(可能是写入时进程被中止):已另起一行写入,该行原样保留(不会删除)", snap.path
+            )
+        identity = snapshots.stat_identity(st)
+        written = len(data) + (1 if torn else 0)
+        if snap.identity is not None and expect == snap.identity and identity[2] == snap.identity[2] + written:
+            payload = b"\n" + data if torn else data
+            grown = snapshots.appended(snap, identity, payload, list(new), payload.count(b"\n"))
+            self._snapshots.put(grown, carry=False)
+        elif snap.identity is None and identity[2] == written:
+            self._snapshots.put(
+                snapshots.make(
+                    snap.path,
+                    snap.scope,
+                    identity,
+                    list(new),
+                    head=data[: snapshots.PROBE_BYTES],
+                    tail=data[-snapshots.PROBE_BYTES :],
+                    newlines=data.count(b"\n"),
+                )
+            )
+        else:
+            self._snapshots.drop(snap.path)  # someone else wrote too: the next read extends or re-reads
         return True
 
     def _write_lines(self, scope: str, path: str, lines: list[Line]) -> None:
         """Replace the scope file by `lines` and cache the result without reading it back."""
-        st = writing.replace_file(path, writing.encoded_chunks(lines))
+        probe = writing.Probe(writing.encoded_chunks(lines), snapshots.PROBE_BYTES)
+        st = writing.replace_file(path, probe)
         numbered = [
             CorruptLine(line.raw, n) if isinstance(line, CorruptLine) else line for n, line in enumerate(lines, 1)
         ]
-        self._snapshots.put(snapshots.make(path, scope, snapshots.stat_identity(st), numbered))
+        snap = snapshots.make(
+            path,
+            scope,
+            snapshots.stat_identity(st),
+            numbered,
+            head=probe.head,
+            tail=probe.tail,
+            newlines=probe.newlines,
+        )
+        self._snapshots.put(snap)
 
     def save(
         self,
@@ -257,18 +327,19 @@ class SharedStore:
         target_id = target[1].id if target is not None else None
         wanted = content.strip()
 
-        def mutate(snap: ScopeSnapshot) -> tuple[list[Line] | None, SaveResult]:
+        def mutate(snap: ScopeSnapshot) -> tuple[Change | None, SaveResult]:
             now = self._clock()
-            lines = list(snap.lines)
-            existing = next((r for r in snap.records if not r.is_expired(now) and r.content.strip() == wanted), None)
+            existing = snapshots.find_live_content(snap, wanted, now)
             superseded: Record | None = None
+            lines: list[Line] | None = None
             if target is not None and target[0] == scope and (existing is None or existing.id != target_id):
-                for i, line in enumerate(lines):
+                for i, line in enumerate(snap.lines):
                     if isinstance(line, Record) and line.id == target_id and not line.is_expired(now):
+                        lines = list(snap.lines)
                         superseded = lines[i] = line.with_changes(expiredAt=now - 1, updatedAt=now)
                         break
             if existing is not None:
-                return (lines if superseded is not None else None), SaveResult(existing, True, superseded)
+                return lines, SaveResult(existing, True, superseded)
             record = records.new_record(
                 scope=scope,
                 content=content,
@@ -279,6 +350,8 @@ class SharedStore:
                 source=source,
                 now=now,
             )
+            if lines is None:  # nothing else changes: one line at the end, no rewrite
+                return Append((record,)), SaveResult(record, False, None)
             lines.append(record)
             return lines, SaveResult(record, False, superseded)
 
@@ -302,26 +375,24 @@ class SharedStore:
         if not new:
             return 0, 0
 
-        def mutate(snap: ScopeSnapshot) -> tuple[list[Line] | None, tuple[int, int]]:
+        def mutate(snap: ScopeSnapshot) -> tuple[Change | None, tuple[int, int]]:
             now = self._clock()
             ids = {r.id for r in snap.records}
             contents = {r.content.strip() for r in snap.records if not r.is_expired(now)}
-            lines = list(snap.lines)
-            added = 0
+            added: list[Record] = []
             for record in new:
                 if record.id in ids or (not record.is_expired(now) and record.content.strip() in contents):
                     continue
                 ids.add(record.id)
-                lines.append(record)
-                added += 1
-            return (lines if added else None), (added, len(new) - added)
+                added.append(record)
+            return (Append(tuple(added)) if added else None), (len(added), len(new) - len(added))
 
         return self._transact(scope, mutate)
 
     def _expire(self, scope: str, record_id: str) -> Record | None:
         """Set ``expiredAt``/``updatedAt`` of a live record to now; None if it is gone or expired."""
 
-        def mutate(snap: ScopeSnapshot) -> tuple[list[Line] | None, Record | None]:
+        def mutate(snap: ScopeSnapshot) -> tuple[Change | None, Record | None]:
             now = self._clock()
             lines = list(snap.lines)
             for i, line in enumerate(lines):
@@ -357,7 +428,7 @@ class SharedStore:
         return self._remove(scope, lambda rec, now: not rec.is_expired(now) and needle in _fold(rec.content))
 
     def _remove(self, scope: str, doomed: Callable[[Record, int], bool]) -> list[Record]:
-        def mutate(snap: ScopeSnapshot) -> tuple[list[Line] | None, list[Record]]:
+        def mutate(snap: ScopeSnapshot) -> tuple[Change | None, list[Record]]:
             now = self._clock()
             keep: list[Line] = []
             gone: list[Record] = []
@@ -403,7 +474,7 @@ class SharedStore:
         self._touches.close()
 
     def _apply_touches(self, scope: str, hits: Mapping[str, list[int]]) -> None:
-        def mutate(snap: ScopeSnapshot) -> tuple[list[Line] | None, None]:
+        def mutate(snap: ScopeSnapshot) -> tuple[Change | None, None]:
             lines = list(snap.lines)
             changed = False
             for i, line in enumerate(lines):

@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,10 @@ _reported: set[tuple[str, str]] = set()
 _reported_lock = threading.Lock()
 
 
+#: Bytes of the file's start and end a snapshot keeps, to recognise a later version that only grew.
+PROBE_BYTES = 4096
+
+
 @dataclass(frozen=True)
 class ScopeSnapshot:
     """One version of one scope file, parsed once and shared by every reader while it lasts."""
@@ -51,6 +56,77 @@ class ScopeSnapshot:
     records: tuple[Record, ...]
     #: Derived data (lexical index, vectors) valid while the file is unchanged.
     cache: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: The first and the last `PROBE_BYTES` bytes of this version (the whole file if shorter):
+    #: a later version of the same inode that starts and ends its old length with exactly these
+    #: bytes only grew, so only its tail needs parsing (`SnapshotCache._extend`).
+    head: bytes = field(default=b"", compare=False, repr=False)
+    tail: bytes = field(default=b"", compare=False, repr=False)
+    #: Newline characters in the file (the last line number of a complete file).
+    newlines: int = field(default=0, compare=False)
+
+    @property
+    def torn(self) -> bool:
+        """The file does not end with a newline: its last line is unfinished (a crashed writer)."""
+        return bool(self.tail) and not self.tail.endswith(b"\n")
+
+
+class ContentIndex:
+    """Stripped content → the records holding it, in file order: exact dedupe without a scan.
+
+    Persistent: `extended` returns a new index sharing this one's big dict, with the new records
+    in a small overlay that is merged once it grows past an eighth of the base, so an append
+    costs O(overlay) and the index of an older snapshot stays valid for that snapshot.
+    """
+
+    __slots__ = ("_base", "_overlay", "size")
+
+    def __init__(self, base: dict[str, tuple[Record, ...]], overlay: dict[str, tuple[Record, ...]], size: int) -> None:
+        self._base = base
+        self._overlay = overlay
+        self.size = size  # how many records it covers (a prefix of its snapshot's records)
+
+    @classmethod
+    def build(cls, recs: Sequence[Record]) -> ContentIndex:
+        base: dict[str, tuple[Record, ...]] = {}
+        for rec in recs:
+            key = rec.content.strip()
+            found = base.get(key)
+            base[key] = (rec,) if found is None else (*found, rec)
+        return cls(base, {}, len(recs))
+
+    def extended(self, recs: Sequence[Record]) -> ContentIndex:
+        overlay = dict(self._overlay)
+        for rec in recs:
+            key = rec.content.strip()
+            found = overlay.get(key)
+            overlay[key] = (rec,) if found is None else (*found, rec)
+        if len(overlay) * 8 <= max(len(self._base), 1024):
+            return ContentIndex(self._base, overlay, self.size + len(recs))
+        base = dict(self._base)
+        for key, found in overlay.items():
+            base[key] = base.get(key, ()) + found
+        return ContentIndex(base, {}, self.size + len(recs))
+
+    def get(self, key: str) -> tuple[Record, ...]:
+        return self._base.get(key, ()) + self._overlay.get(key, ())
+
+
+#: Key of the `ContentIndex` in `snapshot.cache`.
+CONTENT_KEY = "content"
+
+
+def content_index(snap: ScopeSnapshot) -> ContentIndex:
+    """The snapshot's content index, built on first use (O(n) once per version that is not an append)."""
+    index = snap.cache.get(CONTENT_KEY)
+    if not isinstance(index, ContentIndex) or index.size != len(snap.records):
+        index = ContentIndex.build(snap.records)
+        snap.cache[CONTENT_KEY] = index
+    return index
+
+
+def find_live_content(snap: ScopeSnapshot, content: str, now: int) -> Record | None:
+    """The first non-expired record whose stripped content is `content` (stripped), or None."""
+    return next((r for r in content_index(snap).get(content.strip()) if not r.is_expired(now)), None)
 
 
 def stat_identity(st: os.stat_result) -> Identity:
@@ -94,7 +170,9 @@ def decode(data: bytes) -> tuple[str, bool]:
         return data.decode("utf-8", "surrogateescape"), True
 
 
-def parse(path: str, text: str, escaped: bool, previous: ScopeSnapshot | None = None) -> list[Line]:
+def parse(
+    path: str, text: str, escaped: bool, previous: ScopeSnapshot | None = None, *, lineno_offset: int = 0
+) -> list[Line]:
     """Every non-blank line of a scope file, each keeping its exact text.
 
     Lines unchanged since `previous` (the last version we read or wrote) are reused as they
@@ -113,7 +191,7 @@ def parse(path: str, text: str, escaped: bool, previous: ScopeSnapshot | None = 
                 lines[i] = CorruptLine(line.raw, numbers.get(line.raw, 0))
     for line in lines:
         if isinstance(line, CorruptLine):
-            report_corrupt(path, line)
+            report_corrupt(path, CorruptLine(line.raw, line.lineno + lineno_offset))
     return lines
 
 
@@ -128,35 +206,131 @@ def report_corrupt(path: str, line: CorruptLine) -> None:
     logger.warning("记忆文件 %s 第 %d 行不是有效记录,已原样保留(不会删除):%r", path, line.lineno, preview)
 
 
-def make(path: str, scope: str, identity: Identity | None, lines: Sequence[Line]) -> ScopeSnapshot:
+def make(
+    path: str,
+    scope: str,
+    identity: Identity | None,
+    lines: Sequence[Line],
+    *,
+    head: bytes = b"",
+    tail: bytes = b"",
+    newlines: int = 0,
+) -> ScopeSnapshot:
     return ScopeSnapshot(
         scope=scope,
         path=path,
         identity=identity,
         lines=tuple(lines),
         records=tuple(line for line in lines if isinstance(line, Record)),
+        head=head,
+        tail=tail,
+        newlines=newlines,
     )
 
 
+def appended(
+    old: ScopeSnapshot, identity: Identity, data: bytes, new_lines: Sequence[Line], newlines: int
+) -> ScopeSnapshot:
+    """`old` plus lines that were appended as `data` (O(new), not O(file)), derived data extended.
+
+    The lexical index of `old` is carried forward (`scoring.index_for` extends it), and its
+    content index is extended here.
+    """
+    new_records = tuple(line for line in new_lines if isinstance(line, Record))
+    head = old.head if len(old.head) >= PROBE_BYTES else (old.head + data)[:PROBE_BYTES]
+    tail = (old.tail + data)[-PROBE_BYTES:] if len(data) < PROBE_BYTES else data[-PROBE_BYTES:]
+    snap = ScopeSnapshot(
+        scope=old.scope,
+        path=old.path,
+        identity=identity,
+        lines=old.lines + tuple(new_lines),
+        records=old.records + new_records,
+        head=head,
+        tail=tail,
+        newlines=old.newlines + newlines,
+    )
+    carry_forward(old, snap)
+    index = old.cache.get(CONTENT_KEY)
+    if isinstance(index, ContentIndex) and index.size == len(old.records):
+        snap.cache[CONTENT_KEY] = index.extended(new_records)
+    return snap
+
+
+def _probe(data: bytes) -> tuple[bytes, bytes]:
+    return data[:PROBE_BYTES], data[-PROBE_BYTES:]
+
+
 class SnapshotCache:
-    """The latest snapshot of every scope file this process has read or written, by path.
+    """The latest snapshot of scope files this process read or wrote, by path; bounded (LRU).
 
     Thread-safe. `load` is lock-free with respect to other processes; `put` records a version
-    this process just wrote (so it is not read back).
+    this process just wrote (so it is not read back). A long-lived process (`serve`) would
+    otherwise keep every scope it ever read: past `max_entries` files or `max_records` records
+    in all, the least recently used snapshots are dropped (the one just used never is), and are
+    simply parsed again when next needed.
     """
 
-    def __init__(self, layout: StoreLayout) -> None:
+    def __init__(self, layout: StoreLayout, *, max_entries: int = 256, max_records: int = 400_000) -> None:
         self.layout = layout
-        self._cache: dict[str, ScopeSnapshot] = {}  # path → latest snapshot
+        self.max_entries = max_entries
+        self.max_records = max_records
+        self._cache: OrderedDict[str, ScopeSnapshot] = OrderedDict()  # path → latest snapshot
+        self._records = 0
+        self._scope_names: dict[str, tuple[Identity, str]] = {}  # path → (identity, scope) for discovery
         self._lock = threading.Lock()
+        #: How the last loads were served (tests and the benchmark read these).
+        self.stats = {"hits": 0, "extends": 0, "parses": 0, "evictions": 0}
 
     def get(self, path: str) -> ScopeSnapshot | None:
         with self._lock:
-            return self._cache.get(path)
+            snap = self._cache.get(path)
+            if snap is not None:
+                self._cache.move_to_end(path)
+            return snap
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    @property
+    def cached_records(self) -> int:
+        return self._records
+
+    def _store(self, snap: ScopeSnapshot) -> None:
+        """Insert `snap` as the latest version of its path and evict past the bounds; holds _lock."""
+        old = self._cache.pop(snap.path, None)
+        if old is not None:
+            self._records -= len(old.records)
+        self._cache[snap.path] = snap
+        self._records += len(snap.records)
+        if snap.identity is not None and snap.scope:
+            self._scope_names[snap.path] = (snap.identity, snap.scope)
+        while len(self._cache) > 1 and (len(self._cache) > self.max_entries or self._records > self.max_records):
+            _, dropped = self._cache.popitem(last=False)
+            self._records -= len(dropped.records)
+            self.stats["evictions"] += 1
+
+    def drop(self, path: str) -> None:
+        with self._lock:
+            old = self._cache.pop(path, None)
+            if old is not None:
+                self._records -= len(old.records)
+
+    def scope_name(self, path: str) -> str | None:
+        """The scope of a discovered file without keeping it parsed: "" for none, None if unknown."""
+        identity = identity_of(path)
+        if identity is None:
+            return None
+        with self._lock:
+            known = self._scope_names.get(path)
+        if known is not None and known[0] == identity:
+            return known[1]
+        return self.load(path, None).scope
 
     def load(self, path: str, scope: str | None) -> ScopeSnapshot:
         """The cached snapshot of `path` if its identity is unchanged, else a fresh parse.
 
+        A file that only grew since the cached version (same inode, the cached version's first and
+        last bytes still in place) is extended: only the new tail is read and parsed.
         `scope` None (discovery) takes the scope from the records (the one whose sha1 is the
         file name) and gives it as ``""`` when none matches.
         """
@@ -167,8 +341,13 @@ class SnapshotCache:
             if identity is None:
                 return self._remember(path, scope or "", None, [])
             cached = self.get(path)
-            if cached is not None and cached.identity == identity and (scope is None or cached.scope == scope):
-                return cached
+            if cached is not None and (scope is None or cached.scope == scope):
+                if cached.identity == identity:
+                    self.stats["hits"] += 1
+                    return cached
+                grown = self._extend(cached, identity)
+                if grown is not None:
+                    return grown
             try:
                 with open(path, "rb") as f:
                     before = stat_identity(os.fstat(f.fileno()))
@@ -179,30 +358,98 @@ class SnapshotCache:
             except OSError as exc:
                 raise StoreError(f"无法读取记忆文件 {path}:{exc.strerror or exc}。", path=path) from exc
             if before == after and len(data) == after[2]:
+                head, tail = _probe(data)
+                newlines = data.count(b"\n")
                 text, escaped = decode(data)
                 data = b""  # drop the bytes before parsing: ~20 MB less peak memory at 50k records
-                return self._remember(path, scope, after, parse(path, text, escaped, cached))
+                self.stats["parses"] += 1
+                lines = parse(path, text, escaped, cached)
+                del text
+                return self._remember(path, scope, after, lines, head=head, tail=tail, newlines=newlines)
         # The file kept changing under us (an unlocked writer): use the last read, uncached.
         lines = parse(path, *decode(data))
         return make(path, scope if scope is not None else self.scope_of(path, lines), identity, lines)
 
-    def _remember(self, path: str, scope: str | None, identity: Identity | None, lines: list[Line]) -> ScopeSnapshot:
+    def _extend(self, old: ScopeSnapshot, identity: Identity) -> ScopeSnapshot | None:
+        """`old` extended by what was appended to its file since, or None when it did not only grow.
+
+        Safe and cheap: the same inode (a replaced file has a new one) that is longer, whose first
+        and last `PROBE_BYTES` bytes up to the old length are the ones `old` had. A rewrite that
+        changes a line's length shifts everything after it, so it fails the end probe; a
+        same-length change in the middle of a replaced file that happens to reuse the inode
+        number is the one case not seen (only `accessCount` digits can do that, and only if a
+        second replace got the freed inode back). An old version without a final newline (torn)
+        is re-read whole, since its last line may have been completed.
+        """
+        if (
+            old.identity is None
+            or not old.tail
+            or old.torn
+            or old.identity[:2] != identity[:2]
+            or identity[2] <= old.identity[2]
+        ):
+            return None
+        old_size = old.identity[2]
+        try:
+            with open(old.path, "rb") as f:
+                fd = f.fileno()
+                before = stat_identity(os.fstat(fd))
+                if before[:2] != old.identity[:2] or before[2] <= old_size:
+                    return None
+                if f.read(len(old.head)) != old.head:
+                    return None
+                f.seek(old_size - len(old.tail))
+                if f.read(len(old.tail)) != old.tail:
+                    return None
+                data = f.read(before[2] - old_size)
+                after = stat_identity(os.fstat(fd))
+        except OSError:
+            return None  # let the full read report it
+        if after != before or len(data) != before[2] - old_size:
+            return None
+        text, escaped = decode(data)
+        offset = old.newlines
+        new_lines = [
+            CorruptLine(line.raw, line.lineno + offset) if isinstance(line, CorruptLine) else line
+            for line in parse(old.path, text, escaped, None, lineno_offset=offset)
+        ]
+        snap = appended(old, after, data, new_lines, data.count(b"\n"))
+        with self._lock:
+            current = self._cache.get(old.path)
+            if current is not None and current.identity == after:
+                return current
+            self._store(snap)
+        self.stats["extends"] += 1
+        return snap
+
+    def _remember(
+        self,
+        path: str,
+        scope: str | None,
+        identity: Identity | None,
+        lines: list[Line],
+        *,
+        head: bytes = b"",
+        tail: bytes = b"",
+        newlines: int = 0,
+    ) -> ScopeSnapshot:
         if scope is None:
             scope = self.scope_of(path, lines)
         with self._lock:
             cached = self._cache.get(path)
             if cached is not None and cached.identity == identity and cached.scope == scope:
                 return cached  # another thread parsed the same version meanwhile: share it
-            snap = make(path, scope, identity, lines)
+            snap = make(path, scope, identity, lines, head=head, tail=tail, newlines=newlines)
             carry_forward(cached, snap)
-            self._cache[path] = snap
+            self._store(snap)
             return snap
 
-    def put(self, snap: ScopeSnapshot) -> None:
+    def put(self, snap: ScopeSnapshot, *, carry: bool = True) -> None:
         """Cache a version this process wrote, carrying the previous version's derived data."""
         with self._lock:
-            carry_forward(self._cache.get(snap.path), snap)
-            self._cache[snap.path] = snap
+            if carry:
+                carry_forward(self._cache.get(snap.path), snap)
+            self._store(snap)
 
     def scope_of(self, path: str, lines: Sequence[Line]) -> str:
         """The scope key of a discovered file: a record's ``scope`` whose file name is this one."""

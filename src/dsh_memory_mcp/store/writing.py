@@ -1,11 +1,13 @@
 """Putting bytes of store files on disk, with the store's coded errors.
 
 `replace_file` replaces a file whole (`fileio.commit`: unique tmp → fsync → rename → fsync dir);
-`encoded_chunks` renders scope lines for it in pieces.
+`encoded_chunks` renders scope lines for it in pieces; `append_bytes` adds whole lines at the end
+(one write, fsync) under the scope lock, repairing a torn tail.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -13,7 +15,7 @@ from dsh_memory_mcp.errors import StoreError
 from dsh_memory_mcp.store import fileio, records
 from dsh_memory_mcp.store.records import Line
 
-__all__ = ["encoded_chunks", "replace_file"]
+__all__ = ["Probe", "append_bytes", "encoded_chunks", "replace_file"]
 
 #: Lines per write when a scope file is rewritten.
 _WRITE_CHUNK = 1000
@@ -49,3 +51,88 @@ def replace_file(path: str, data: bytes | Iterable[bytes]) -> os.stat_result:
         raise StoreError(
             f"写入 {path} 失败:{exc.strerror or exc}。原文件未改动;请检查磁盘空间、文件大小限制与权限。", path=path
         ) from exc
+
+
+def _read_at(fd: int, offset: int, n: int) -> bytes:
+    """`n` bytes at `offset` (fewer at the end of the file); portable `os.pread`."""
+    os.lseek(fd, offset, os.SEEK_SET)
+    out = b""
+    while len(out) < n:
+        chunk = os.read(fd, n - len(out))
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+class Probe:
+    """Wraps the chunks of a rewrite and keeps what a snapshot needs of them: the first and last
+    `PROBE_BYTES` bytes and the newline count, without holding the whole file."""
+
+    def __init__(self, chunks: Iterable[bytes], keep: int) -> None:
+        self._chunks = chunks
+        self._keep = keep
+        self.head = b""
+        self.tail = b""
+        self.newlines = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        keep = self._keep
+        for chunk in self._chunks:
+            if len(self.head) < keep:
+                self.head = (self.head + chunk[:keep])[:keep]
+            self.tail = (self.tail + chunk)[-keep:] if len(chunk) < keep else chunk[-keep:]
+            self.newlines += chunk.count(b"\n")
+            yield chunk
+
+
+def append_bytes(
+    path: str, data: bytes, *, expect: tuple[int, int, int, int] | None
+) -> tuple[os.stat_result, bool, bool]:
+    """Append `data` (whole lines) to `path` in one write, fsync; the caller holds the scope lock.
+
+    `expect` is the identity ``(dev, ino, size, mtime_ns)`` the caller's snapshot has (None: the
+    file did not exist). Returns ``(stat after, matched, torn)``: `matched` False means the file
+    was not `expect` when opened (an unlocked writer changed it) and nothing was written; `torn`
+    True means the file did not end with a newline, so one was written first: the unfinished last
+    line stays a line of its own (kept as a corrupt line), never glued to ours.
+
+    On a failed or short write the file is cut back to its old length, so a failed save leaves
+    the old file intact.
+
+    :raises StoreError: the file cannot be opened or written.
+    """
+    try:
+        created = not os.path.exists(path)
+        if created:
+            os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
+    except OSError as exc:
+        raise StoreError(
+            f"写入 {path} 失败:{exc.strerror or exc}。原文件未改动;请检查记忆库目录是否存在且可写。", path=path
+        ) from exc
+    try:
+        st = os.fstat(fd)
+        identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if identity != expect and not (expect is None and st.st_size == 0):
+            return st, False, False
+        size = st.st_size
+        torn = size > 0 and _read_at(fd, size - 1, 1) != b"\n"
+        payload = b"\n" + data if torn else data
+        try:
+            fileio.write_all(fd, payload)
+            os.fsync(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+                os.fsync(fd)
+            raise StoreError(
+                f"写入 {path} 失败:{exc.strerror or exc}。原文件未改动;请检查磁盘空间、文件大小限制与权限。",
+                path=path,
+            ) from exc
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fileio.fsync_dir(os.path.dirname(path) or ".")
+    return after, True, torn
