@@ -1,0 +1,123 @@
+"""Run a script of the TypeScript host-compatibility package (`tests/ts/`) and read its JSON answer.
+
+The scripts use the official TypeScript MCP SDK client — what Claude Code, Cursor, VS Code and
+the Inspector are built on — against the real server. Each reads one JSON config file and
+prints one JSON document on stdout; `run_node` writes the config, runs `node`, and returns the
+parsed document. `.ci/run` installs the package with `npm ci`; without it the tests skip locally
+and FAIL in CI (`CI=true`, or `DSH_CI_REQUIRE_TS=1` which `.ci/run` sets), so the suite cannot pass there without having run.
+
+Reusable by any test: `stdio_target(...)` describes a spawned `python -m dsh_memory_mcp`,
+`http_target(url)` a running Streamable HTTP endpoint; `drive(target, steps)` runs
+`tests/ts/drive.mjs` (see its header for the step ops).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import subprocess_env
+
+TS_DIR = Path(__file__).resolve().parent.parent / "ts"
+SDK_PACKAGE = TS_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
+
+
+def require_ts_client() -> str:
+    """The `node` executable; skip (locally) or fail (CI) when node or the package is missing."""
+    node = shutil.which("node")
+    problem = None
+    if node is None:
+        problem = "node is not on PATH"
+    elif not SDK_PACKAGE.is_file():
+        problem = f"{TS_DIR}/node_modules is not installed (run: npm ci --prefix {TS_DIR})"
+    if problem is not None:
+        if os.environ.get("CI", "").lower() == "true" or os.environ.get("DSH_CI_REQUIRE_TS") == "1":
+            pytest.fail(f"TypeScript host tests cannot run in CI: {problem}")
+        pytest.skip(problem)
+    assert node is not None
+    return node
+
+
+def sdk_version() -> str:
+    return str(json.loads(SDK_PACKAGE.read_text(encoding="utf-8"))["version"])
+
+
+def stdio_target(
+    store_dir: Path | str,
+    errlog: Path,
+    *,
+    project: Path | str | None = None,
+    cwd: Path | str | None = None,
+    extra_args: list[str] | None = None,
+    **env: str,
+) -> dict[str, Any]:
+    """A `python -m dsh_memory_mcp` over stdio, as a host config would spawn it."""
+    args = ["-m", "dsh_memory_mcp", "--store-dir", str(store_dir)]
+    if project is not None:
+        args += ["--project", str(project)]
+    args += extra_args or []
+    return {
+        "transport": "stdio",
+        "command": sys.executable,
+        "args": args,
+        "env": subprocess_env(**env),
+        "cwd": str(cwd) if cwd else os.getcwd(),
+        "stderrPath": str(errlog),
+    }
+
+
+def http_target(url: str) -> dict[str, Any]:
+    """A running Streamable HTTP endpoint (e.g. `http://127.0.0.1:PORT/mcp`)."""
+    return {"transport": "http", "url": url}
+
+
+def run_node(script: str, config: dict[str, Any], *, workdir: Path, timeout: float = 90) -> Any:
+    """Run `tests/ts/<script>` with `config` and return the JSON it printed last.
+
+    :raises AssertionError: the script failed or printed no JSON (its stderr is in the message).
+    """
+    node = require_ts_client()
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / f"ts-config-{uuid.uuid4().hex[:8]}.json"
+    config_path.write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
+    proc = subprocess.run(
+        [node, str(TS_DIR / script), str(config_path)],
+        cwd=TS_DIR,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=timeout,
+        check=False,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert proc.returncode == 0 and lines, (
+        f"node {script} exited {proc.returncode}\nstdout:\n{proc.stdout[-2000:]}\nstderr:\n{proc.stderr[-4000:]}"
+    )
+    return json.loads(lines[-1])
+
+
+def drive(
+    target: dict[str, Any],
+    steps: list[dict[str, Any]],
+    *,
+    workdir: Path,
+    roots: list[dict[str, str]] | None = None,
+    client_info: dict[str, str] | None = None,
+    timeout: float = 90,
+) -> dict[str, Any]:
+    """Run `drive.mjs`: connect (declaring `roots` when given), run `steps`, return every outcome."""
+    config: dict[str, Any] = {"target": target, "steps": steps}
+    if roots is not None:
+        config["roots"] = roots
+    if client_info is not None:
+        config["clientInfo"] = client_info
+    result: dict[str, Any] = run_node("drive.mjs", config, workdir=workdir, timeout=timeout)
+    return result

@@ -1,0 +1,172 @@
+"""Host compatibility: the official TypeScript SDK client (what Claude Code, Cursor, VS Code and the
+Inspector are built on) drives the real server over stdio, through its validating paths.
+
+`Client.callTool` checks `structuredContent` against the tool's `outputSchema` with Ajv even when
+`isError` is true, so every error case here would come back as `MCP error -32602` if an error
+shape did not fit the schema. The cases and the expected codes are written out here, not derived
+from the server. Skips locally without `tests/ts/node_modules`; fails in CI (`CI=true`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.ts_client import TS_DIR, drive, require_ts_client, sdk_version, stdio_target
+
+TOOLS = ["memory_forget", "memory_get", "memory_list", "memory_save", "memory_search"]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace" / "应用"
+    path.mkdir(parents=True)
+    return path
+
+
+def _call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"op": "call", "name": name, "arguments": arguments}
+
+
+def _results(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every step's result; a thrown error (e.g. -32602) fails with its message."""
+    thrown = [(i, s["op"], s["threw"]) for i, s in enumerate(out["steps"]) if "threw" in s]
+    assert not thrown, thrown
+    return [s["result"] for s in out["steps"]]
+
+
+def _text(result: dict[str, Any]) -> str:
+    return "".join(block["text"] for block in result["content"] if block["type"] == "text")
+
+
+def test_the_pinned_sdk_is_the_one_the_hosts_ship():
+    require_ts_client()
+    assert sdk_version() == "1.32.2"
+    lock = json.loads((TS_DIR / "package-lock.json").read_text(encoding="utf-8"))
+    assert lock["packages"]["node_modules/@modelcontextprotocol/sdk"]["version"] == "1.32.2"
+
+
+def test_every_tool_works_through_the_typescript_client_with_chinese_content(tmp_path, store_dir, project):
+    content = "部署前必须跑完整测试套件,包括 TypeScript 客户端的兼容性测试"
+    out = drive(
+        stdio_target(store_dir, tmp_path / "err.log", project=project),
+        [
+            {"op": "listTools"},
+            _call("memory_save", {"content": content, "kind": "rule", "tags": ["部署"], "importance": 0.9}),
+            _call("memory_save", {"content": "这个项目用 pnpm 管理依赖", "scope": "project"}),
+            _call("memory_save", {"content": content, "kind": "rule"}),
+            _call("memory_search", {"query": "部署 测试", "topK": 3}),
+            _call("memory_list", {"kind": "rule"}),
+            _call("memory_list", {"scope": "all", "limit": 10}),
+            _call("memory_forget", {"query": "pnpm"}),
+        ],
+        workdir=tmp_path,
+    )
+    listed, saved, in_project, again, found, rules, everything, forgot = _results(out)
+    assert sorted(t["name"] for t in listed["tools"]) == TOOLS
+    assert all(t["outputSchema"]["type"] == "object" for t in listed["tools"])
+    assert out["serverVersion"]["name"] == "dsh-memory-mcp"
+
+    assert saved["isError"] is False
+    rid = saved["structuredContent"]["id"]
+    assert saved["structuredContent"] == {"ok": True, "id": rid, "deduped": False, "scope": "global", "kind": "rule"}
+    assert _text(saved) == f"已保存记忆 {rid[:8]} @ global"
+    assert in_project["structuredContent"]["scope"] == f"project:{project}"
+    assert again["structuredContent"]["deduped"] is True and again["structuredContent"]["id"] == rid
+
+    assert found["structuredContent"]["count"] >= 1
+    top = found["structuredContent"]["records"][0]
+    assert top["id"] == rid and top["content"] == content and top["tags"] == ["部署"] and top["importance"] == 0.9
+    assert content in _text(found)
+    assert [r["id"] for r in rules["structuredContent"]["records"]] == [rid]
+    assert everything["structuredContent"]["count"] == 2
+
+    got = drive(
+        stdio_target(store_dir, tmp_path / "err2.log", project=project),
+        [{"op": "listTools"}, _call("memory_get", {"ids": [rid[:8], "zzzzzzzz"]})],
+        workdir=tmp_path,
+    )
+    fetched = _results(got)[1]
+    assert fetched["isError"] is False
+    assert fetched["structuredContent"]["records"][0]["content"] == content
+    assert fetched["structuredContent"]["missing"] == ["zzzzzzzz"]
+    assert content in _text(fetched)
+    assert forgot["structuredContent"]["deleted"] == 1
+
+
+#: Every error code a caller can provoke with arguments alone (LOCK_TIMEOUT/STORE_ERROR need a
+#: stuck lock or a broken disk; their shape is checked by the schema tests below).
+ERROR_CASES: list[tuple[str, dict[str, Any], str]] = [
+    ("memory_save", {"content": "   "}, "CONTENT_EMPTY"),
+    ("memory_save", {"content": "x", "kind": "灵感"}, "KIND_INVALID"),
+    ("memory_save", {"content": "x", "importance": 2}, "IMPORTANCE_RANGE"),
+    ("memory_save", {"content": "x", "path": ""}, "PATH_INVALID"),
+    ("memory_save", {"content": "x", "path": "/tmp/a", "scope": "global"}, "PATH_SCOPE_CONFLICT"),
+    ("memory_save", {"content": "x", "scope": "a/b"}, "SCOPE_INVALID"),
+    ("memory_save", {"content": "x", "scope": "all"}, "SCOPE_NOT_WRITABLE"),
+    ("memory_save", {"content": "x", "path": "/tmp/a", "scope": "bad:name"}, "SCOPE_NAME_INVALID"),
+    ("memory_save", {"content": "x", "path": "/tmp/b", "scope": "别名甲"}, "SCOPE_NAME_TAKEN"),
+    ("memory_save", {"content": "x", "tags": {"a": 1}}, "TOOL_ERROR"),
+    ("memory_search", {"query": ""}, "QUERY_EMPTY"),
+    ("memory_search", {"query": "x", "topK": 0}, "TOPK_RANGE"),
+    ("memory_search", {"query": "x", "scope": "project:"}, "SCOPE_INVALID"),
+    ("memory_list", {"limit": 500}, "LIMIT_RANGE"),
+    ("memory_list", {"kind": "todo"}, "KIND_INVALID"),
+    ("memory_get", {"ids": []}, "IDS_EMPTY"),
+    ("memory_forget", {}, "TARGET_REQUIRED"),
+    ("memory_forget", {"id": "abcdefgh", "query": "x"}, "TARGET_AMBIGUOUS"),
+    ("memory_forget", {"query": "x", "scope": "all"}, "SCOPE_NOT_WRITABLE"),
+    ("memory_nonexistent", {}, "UNKNOWN_TOOL"),
+]
+
+
+def test_every_error_code_reaches_the_typescript_client_as_is_error_with_its_code(tmp_path, store_dir, project):
+    setup = _call("memory_save", {"content": "别名占位", "path": "/tmp/a", "scope": "别名甲"})
+    out = drive(
+        stdio_target(store_dir, tmp_path / "err.log", project=project),
+        [{"op": "listTools"}, setup, *(_call(name, args) for name, args, _ in ERROR_CASES)],
+        workdir=tmp_path,
+    )
+    results = _results(out)[2:]
+    assert len(results) == len(ERROR_CASES)
+    for (name, args, code), result in zip(ERROR_CASES, results):
+        assert result["isError"] is True, (name, args, result)
+        structured = result["structuredContent"]
+        assert structured["ok"] is False and structured["code"] == code, (name, args, structured)
+        assert structured["message"] and any("\u4e00" <= ch <= "\u9fff" for ch in structured["message"])
+        assert _text(result) == f"错误 {code}:{structured['message']}"
+
+
+def _inspector() -> list[str]:
+    node = require_ts_client()
+    cli = TS_DIR / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
+    if not cli.is_file():
+        pytest.fail(f"the Inspector is part of tests/ts/package.json but {cli} is missing: run npm ci")
+    return [node, str(cli), "--cli"]
+
+
+def test_the_inspector_cli_reports_no_schema_portability_problems(tmp_path, store_dir, project):
+    target = stdio_target(store_dir, tmp_path / "err.log", project=project)
+    env_args = [
+        arg
+        for key in ("DSH_MEMORY_STORE_DIR", "DSH_MEMORY_VECTOR", "PYTHONPATH", "XDG_STATE_HOME")
+        if key in target["env"]
+        for arg in ("-e", f"{key}={target['env'][key]}")
+    ]
+    proc = subprocess.run(
+        [*_inspector(), *env_args, target["command"], *target["args"], "--method", "tools/list", "--strict"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=90,
+        check=False,
+        env={**target["env"], "HOME": str(tmp_path), "MCP_CATALOG_PATH": str(tmp_path / "catalog.json")},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(t["name"] for t in json.loads(proc.stdout)["tools"]) == TOOLS
+    assert "Warning:" not in proc.stderr and "Error:" not in proc.stderr, proc.stderr[-3000:]

@@ -1,0 +1,80 @@
+// Shared harness for the host-compatibility scripts: the official TypeScript SDK client, as
+// Claude Code, Cursor, VS Code and the Inspector use it. A script reads one JSON config (path in
+// argv[2]), talks to the real server, and prints ONE JSON document on stdout for pytest to check.
+// Diagnostics go to stderr; the server's stderr goes to the file the config names.
+import { openSync, closeSync, readFileSync } from "node:fs";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ListRootsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+
+/** The config pytest wrote for this run (`tests/helpers/ts_client.py::run_node`). */
+export function readConfig() {
+  const path = process.argv[2];
+  if (!path) throw new Error("usage: node <script>.mjs <config.json>");
+  return JSON.parse(readFileSync(path, "utf8"));
+}
+
+/** Print the result document; pytest parses the last stdout line. */
+export function emit(value) {
+  process.stdout.write(JSON.stringify(value) + "\n");
+}
+
+/** A thrown error as plain data (an McpError carries the JSON-RPC code, e.g. -32602). */
+export function errorData(err) {
+  return { code: err?.code ?? null, message: String(err?.message ?? err) };
+}
+
+/**
+ * Connect a `Client` to the target and run the handshake.
+ * target: {transport: "stdio", command, args, env, cwd, stderrPath} | {transport: "http", url}
+ * options.roots: list of {uri, name} → the client declares `roots` (listChanged) and answers
+ *   `roots/list` from `state.roots`; absent → no roots capability, like most hosts today.
+ * options.clientInfo: {name, version} sent in `initialize`.
+ */
+export async function connect(target, options = {}) {
+  const state = { roots: options.roots ?? null, rootsRequests: 0 };
+  const capabilities = state.roots ? { roots: { listChanged: true } } : {};
+  const client = new Client(options.clientInfo ?? { name: "ts-host-test", version: "1.0.0" }, { capabilities });
+  if (state.roots) {
+    client.setRequestHandler(ListRootsRequestSchema, async () => {
+      state.rootsRequests += 1;
+      return { roots: state.roots };
+    });
+  }
+  let transport;
+  let stderrFd = null;
+  if (target.transport === "http") {
+    transport = new StreamableHTTPClientTransport(new URL(target.url));
+  } else {
+    stderrFd = target.stderrPath ? openSync(target.stderrPath, "a") : "inherit";
+    transport = new StdioClientTransport({
+      command: target.command,
+      args: target.args ?? [],
+      env: target.env,
+      cwd: target.cwd,
+      stderr: stderrFd,
+    });
+  }
+  await client.connect(transport);
+  const close = async () => {
+    await client.close();
+    if (typeof stderrFd === "number") closeSync(stderrFd);
+  };
+  /** Replace the roots and tell the server (`notifications/roots/list_changed`). */
+  const setRoots = async (roots) => {
+    state.roots = roots;
+    await client.sendRootsListChanged();
+  };
+  return { client, transport, state, close, setRoots };
+}
+
+/** Run `body(session)` on a connected session and always close it (the child is reaped). */
+export async function withSession(target, options, body) {
+  const session = await connect(target, options);
+  try {
+    return await body(session);
+  } finally {
+    await session.close();
+  }
+}
