@@ -133,7 +133,7 @@ def test_every_error_code_reaches_the_typescript_client_as_is_error_with_its_cod
     )
     results = _results(out)[2:]
     assert len(results) == len(ERROR_CASES)
-    for (name, args, code), result in zip(ERROR_CASES, results):
+    for (name, args, code), result in zip(ERROR_CASES, results, strict=True):
         assert result["isError"] is True, (name, args, result)
         structured = result["structuredContent"]
         assert structured["ok"] is False and structured["code"] == code, (name, args, structured)
@@ -143,7 +143,9 @@ def test_every_error_code_reaches_the_typescript_client_as_is_error_with_its_cod
 
 def _inspector() -> list[str]:
     node = require_ts_client()
-    cli = TS_DIR / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
+    cli = (
+        TS_DIR / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
+    )
     if not cli.is_file():
         pytest.fail(f"the Inspector is part of tests/ts/package.json but {cli} is missing: run npm ci")
     return [node, str(cli), "--cli"]
@@ -170,3 +172,94 @@ def test_the_inspector_cli_reports_no_schema_portability_problems(tmp_path, stor
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(t["name"] for t in json.loads(proc.stdout)["tools"]) == TOOLS
     assert "Warning:" not in proc.stderr and "Error:" not in proc.stderr, proc.stderr[-3000:]
+
+
+#: Shapes the tools return, written out by hand: an error of every kind (including the codes
+#: arguments cannot provoke) and one success per tool.
+ERROR_INSTANCES = [
+    {"ok": False, "code": code, "message": "写入 global 时等待锁超过 10 秒,记忆库未被改动。"}
+    for code in ("LOCK_TIMEOUT", "STORE_ERROR", "TOOL_ERROR", "UNKNOWN_TOOL")
+]
+_RECORD = {
+    "id": "0b5f3c1e-0000-4000-8000-000000000001",
+    "shortId": "0b5f3c1e",
+    "scope": "global",
+    "kind": "rule",
+    "content": "提交前先跑测试",
+    "tags": [],
+    "importance": None,
+    "updatedAt": 1764000000000,
+}
+SUCCESS_INSTANCES = {
+    "memory_save": {
+        "ok": True,
+        "id": _RECORD["id"],
+        "deduped": False,
+        "scope": "global",
+        "kind": "rule",
+        "superseded": None,
+    },
+    "memory_search": {"ok": True, "count": 1, "scopes": ["global"], "records": [{**_RECORD, "score": 0.5}]},
+    "memory_list": {"ok": True, "count": 1, "total": 1, "scopes": ["global"], "records": [_RECORD]},
+    "memory_get": {"ok": True, "count": 1, "records": [{**_RECORD, "importance": 0.9}], "missing": []},
+    "memory_forget": {"ok": True, "deleted": 1, "ids": [_RECORD["id"]]},
+}
+#: Shapes that must NOT validate: a schema that accepts anything proves nothing.
+INVALID_INSTANCES = [
+    {"ok": False, "code": "TOPK_RANGE"},  # no message
+    {"ok": True},  # success without its fields
+    {"ok": "yes", "code": "X", "message": "m"},
+]
+
+
+def test_both_result_shapes_validate_under_every_output_schema_in_ajv(tmp_path, store_dir, project):
+    steps: list[dict[str, Any]] = [{"op": "listTools"}]
+    expected: list[tuple[str, Any, bool]] = []
+    for tool in TOOLS:
+        for instance in [*ERROR_INSTANCES, SUCCESS_INSTANCES[tool]]:
+            expected.append((tool, instance, True))
+        for instance in INVALID_INSTANCES:
+            expected.append((tool, instance, False))
+    steps += [{"op": "validate", "tool": tool, "instance": instance} for tool, instance, _ in expected]
+    out = drive(stdio_target(store_dir, tmp_path / "err.log", project=project), steps, workdir=tmp_path)
+    for (tool, instance, valid), verdict in zip(expected, _results(out)[1:], strict=True):
+        assert verdict["valid"] is valid, (tool, instance, verdict["errorMessage"])
+
+
+def test_both_result_shapes_validate_under_every_output_schema_in_python_jsonschema(tmp_path, store_dir, project):
+    from jsonschema.validators import validator_for
+
+    from tests.helpers.mcp_session import server_params, stdio_session
+
+    with stdio_session(server_params(store_dir, project=project), tmp_path / "err.log") as s:
+        schemas = {t.name: t.output_schema for t in s.list_tools().tools}
+    assert sorted(schemas) == TOOLS
+    for tool, schema in schemas.items():
+        cls = validator_for(schema)
+        cls.check_schema(schema)
+        validator = cls(schema)
+        for instance in [*ERROR_INSTANCES, SUCCESS_INSTANCES[tool]]:
+            assert not list(validator.iter_errors(instance)), (tool, instance)
+        for instance in INVALID_INSTANCES:
+            assert list(validator.iter_errors(instance)), (tool, instance)
+
+
+def test_no_schema_uses_a_type_array():
+    from dsh_memory_mcp.service.schemas import TOOL_SPECS
+
+    def walk(node: Any, path: str) -> list[str]:
+        if isinstance(node, dict):
+            found = [path] if isinstance(node.get("type"), list) else []
+            return found + [p for k, v in node.items() for p in walk(v, f"{path}.{k}")]
+        if isinstance(node, list):
+            return [p for i, v in enumerate(node) for p in walk(v, f"{path}[{i}]")]
+        return []
+
+    arrays = [p for spec in TOOL_SPECS for p in walk([spec.input_schema, spec.output_schema], spec.name)]
+    assert arrays == []
+
+
+def test_ci_installs_the_typescript_package_with_npm_ci():
+    run = (TS_DIR.parent.parent / ".ci" / "run").read_text(encoding="utf-8")
+    assert "npm ci --prefix tests/ts" in run and "export DSH_CI_REQUIRE_TS=1" in run
+    assert "node_modules" in (TS_DIR.parent.parent / ".gitignore").read_text(encoding="utf-8")

@@ -98,9 +98,13 @@ def run_node(script: str, config: dict[str, Any], *, workdir: Path, timeout: flo
         check=False,
     )
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    assert proc.returncode == 0 and lines, (
-        f"node {script} exited {proc.returncode}\nstdout:\n{proc.stdout[-2000:]}\nstderr:\n{proc.stderr[-4000:]}"
-    )
+    if proc.returncode != 0 or not lines:
+        errlog = Path(config.get("target", {}).get("stderrPath") or workdir / "-")
+        server_err = errlog.read_text(encoding="utf-8", errors="replace")[-3000:] if errlog.is_file() else ""
+        raise AssertionError(
+            f"node {script} exited {proc.returncode}\nstdout:\n{proc.stdout[-2000:]}\n"
+            f"stderr:\n{proc.stderr[-4000:]}\nserver stderr:\n{server_err}"
+        )
     return json.loads(lines[-1])
 
 

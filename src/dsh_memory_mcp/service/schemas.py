@@ -13,7 +13,7 @@ from typing import Any
 from dsh_memory_mcp.service.validate import IDS_MAX, LIMIT_DEFAULT, LIMIT_MAX, TOPK_DEFAULT, TOPK_MAX
 from dsh_memory_mcp.store.records import KINDS
 
-__all__ = ["TOOL_NAMES", "TOOL_SPECS", "ToolSpec"]
+__all__ = ["ERROR_SHAPE", "TOOL_NAMES", "TOOL_SPECS", "ToolSpec"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,14 @@ _SCOPE_DOC = (
     "作用域:global(所有项目共享)、project(当前工作区)、session 或 session:<id>、project:<路径>、"
     "自定义名(已登记的别名会解析到它的工作区)"
 )
+
+
+def _nullable(type_name: str) -> dict[str, Any]:
+    """`T or null` as `anyOf` branches: a `type` array is legal JSON Schema but less portable (the
+    Inspector flags it; single-`type` dialects such as Gemini's reject or drop it)."""
+    return {"anyOf": [{"type": type_name}, {"type": "null"}]}
+
+
 _RECORD_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -42,7 +50,7 @@ _RECORD_SCHEMA: dict[str, Any] = {
         "kind": {"type": "string", "enum": list(KINDS)},
         "content": {"type": "string"},
         "tags": {"type": "array", "items": {"type": "string"}},
-        "importance": {"type": ["number", "null"]},
+        "importance": _nullable("number"),
         "updatedAt": {"type": "integer", "description": "毫秒时间戳"},
         "expiredAt": {"type": "integer"},
     },
@@ -50,11 +58,36 @@ _RECORD_SCHEMA: dict[str, Any] = {
 }
 
 
+#: The error shape every tool returns with `isError: true` (`render.error_result`).
+ERROR_SHAPE: dict[str, Any] = {
+    "type": "object",
+    "title": "错误",
+    "properties": {"ok": {"const": False}},
+    "required": ["ok", "code", "message"],
+}
+
+
 def _out(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
+    """A tool's outputSchema: its success shape OR the error shape.
+
+    The TypeScript SDK (Claude Code, Cursor, VS Code, the Inspector) validates `structuredContent`
+    against `outputSchema` even when `isError` is true, so a success-only schema turns every coded
+    error into `MCP error -32602` and the model never sees the code. Both shapes share one
+    `properties` table; `anyOf` picks which fields are required.
+    """
     return {
         "type": "object",
-        "properties": {"ok": {"type": "boolean"}, **properties},
-        "required": ["ok", *required],
+        "properties": {
+            "ok": {"type": "boolean", "description": "true:成功;false:出错,见 code 与 message"},
+            **properties,
+            "code": {"type": "string", "description": "错误码(仅出错时),如 TOPK_RANGE"},
+            "message": {"type": "string", "description": "错误说明与修正方法(仅出错时)"},
+        },
+        "required": ["ok"],
+        "anyOf": [
+            {"type": "object", "title": "成功", "properties": {"ok": {"const": True}}, "required": ["ok", *required]},
+            ERROR_SHAPE,
+        ],
     }
 
 
@@ -95,7 +128,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                 "deduped": {"type": "boolean"},
                 "scope": {"type": "string"},
                 "kind": {"type": "string"},
-                "superseded": {"type": ["string", "null"]},
+                "superseded": _nullable("string"),
             },
             ["id", "deduped", "scope", "kind"],
         ),
