@@ -42,6 +42,9 @@ DEPENDENCIES: tuple[tuple[str, str], ...] = (
 
 DEFAULT_EMBED_PORT = 8199
 DEFAULT_EMBED_THREADS = 6
+#: `memory_forget` by query deletes up to this many matches without `confirm: true` (issue 15).
+DEFAULT_FORGET_CONFIRM_OVER = 3
+FORGET_CONFIRM_MAX = 1_000_000
 #: DSH's own default; sidecars written by DSH start with `#qwen3-embedding-0.6b\t1024`.
 DEFAULT_EMBED_MODEL_ID = "qwen3-embedding-0.6b"
 
@@ -96,6 +99,8 @@ class VectorSettings:
     unavailable_reason: str | None = None
     #: A `DSH_MEMORY_EMBED_POOLING` value we did not understand (ignored, and warned about at start).
     invalid_pooling: str | None = None
+    #: Environment values that were invalid and replaced by their default (one Chinese line each).
+    warnings: tuple[str, ...] = ()
 
     @property
     def usable(self) -> bool:
@@ -117,6 +122,12 @@ class Settings:
     #: Seconds between two background rewrites of one scope file for access counts
     #: (``DSH_MEMORY_TOUCH_INTERVAL_SECS``; exit and explicit flushes still write at once).
     touch_interval: int = 30
+    #: `memory_forget` by query deletes at most this many matches without `confirm: true`
+    #: (`DSH_MEMORY_FORGET_CONFIRM_OVER`); more → `CONFIRM_REQUIRED` with the list, nothing deleted.
+    forget_confirm_over: int = DEFAULT_FORGET_CONFIRM_OVER
+    #: Environment values that were invalid and replaced by their default (one Chinese line each;
+    #: the CLI prints them at start, `doctor` lists them). Includes `vector.warnings`.
+    warnings: tuple[str, ...] = ()
 
     @property
     def default_save_scope(self) -> str:
@@ -163,8 +174,9 @@ def resolve_vector_settings(env: Mapping[str, str], cwd: str) -> VectorSettings:
     model = _env(env, "DSH_MEMORY_EMBED_MODEL")
     if model is not None:
         model = _absolute(model, cwd)
-    port = _int_env(env, "DSH_MEMORY_EMBED_PORT", DEFAULT_EMBED_PORT, 1, 65535)
-    threads = _int_env(env, "DSH_MEMORY_EMBED_THREADS", DEFAULT_EMBED_THREADS, 1, 512)
+    problems: list[str] = []
+    port = _int_env(env, "DSH_MEMORY_EMBED_PORT", DEFAULT_EMBED_PORT, 1, 65535, problems)
+    threads = _int_env(env, "DSH_MEMORY_EMBED_THREADS", DEFAULT_EMBED_THREADS, 1, 512, problems)
     model_id = model_id_from_path(model) if model else DEFAULT_EMBED_MODEL_ID
     pooling_raw = _env(env, "DSH_MEMORY_EMBED_POOLING")
     pooling = pooling_raw.lower() if pooling_raw and pooling_raw.lower() in _POOLINGS else None
@@ -185,18 +197,26 @@ def resolve_vector_settings(env: Mapping[str, str], cwd: str) -> VectorSettings:
         model_id=model_id,
         unavailable_reason=reason,
         invalid_pooling=invalid_pooling,
+        warnings=tuple(problems),
     )
 
 
-def _int_env(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+def _int_env(
+    env: Mapping[str, str], name: str, default: int, low: int, high: int, problems: list[str] | None = None
+) -> int:
+    """An integer variable in [low, high]; anything else is the default, and `problems` says so."""
     raw = _env(env, name)
     if raw is None:
         return default
     try:
         value = int(raw)
     except ValueError:
-        return default
-    return value if low <= value <= high else default
+        value = None
+    if value is not None and low <= value <= high:
+        return value
+    if problems is not None:
+        problems.append(f"{name}={raw!r} 不是 {low}~{high} 之间的整数,已忽略,改用缺省值 {default}")
+    return default
 
 
 def resolve_settings(
@@ -223,13 +243,21 @@ def resolve_settings(
     if project is None:
         project = cwd
         source = "cwd"
+    problems: list[str] = []
+    confirm_over = _int_env(
+        env, "DSH_MEMORY_FORGET_CONFIRM_OVER", DEFAULT_FORGET_CONFIRM_OVER, 0, FORGET_CONFIRM_MAX, problems
+    )
+    touch_interval = _int_env(env, "DSH_MEMORY_TOUCH_INTERVAL_SECS", 30, 0, 86_400, problems)
+    vector = resolve_vector_settings(env, cwd)
     return Settings(
         store_dir=_absolute(store, cwd),
         project_dir=_absolute(project, cwd),
         store_dir_is_default=is_default,
         scope_all=env_flag(env.get("DSH_MEMORY_SCOPE_ALL")),
         debug=env_flag(env.get("DSH_MEMORY_DEBUG")),
-        vector=resolve_vector_settings(env, cwd),
+        vector=vector,
         project_source=source,
-        touch_interval=_int_env(env, "DSH_MEMORY_TOUCH_INTERVAL_SECS", 30, 0, 86_400),
+        touch_interval=touch_interval,
+        forget_confirm_over=confirm_over,
+        warnings=(*problems, *vector.warnings),
     )

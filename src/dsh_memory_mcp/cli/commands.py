@@ -279,9 +279,15 @@ def cmd_forget(call: Call) -> int:
     # Vectors only to drop the deleted ids from the sidecars: a local rewrite, no backend.
     with _service(call, create=True, vectors=call.settings.vector) as service:
         args = _tool_args(call, ("query", "query"), ("scope", "scope"), ("path", "path"))
+        if call.flag("confirm"):
+            args["confirm"] = True
         if ident is not None:
             args["id"] = ident
-        return _show(call, service.call("memory_forget", args))
+        result = service.call("memory_forget", args)
+        if result.structured.get("code") == "CONFIRM_REQUIRED":  # at a terminal the way to confirm is a flag
+            text = result.text.replace("用同样的参数加 confirm: true 再调用一次", "同样的命令加 --confirm 再运行一次")
+            result = dataclasses.replace(result, text=text)
+        return _show(call, result)
 
 
 # ----------------------------------------------------------------------------------------------

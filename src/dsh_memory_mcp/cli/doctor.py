@@ -121,6 +121,7 @@ def run_checks(settings: config.Settings, *, env: Mapping[str, str] = os.environ
         ("dsh-memory-mcp", lambda: iter([_check_self()])),
         ("存储目录", lambda: check_store(settings)),
         ("project", lambda: iter([_check_project(settings)])),
+        ("环境变量", lambda: iter(Check("warn", "环境变量", w, "改成合法的值或删掉它") for w in settings.warnings)),
         ("宿主配置", lambda: check_hosts(settings, env)),
     ]
     for title, step in steps:

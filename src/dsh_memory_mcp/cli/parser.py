@@ -310,6 +310,7 @@ stdin 关闭、SIGINT、SIGTERM 都会干净退出(退出码 0),自己拉起的 
   DSH_MEMORY_EMBED_THREADS   llama-server 线程数(缺省 {config.DEFAULT_EMBED_THREADS})
   DSH_MEMORY_EMBED_POOLING   池化方式(缺省按模型推断:bge → cls,nomic → mean,Qwen3-Embedding → last);
                              池化选错会悄悄毁掉召回,换模型时务必确认
+  DSH_MEMORY_FORGET_CONFIRM_OVER  memory_forget 按 query 匹配超过这么多条时只预览不删除,要 confirm(缺省 3)
   DSH_MEMORY_DEBUG           1 ⇒ 启动失败时额外打印完整调用栈,日志含调试信息
 
 退出码:

@@ -53,6 +53,8 @@ def _run_guarded(name: str, invocation: Invocation, load: Callable[[], Body]) ->
             pass
     try:
         settings = config.resolve_settings(store_dir=invocation.store_dir, project_dir=invocation.project_dir)
+        if settings.warnings:
+            write_stderr_lines([f"⚠️ {problem}" for problem in settings.warnings])
         try:
             body = load()
         except Exception as exc:
@@ -120,6 +122,7 @@ _KIND = Option(("--kind",), "kind", True, "KIND", "只看一种:fact / decision 
 _LIMIT = Option(("--limit",), "limit", True, "N", "最多显示几条,1~200(缺省 50),最新的在前")
 _TOPK = Option(("--top-k", "--topk"), "top_k", True, "N", "最多返回几条,1~20(缺省 5)")
 _ID = Option(("--id",), "id", True, "ID", "要删除的记忆 id(完整 id 或至少 8 位前缀,任意作用域)")
+_CONFIRM = Option(("--confirm", "--yes"), "confirm", help="--query 匹配超过阈值时确认删除(先不加它看预览)")
 _QUERY = Option(("--query",), "query", True, "TEXT", "删除内容包含该文本的记忆(只在一个作用域内,缺省当前项目)")
 
 _DRY_RUN = Option(("--dry-run",), "dry_run", help="只打印将要做的修改(diff),不写任何文件")
@@ -164,14 +167,15 @@ _BUILTIN: tuple[Command, ...] = (
         "删除记忆",
         _runner("forget"),
         accepts_args=True,
-        extra_options=(_ID, _QUERY, _SCOPE, _PATH, _JSON),
+        extra_options=(_ID, _QUERY, _SCOPE, _PATH, _CONFIRM, _JSON),
         usage=(
             "forget ID [--json]",
             "forget --id ID [--json]",
-            "forget --query 文本 [--scope SCOPE | --path DIR] [--json]",
+            "forget --query 文本 [--scope SCOPE | --path DIR] [--confirm] [--json]",
         ),
         details="与 memory_forget 工具相同:按 id 删一条(任意作用域),或按内容子串在一个作用域内批量删除\n"
-        "(缺省当前项目;不能用 all)。没有确认提示,删之前可以先 export 备份。",
+        "(缺省当前项目;不能用 all)。--query 匹配超过 3 条(DSH_MEMORY_FORGET_CONFIRM_OVER)时什么都不删,\n"
+        "列出将被删除的记忆并以 1 退出(CONFIRM_REQUIRED);看过后加 --confirm 再运行即删除那时仍匹配的记忆。",
     ),
     Command(
         "export",

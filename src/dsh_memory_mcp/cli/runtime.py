@@ -317,6 +317,8 @@ def _start(invocation: Invocation, serve: ServeFn | None, started: StartedFlag, 
         diagnostics.report_unexpected(exc, debug, started=False)
         return EXIT_STARTUP
     logs.configure_file_logging()
+    for problem in settings.warnings:  # an invalid value silently becoming the default would mislead
+        _cli_log.warning("⚠️ %s", problem)
     _cli_log.info("store-dir = %s", settings.store_dir)
     _cli_log.info("project = %s(project 作用域 = project:%s)", settings.project_dir, settings.project_dir)
     _cli_log.info("默认保存作用域 = %s", settings.default_save_scope)

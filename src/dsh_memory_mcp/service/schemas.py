@@ -234,8 +234,11 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         description=(
             "Delete memories: give exactly one of id (exact id or 8-char prefix, any scope) or query (content "
             "substring, deletes every match in one scope). With query the default scope is the current project "
-            "only (global is never touched unless scope='global'); scope='all' is refused. Errors: "
-            "TARGET_REQUIRED, TARGET_AMBIGUOUS, SCOPE_NOT_WRITABLE, SCOPE_INVALID, LOCK_TIMEOUT, STORE_ERROR."
+            "only (global is never touched unless scope='global'); scope='all' is refused. A query matching more "
+            "than 3 memories (configurable) deletes nothing and returns CONFIRM_REQUIRED with the list: show it, "
+            "then repeat the call with confirm=true to delete the memories matching at that time. Errors: "
+            "TARGET_REQUIRED, TARGET_AMBIGUOUS, CONFIRM_REQUIRED, SCOPE_NOT_WRITABLE, SCOPE_INVALID, LOCK_TIMEOUT, "
+            "STORE_ERROR."
         ),
         input_schema={
             "type": "object",
@@ -244,6 +247,10 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                 "query": {"type": "string", "description": "按内容子串批量删除(与 id 二选一)"},
                 "scope": {"type": "string", "description": "query 删除的作用域;默认当前项目;不可为 all"},
                 "path": {"type": "string", "description": "query 删除限定到该工作区"},
+                "confirm": {
+                    "type": "boolean",
+                    "description": "query 匹配超过 3 条(可配置)时,看过 CONFIRM_REQUIRED 返回的列表后设为 true 才删除",
+                },
             },
         },
         output_schema=_out(

@@ -10,6 +10,7 @@ Front doors (stdio, HTTP, the human CLI, the web API) only adapt this.
 from __future__ import annotations
 
 import logging
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -315,6 +316,13 @@ class MemoryService:
                 target = ctx.project
             else:
                 target = scopes.named_scope(scope)
+            confirmed = _confirm_arg(args.get("confirm"))
+            if not confirmed:
+                preview = self._forget_preview(target, query.strip())
+                if preview is not None:
+                    return preview
+            # Confirmed (or few enough): delete what matches *now*, inside the lock — the preview is
+            # not a reservation; a record saved since then that matches goes too (documented).
             removed = self.store.delete_matching(target, query.strip())
         ids = [r.id for r in removed]
         if removed:
@@ -324,6 +332,29 @@ class MemoryService:
         else:
             text = f"没有删除任何记忆:作用域内没有内容包含 {str(query).strip()!r} 的记忆"
         return ToolResult(text=text, structured={"ok": True, "deleted": len(ids), "ids": ids})
+
+    def _forget_preview(self, scope: str, query: str) -> ToolResult | None:
+        """`CONFIRM_REQUIRED` with the would-be-deleted list when more than the threshold match."""
+        limit = self.settings.forget_confirm_over
+        needle = _fold(query)
+        if not needle:
+            return None
+        now = self.clock()
+        records = self.store.snapshot(scope).records
+        matches = [r for r in records if not r.is_expired(now) and needle in _fold(r.content)]
+        if len(matches) <= limit:
+            return None
+        matches.sort(key=lambda r: (-r.updated_at, r.id))
+        message = (
+            f"按 query 在 {scope} 中匹配到 {len(matches)} 条记忆,超过 {limit} 条,为防误删没有删除任何记忆。"
+            "确认要全部删除:用同样的参数加 confirm: true 再调用一次(删除的是那时仍匹配的记忆);"
+            "只删其中几条:改用 id 逐条删除。"
+        )
+        result = error_result("CONFIRM_REQUIRED", message)
+        listing = "\n\n".join(f"({r.scope}/{r.kind}) {snippet(r.content)}\n{meta_line(r)}" for r in matches)
+        result.structured.update(scope=scope, count=len(matches), records=[record_dict(r) for r in matches])
+        text = f"{result.text}\n\n将被删除的记忆:\n\n{listing}"
+        return ToolResult(text=text, structured=result.structured, is_error=True)
 
     def _forget_id(self, key: str) -> list[Record]:
         if len(key) < PREFIX_MIN:
@@ -339,3 +370,19 @@ class MemoryService:
         if not unique:
             return []
         return self.store.delete_ids(list(unique))
+
+
+def _fold(text: str) -> str:
+    """NFKC and lower case, exactly as `SharedStore.delete_matching` compares (so the preview
+    lists the records a confirmed call would delete)."""
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def _confirm_arg(value: Any) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise InvalidArgument(f"confirm 必须是布尔值 true / false(收到 {show(value)})。", code="TOOL_ERROR")
