@@ -11,6 +11,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from dsh_memory_mcp.errors import ERROR_CODES
@@ -43,6 +44,9 @@ def test_a_query_matching_more_than_three_deletes_nothing_and_lists_them_until_c
         assert sc["ok"] is False and sc["code"] == "CONFIRM_REQUIRED" and "CONFIRM_REQUIRED" in ERROR_CODES
         assert sc["count"] == 5 and {r["id"] for r in sc["records"]} == ids and sc["scope"] == "global"
         assert "confirm: true" in sc["message"]
+        # TypeScript hosts validate structuredContent against outputSchema even on errors.
+        schema = next(t for t in s.list_tools().tools if t.name == "memory_forget").output_schema
+        jsonschema.validate(sc, schema)
         text = preview.content[0].text
         assert text.startswith("错误 CONFIRM_REQUIRED:") and all(i[:8] in text for i in ids)
         assert (store_dir / "global.jsonl").read_bytes() == before  # nothing deleted

@@ -254,7 +254,17 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             },
         },
         output_schema=_out(
-            {"deleted": {"type": "integer"}, "ids": {"type": "array", "items": {"type": "string"}}},
+            {
+                "deleted": {"type": "integer"},
+                "ids": {"type": "array", "items": {"type": "string"}},
+                "scope": {"type": "string", "description": "CONFIRM_REQUIRED:按 query 匹配的作用域"},
+                "count": {"type": "integer", "description": "CONFIRM_REQUIRED:匹配的条数(什么都没删)"},
+                "records": {
+                    "type": "array",
+                    "items": _RECORD_SCHEMA,
+                    "description": "CONFIRM_REQUIRED:将被删除的记忆;确认后带 confirm: true 再调用",
+                },
+            },
             ["deleted", "ids"],
         ),
         destructive=True,
