@@ -82,6 +82,9 @@ def test_the_wheel_ships_the_typing_marker_and_the_console_script(installed):
         entry_points = zf.read(f"dsh_memory_mcp-{__version__}.dist-info/entry_points.txt").decode("utf-8")
     assert "dsh_memory_mcp/py.typed" in names
     assert "dsh_memory_mcp/__main__.py" in names
+    # The web page's files are package data, read with importlib.resources at run time.
+    for name in ("index.html", "app.js", "app.css"):
+        assert f"dsh_memory_mcp/transports/web_static/{name}" in names
     assert "dsh-memory-mcp = dsh_memory_mcp.cli.main:main" in entry_points
     assert not any(n.startswith(("tests/", "scripts/")) for n in names)
 

@@ -411,6 +411,20 @@ def test_a_deduped_save_still_hides_the_record_it_supersedes(store: SharedStore,
     assert len(store.snapshot("global").records) == 2
 
 
+def test_superseding_a_record_with_its_own_content_makes_a_new_record_with_the_new_fields(
+    store: SharedStore, clock: Clock
+):
+    old = store.save("global", "same words", kind="note", tags=["a"])
+    clock.advance()
+    result = store.save("global", "same words", kind="rule", tags=["b"], importance=0.5, supersedes=old.record.id)
+    assert result.deduped is False and result.record.id != old.record.id
+    assert result.superseded is not None and result.superseded.id == old.record.id
+    by_id = {r.id: r for r in store.snapshot("global").records}
+    assert by_id[old.record.id].expired_at is not None
+    new = by_id[result.record.id]
+    assert (new.kind, new.tags, new.importance, new.data["supersedes"]) == ("rule", ["b"], 0.5, old.record.id)
+
+
 def test_saves_from_many_threads_are_all_kept(store: SharedStore):
     def work(n: int) -> None:
         for i in range(15):

@@ -27,7 +27,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,13 +34,11 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from dsh_memory_mcp import config
 from dsh_memory_mcp.errors import DshMemoryError, EmbeddingUnavailable
-from dsh_memory_mcp.store import records, scopes
-from dsh_memory_mcp.store.layout import vec_path_for
-from dsh_memory_mcp.store.records import Record
+from dsh_memory_mcp.service import health, transfer
+from dsh_memory_mcp.store import scopes
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.service.tools import MemoryService, ToolResult
-    from dsh_memory_mcp.store.shared import SharedStore
 
 __all__ = ["COMMAND_NAMES", "IMPORT_TAG", "Call", "run"]
 
@@ -53,15 +50,12 @@ EXIT_FAIL = 1
 EXIT_USAGE = 2
 
 #: Tag on every memory made from the reference memory server's knowledge graph.
-IMPORT_TAG = "mcp-memory-import"
-RELATION_TAG = "relation"
+IMPORT_TAG = transfer.IMPORT_TAG
 PROGRESS_WIDTH = 30
 #: How long `search` lets an already-answering backend get ready (health, model, one probe).
 SEARCH_BRING_UP_SECONDS = 1.0
 #: How long `search` gives a configured backend to answer /health before going lexical.
 SEARCH_HEALTH_SECONDS = 0.3
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -306,23 +300,17 @@ def cmd_export(call: Call) -> int:
             call.out.flush()
         exported = 0
         corrupt: list[str] = []
-        for scope in resolved:
-            snap = service.store.snapshot(scope)
-            chunk = []
-            for line in snap.lines:
-                if isinstance(line, Record):
-                    chunk.append(line.raw + "\n")
-                else:
-                    corrupt.append(f"{_relpath(service.store, snap.path)} 第 {line.lineno} 行")
-            text = "".join(chunk)
+        for part in transfer.export_scopes(service.store, resolved):
             if sink is not None:  # raw UTF-8 whatever the console's encoding: a backup must be exact
-                sink.write(text.encode("utf-8", "surrogateescape"))
+                sink.write(part.text.encode("utf-8", "surrogateescape"))
             else:
-                call.out.write(text)
-            exported += len(chunk)
+                call.out.write(part.text)
+            exported += part.records
+            corrupt.extend(part.corrupt)
         if sink is not None:
             sink.flush()
-        stray = _unattributed_files(service.store) if call.opt("scope") is None and call.opt("path") is None else []
+        whole = call.opt("scope") is None and call.opt("path") is None
+        stray = transfer.unattributed_files(service.store) if whole else []
         call.note(f"导出完成:{exported} 条记录,{len(resolved)} 个作用域")
         if corrupt:
             call.note(
@@ -333,30 +321,6 @@ def cmd_export(call: Call) -> int:
         for path in stray:
             call.note(f"⚠️ 无法确定作用域的文件没有导出:{path}")
         return EXIT_OK
-
-
-def _relpath(store: SharedStore, path: str) -> str:
-    return store.layout.relpath(path)
-
-
-def _unattributed_files(store: SharedStore) -> list[str]:
-    """``projects/<sha1>.jsonl`` files `discover_scopes` skips (empty, or no record names their scope)."""
-    known = {scopes.scope_file_relpath(s) for s in store.discover_scopes()}
-    out = []
-    for rel in store.layout.scope_files(sha1_only=True):
-        if rel not in known and os.path.getsize(store.layout.abspath(rel)) > 0:
-            out.append(rel)
-    return out
-
-
-@dataclass
-class _ImportPlan:
-    #: scope → our records, in file order
-    ours: dict[str, list[Record]] = dataclasses.field(default_factory=dict)
-    #: contents made from the knowledge graph, in file order (deduplicated)
-    graph: dict[str, tuple[str, list[str]]] = dataclasses.field(default_factory=dict)
-    bad: int = 0
-    duplicates: int = 0
 
 
 def cmd_import(call: Call) -> int:
@@ -374,31 +338,19 @@ def cmd_import(call: Call) -> int:
     except OSError as exc:
         call.note(f"❌ 无法读取导入文件 {source}:{exc.strerror or exc}")
         return EXIT_FAIL
-    plan = _ImportPlan()
-    for lineno, raw in enumerate(data.split(b"\n"), start=1):
-        _plan_line(call, plan, lineno, raw)
+    plan = transfer.plan_import(data)
+    for problem in plan.problems:
+        call.note(f"⚠️ {problem.text()}")
     with _service(call, create=True) as service:
-        added = 0
-        existing = plan.duplicates
+        target = scopes.GLOBAL
         if plan.graph:
-            target = _import_target(call, service)
-            if not isinstance(target, str):
-                return _tool_error(call, target)
-            now = service.clock()
-            made = [
-                records.new_record(scope=target, content=content, kind="fact", tags=tags, now=now)
-                for content, tags in plan.graph.values()
-            ]
-            plan.ours.setdefault(target, []).extend(made)
-        known = {r.id for scope in service.store.discover_scopes() for r in service.store.snapshot(scope).records}
-        for scope, batch in plan.ours.items():
-            fresh = [r for r in batch if r.id not in known]
-            existing += len(batch) - len(fresh)
-            done, skipped = service.store.insert(scope, fresh)
-            added += done
-            existing += skipped
-        call.note(f"导入完成:新增 {added} 条,已存在 {existing} 条,跳过 {plan.bad} 行")
-        if added and call.settings.vector.usable:
+            resolved_target = _import_target(call, service)
+            if not isinstance(resolved_target, str):
+                return _tool_error(call, resolved_target)
+            target = resolved_target
+        outcome = transfer.apply_import(service.store, plan, target, now=service.clock())
+        call.note(f"导入完成:新增 {outcome.added} 条,已存在 {outcome.existing} 条,跳过 {outcome.bad} 行")
+        if outcome.added and call.settings.vector.usable:
             call.note(f"ℹ️ 新记录的向量由运行中的服务在后台补齐,也可以运行 {PROG} reembed")
         return EXIT_OK
 
@@ -422,108 +374,6 @@ def _import_target(call: Call, service: MemoryService) -> str | ToolResult:
     return resolved[0]
 
 
-def _plan_line(call: Call, plan: _ImportPlan, lineno: int, raw: bytes) -> None:
-    def bad(why: str) -> None:
-        plan.bad += 1
-        preview = text if len(text) <= 80 else text[:80] + "…"
-        call.note(f"⚠️ 第 {lineno} 行{why},已跳过:{preview}")
-
-    text = raw.decode("utf-8", "replace")
-    try:
-        line = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        bad("不是 UTF-8 文本")
-        return
-    if lineno == 1:
-        line = line.removeprefix("\ufeff")
-    line = line.removesuffix("\r")
-    if not line.strip():
-        return
-    try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError):
-        bad("不是 JSON")
-        return
-    if not isinstance(obj, dict):
-        bad("不是 JSON 对象")
-        return
-    if "id" in obj and "content" in obj and "scope" in obj:
-        why = _record_problem(obj)
-        if why is not None:
-            bad(why)
-            return
-        record = records.parse_line(line, lineno)
-        assert isinstance(record, Record)
-        plan.ours.setdefault(record.scope, []).append(record)
-        return
-    kind = obj.get("type")
-    if kind == "entity" or kind == "relation":
-        item = _graph_memory(obj)
-        if isinstance(item, str):
-            bad(item)
-            return
-        for content, tags in item:
-            if content in plan.graph:
-                plan.duplicates += 1
-            else:
-                plan.graph[content] = (content, tags)
-        return
-    if isinstance(obj.get("entities"), list) or isinstance(obj.get("relations"), list):
-        # A whole graph in one object (the reference server's read_graph answer).
-        for key, typ in (("entities", "entity"), ("relations", "relation")):
-            items = obj.get(key)
-            for entry in items if isinstance(items, list) else []:
-                made = _graph_memory({"type": typ, **entry}) if isinstance(entry, dict) else "不是对象"
-                if isinstance(made, str):
-                    bad(f"中的一个 {typ}{made}")
-                    continue
-                for content, tags in made:
-                    if content in plan.graph:
-                        plan.duplicates += 1
-                    else:
-                        plan.graph[content] = (content, tags)
-        return
-    bad("既不是记忆记录(id/scope/content),也不是知识图谱的 entity / relation")
-
-
-def _record_problem(obj: Mapping[str, Any]) -> str | None:
-    ident, scope, content = obj.get("id"), obj.get("scope"), obj.get("content")
-    if not isinstance(ident, str) or not ident.strip():
-        return "的 id 不是非空字符串"
-    if not isinstance(scope, str) or not scope.strip() or _CONTROL.search(scope):
-        return "的 scope 不是有效的作用域键"
-    try:
-        scope.encode("utf-8")
-    except UnicodeEncodeError:
-        return "的 scope 含无法编码的字符"
-    if not isinstance(content, str):
-        return "的 content 不是字符串"
-    return None
-
-
-def _graph_memory(obj: Mapping[str, Any]) -> list[tuple[str, list[str]]] | str:
-    """The memories one knowledge-graph line makes, or why it makes none."""
-
-    def text(key: str) -> str | None:
-        value = obj.get(key)
-        return " ".join(value.split()) if isinstance(value, str) and value.strip() else None
-
-    if obj.get("type") == "entity":
-        name = text("name")
-        observations = obj.get("observations", [])
-        if name is None:
-            return "的 entity 缺少 name"
-        if not isinstance(observations, list) or not all(isinstance(o, str) for o in observations):
-            return "的 observations 不是字符串数组"
-        entity_type = text("entityType")
-        tags = [entity_type, IMPORT_TAG] if entity_type and entity_type != IMPORT_TAG else [IMPORT_TAG]
-        return [(f"{name}: {o.strip()}", tags) for o in observations if o.strip()]
-    source, relation, target = text("from"), text("relationType"), text("to")
-    if source is None or relation is None or target is None:
-        return "的 relation 缺少 from / relationType / to"
-    return [(f"{source} {relation} {target}", [RELATION_TAG, IMPORT_TAG])]
-
-
 # ----------------------------------------------------------------------------------------------
 # stats
 
@@ -536,12 +386,10 @@ def cmd_stats(call: Call) -> int:
         if not isinstance(resolved, list):
             return _tool_error(call, resolved)
         store = service.store
-        now = service.clock()
-        rows = [_scope_stats(store, scope, now) for scope in resolved]
-        totals = {key: sum(int(row[key]) for row in rows) for key in ("records", "live", "expired", "corrupt", "bytes")}
-        totals["vectors"] = sum(int(row["sidecar"]["vectors"]) for row in rows if row["sidecar"])
-        totals["scopes"] = len(rows)
-        stray = _unattributed_files(store) if call.opt("scope") is None and call.opt("path") is None else []
+        rows, totals = health.store_stats(store, resolved, service.clock())
+        del totals["covered"]
+        whole = call.opt("scope") is None and call.opt("path") is None
+        stray = transfer.unattributed_files(store) if whole else []
         aliases = store.read_aliases()
         if call.flag("json"):
             report = {
@@ -582,62 +430,6 @@ def cmd_stats(call: Call) -> int:
         lines.extend(f"⚠️ 无法确定作用域的文件:{path}" for path in stray)
         call.print("\n".join(lines))
         return EXIT_OK
-
-
-def _scope_stats(store: SharedStore, scope: str, now: int) -> dict[str, Any]:
-    snap = store.snapshot(scope)
-    live_ids = {r.id for r in snap.records if not r.is_expired(now)}
-    expired = sum(1 for r in snap.records if r.is_expired(now))
-    try:
-        size = os.path.getsize(snap.path)
-    except OSError:
-        size = 0
-    vec_path = vec_path_for(snap.path)
-    return {
-        "scope": scope,
-        "file": _relpath(store, snap.path),
-        "records": len(snap.records),
-        "live": len(snap.records) - expired,
-        "expired": expired,
-        "corrupt": len(snap.lines) - len(snap.records),
-        "bytes": size,
-        "sidecar": _sidecar_stats(store, vec_path, live_ids),
-    }
-
-
-def _sidecar_stats(store: SharedStore, path: str, live_ids: set[str]) -> dict[str, Any] | None:
-    """Header and counts of a ``.vec`` file, read as text (no numpy): None when there is none."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return {
-            "file": _relpath(store, path),
-            "bytes": 0,
-            "model": None,
-            "dims": None,
-            "vectors": 0,
-            "covered": 0,
-            "error": str(exc),
-        }
-    lines = data[: data.rfind(b"\n") + 1].split(b"\n")
-    model: str | None = None
-    dims: int | None = None
-    head = lines[0].decode("utf-8", "replace") if lines else ""
-    name, tab, width = head[1:].partition("\t") if head.startswith("#") else ("", "", "")
-    if tab and name and width.strip().isdigit():
-        model, dims = name, int(width)
-    ids = {ln.partition(b"\t")[0].decode("utf-8", "replace") for ln in lines[1:] if b"\t" in ln and ln[:1] != b"#"}
-    return {
-        "file": _relpath(store, path),
-        "bytes": len(data),
-        "model": model,
-        "dims": dims,
-        "vectors": len(ids) if model is not None else 0,
-        "covered": len(ids & live_ids) if model is not None else 0,
-    }
 
 
 def _size(n: int) -> str:

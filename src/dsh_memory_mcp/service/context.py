@@ -28,6 +28,10 @@ class CallContext:
     client: str | None = None
     #: `time.monotonic()` by which the call must be answered (HTTP tool gate), or None.
     deadline: float | None = None
+    #: Whether search hits count as accesses (``accessCount``/``lastAccessedAt``). False for a
+    #: person browsing the web page: looking is not recall, and must not move rankings or
+    #: rewrite scope files (the page would see its own touch as a change and search again).
+    record_access: bool = True
 
     @property
     def project(self) -> str:

@@ -177,7 +177,7 @@ class MemoryService:
         touched: dict[str, list[str]] = {}
         for hit in hits:
             touched.setdefault(hit.scope, []).append(hit.record.id)
-        if touched:
+        if touched and ctx.record_access:
             self.store.touch(touched)
         labels = ", ".join(scope_label(s) for s in scopes)
         records = [record_dict(hit.record, score=hit.score) for hit in hits]

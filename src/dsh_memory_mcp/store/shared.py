@@ -308,9 +308,11 @@ class SharedStore:
     ) -> SaveResult:
         """Append a record to `scope`, unless a live record there has the same content.
 
-        Dedupe: a non-expired record of that scope whose ``content.strip()`` is the same →
-        returned with ``deduped=True``, no line added. `supersedes` (a full id or a prefix of at
-        least 8 characters naming exactly one non-expired record in any scope) gets ``expiredAt``
+        Dedupe: a non-expired record of that scope whose ``content.strip()`` is the same, other
+        than the one superseded → returned with ``deduped=True``, no line added (superseding a
+        record with its own content and new tags/kind/importance makes a new record).
+        `supersedes` (a full id or a prefix of at least 8 characters naming exactly one
+        non-expired record in any scope) gets ``expiredAt``
         set to now - 1 ms (readers hide ``expiredAt < now``, so it is hidden at once, even within
         the same millisecond) and ``updatedAt`` to now — also when the save is deduped, since hiding the old record
         is what the caller asked for — in the same transaction when it is in this scope, else in
@@ -329,10 +331,12 @@ class SharedStore:
 
         def mutate(snap: ScopeSnapshot) -> tuple[Change | None, SaveResult]:
             now = self._clock()
-            existing = snapshots.find_live_content(snap, wanted, now)
+            # The record being superseded is no duplicate of its replacement: same content with
+            # other tags, kind or importance is an edit (a new record), not a no-op.
+            existing = snapshots.find_live_content(snap, wanted, now, exclude=target_id)
             superseded: Record | None = None
             lines: list[Line] | None = None
-            if target is not None and target[0] == scope and (existing is None or existing.id != target_id):
+            if target is not None and target[0] == scope:
                 for i, line in enumerate(snap.lines):
                     if isinstance(line, Record) and line.id == target_id and not line.is_expired(now):
                         lines = list(snap.lines)
@@ -361,7 +365,7 @@ class SharedStore:
             result = SaveResult(result.record, result.deduped, superseded)
         return result
 
-    def insert(self, scope: str, new: Sequence[Record]) -> tuple[int, int]:
+    def insert(self, scope: str, new: Sequence[Record], *, dry_run: bool = False) -> tuple[int, int]:
         """Add whole records to `scope` in one transaction (an import or a restore); ``(added, skipped)``.
 
         Each record is written exactly as given (`Record.raw`, every field kept); the caller makes
@@ -370,7 +374,8 @@ class SharedStore:
         of a live record that was in the scope before this call — the dedupe of `save`. Records
         of `new` are not deduplicated against each other by content, so restoring a backup into
         an empty scope gives back every line. One lock, at most one rewrite; nothing is written
-        when nothing is added.
+        when nothing is added. `dry_run`: the same count against the file as it is now, without
+        the lock and without writing (an import preview).
         """
         if not new:
             return 0, 0
@@ -387,6 +392,8 @@ class SharedStore:
                 added.append(record)
             return (Append(tuple(added)) if added else None), (len(added), len(new) - len(added))
 
+        if dry_run:
+            return mutate(self.snapshot(scope))[1]
         return self._transact(scope, mutate)
 
     def _expire(self, scope: str, record_id: str) -> Record | None:

@@ -124,9 +124,14 @@ def content_index(snap: ScopeSnapshot) -> ContentIndex:
     return index
 
 
-def find_live_content(snap: ScopeSnapshot, content: str, now: int) -> Record | None:
-    """The first non-expired record whose stripped content is `content` (stripped), or None."""
-    return next((r for r in content_index(snap).get(content.strip()) if not r.is_expired(now)), None)
+def find_live_content(snap: ScopeSnapshot, content: str, now: int, *, exclude: str | None = None) -> Record | None:
+    """The first non-expired record whose stripped content is `content` (stripped), or None.
+
+    :param exclude: an id that does not count (the record a save supersedes).
+    """
+    return next(
+        (r for r in content_index(snap).get(content.strip()) if not r.is_expired(now) and r.id != exclude), None
+    )
 
 
 def stat_identity(st: os.stat_result) -> Identity:

@@ -1,0 +1,277 @@
+"""Export and import of memories, for every front door (the CLI's export/import, the web page).
+
+* Export gives every record line of the chosen scopes exactly as stored (`Record.raw`), so a
+  backup restores byte for byte; corrupt lines stay in the store and are reported, not exported.
+* Import reads JSONL: our own records (``id``/``scope``/``content``: kept whole, original id and
+  scope) or the reference memory server's knowledge graph (``entity``/``relation`` lines, or one
+  ``read_graph`` object), which become ``fact`` memories in one target scope.
+* `plan_import` only parses; `apply_import(..., dry_run=True)` counts exactly what the real
+  import would add (the store's own insert rules, evaluated without writing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dsh_memory_mcp.store import records, scopes
+from dsh_memory_mcp.store.records import Record
+
+if TYPE_CHECKING:
+    from dsh_memory_mcp.store.shared import SharedStore
+
+__all__ = [
+    "IMPORT_TAG",
+    "RELATION_TAG",
+    "ExportPart",
+    "ImportOutcome",
+    "ImportPlan",
+    "Problem",
+    "apply_import",
+    "export_scopes",
+    "plan_import",
+    "relpath",
+    "unattributed_files",
+]
+
+#: Tag on every memory made from the reference memory server's knowledge graph.
+IMPORT_TAG = "mcp-memory-import"
+RELATION_TAG = "relation"
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def relpath(store: SharedStore, path: str) -> str:
+    """A store file's path relative to the store directory, with forward slashes."""
+    return store.layout.relpath(path)
+
+
+# ----------------------------------------------------------------------------------------------
+# export
+
+
+@dataclass(frozen=True)
+class ExportPart:
+    """One scope's share of an export: its record lines, and where its corrupt lines are."""
+
+    scope: str
+    text: str
+    records: int
+    corrupt: tuple[str, ...]
+
+
+def export_scopes(store: SharedStore, wanted: Sequence[str]) -> Iterator[ExportPart]:
+    """The record lines of each scope in `wanted` (every line newline-terminated), one part per scope."""
+    for scope in wanted:
+        snap = store.snapshot(scope)
+        chunk: list[str] = []
+        corrupt: list[str] = []
+        for line in snap.lines:
+            if isinstance(line, Record):
+                chunk.append(line.raw + "\n")
+            else:
+                corrupt.append(f"{relpath(store, snap.path)} 第 {line.lineno} 行")
+        yield ExportPart(scope, "".join(chunk), len(chunk), tuple(corrupt))
+
+
+def unattributed_files(store: SharedStore) -> list[str]:
+    """``projects/<sha1>.jsonl`` files `discover_scopes` skips (empty, or no record names their scope)."""
+    known = {scopes.scope_file_relpath(s) for s in store.discover_scopes()}
+    out = []
+    for rel in store.layout.scope_files(sha1_only=True):
+        try:
+            size = os.path.getsize(store.layout.abspath(rel))
+        except OSError:  # removed between the listing and now
+            continue
+        if rel not in known and size > 0:
+            out.append(rel)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# import
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A line of an import file that was skipped, and why (Chinese)."""
+
+    lineno: int
+    why: str
+    preview: str
+
+    def text(self) -> str:
+        return f"第 {self.lineno} 行{self.why},已跳过:{self.preview}"
+
+
+@dataclass
+class ImportPlan:
+    """What an import file holds, parsed; nothing written."""
+
+    #: scope → our records, in file order
+    ours: dict[str, list[Record]] = field(default_factory=dict)
+    #: contents made from the knowledge graph, in file order (deduplicated) → (content, tags)
+    graph: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    #: knowledge-graph memories that repeat an earlier line of the same file
+    duplicates: int = 0
+
+    @property
+    def bad(self) -> int:
+        return len(self.problems)
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    """What an import added (or, with `dry_run`, would add)."""
+
+    added: int
+    existing: int
+    bad: int
+    #: scope → (added, already there), in the order scopes were met
+    by_scope: dict[str, tuple[int, int]]
+    dry_run: bool
+
+
+def plan_import(data: bytes) -> ImportPlan:
+    """Parse an import file: records, knowledge-graph memories and the skipped lines."""
+    plan = ImportPlan()
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        _plan_line(plan, lineno, raw)
+    return plan
+
+
+def apply_import(
+    store: SharedStore, plan: ImportPlan, target: str, *, now: int, dry_run: bool = False
+) -> ImportOutcome:
+    """Insert the plan's records (knowledge-graph memories into `target`); one transaction per scope.
+
+    Skipped as "already there": a record whose id is in any scope, and whatever the store's
+    `insert` skips (an id or live content the scope holds). `dry_run` evaluates the same rules
+    against the current files and writes nothing.
+    """
+    batches = {scope: list(batch) for scope, batch in plan.ours.items()}
+    if plan.graph:
+        made = [
+            records.new_record(scope=target, content=content, kind="fact", tags=tags, now=now)
+            for content, tags in plan.graph.values()
+        ]
+        batches.setdefault(target, []).extend(made)
+    known = {r.id for scope in store.discover_scopes() for r in store.snapshot(scope).records}
+    added = 0
+    existing = plan.duplicates
+    by_scope: dict[str, tuple[int, int]] = {}
+    for scope, batch in batches.items():
+        fresh = [r for r in batch if r.id not in known]
+        done, skipped = store.insert(scope, fresh, dry_run=dry_run)
+        here_existing = len(batch) - len(fresh) + skipped
+        by_scope[scope] = (done, here_existing)
+        added += done
+        existing += here_existing
+    return ImportOutcome(added, existing, plan.bad, by_scope, dry_run)
+
+
+def _plan_line(plan: ImportPlan, lineno: int, raw: bytes) -> None:
+    text = raw.decode("utf-8", "replace")
+
+    def bad(why: str) -> None:
+        preview = text if len(text) <= 80 else text[:80] + "…"
+        plan.problems.append(Problem(lineno, why, preview))
+
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        bad("不是 UTF-8 文本")
+        return
+    if lineno == 1:
+        line = line.removeprefix("\ufeff")
+    line = line.removesuffix("\r")
+    if not line.strip():
+        return
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        bad("不是 JSON")
+        return
+    if not isinstance(obj, dict):
+        bad("不是 JSON 对象")
+        return
+    if "id" in obj and "content" in obj and "scope" in obj:
+        why = _record_problem(obj)
+        if why is not None:
+            bad(why)
+            return
+        record = records.parse_line(line, lineno)
+        assert isinstance(record, Record)
+        plan.ours.setdefault(record.scope, []).append(record)
+        return
+    kind = obj.get("type")
+    if kind == "entity" or kind == "relation":
+        item = _graph_memory(obj)
+        if isinstance(item, str):
+            bad(item)
+            return
+        _add_graph(plan, item)
+        return
+    if isinstance(obj.get("entities"), list) or isinstance(obj.get("relations"), list):
+        # A whole graph in one object (the reference server's read_graph answer).
+        for key, typ in (("entities", "entity"), ("relations", "relation")):
+            items = obj.get(key)
+            for entry in items if isinstance(items, list) else []:
+                made = _graph_memory({"type": typ, **entry}) if isinstance(entry, dict) else "不是对象"
+                if isinstance(made, str):
+                    bad(f"中的一个 {typ}{made}")
+                    continue
+                _add_graph(plan, made)
+        return
+    bad("既不是记忆记录(id/scope/content),也不是知识图谱的 entity / relation")
+
+
+def _add_graph(plan: ImportPlan, items: list[tuple[str, list[str]]]) -> None:
+    for content, tags in items:
+        if content in plan.graph:
+            plan.duplicates += 1
+        else:
+            plan.graph[content] = (content, tags)
+
+
+def _record_problem(obj: Mapping[str, Any]) -> str | None:
+    ident, scope, content = obj.get("id"), obj.get("scope"), obj.get("content")
+    if not isinstance(ident, str) or not ident.strip():
+        return "的 id 不是非空字符串"
+    if not isinstance(scope, str) or not scope.strip() or _CONTROL.search(scope):
+        return "的 scope 不是有效的作用域键"
+    try:
+        scope.encode("utf-8")
+    except UnicodeEncodeError:
+        return "的 scope 含无法编码的字符"
+    if not isinstance(content, str):
+        return "的 content 不是字符串"
+    return None
+
+
+def _graph_memory(obj: Mapping[str, Any]) -> list[tuple[str, list[str]]] | str:
+    """The memories one knowledge-graph line makes, or why it makes none."""
+
+    def text(key: str) -> str | None:
+        value = obj.get(key)
+        return " ".join(value.split()) if isinstance(value, str) and value.strip() else None
+
+    if obj.get("type") == "entity":
+        name = text("name")
+        observations = obj.get("observations", [])
+        if name is None:
+            return "的 entity 缺少 name"
+        if not isinstance(observations, list) or not all(isinstance(o, str) for o in observations):
+            return "的 observations 不是字符串数组"
+        entity_type = text("entityType")
+        tags = [entity_type, IMPORT_TAG] if entity_type and entity_type != IMPORT_TAG else [IMPORT_TAG]
+        return [(f"{name}: {o.strip()}", tags) for o in observations if o.strip()]
+    source, relation, target = text("from"), text("relationType"), text("to")
+    if source is None or relation is None or target is None:
+        return "的 relation 缺少 from / relationType / to"
+    return [(f"{source} {relation} {target}", [RELATION_TAG, IMPORT_TAG])]
