@@ -366,8 +366,9 @@ def other_origin() -> Iterator[str]:
 
 def test_a_cross_site_post_from_another_origin_is_refused(context: Any, server: WebServer):
     ident = save(server, "global", "别的网站删不掉这条")
-    pg = context.new_page()  # logged in: the context holds the cookie
+    pg = context.new_page()
     try:
+        pg.goto(server.login_url)  # the context now holds the cookie, which is sent from the other port too
         with other_origin() as evil:
             pg.goto(evil + "/")
             # A form post (text/plain smuggling JSON) and a no-cors fetch: both reach the server.
@@ -380,8 +381,8 @@ def test_a_cross_site_post_from_another_origin_is_refused(context: Any, server: 
                     [server.base + "/api/forget", ident],
                 )
             assert form_answer.value.status == 403
-            pg.wait_for_load_state()
-            assert "CROSS_SITE" in pg.content()
+            pg.wait_for_url(server.base + "/api/forget")
+            assert "CROSS_SITE" in pg.locator("body").inner_text()
             pg.goto(evil + "/")
             assert ident in on_disk(server)
             # The answer (a 403) is opaque to that page, and Cross-Origin-Resource-Policy makes the
