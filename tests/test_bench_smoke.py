@@ -24,7 +24,10 @@ SIZE_KEYS = {
     "search_p95_ms",
     "search_ratio",
     "save_p50_ms",
+    "save_p95_ms",
     "save_ratio",
+    "cold_search_ms",
+    "cold_read",
     "list_p50_ms",
     "get_p50_ms",
     "peak_rss_kb",
@@ -41,7 +44,11 @@ def test_the_quick_benchmark_runs_and_loses_no_concurrent_save(
     env = {k: v for k, v in subprocess_env().items() if not k.startswith("DSH_MEMORY_")}
     env["TMPDIR"] = str(tmp_path)
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench.py"), "--sizes", "1000", "--quick", "--json", str(out)],
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench.py"),
+            *("--sizes", "1000", "--quick", "--json", str(out), "--svg", str(tmp_path / "curve.svg")),
+        ],
         env=env,
         cwd=str(ROOT),
         capture_output=True,
@@ -58,8 +65,12 @@ def test_the_quick_benchmark_runs_and_loses_no_concurrent_save(
     assert row.keys() >= SIZE_KEYS
     assert row["size"] == 1000
     assert [c["procs"] for c in row["concurrency"]] == [1, 4]
+    assert row["cold_read"]["records"] == 667  # 1k: half in global, a sixth in the searched project
+    svg = (tmp_path / "curve.svg").read_text(encoding="utf-8")
+    assert svg.startswith("<svg") and "save p50" in svg and svg.count("<circle") >= 4
     for conc in row["concurrency"]:
         assert conc["lost"] == 0, conc
+        assert conc["lock_timeouts"] == 0, conc
         assert conc["found"] == conc["expected"] <= conc["attempted"] == conc["procs"] * conc["saves_per_proc"]
     if sys.platform.startswith("linux") and os.path.isdir("/proc"):
         assert row["peak_rss_kb"]
