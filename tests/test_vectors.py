@@ -18,6 +18,7 @@ import pytest
 from dsh_memory_mcp.config import VectorSettings, resolve_vector_settings
 from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.search import scoring, sidecar
+from dsh_memory_mcp.search.calibration import PROBES
 from dsh_memory_mcp.search.vectors import QUERY_BUDGET, VectorChannel
 from dsh_memory_mcp.store.records import now_ms
 from dsh_memory_mcp.store.shared import SharedStore
@@ -257,7 +258,8 @@ def test_vectors_written_by_another_writer_are_used_not_re_embedded(store: Share
         assert ch.wait_idle(5)
         scores = ch.query_scores(PARAPHRASE_QUERY, [store.snapshot("global")])
     assert list(scores) == [ids[0]]
-    assert fake.embedded_texts == ["dimension probe", PARAPHRASE_QUERY]
+    # The calibration probes once (the model is new to this store), then only the query.
+    assert fake.embedded_texts == ["dimension probe", *PROBES, PARAPHRASE_QUERY]
 
 
 def test_a_deleted_record_loses_its_vector_line_and_is_no_longer_a_candidate(

