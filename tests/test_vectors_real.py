@@ -163,7 +163,8 @@ def test_the_real_model_recalls_paraphrases_that_lexical_search_misses(store: Sh
         assert ch.wait_idle(60), ch.status
         snaps = [store.snapshot("global")]
         lexical = _recall_at_5(snaps, ids, lambda q: None)
-        hybrid = _recall_at_5(snaps, ids, lambda q: ch.query_scores(q, snaps))
+        # Quality, not speed (the 300 ms budget is measured above): a busy machine must not turn this lexical.
+        hybrid = _recall_at_5(snaps, ids, lambda q: ch.query_scores(q, snaps, budget=10.0))
     finally:
         ch.close()
     print(f"paraphrase set ({len(PARAPHRASE_QUERIES)} queries): recall@5 lexical {lexical:.2f} -> hybrid {hybrid:.2f}")
