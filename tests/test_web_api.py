@@ -17,6 +17,7 @@ import pytest
 from dsh_memory_mcp.store.records import new_record
 from dsh_memory_mcp.store.scopes import scope_file_relpath
 from dsh_memory_mcp.store.shared import SharedStore
+from dsh_memory_mcp.transports.web import host_allowed
 from tests.helpers.web_server import WebServer, running_web
 
 pytestmark = pytest.mark.slow
@@ -28,7 +29,7 @@ WRITES = ["/api/forget", "/api/import", "/api/memories/00000000/edit"]
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
     root = tmp_path_factory.mktemp("web-api")
-    with running_web(root / "store", root) as srv:
+    with running_web(root / "store", root, "--allowed-host", "127.0.0.1:*", "--allowed-host", "localhost:*") as srv:
         yield srv
 
 
@@ -85,6 +86,32 @@ def test_a_wrong_token_in_the_login_url_gets_401_and_no_cookie(server: WebServer
         assert "set-cookie" not in r.headers
         assert "登录链接无效" in r.text
         assert c.get("/api/overview").status_code == 401
+
+
+def test_a_host_outside_the_allow_list_gets_421_even_with_the_token(server: WebServer):
+    """DNS rebinding: a foreign name that resolves to loopback reaches the socket, not the page."""
+    for path in ["/", "/api/overview", f"/?token={server.token}"]:
+        r = httpx.get(
+            server.base + path, headers={"Host": "rebind.example:80", "Authorization": f"Bearer {server.token}"}
+        )
+        assert r.status_code == 421, path
+        assert "set-cookie" not in r.headers
+    assert httpx.get(server.base + "/", headers={"Host": "localhost:1234"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed", "ok"),
+    [
+        pytest.param("127.0.0.1:7766", ["127.0.0.1:*"], True, id="any-port"),
+        pytest.param("127.0.0.1:7766", ["127.0.0.1:7766"], True, id="exact"),
+        pytest.param("127.0.0.1:7767", ["127.0.0.1:7766"], False, id="other-port"),
+        pytest.param("127.0.0.10:7766", ["127.0.0.1:*"], False, id="longer-name"),
+        pytest.param("", ["127.0.0.1:*"], False, id="missing"),
+        pytest.param("evil.example", ["127.0.0.1:*", "localhost:*"], False, id="foreign"),
+    ],
+)
+def test_the_host_rule_is_exact_or_any_port(host: str, allowed: list[str], ok: bool):
+    assert host_allowed(host, allowed) is ok
 
 
 @pytest.mark.parametrize("path", READS)

@@ -4,7 +4,7 @@ Stands in for `dsh-memory-mcp serve` until that lands: same routes, same service
 (`open_service`), a real socket on loopback. Prints the login URL on stderr the way `serve` does
 and its port on stdout as ``PORT=<n>``; SIGTERM/SIGINT end it.
 
-    python tests/helpers/web_app.py --store-dir DIR   (token from DSH_MEMORY_TOKEN)
+    python tests/helpers/web_app.py --store-dir DIR [--allowed-host H]...   (token from DSH_MEMORY_TOKEN)
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dsh_memory_mcp.transports.web import web_routes
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--store-dir", required=True)
+    parser.add_argument("--allowed-host", action="append", dest="allowed_hosts")
     args = parser.parse_args()
     token = os.environ["DSH_MEMORY_TOKEN"]
     service = open_service(resolve_settings(store_dir=args.store_dir))
@@ -32,7 +33,7 @@ def main() -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = Starlette(routes=web_routes(service, token))
+    app = Starlette(routes=web_routes(service, token, allowed_hosts=args.allowed_hosts))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     sys.stderr.write(f"[dsh-memory-mcp] 网页 = http://127.0.0.1:{port}/?token={token}\n")
     sys.stdout.write(f"PORT={port}\n")

@@ -45,13 +45,13 @@ def _env(token: str, logs: Path, extra: dict[str, str]) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def running_web(store_dir: Path, logs: Path, **env: str) -> Iterator[WebServer]:
+def running_web(store_dir: Path, logs: Path, *args: str, **env: str) -> Iterator[WebServer]:
     token = secrets.token_urlsafe(24)
     store_dir.mkdir(parents=True, exist_ok=True)
     errpath = logs / "web-server.stderr"
     with errpath.open("w", encoding="utf-8") as err:
         proc = subprocess.Popen(
-            [sys.executable, str(HELPER), "--store-dir", str(store_dir)],
+            [sys.executable, str(HELPER), "--store-dir", str(store_dir), *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=err,

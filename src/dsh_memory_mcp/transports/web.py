@@ -44,7 +44,15 @@ from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL
 
-__all__ = ["COOKIE_PREFIX", "IMPORT_MAX_BYTES", "JSON_MAX_BYTES", "SECURITY_HEADERS", "WEB_CLIENT", "web_routes"]
+__all__ = [
+    "COOKIE_PREFIX",
+    "IMPORT_MAX_BYTES",
+    "JSON_MAX_BYTES",
+    "SECURITY_HEADERS",
+    "WEB_CLIENT",
+    "host_allowed",
+    "web_routes",
+]
 
 log = logging.getLogger("dsh_memory_mcp.transports.web")
 
@@ -146,12 +154,22 @@ def _enrich(record: Record | None, entry: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def host_allowed(host: str, allowed: Sequence[str]) -> bool:
+    """`host` (a Host header) is in `allowed`: exact, or ``name:*`` for any port (the SDK's rule)."""
+    if not host:
+        return False
+    if host in allowed:
+        return True
+    return any(entry.endswith(":*") and host.startswith(entry[:-1]) for entry in allowed)
+
+
 class _Web:
     """The endpoints, sharing one service and one token."""
 
-    def __init__(self, service: MemoryService, token: str) -> None:
+    def __init__(self, service: MemoryService, token: str, allowed_hosts: Sequence[str] | None = None) -> None:
         if not token:
             raise ValueError("web_routes needs a non-empty token")
+        self.allowed_hosts = None if allowed_hosts is None else tuple(allowed_hosts)
         self.service = service
         self.token = token.encode("utf-8")
         # The cookie holds a value derived from the token, not the token: a leaked cookie is no
@@ -235,6 +253,21 @@ class _Web:
             return _secured(response)
 
         return endpoint
+
+    def host_checked(
+        self, endpoint: Callable[[Request], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """421 for a Host outside `allowed_hosts` (a rebinding name pointing at loopback)."""
+        if self.allowed_hosts is None:
+            return endpoint
+        allowed = self.allowed_hosts
+
+        async def checked(request: Request) -> Response:
+            if not host_allowed(request.headers.get("host", ""), allowed):
+                return _secured(_error(421, "HOST_REFUSED", "拒绝:Host 不在允许列表里(防 DNS 重绑定)。"))
+            return await endpoint(request)
+
+        return checked
 
     def context(self) -> CallContext:
         """A person at the page: the server's project, client ``web``, and searches that are no recall."""
@@ -521,25 +554,29 @@ def _expired(entry: Mapping[str, Any], now: int) -> bool:
     return isinstance(expired, int) and expired < now
 
 
-def web_routes(service: MemoryService, token: str) -> list[BaseRoute]:
+def web_routes(service: MemoryService, token: str, *, allowed_hosts: Sequence[str] | None = None) -> list[BaseRoute]:
     """The page, its files and its API, for `serve` to mount next to ``/mcp``.
 
     :param service: the one service `serve` shares with its MCP sessions.
     :param token: the same token ``/mcp`` requires; it logs a browser in (``/?token=…``).
+    :param allowed_hosts: Host headers to answer (``name`` / ``name:port`` / ``name:*``, the SDK's
+        `TransportSecuritySettings.allowed_hosts` form); any other Host gets 421 (DNS rebinding).
+        None: no Host check here (the caller does it).
     """
-    web = _Web(service, token)
-    return [
-        Route("/", web.index, methods=["GET"]),
-        Route("/favicon.ico", web.favicon, methods=["GET"]),
-        Route("/static/{name}", web.static_file, methods=["GET"]),
-        Route("/api/session", web.api(web.session), methods=["GET"]),
-        Route("/api/version", web.api(web.version), methods=["GET"]),
-        Route("/api/overview", web.api(web.overview), methods=["GET"]),
-        Route("/api/memories", web.api(web.memories), methods=["GET"]),
-        Route("/api/search", web.api(web.search), methods=["GET"]),
-        Route("/api/export", web.api(web.export), methods=["GET"]),
-        Route("/api/memories/{ident}", web.api(web.memory), methods=["GET"]),
-        Route("/api/memories/{ident}/edit", web.api(web.edit, writes=True), methods=["POST"]),
-        Route("/api/forget", web.api(web.forget, writes=True), methods=["POST"]),
-        Route("/api/import", web.api(web.import_, writes=True), methods=["POST"]),
+    web = _Web(service, token, allowed_hosts)
+    table: list[tuple[str, Callable[[Request], Awaitable[Response]], str]] = [
+        ("/", web.index, "GET"),
+        ("/favicon.ico", web.favicon, "GET"),
+        ("/static/{name}", web.static_file, "GET"),
+        ("/api/session", web.api(web.session), "GET"),
+        ("/api/version", web.api(web.version), "GET"),
+        ("/api/overview", web.api(web.overview), "GET"),
+        ("/api/memories", web.api(web.memories), "GET"),
+        ("/api/search", web.api(web.search), "GET"),
+        ("/api/export", web.api(web.export), "GET"),
+        ("/api/memories/{ident}", web.api(web.memory), "GET"),
+        ("/api/memories/{ident}/edit", web.api(web.edit, writes=True), "POST"),
+        ("/api/forget", web.api(web.forget, writes=True), "POST"),
+        ("/api/import", web.api(web.import_, writes=True), "POST"),
     ]
+    return [Route(path, web.host_checked(endpoint), methods=[method]) for path, endpoint, method in table]
