@@ -1,12 +1,15 @@
 """Property-based fuzzing of tool arguments over a real stdio server.
 
 Arbitrary JSON values for every argument of every tool: each call must come back as a result or
-a structured error with a spec code, the server must stay up, and the store must stay parseable.
+a structured error with a spec code other than INTERNAL_ERROR (an unexpected exception), the
+server must stay up, and the store must stay parseable. The last test injects a real bug into a
+real server and shows that this check catches it.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,6 +65,8 @@ def _check(session: StdioSession, tool: str, args: dict) -> None:
     assert isinstance(sc, dict), (tool, args, result)
     if result.is_error:
         assert sc["ok"] is False and sc["code"] in ERROR_CODES and sc["message"], (tool, args, sc)
+        # A crash is a bug whatever the input: it must never hide behind a coded error.
+        assert sc["code"] != "INTERNAL_ERROR", (tool, args, sc)
         assert "Traceback" not in result.content[0].text
     else:
         assert sc["ok"] is True, (tool, args, sc)
@@ -93,3 +98,31 @@ def test_arbitrary_json_arguments_give_a_result_or_a_coded_error(fuzz_server, to
     alive = session.call("memory_search", {"query": "fuzzing"})
     assert alive.structured_content["ok"] is True
     _store_parses(store)
+
+
+def test_the_fuzz_check_fails_on_a_server_with_an_injected_internal_fault(tmp_path):
+    """The issue's reproduction: `raise TypeError` in tag parsing used to keep the fuzz test green."""
+    from mcp import StdioServerParameters
+
+    from tests.conftest import subprocess_env
+
+    helper = Path(__file__).resolve().parent / "helpers" / "faulty_server.py"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[str(helper), "--store-dir", str(tmp_path / "store"), "--project", str(tmp_path)],
+        env=subprocess_env(DSH_MEMORY_VECTOR="off"),
+        cwd=str(tmp_path),
+    )
+    with stdio_session(params, tmp_path / "err.log") as session:
+        result = session.call("memory_save", {"content": "任何一句话", "tags": ["a"]})
+        sc = result.structured_content
+        assert result.is_error and sc["code"] == "INTERNAL_ERROR", sc
+        assert "Traceback" not in result.content[0].text and "injected fault" not in result.content[0].text
+        assert "可能" in sc["message"]  # says what may have happened, not that nothing did
+        with pytest.raises(AssertionError):
+            _check(session, "memory_save", {"content": "x", "tags": []})
+        assert session.call("memory_search", {"query": "x"}).structured_content["ok"] is True  # still up
+    logs = list((tmp_path).rglob("dsh-memory-mcp.log"))
+    assert logs, "the server wrote no log file"
+    text = "".join(p.read_text(encoding="utf-8") for p in logs)
+    assert "INTERNAL_ERROR" in text and "Traceback (most recent call last)" in text and "_broken" in text

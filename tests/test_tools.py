@@ -202,13 +202,13 @@ def test_unknown_tools_and_non_object_arguments_are_coded_errors(svc):
     assert code(svc.call("memory_list", ["not", "a", "dict"])) == "TOOL_ERROR"  # type: ignore[arg-type]
 
 
-def test_an_unexpected_exception_is_tool_error_without_a_stack(svc, monkeypatch):
+def test_an_unexpected_exception_is_internal_error_without_a_stack(svc, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("secret internals")
 
     monkeypatch.setattr(svc.store, "snapshot", boom)
     result = svc.call("memory_list", {})
-    assert code(result) == "TOOL_ERROR"
+    assert code(result) == "INTERNAL_ERROR"
     assert "secret internals" not in result.text and "Traceback" not in result.text
 
 

@@ -117,6 +117,10 @@ class Settings:
     scope_all: bool = False
     debug: bool = False
     vector: VectorSettings = field(default_factory=VectorSettings)
+    #: Longest `content` a save accepts (`DSH_MEMORY_MAX_CONTENT`); longer → CONTENT_TOO_LONG.
+    max_content: int = 20_000
+    #: `DSH_MEMORY_ALLOW_SECRETS=1`: save content that looks like a credential (off: CONTENT_SECRET).
+    allow_secrets: bool = False
     #: Where `project_dir` came from: "flag" (`--project`), "env" (`DSH_MEMORY_PROJECT`) or "cwd".
     project_source: Literal["flag", "env", "cwd"] = "cwd"
     #: Seconds between two background rewrites of one scope file for access counts
@@ -256,6 +260,8 @@ def resolve_settings(
         scope_all=env_flag(env.get("DSH_MEMORY_SCOPE_ALL")),
         debug=env_flag(env.get("DSH_MEMORY_DEBUG")),
         vector=vector,
+        max_content=_int_env(env, "DSH_MEMORY_MAX_CONTENT", 20_000, 1, 10_000_000),
+        allow_secrets=env_flag(env.get("DSH_MEMORY_ALLOW_SECRETS")),
         project_source=source,
         touch_interval=touch_interval,
         forget_confirm_over=confirm_over,

@@ -3,7 +3,8 @@
 ::
 
     DshMemoryError                       code + a Chinese message that says how to fix it
-    ├── InvalidArgument (ValueError)     CONTENT_EMPTY, QUERY_EMPTY, KIND_INVALID, IMPORTANCE_RANGE,
+    ├── InvalidArgument (ValueError)     CONTENT_EMPTY, CONTENT_TOO_LONG, CONTENT_SECRET, TAGS_INVALID,
+    │                                    QUERY_EMPTY, KIND_INVALID, IMPORTANCE_RANGE,
     │                                    TOPK_RANGE, LIMIT_RANGE, IDS_EMPTY, TARGET_REQUIRED,
     │                                    TARGET_AMBIGUOUS, PATH_INVALID, PATH_SCOPE_CONFLICT
     ├── ScopeError (ValueError)          SCOPE_INVALID, SCOPE_NOT_WRITABLE, SCOPE_NAME_INVALID,
@@ -14,8 +15,9 @@
     ├── StoreError (OSError)             STORE_ERROR: a read or write of the store failed
     └── EmbeddingUnavailable             never reaches a tool caller: the vector channel fails soft
 
-The tools layer turns any `DshMemoryError` into ``{ok: false, code, message}``; anything else
-becomes ``TOOL_ERROR`` without a stack. Only the standard library is imported here.
+The tools layer turns any `DshMemoryError` into ``{ok: false, code, message}``; any other exception
+is a bug: ``INTERNAL_ERROR``, its traceback in the log, never in the result (``TOOL_ERROR`` is for
+faults we classify). Only the standard library is imported here.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ __all__ = [
 #: Every code a tool may return, in the order SPEC §6 lists them.
 ERROR_CODES: tuple[str, ...] = (
     "CONTENT_EMPTY",
+    "CONTENT_TOO_LONG",
+    "CONTENT_SECRET",
+    "TAGS_INVALID",
     "QUERY_EMPTY",
     "KIND_INVALID",
     "IMPORTANCE_RANGE",
@@ -55,6 +60,7 @@ ERROR_CODES: tuple[str, ...] = (
     "STORE_ERROR",
     "UNKNOWN_TOOL",
     "TOOL_ERROR",
+    "INTERNAL_ERROR",
 )
 
 

@@ -428,10 +428,19 @@ def _sorted_contains(values: list[int], value: int) -> bool:
     return i < len(values) and values[i] == value
 
 
+#: Only this much of a record's content is indexed (its tags always are). A save accepts 20,000
+#: characters by default, so what we write is indexed whole; a 50 MB record written by another
+#: program costs what a 20,000-character one does, stays intact on disk and is found by its start.
+INDEX_CHARS = 20_000
+
+
 def _indexed_text(record: Record) -> str:
     tags = record.tags
+    content = record.content
+    if len(content) > INDEX_CHARS:
+        content = content[:INDEX_CHARS]
     # A newline keeps a tag from gluing onto the content's last word or CJK run.
-    return record.content + "\n" + "\n".join(tags) if tags else record.content
+    return content + "\n" + "\n".join(tags) if tags else content
 
 
 def _build_postings(recs: tuple[Record, ...], start: int, base: dict[str, list[int]]) -> dict[str, list[int]]:

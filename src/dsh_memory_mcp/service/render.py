@@ -13,6 +13,10 @@ from typing import Any
 from dsh_memory_mcp.store.records import Record
 
 SNIPPET_CHARS = 160
+#: Search and list results carry at most this much of a record's content (`truncated: true`,
+#: `contentChars` = the full length); `memory_get` returns it whole. A 50 MB record written by
+#: another program must not make every search send 50 MB.
+RESULT_CONTENT_CHARS = 2_000
 
 
 @dataclass(frozen=True)
@@ -41,24 +45,43 @@ def scope_label(scope: str) -> str:
     return scope[len("project:") :] if scope.startswith("project:") else scope
 
 
-def record_dict(record: Record, *, score: float | None = None) -> dict[str, Any]:
+def record_dict(record: Record, *, score: float | None = None, max_chars: int | None = None) -> dict[str, Any]:
+    """The structured form of a record; with `max_chars`, longer content is cut and flagged."""
     out: dict[str, Any] = {"id": record.id, "shortId": record.short_id}
     if score is not None:
         out["score"] = score
+    content = record.content
+    cut = max_chars is not None and len(content) > max_chars
     out.update(
         scope=record.scope,
         kind=record.kind,
-        content=record.content,
+        content=content[:max_chars] if cut else content,
         tags=record.tags,
         importance=record.importance,
         updatedAt=record.updated_at,
     )
+    if cut:
+        out.update(truncated=True, contentChars=len(content))
     return out
 
 
+def truncation_note(count: int) -> str:
+    """The line a search/list answer ends with when `count` records were cut (empty when none)."""
+    if not count:
+        return ""
+    return (
+        f"\n\n注意:{count} 条记忆内容过长,结果里只带前 {RESULT_CONTENT_CHARS} 个字符(truncated);"
+        "完整内容请用 memory_get 取回。"
+    )
+
+
 def snippet(content: str) -> str:
-    one_line = " ".join(content.split())
-    return one_line if len(one_line) <= SNIPPET_CHARS else one_line[: SNIPPET_CHARS - 1] + "…"
+    # Slice first: a huge record must not be split and joined whole on every search.
+    head = content[: SNIPPET_CHARS * 8]
+    one_line = " ".join(head.split())
+    if len(one_line) <= SNIPPET_CHARS and len(head) == len(content):
+        return one_line
+    return one_line[: SNIPPET_CHARS - 1] + "…"
 
 
 def meta_line(record: Record, *, full_id: bool = False) -> str:

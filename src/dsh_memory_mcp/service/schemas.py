@@ -53,6 +53,8 @@ _RECORD_SCHEMA: dict[str, Any] = {
         "importance": _nullable("number"),
         "updatedAt": {"type": "integer", "description": "毫秒时间戳"},
         "expiredAt": {"type": "integer"},
+        "truncated": {"type": "boolean", "description": "内容过长,只带了前 2000 字;全文用 memory_get"},
+        "contentChars": {"type": "integer", "description": "被截断时:全文的字符数"},
     },
     "required": ["id", "shortId", "scope", "kind", "content", "tags", "importance", "updatedAt"],
 }
@@ -101,9 +103,11 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "remembering across sessions. content must be one self-contained sentence. Default scope: global "
             "(or the current project when DSH_MEMORY_SCOPE_ALL is set); pass scope='project' or path=<workspace> "
             "for project-only memories. Saving identical content again returns the existing id (deduped). "
-            "supersedes=<old id> hides an outdated memory. Errors: CONTENT_EMPTY, KIND_INVALID, IMPORTANCE_RANGE, "
-            "PATH_INVALID, PATH_SCOPE_CONFLICT, SCOPE_INVALID, SCOPE_NOT_WRITABLE, SCOPE_NAME_INVALID, "
-            "SCOPE_NAME_TAKEN, LOCK_TIMEOUT, STORE_ERROR."
+            "supersedes=<old id> hides an outdated memory. content: at most 20,000 characters; tags: at most "
+            "32, each at most 64 characters. Never save credentials (keys, tokens, passwords): save where the "
+            "secret lives instead. Errors: CONTENT_EMPTY, CONTENT_TOO_LONG, CONTENT_SECRET, TAGS_INVALID, "
+            "KIND_INVALID, IMPORTANCE_RANGE, PATH_INVALID, PATH_SCOPE_CONFLICT, SCOPE_INVALID, SCOPE_NOT_WRITABLE, "
+            "SCOPE_NAME_INVALID, SCOPE_NAME_TAKEN, LOCK_TIMEOUT, STORE_ERROR, INTERNAL_ERROR."
         ),
         input_schema={
             "type": "object",
@@ -111,12 +115,17 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                 "content": {
                     "type": "string",
                     "minLength": 1,
-                    "description": "一句自包含的陈述,脱离上下文也能读懂。",
+                    "description": "一句自包含的陈述,脱离上下文也能读懂;最多 20000 字符,不要含密钥/口令。",
                 },
                 "scope": {"type": "string", "description": _SCOPE_DOC + "。默认 global;all 不可写。"},
                 "path": {"type": "string", "description": "工作区目录;给出则写入 project:<该目录>。"},
                 "kind": {"type": "string", "enum": list(KINDS), "default": "note", "description": "记忆种类"},
-                "tags": {"type": "array", "items": {"type": "string"}, "default": [], "description": "自由标签"},
+                "tags": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "default": [],
+                    "description": "自由标签,最多 32 个,每个 ≤ 64 字符",
+                },
                 "importance": {"type": "number", "minimum": 0, "maximum": 1, "description": "重要度 0~1,可省略"},
                 "supersedes": {"type": "string", "description": "被本条取代的旧记忆 id(或 8 位前缀)"},
             },
@@ -141,13 +150,18 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "Search the user's long-term memory by keywords or a sentence (Chinese and English). Use it BEFORE "
             "answering questions about the user's preferences, projects, conventions or past decisions. Default "
             "scope: current project + global; scope='all' searches every scope. Returns up to topK (1-20, default 5) "
-            "memories with 8-char ids; call memory_get with those ids for full text. Errors: QUERY_EMPTY, "
-            "TOPK_RANGE, SCOPE_INVALID, PATH_INVALID, PATH_SCOPE_CONFLICT."
+            "memories with 8-char ids; call memory_get with those ids for full text (content over 2,000 characters "
+            "comes truncated). A query over 1,000 characters is cut. Errors: QUERY_EMPTY, TOPK_RANGE, "
+            "SCOPE_INVALID, PATH_INVALID, PATH_SCOPE_CONFLICT, INTERNAL_ERROR."
         ),
         input_schema={
             "type": "object",
             "properties": {
-                "query": {"type": "string", "minLength": 1, "description": "关键词或一句话描述"},
+                "query": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "关键词或一句话描述(超过 1000 字符只用前 1000)",
+                },
                 "scope": {
                     "type": "string",
                     "description": _SCOPE_DOC + ";all 或 * = 所有作用域。默认当前项目 + global。",
@@ -174,7 +188,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         description=(
             "List memories newest first, optionally of one kind. Use it to browse what is remembered. Default "
             "scope: current project + global; scope='all' lists every scope. limit 1-200 (default 50). Errors: "
-            "KIND_INVALID, LIMIT_RANGE, SCOPE_INVALID, PATH_INVALID, PATH_SCOPE_CONFLICT."
+            "KIND_INVALID, LIMIT_RANGE, SCOPE_INVALID, PATH_INVALID, PATH_SCOPE_CONFLICT, INTERNAL_ERROR."
         ),
         input_schema={
             "type": "object",
@@ -203,7 +217,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         description=(
             "Fetch memories by id or 8-char id prefix (from memory_search/memory_list), in any scope, with full "
             "content. Use it when you already know the ids; don't search again. Up to 50 ids, duplicates ignored; "
-            "unknown ids are listed in missing. Errors: IDS_EMPTY."
+            "unknown ids are listed in missing. Errors: IDS_EMPTY, INTERNAL_ERROR."
         ),
         input_schema={
             "type": "object",
@@ -238,7 +252,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "than 3 memories (configurable) deletes nothing and returns CONFIRM_REQUIRED with the list: show it, "
             "then repeat the call with confirm=true to delete the memories matching at that time. Errors: "
             "TARGET_REQUIRED, TARGET_AMBIGUOUS, CONFIRM_REQUIRED, SCOPE_NOT_WRITABLE, SCOPE_INVALID, LOCK_TIMEOUT, "
-            "STORE_ERROR."
+            "STORE_ERROR, INTERNAL_ERROR."
         ),
         input_schema={
             "type": "object",

@@ -10,6 +10,7 @@ Front doors (stdio, HTTP, the human CLI, the web API) only adapt this.
 from __future__ import annotations
 
 import logging
+import traceback
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,32 +21,37 @@ from dsh_memory_mcp.errors import DshMemoryError, InvalidArgument, ScopeError
 from dsh_memory_mcp.search import scoring
 from dsh_memory_mcp.service.context import CallContext, default_context
 from dsh_memory_mcp.service.render import (
+    RESULT_CONTENT_CHARS,
     ToolResult,
     error_result,
     meta_line,
     record_dict,
     scope_label,
     snippet,
+    truncation_note,
 )
-from dsh_memory_mcp.service.schemas import TOOL_NAMES
+from dsh_memory_mcp.service.schemas import TOOL_NAMES, TOOL_SPECS
 from dsh_memory_mcp.service.scoping import ScopeResolver
+from dsh_memory_mcp.service.secrets import find_secret
 from dsh_memory_mcp.service.validate import (
     ALL_SCOPES,
     IDS_MAX,
     LIMIT_DEFAULT,
     LIMIT_MAX,
     PREFIX_MIN,
+    QUERY_MAX_CHARS,
     TOPK_DEFAULT,
     TOPK_MAX,
+    content_arg,
     first_of,
     importance_arg,
     integer_arg,
     is_blank,
     kind_arg,
+    query_arg,
     show,
     string_list,
     tags_arg,
-    text_arg,
 )
 from dsh_memory_mcp.store.records import Record, now_ms
 
@@ -91,7 +97,7 @@ class MemoryService:
         return self.default_context.project
 
     def call(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext | None = None) -> ToolResult:
-        """Run one tool; never raises. Unknown names → UNKNOWN_TOOL, crashes → TOOL_ERROR."""
+        """Run one tool; never raises. Unknown names → UNKNOWN_TOOL, bugs → INTERNAL_ERROR."""
         handler = self._handlers.get(name)
         if handler is None:
             return error_result("UNKNOWN_TOOL", f"没有名为 {name!r} 的工具。可用工具:{', '.join(TOOL_NAMES)}。")
@@ -103,9 +109,11 @@ class MemoryService:
             return handler(arguments, ctx if ctx is not None else self.default_context)
         except DshMemoryError as exc:
             return error_result(exc.code, exc.message)
-        except Exception:
-            log.exception("tool %s failed unexpectedly", name)
-            return error_result("TOOL_ERROR", f"{name} 执行时发生内部错误,记忆库未被改动。详情见服务端日志(stderr)。")
+        except Exception as exc:
+            # A bug, not a bad argument: the traceback goes to the log (file and stderr), never into
+            # the result; the code lets hosts and the fuzz test tell it from a classified fault.
+            log.error("tool %s failed unexpectedly (INTERNAL_ERROR)\n%s", name, _stack(exc, arguments))
+            return error_result("INTERNAL_ERROR", _internal_error_text(name, exc))
 
     def _scopes(self, ctx: CallContext) -> ScopeResolver:
         return ScopeResolver(self.store, ctx, scope_all=self.settings.scope_all)
@@ -113,14 +121,11 @@ class MemoryService:
     # -- tools -------------------------------------------------------------------------------------
 
     def memory_save(self, args: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        content = text_arg(
-            args.get("content"),
-            name="content",
-            code="CONTENT_EMPTY",
-            hint="请传入一句自包含的陈述,脱离上下文也能读懂。",
-        )
+        content = content_arg(args.get("content"), max_chars=self.settings.max_content)
         kind = kind_arg(args.get("kind"), default="note") or "note"
         tags = tags_arg(args.get("tags"))
+        if not self.settings.allow_secrets:
+            _refuse_secrets(content, tags)
         importance = importance_arg(args.get("importance"))
         supersedes_raw = args.get("supersedes")
         supersedes: str | None = None
@@ -157,9 +162,7 @@ class MemoryService:
         return ToolResult(text=text, structured=structured)
 
     def memory_search(self, args: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        query = text_arg(
-            args.get("query"), name="query", code="QUERY_EMPTY", hint="请传入关键词或一句话描述要找的内容。"
-        )
+        query, query_cut = query_arg(args.get("query"))
         top_k = integer_arg(
             first_of(args, "topK", "top_k", "topk"),
             name="topK",
@@ -180,7 +183,10 @@ class MemoryService:
         if touched and ctx.record_access:
             self.store.touch(touched)
         labels = ", ".join(scope_label(s) for s in scopes)
-        records = [record_dict(hit.record, score=hit.score) for hit in hits]
+        records = [record_dict(hit.record, score=hit.score, max_chars=RESULT_CONTENT_CHARS) for hit in hits]
+        cut_note = truncation_note(sum(1 for r in records if r.get("truncated")))
+        if query_cut:
+            cut_note += f"\n\n注意:query 过长,只用了前 {QUERY_MAX_CHARS} 个字符检索;用几个关键词或一句话即可。"
         if not hits:
             text = f"没有找到相关记忆(检索范围:{labels})"
         else:
@@ -194,6 +200,7 @@ class MemoryService:
                 + "\n\n".join(blocks)
                 + "\n\n提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。"
             )
+        text += cut_note
         return ToolResult(
             text=text, structured={"ok": True, "count": len(records), "scopes": scopes, "records": records}
         )
@@ -224,6 +231,8 @@ class MemoryService:
             blocks = [f"({r.scope}/{r.kind}) {snippet(r.content)}\n{meta_line(r)}" for r in shown]
             more = f",仅显示最新 {len(shown)} 条(调大 limit 可看更多)" if total > len(shown) else ""
             text = f"共 {total} 条{what}记忆(范围:{labels};按最近更新排序{more})\n\n" + "\n\n".join(blocks)
+        listed = [record_dict(r, max_chars=RESULT_CONTENT_CHARS) for r in shown]
+        text += truncation_note(sum(1 for r in listed if r.get("truncated")))
         return ToolResult(
             text=text,
             structured={
@@ -231,7 +240,7 @@ class MemoryService:
                 "count": len(shown),
                 "total": total,
                 "scopes": scopes,
-                "records": [record_dict(r) for r in shown],
+                "records": listed,
             },
         )
 
@@ -386,3 +395,47 @@ def _confirm_arg(value: Any) -> bool:
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
     raise InvalidArgument(f"confirm 必须是布尔值 true / false(收到 {show(value)})。", code="TOOL_ERROR")
+
+
+_READ_ONLY = frozenset(spec.name for spec in TOOL_SPECS if spec.read_only)
+
+
+def _stack(exc: BaseException, arguments: Mapping[str, Any]) -> str:
+    """The traceback for the log; the exception's message only if it quotes no argument text."""
+    message = str(exc)
+    values = [v for value in arguments.values() for v in (value if isinstance(value, list) else [value])]
+    quoted = [v for v in values if isinstance(v, str) and len(v.strip()) >= 4]
+    if any(v.strip()[:24] in message for v in quoted) or len(message) > 300 or find_secret(message):
+        message = f"<{len(message)} 字符的消息已隐去:可能含记忆内容>"
+    frames = "".join(traceback.format_tb(exc.__traceback__))
+    return f"Traceback (most recent call last):\n{frames}{type(exc).__qualname__}: {message}"
+
+
+def _internal_error_text(name: str, exc: Exception) -> str:
+    """What an internal fault may have done: honest about writes, never claiming "nothing changed"."""
+    where = "详情(调用栈)已写入服务端日志(stderr 与日志文件)。"
+    if name in _READ_ONLY:
+        return (
+            f"{name} 执行时发生内部错误({type(exc).__name__}),这是本服务的缺陷,不是参数问题。"
+            f"这是只读操作,记忆内容不会被改动;可以换个说法重试。{where}"
+        )
+    return (
+        f"{name} 执行时发生内部错误({type(exc).__name__}),这是本服务的缺陷,不是参数问题。"
+        "写入可能已经完成,也可能没有:重试前先用 memory_search 或 memory_get 核实,避免重复或误删。"
+        f"{where}"
+    )
+
+
+def _refuse_secrets(content: str, tags: list[str]) -> None:
+    """CONTENT_SECRET when the content (or a tag) carries a credential; the value is never echoed."""
+    for text in (content, *tags):
+        finding = find_secret(text)
+        if finding is None:
+            continue
+        log.info("refused a save: content looks like a credential (%s)", finding.kind)
+        raise InvalidArgument(
+            f"内容里像是有凭据({finding.kind}),记忆库是本机所有 IDE 和智能体都能读的明文,不能保存密钥本身。"
+            "请改为记下「密钥放在哪里」,例如:「OpenAI key 存在 1Password 的 OpenAI 条目里,运行时读环境变量 "
+            "OPENAI_API_KEY」,不要写出值。若确属误判,用户可设置环境变量 DSH_MEMORY_ALLOW_SECRETS=1 关闭此检查。",
+            code="CONTENT_SECRET",
+        )

@@ -19,6 +19,11 @@ LIMIT_DEFAULT, LIMIT_MAX = 50, 200
 IDS_MAX = 50
 PREFIX_MIN = 8
 ALL_SCOPES = ("all", "*")
+#: A save's `tags`: at most this many, each at most `TAG_CHARS_MAX` characters (else TAGS_INVALID).
+TAGS_MAX, TAG_CHARS_MAX = 32, 64
+#: A search query longer than this is cut to it (and the answer says so): it is keywords or one
+#: sentence, and its cost (tokens, the embedding request) must not grow with what a caller sends.
+QUERY_MAX_CHARS = 1_000
 
 
 def is_blank(value: Any) -> bool:
@@ -94,21 +99,32 @@ def string_list(value: Any) -> list[str] | None:
 
 
 def tags_arg(value: Any) -> list[str]:
+    """Distinct, whitespace-normalised tags; anything else is TAGS_INVALID, never silently cut."""
     if value is None:
         return []
     items = string_list(value)
     if items is None:
         raise InvalidArgument(
-            f'tags 必须是字符串数组,如 ["python", "部署"](收到 {show(value)});不需要标签时省略。', code="TOOL_ERROR"
+            f'tags 必须是字符串数组,如 ["python", "部署"](收到 {show(value)});不需要标签时省略。',
+            code="TAGS_INVALID",
         )
     if isinstance(value, str) and not value.strip().startswith("["):
         items = items[0].split(",") if items else []
     seen: dict[str, None] = {}
     for tag in items:
         tag = " ".join(tag.split())
+        if len(tag) > TAG_CHARS_MAX:
+            raise InvalidArgument(
+                f"标签 {show(tag)} 有 {len(tag)} 个字符,超过上限 {TAG_CHARS_MAX}:标签应是短词,长内容写进 content。",
+                code="TAGS_INVALID",
+            )
         if tag and tag not in seen:
             seen[tag] = None
-    return list(seen)[:32]
+    if len(seen) > TAGS_MAX:
+        raise InvalidArgument(
+            f"tags 有 {len(seen)} 个(去重后),最多 {TAGS_MAX} 个:只留最能帮助检索的几个。", code="TAGS_INVALID"
+        )
+    return list(seen)
 
 
 def kind_arg(value: Any, *, default: str | None) -> str | None:
@@ -131,6 +147,26 @@ def text_arg(value: Any, *, name: str, code: str, hint: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgument(f"{name} 不能为空(收到 {show(value)}):{hint}", code=code)
     return value.strip()
+
+
+def content_arg(value: Any, *, max_chars: int) -> str:
+    """A save's content: non-blank (CONTENT_EMPTY) and at most `max_chars` (CONTENT_TOO_LONG)."""
+    content = text_arg(value, name="content", code="CONTENT_EMPTY", hint="请传入一句自包含的陈述,脱离上下文也能读懂。")
+    if len(content) > max_chars:
+        raise InvalidArgument(
+            f"content 有 {len(content)} 个字符,超过上限 {max_chars}(DSH_MEMORY_MAX_CONTENT):一条记忆应是一句"
+            "自包含的陈述;长文档请存成文件,记忆里只记它在哪、讲什么,或拆成几条要点分别保存。",
+            code="CONTENT_TOO_LONG",
+        )
+    return content
+
+
+def query_arg(value: Any) -> tuple[str, bool]:
+    """A search query (QUERY_EMPTY if blank), cut to `QUERY_MAX_CHARS`; and whether it was cut."""
+    query = text_arg(value, name="query", code="QUERY_EMPTY", hint="请传入关键词或一句话描述要找的内容。")
+    if len(query) > QUERY_MAX_CHARS:
+        return query[:QUERY_MAX_CHARS], True
+    return query, False
 
 
 def first_of(args: Mapping[str, Any], *names: str) -> Any:

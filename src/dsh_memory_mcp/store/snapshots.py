@@ -21,6 +21,7 @@ from dsh_memory_mcp.errors import StoreError
 from dsh_memory_mcp.store import records, scopes
 from dsh_memory_mcp.store.layout import StoreLayout
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
+from dsh_memory_mcp.store.redact import redacted
 
 __all__ = ["Identity", "ScopeSnapshot", "SnapshotCache", "identity_of", "stat_identity"]
 
@@ -207,8 +208,14 @@ def report_corrupt(path: str, line: CorruptLine) -> None:
         if key in _reported:
             return
         _reported.add(key)
-    preview = line.raw if len(line.raw) <= 80 else line.raw[:80] + "…"
-    logger.warning("记忆文件 %s 第 %d 行不是有效记录,已原样保留(不会删除):%r", path, line.lineno, preview)
+    # Shape only (keys, punctuation, the id): the log must not carry memory text.
+    logger.warning(
+        "记忆文件 %s 第 %d 行不是有效记录,已原样保留(不会删除):%d 字符,形如 %s",
+        path,
+        line.lineno,
+        len(line.raw),
+        redacted(line.raw),
+    )
 
 
 def make(

@@ -1,0 +1,53 @@
+"""Previews for logs that show a line's shape, never its memory text.
+
+Logs (stderr and the log file) may name ids, paths, counts and JSON keys, but no record content:
+the log file outlives the store's permissions and is pasted into bug reports. `redacted(text)`
+keeps JSON punctuation, keys, numbers, literals and the value of ``"id"``; every other string
+value becomes ``"…"`` and every run of letters or CJK outside strings becomes ``…``.
+
+    >>> redacted('{"id":"abcdefgh-1","content":"我喜欢吃苹果","tags":["x"]}')
+    '{"id":"abcdefgh-1","content":"…","tags":["…"]}'
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["PREVIEW_CHARS", "redacted"]
+
+#: How long a preview may be (after redaction).
+PREVIEW_CHARS = 80
+#: Only this much of a line is looked at (a 50 MB line must not be scanned for a log message).
+_SCAN_CHARS = 2_000
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[^"]+', re.DOTALL)
+_KEY = re.compile(r'"[A-Za-z_$@][A-Za-z0-9_.$@-]{0,40}"')
+_ID_VALUE = re.compile(r'"[A-Za-z0-9_.:-]{1,64}"')
+_WORDS = re.compile(r"[^\W\d_]+")
+_LITERALS = frozenset({"true", "false", "null"})
+
+
+def redacted(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """`text` with its memory text masked, at most `limit` characters (+ "…" if cut)."""
+    tokens = _TOKEN.findall(text[:_SCAN_CHARS])
+    out: list[str] = []
+    last_key: str | None = None
+    for i, token in enumerate(tokens):
+        if token.startswith('"'):
+            following = tokens[i + 1].lstrip() if i + 1 < len(tokens) else ""
+            if following.startswith(":") and _KEY.fullmatch(token):
+                out.append(token)
+                last_key = token
+                continue
+            if last_key == '"id"' and _ID_VALUE.fullmatch(token):
+                out.append(token)
+            else:
+                out.append('"…"' if token.endswith('"') and len(token) > 1 else '"…')
+            last_key = None
+        else:
+            out.append(_WORDS.sub(lambda m: m.group() if m.group() in _LITERALS else "…", token))
+            if token.strip() not in (":", ""):
+                last_key = None if "," in token or "{" in token else last_key
+    result = "".join(out)
+    cut = len(text) > _SCAN_CHARS or len(result) > limit
+    return result[:limit] + ("…" if cut else "")
