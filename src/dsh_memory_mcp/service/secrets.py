@@ -40,6 +40,11 @@ def _mixed(token: str) -> bool:
     return any(c.isdigit() for c in token) and any(c.isalpha() for c in token)
 
 
+def _random_looking(part: str) -> bool:
+    """A path segment that is really key material: long, mixed case and digits (base64-ish)."""
+    return len(part) >= 12 and _mixed(part) and part.lower() != part and part.upper() != part
+
+
 _B = r"(?<![A-Za-z0-9_\-])"  # token start: not inside a longer word
 
 _SHAPES: tuple[tuple[str, re.Pattern[str], bool], ...] = (
@@ -147,8 +152,8 @@ _PLACEHOLDER = re.compile(
     r"[*xX•.#?_\-]{2,}|\*+[^*]{0,4}\*+)$"
 )
 _CODE_REF = re.compile(
-    r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)+[A-Za-z_][A-Za-z0-9_]*(?:\(.*|\[.*)?$|"  # self.password, os.environ[...]
-    r"^[A-Za-z_][A-Za-z0-9_]*\(.*$|"  # get_password(...)
+    r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)+[A-Za-z_][A-Za-z0-9_]*(?:\([^()]*\)?|\[[^\]]*\]?)?$|"  # self.pw, os.environ[
+    r"^[A-Za-z_][A-Za-z0-9_]*\((?:[^()]*\))?$|"  # get_password() (the value stops at a quote: "f(")
     r"^(?:process\.env|os\.environ|env|ENV)\b"
 )
 
@@ -159,7 +164,7 @@ _PATH_OR_URL = re.compile(r"^(?:~|\.{1,2})?/[\w.\-/]*$|^[A-Za-z]:\\|^[a-z][a-z0-
 def _placeholder(value: str) -> bool:
     """A value that stands for a secret instead of being one: `<…>`, `${…}`, `$VAR`, a path, code."""
     value = value.rstrip("\"'`,;")
-    if _PATH_OR_URL.match(value):
+    if _PATH_OR_URL.match(value) and not any(_random_looking(part) for part in re.split(r"[/\\]", value)):
         return True
     bare = value.strip("\"'`()[]{}<>.,;=")
     if not bare or bare.lower() in _WORDS or _PLACEHOLDER.match(value) or _PLACEHOLDER.match(bare):
