@@ -110,7 +110,10 @@ ERROR_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("memory_save", {"content": "x", "scope": "all"}, "SCOPE_NOT_WRITABLE"),
     ("memory_save", {"content": "x", "path": "/tmp/a", "scope": "bad:name"}, "SCOPE_NAME_INVALID"),
     ("memory_save", {"content": "x", "path": "/tmp/b", "scope": "别名甲"}, "SCOPE_NAME_TAKEN"),
-    ("memory_save", {"content": "x", "tags": {"a": 1}}, "TOOL_ERROR"),
+    ("memory_save", {"content": "x", "tags": {"a": 1}}, "TAGS_INVALID"),
+    ("memory_save", {"content": "长" * 20_001}, "CONTENT_TOO_LONG"),
+    ("memory_save", {"content": "部署用 ghp_" + "Zx81Qw0aB7" * 4}, "CONTENT_SECRET"),
+    ("memory_save", {"content": "x", "supersedes": "short"}, "TOOL_ERROR"),
     ("memory_search", {"query": ""}, "QUERY_EMPTY"),
     ("memory_search", {"query": "x", "topK": 0}, "TOPK_RANGE"),
     ("memory_search", {"query": "x", "scope": "project:"}, "SCOPE_INVALID"),
@@ -178,7 +181,7 @@ def test_the_inspector_cli_reports_no_schema_portability_problems(tmp_path, stor
 #: arguments cannot provoke) and one success per tool.
 ERROR_INSTANCES = [
     {"ok": False, "code": code, "message": "写入 global 时等待锁超过 10 秒,记忆库未被改动。"}
-    for code in ("LOCK_TIMEOUT", "STORE_ERROR", "TOOL_ERROR", "UNKNOWN_TOOL")
+    for code in ("LOCK_TIMEOUT", "STORE_ERROR", "TOOL_ERROR", "UNKNOWN_TOOL", "INTERNAL_ERROR")
 ]
 _RECORD = {
     "id": "0b5f3c1e-0000-4000-8000-000000000001",
@@ -199,7 +202,12 @@ SUCCESS_INSTANCES = {
         "kind": "rule",
         "superseded": None,
     },
-    "memory_search": {"ok": True, "count": 1, "scopes": ["global"], "records": [{**_RECORD, "score": 0.5}]},
+    "memory_search": {
+        "ok": True,
+        "count": 1,
+        "scopes": ["global"],
+        "records": [{**_RECORD, "score": 0.5, "truncated": True, "contentChars": 50_000}],
+    },
     "memory_list": {"ok": True, "count": 1, "total": 1, "scopes": ["global"], "records": [_RECORD]},
     "memory_get": {"ok": True, "count": 1, "records": [{**_RECORD, "importance": 0.9}], "missing": []},
     "memory_forget": {"ok": True, "deleted": 1, "ids": [_RECORD["id"]]},
