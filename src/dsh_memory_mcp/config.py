@@ -40,6 +40,8 @@ DEPENDENCIES: tuple[tuple[str, str], ...] = (
     ("platformdirs", "platformdirs>=4"),
 )
 
+#: Longest `content` a save accepts unless `DSH_MEMORY_MAX_CONTENT` says otherwise.
+DEFAULT_MAX_CONTENT = 20_000
 DEFAULT_EMBED_PORT = 8199
 DEFAULT_EMBED_THREADS = 6
 #: `memory_forget` by query deletes up to this many matches without `confirm: true` (issue 15).
@@ -118,7 +120,7 @@ class Settings:
     debug: bool = False
     vector: VectorSettings = field(default_factory=VectorSettings)
     #: Longest `content` a save accepts (`DSH_MEMORY_MAX_CONTENT`); longer → CONTENT_TOO_LONG.
-    max_content: int = 20_000
+    max_content: int = DEFAULT_MAX_CONTENT
     #: `DSH_MEMORY_ALLOW_SECRETS=1`: save content that looks like a credential (off: CONTENT_SECRET).
     allow_secrets: bool = False
     #: Where `project_dir` came from: "flag" (`--project`), "env" (`DSH_MEMORY_PROJECT`) or "cwd".
@@ -252,6 +254,7 @@ def resolve_settings(
         env, "DSH_MEMORY_FORGET_CONFIRM_OVER", DEFAULT_FORGET_CONFIRM_OVER, 0, FORGET_CONFIRM_MAX, problems
     )
     touch_interval = _int_env(env, "DSH_MEMORY_TOUCH_INTERVAL_SECS", 30, 0, 86_400, problems)
+    max_content = _int_env(env, "DSH_MEMORY_MAX_CONTENT", DEFAULT_MAX_CONTENT, 1, 10_000_000, problems)
     vector = resolve_vector_settings(env, cwd)
     return Settings(
         store_dir=_absolute(store, cwd),
@@ -260,7 +263,7 @@ def resolve_settings(
         scope_all=env_flag(env.get("DSH_MEMORY_SCOPE_ALL")),
         debug=env_flag(env.get("DSH_MEMORY_DEBUG")),
         vector=vector,
-        max_content=_int_env(env, "DSH_MEMORY_MAX_CONTENT", 20_000, 1, 10_000_000),
+        max_content=max_content,
         allow_secrets=env_flag(env.get("DSH_MEMORY_ALLOW_SECRETS")),
         project_source=source,
         touch_interval=touch_interval,
