@@ -298,3 +298,27 @@ def test_an_index_extended_by_appends_answers_exactly_like_one_built_from_scratc
         assert [(h.record.id, h.score) for h in got] == [(h.record.id, h.score) for h in want]
     assert extended.positions_of(json.loads(dup)["id"]) == fresh.positions_of(json.loads(dup)["id"])
     assert [extended.factor(p) for p in range(len(snap.records))] == [fresh.factor(p) for p in range(len(fresh))]
+
+
+def test_ids_and_id_prefixes_are_found_after_appends_rewrites_and_foreign_duplicates(store, store_dir):
+    ids = [store.save(scope, f"memory {i} in {scope}").record.id for i in range(30) for scope in ("global", PROJECT)]
+    assert store.find([ids[0]])[ids[0]][0].id == ids[0]  # builds the index
+    more = [store.save("global", f"later memory {i}").record.id for i in range(10)]  # the index is extended
+    path = store_dir / "global.jsonl"
+    with open(path, "a", encoding="utf-8") as f:  # another writer leaves the same id twice
+        f.write(dsh_line(5) + "\n" + dsh_line(5, "same id, second line") + "\n")
+    store.delete_ids([ids[2]])  # a rewrite
+    dup = json.loads(dsh_line(5))["id"]
+    keys = [*ids[::7], *more[::3], dup, dup[:8], ids[2], ids[4][:10].upper(), "0000000", "ffffffff"]
+    found = store.find(keys)
+    for key in keys:
+        want = key.strip().lower()
+        expected = [
+            r.id
+            for scope in store.discover_scopes()
+            for r in store.snapshot(scope).records
+            if len(want) >= 8 and r.id.lower().startswith(want)
+        ]
+        assert [r.id for r in found[key]] == expected, key
+    assert [r.content for r in found[dup]] == ["DSH 写的第 5 条记忆 memory 5", "same id, second line"]
+    assert found[ids[2]] == [] and found["0000000"] == []

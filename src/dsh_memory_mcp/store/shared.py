@@ -178,11 +178,10 @@ class SharedStore:
         if not wanted:
             return result
         for scope in self.discover_scopes():
-            for rec in self.snapshot(scope).records:
-                rid = rec.id.lower()
-                for key, prefix in wanted.items():
-                    if rid.startswith(prefix):
-                        result[key].append((scope, rec))
+            snap = self.snapshot(scope)
+            index = snapshots.id_index(snap)
+            for key, prefix in wanted.items():
+                result[key].extend((scope, snap.records[pos]) for pos in index.matching(prefix))
         return result
 
     # -- transactions ----------------------------------------------------------------------
@@ -219,6 +218,12 @@ class SharedStore:
                 if change is None:
                     return result
                 if not self._commit(scope, snap, change, last_try=attempt >= _MAX_REREADS):
+                    if attempt >= 2 * _MAX_REREADS:
+                        raise StoreError(
+                            f"写入 {path} 失败:写入期间该文件被反复整份替换(有不加锁的写者在同时改它),"
+                            "本次保存没有完成。请稍后重试,并避免与 DSH 插件同时写同一个作用域。",
+                            path=path,
+                        )
                     continue
                 if after is not None:
                     after(result)

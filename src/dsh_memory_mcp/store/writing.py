@@ -93,7 +93,8 @@ def append_bytes(
 
     `expect` is the identity ``(dev, ino, size, mtime_ns)`` the caller's snapshot has (None: the
     file did not exist). Returns ``(stat after, matched, torn)``: `matched` False means the file
-    was not `expect` when opened (an unlocked writer changed it) and nothing was written; `torn`
+    was not `expect` when opened (an unlocked writer changed it) and nothing was written, or that
+    it was replaced while we wrote (our bytes went to the old inode); `torn`
     True means the file did not end with a newline, so one was written first: the unfinished last
     line stays a line of its own (kept as a corrupt line), never glued to ours.
 
@@ -135,4 +136,12 @@ def append_bytes(
         os.close(fd)
     if created:
         fileio.fsync_dir(os.path.dirname(path) or ".")
+    try:
+        now = os.stat(path)
+    except OSError:
+        now = None
+    if now is None or (now.st_dev, now.st_ino) != (after.st_dev, after.st_ino):
+        # An unlocked writer renamed another file over this one while we wrote: our line is in
+        # the replaced inode, which nobody will read. Not acknowledged: the caller starts over.
+        return after, False, torn
     return after, True, torn
