@@ -283,8 +283,11 @@ def _started_lines(result) -> tuple[str, str, str]:
     )
 
 
-def _project_line(path: Path | str) -> str:
-    return f"{P}project = {path}(project 作用域 = project:{path})"
+_SOURCES = {"flag": "--project", "env": "DSH_MEMORY_PROJECT", "cwd": "工作目录"}
+
+
+def _project_line(path: Path | str, source: str) -> str:
+    return f"{P}project = {path}(project 作用域 = project:{path};来源:{_SOURCES[source]})"
 
 
 @pytest.mark.parametrize(
@@ -299,7 +302,11 @@ def test_flags_work_as_key_value_and_key_equals_value_with_every_alias(sandbox, 
         argv = [store_flag, str(store), project_flag, str(project)]
     result = run_cli(argv, sandbox.env(broken_sdk=True), cwd=sandbox.cwd)
     assert result.returncode == 1
-    assert _started_lines(result) == (f"{P}store-dir = {store}", _project_line(project), f"{P}默认保存作用域 = global")
+    assert _started_lines(result) == (
+        f"{P}store-dir = {store}",
+        _project_line(project, "flag"),
+        f"{P}默认保存作用域 = global",
+    )
     assert "未指定 --store-dir" not in result.stderr
 
 
@@ -307,7 +314,7 @@ def test_relative_flag_paths_resolve_against_the_current_directory(sandbox):
     result = run_cli(["--store-dir", "rel/store", "--project=app"], sandbox.env(broken_sdk=True), cwd=sandbox.cwd)
     store, project, _ = _started_lines(result)
     assert store == f"{P}store-dir = {sandbox.cwd / 'rel' / 'store'}"
-    assert project == _project_line(sandbox.cwd / "app")
+    assert project == _project_line(sandbox.cwd / "app", "flag")
 
 
 def test_environment_variables_are_the_fallbacks_and_resolve_relative_paths(sandbox):
@@ -317,7 +324,7 @@ def test_environment_variables_are_the_fallbacks_and_resolve_relative_paths(sand
     result = run_cli([], env, cwd=sandbox.cwd)
     assert _started_lines(result) == (
         f"{P}store-dir = {sandbox.cwd / 'env-store'}",
-        _project_line(sandbox.cwd / "env-app"),
+        _project_line(sandbox.cwd / "env-app", "env"),
         f"{P}默认保存作用域 = project",
     )
 
@@ -329,12 +336,12 @@ def test_flags_win_over_environment_variables(sandbox):
     result = run_cli(["--store-dir", str(sandbox.root / "flag"), "--project", str(sandbox.root / "flagp")], env)
     store, project, _ = _started_lines(result)
     assert store == f"{P}store-dir = {sandbox.root / 'flag'}"
-    assert project == _project_line(sandbox.root / "flagp")
+    assert project == _project_line(sandbox.root / "flagp", "flag")
 
 
 def test_the_project_defaults_to_the_current_directory(sandbox):
     result = run_cli([], sandbox.env(broken_sdk=True), cwd=sandbox.cwd)
-    assert _started_lines(result)[1] == _project_line(sandbox.cwd)
+    assert _started_lines(result)[1] == _project_line(sandbox.cwd, "cwd")
 
 
 @linux_log_dir
@@ -501,7 +508,11 @@ def test_a_start_with_stdin_closed_prints_the_start_up_lines_and_exits_0(sandbox
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     lines = err_lines(result)
-    assert lines[:3] == [f"{P}store-dir = {sandbox.store}", _project_line(sandbox.cwd), f"{P}默认保存作用域 = global"]
+    assert lines[:3] == [
+        f"{P}store-dir = {sandbox.store}",
+        _project_line(sandbox.cwd, "flag"),
+        f"{P}默认保存作用域 = global",
+    ]
     assert f"{P}已启动 dsh-memory-mcp v{__version__}(stdio)" in lines
     assert "未指定 --store-dir" not in result.stderr
     assert sandbox.store.is_dir()
@@ -755,7 +766,7 @@ def test_serve_gets_the_resolved_settings_and_a_normal_return_is_exit_0(tmp_path
     assert out == ""
     assert err.splitlines()[:3] == [
         f"{P}store-dir = {tmp_path / 's'}",
-        _project_line(tmp_path / "p"),
+        _project_line(tmp_path / "p", "flag"),
         f"{P}默认保存作用域 = global",
     ]
 

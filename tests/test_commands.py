@@ -70,7 +70,7 @@ def run_bytes(project: Path, *args: str, **extra: str) -> subprocess.CompletedPr
 def service_for(store_dir: Path, project: Path) -> MemoryService:
     """The tools as the subprocess sees them (vectors off), to compute the expected output."""
     settings = config.resolve_settings(
-        store_dir=str(store_dir), project_dir=str(project), env={"DSH_MEMORY_VECTOR": "off"}
+        store_dir=str(store_dir), env={"DSH_MEMORY_VECTOR": "off", "DSH_MEMORY_PROJECT": str(project)}
     )
     return MemoryService(settings=settings, store=SharedStore(str(store_dir)))
 
@@ -182,7 +182,7 @@ def test_search_finds_with_the_tools_ranking_and_counts_the_hit(store: SharedSto
     result = run(project, "search", "docker", "images", "--top-k", "3")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == f"找到 1 条记忆(检索范围:{project}, global)"
+    assert lines[0] == f"找到 1 条记忆(检索范围:{project} [来自 DSH_MEMORY_PROJECT], global)"
     assert lines[2].endswith("(global/procedure) Docker images are built with buildx")
     assert lines[3] == f"  id={ids['docker'][:8]} tags=docker updated=" + lines[3].split("updated=")[1]
     assert lines[-1] == "提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。"
@@ -192,7 +192,10 @@ def test_search_finds_with_the_tools_ranking_and_counts_the_hit(store: SharedSto
     hit = next(r for r in store.snapshot("global").records if r.id == ids["docker"])
     assert hit.access_count == 2
     nothing = run(project, "search", "kubernetes")
-    assert (nothing.returncode, nothing.stdout) == (0, f"没有找到相关记忆(检索范围:{project}, global)\n")
+    assert (nothing.returncode, nothing.stdout) == (
+        0,
+        f"没有找到相关记忆(检索范围:{project} [来自 DSH_MEMORY_PROJECT], global)\n",
+    )
 
 
 def test_get_takes_ids_and_prefixes_as_positionals_and_reports_the_missing(
@@ -217,7 +220,7 @@ def test_forget_by_positional_id_by_flag_and_by_query(store: SharedStore, projec
     by_flag = json.loads(run(project, "forget", "--id", ids["custom"], "--json").stdout)
     assert by_flag == {"ok": True, "deleted": 1, "ids": [ids["custom"]]}
     by_query = run(project, "forget", "--query", "UV FOR")  # current project, NFKC + any case
-    assert by_query.stdout == f"已删除 1 条记忆 {ids['uv'][:8]} @ project:{project}\n"
+    assert by_query.stdout == f"已删除 1 条记忆 {ids['uv'][:8]} @ project:{project} [来自 DSH_MEMORY_PROJECT]\n"
     left = {r.id for s in store.discover_scopes() for r in store.snapshot(s).records}
     assert left == {ids["old"], ids["new"], ids["foreign"]}
     none = run(project, "forget", "--id", "0123456789")

@@ -271,3 +271,36 @@ def test_ci_installs_the_typescript_package_with_npm_ci():
     run = (TS_DIR.parent.parent / ".ci" / "run").read_text(encoding="utf-8")
     assert "npm ci --prefix tests/ts" in run and "export DSH_CI_REQUIRE_TS=1" in run
     assert "node_modules" in (TS_DIR.parent.parent / ".gitignore").read_text(encoding="utf-8")
+
+
+def test_the_typescript_client_s_roots_name_the_project_and_its_client_info_is_recorded(tmp_path, store_dir):
+    cwd, app, other = (tmp_path / name for name in ("cwd", "应用", "other"))
+    for path in (cwd, app, other):
+        path.mkdir()
+    roots = [{"uri": app.as_uri(), "name": "app"}, {"uri": other.as_uri(), "name": "other"}]
+    out = drive(
+        stdio_target(store_dir, tmp_path / "err.log", cwd=cwd),
+        [
+            {"op": "listTools"},
+            _call("memory_save", {"content": "TS 宿主保存的项目记忆", "scope": "project"}),
+            {"op": "setRoots", "roots": [{"uri": other.as_uri()}]},
+            {
+                "op": "callUntil",
+                "name": "memory_list",
+                "arguments": {},
+                "path": "structuredContent.scopes.0",
+                "equals": f"project:{other}",
+            },
+        ],
+        workdir=tmp_path,
+        roots=roots,
+        client_info={"name": "ts-host", "version": "9.8.7"},
+    )
+    _, saved, _, moved = _results(out)
+    assert saved["structuredContent"]["scope"] == f"project:{app}"
+    assert _text(saved).endswith("[来自 客户端 roots]")
+    assert moved["structuredContent"]["scopes"] == [f"project:{other}", "global"]
+    assert out["rootsRequests"] >= 2
+    (line,) = (store_dir / "projects").glob("*.jsonl")
+    assert json.loads(line.read_text(encoding="utf-8"))["source"] == {"origin": "explicit", "client": "ts-host/9.8.7"}
+    assert "(来源:客户端 roots,ts-host/9.8.7)" in (tmp_path / "err.log").read_text(encoding="utf-8")

@@ -103,7 +103,7 @@ def test_each_tool_works_over_stdio_and_changes_the_disk(tmp_path, store_dir, pr
         assert rec["id"] == rid and rec["shortId"] == rid[:8] and rec["tags"] == ["ts", "前端"]
         assert isinstance(rec["score"], float) and rec["importance"] == 0.9
         text = found.content[0].text
-        assert text.startswith(f"找到 1 条记忆(检索范围:{project}, global)\n\n[")
+        assert text.startswith(f"找到 1 条记忆(检索范围:{project} [来自 --project], global)\n\n[")
         assert (
             f"(global/decision) 前端统一用 TypeScript 严格模式\n  id={rid[:8]} tags=ts,前端 importance=0.90 updated="
             in text

@@ -224,7 +224,7 @@ def test_search_text_shows_scope_kind_tags_importance_and_the_hint(svc, project)
     )
     text = svc.call("memory_search", {"query": "desktop profile"}).text
     head, first, hint = text.split("\n\n")
-    assert head == f"找到 1 条记忆(检索范围:{project}, global)"
+    assert head == f"找到 1 条记忆(检索范围:{project} [来自 --project], global)"
     line1, line2 = first.split("\n")
     assert line1.startswith("[") and line1.endswith(
         "] (global/procedure) 本机 DSH 的 desktop profile 由 Electron 应用独占管理"

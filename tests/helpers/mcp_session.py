@@ -47,8 +47,10 @@ class StdioSession:
 
 
 @contextmanager
-def stdio_session(params: StdioServerParameters, errlog: Path) -> Iterator[StdioSession]:
+def stdio_session(params: StdioServerParameters, errlog: Path, **session_kwargs: Any) -> Iterator[StdioSession]:
     """Spawn the server, initialise, yield a session; the child is reaped when the block ends.
+
+    `session_kwargs` go to `ClientSession` (e.g. `list_roots_callback=`, `client_info=`).
 
     The client's context managers must be entered and left in one task (anyio cancel scopes), so
     one long-lived task in the portal owns them and waits for the block to end.
@@ -57,7 +59,10 @@ def stdio_session(params: StdioServerParameters, errlog: Path) -> Iterator[Stdio
         stop = portal.call(anyio.Event)
 
         async def owner(*, task_status: Any) -> None:
-            async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as session:
+            async with (
+                stdio_client(params, errlog=err) as (read, write),
+                ClientSession(read, write, **session_kwargs) as session,
+            ):
                 init = await session.initialize()
                 task_status.started((session, init))
                 await stop.wait()

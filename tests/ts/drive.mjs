@@ -6,6 +6,8 @@
 // config: {target, roots?, clientInfo?, steps: [{op, ...}]}
 // ops: listTools | call {name, arguments} | setRoots {roots} | listPrompts | getPrompt {name, arguments}
 //      | listResources {cursor?} | listResourceTemplates | readResource {uri} | sleep {ms}
+//      | callUntil {name, arguments, path, equals, timeoutMs}: repeat the call until the value at
+//        `path` (dotted, e.g. "structuredContent.scopes.0") equals `equals`; the last result wins
 //      | validate {tool, instance}: the tool's outputSchema (as listed) checked by the SDK's own
 //        Ajv validator against a given instance
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
@@ -23,6 +25,15 @@ async function runStep(session, step, listed) {
     }
     case "call":
       return await client.callTool({ name: step.name, arguments: step.arguments ?? {} });
+    case "callUntil": {
+      const deadline = Date.now() + (step.timeoutMs ?? 5000);
+      for (;;) {
+        const result = await client.callTool({ name: step.name, arguments: step.arguments ?? {} });
+        const value = step.path.split(".").reduce((node, key) => (node == null ? node : node[key]), result);
+        if (JSON.stringify(value) === JSON.stringify(step.equals) || Date.now() > deadline) return result;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
     case "setRoots":
       await session.setRoots(step.roots);
       return { rootsRequests: session.state.rootsRequests };

@@ -213,7 +213,9 @@ def cmd_list(call: Call) -> int:
     if _store_missing(call):
         return EXIT_FAIL
     with _service(call, create=False) as service:
-        args = _tool_args(call, ("scope", "scope"), ("path", "path"), ("kind", "kind"), ("limit", "limit"))
+        args = _tool_args(
+            call, ("scope", "scope"), ("path", "path"), ("kind", "kind"), ("limit", "limit"), ("client", "client")
+        )
         return _show(call, service.call("memory_list", args))
 
 

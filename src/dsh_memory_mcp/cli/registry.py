@@ -120,6 +120,7 @@ _SCOPE = Option(
 _PATH = Option(("--path",), "path", True, "DIR", "按工作区路径指定作用域(等价于 project:<路径>)")
 _KIND = Option(("--kind",), "kind", True, "KIND", "只看一种:fact / decision / preference / procedure / note / rule")
 _LIMIT = Option(("--limit",), "limit", True, "N", "最多显示几条,1~200(缺省 50),最新的在前")
+_CLIENT = Option(("--client",), "client", True, "NAME", "只看该客户端写入的(source.client 含此文本,如 claude-code)")
 _TOPK = Option(("--top-k", "--topk"), "top_k", True, "N", "最多返回几条,1~20(缺省 5)")
 _ID = Option(("--id",), "id", True, "ID", "要删除的记忆 id(完整 id 或至少 8 位前缀,任意作用域)")
 _CONFIRM = Option(("--confirm", "--yes"), "confirm", help="--query 匹配超过阈值时确认删除(先不加它看预览)")
@@ -138,8 +139,8 @@ _BUILTIN: tuple[Command, ...] = (
         "list",
         "列出记忆(最新在前)",
         _runner("list"),
-        extra_options=(_SCOPE, _PATH, _KIND, _LIMIT, _JSON),
-        usage=("list [--scope SCOPE | --path DIR] [--kind KIND] [--limit N] [--json]",),
+        extra_options=(_SCOPE, _PATH, _KIND, _LIMIT, _CLIENT, _JSON),
+        usage=("list [--scope SCOPE | --path DIR] [--kind KIND] [--limit N] [--client NAME] [--json]",),
         details="与 memory_list 工具相同:缺省列出当前项目 + global 的有效记忆(过期/被取代的不显示)。\n" + _SCOPE_NOTE,
     ),
     Command(

@@ -23,6 +23,7 @@ from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import diagnostics, logs
 from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, flush_std, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Invocation
+from dsh_memory_mcp.service.render import PROJECT_SOURCES
 
 __all__ = [
     "EXIT_GRACE_SECONDS",
@@ -320,7 +321,12 @@ def _start(invocation: Invocation, serve: ServeFn | None, started: StartedFlag, 
     for problem in settings.warnings:  # an invalid value silently becoming the default would mislead
         _cli_log.warning("⚠️ %s", problem)
     _cli_log.info("store-dir = %s", settings.store_dir)
-    _cli_log.info("project = %s(project 作用域 = project:%s)", settings.project_dir, settings.project_dir)
+    _cli_log.info(
+        "project = %s(project 作用域 = project:%s;来源:%s)",
+        settings.project_dir,
+        settings.project_dir,
+        PROJECT_SOURCES[settings.project_source],
+    )
     _cli_log.info("默认保存作用域 = %s", settings.default_save_scope)
     if settings.store_dir_is_default:
         _cli_log.info("ℹ️ 未指定 --store-dir / DSH_MEMORY_STORE_DIR,使用默认目录:%s", settings.store_dir)

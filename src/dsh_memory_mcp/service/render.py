@@ -40,9 +40,35 @@ def fmt_time(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
 
 
-def scope_label(scope: str) -> str:
-    """How a scope is shown in a search header: a project by its path, others by their key."""
-    return scope[len("project:") :] if scope.startswith("project:") else scope
+#: Where the current project came from, as answers name it.
+PROJECT_SOURCES = {
+    "flag": "--project",
+    "env": "DSH_MEMORY_PROJECT",
+    "roots": "客户端 roots",
+    "relay": "relay",
+    "cwd": "工作目录",
+}
+
+
+def source_note(source: str) -> str:
+    """` [来自 客户端 roots]`: appended wherever an answer names the current project."""
+    return f" [来自 {PROJECT_SOURCES.get(source, source)}]"
+
+
+def scope_label(scope: str, current: str | None = None, source: str | None = None) -> str:
+    """How a scope is shown in a header: a project by its path, others by their key; the
+    current project (`current`) also says where it came from."""
+    label = scope[len("project:") :] if scope.startswith("project:") else scope
+    if current is not None and source is not None and scope == current:
+        label += source_note(source)
+    return label
+
+
+def client_of(record: Record) -> str | None:
+    """The `source.client` a record was written by (`name/version`), or None."""
+    source = record.data.get("source")
+    client = source.get("client") if isinstance(source, dict) else None
+    return client if isinstance(client, str) and client else None
 
 
 def record_dict(record: Record, *, score: float | None = None, max_chars: int | None = None) -> dict[str, Any]:
@@ -84,11 +110,26 @@ def snippet(content: str) -> str:
     return one_line[: SNIPPET_CHARS - 1] + "…"
 
 
-def meta_line(record: Record, *, full_id: bool = False) -> str:
+def meta_line(record: Record, *, full_id: bool = False, client: str | None = None) -> str:
     parts = [f"id={record.id if full_id else record.short_id}"]
     if record.tags:
         parts.append("tags=" + ",".join(record.tags))
     if record.importance is not None:
         parts.append(f"importance={record.importance:.2f}")
     parts.append(f"updated={fmt_time(record.updated_at)}")
+    if client:
+        parts.append(f"client={client}")
     return "  " + " ".join(parts)
+
+
+def source_line(record: Record) -> str:
+    """`\n  来源:explicit · claude-code/1.2.0` (provenance) for full views; "" without a source."""
+    source = record.data.get("source")
+    if not isinstance(source, dict) or not source:
+        return ""
+    origin = source.get("origin")
+    parts = [str(origin)] if isinstance(origin, str) and origin else []
+    client = client_of(record)
+    if client:
+        parts.append(client)
+    return "\n  来源:" + " · ".join(parts) if parts else ""

@@ -55,6 +55,10 @@ _RECORD_SCHEMA: dict[str, Any] = {
         "expiredAt": {"type": "integer"},
         "truncated": {"type": "boolean", "description": "内容过长,只带了前 2000 字;全文用 memory_get"},
         "contentChars": {"type": "integer", "description": "被截断时:全文的字符数"},
+        "source": {
+            "type": "object",
+            "description": "出处(仅 memory_get):origin,以及写入它的客户端 client = name/version",
+        },
     },
     "required": ["id", "shortId", "scope", "kind", "content", "tags", "importance", "updatedAt"],
 }
@@ -197,6 +201,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                 "path": {"type": "string", "description": "只列出该工作区(project:<目录>)"},
                 "kind": {"type": "string", "enum": list(KINDS), "description": "只列出这一种"},
                 "limit": {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX, "default": LIMIT_DEFAULT},
+                "client": {"type": "string", "description": "只列出该客户端写入的记忆(source.client 包含此文本)"},
             },
         },
         output_schema=_out(

@@ -23,11 +23,14 @@ from dsh_memory_mcp.service.context import CallContext, default_context
 from dsh_memory_mcp.service.render import (
     RESULT_CONTENT_CHARS,
     ToolResult,
+    client_of,
     error_result,
     meta_line,
     record_dict,
     scope_label,
     snippet,
+    source_line,
+    source_note,
     truncation_note,
 )
 from dsh_memory_mcp.service.schemas import TOOL_NAMES, TOOL_SPECS
@@ -137,14 +140,20 @@ class MemoryService:
                 )
             supersedes = supersedes_raw.strip()
         scope = self._scopes(ctx).write_scope(args.get("scope"), args.get("path"))
-        result = self.store.save(scope, content, kind=kind, tags=tags, importance=importance, supersedes=supersedes)
+        source: dict[str, Any] = {"origin": "explicit"}
+        if ctx.client:
+            source["client"] = ctx.client  # provenance: who wrote it (the client's clientInfo)
+        result = self.store.save(
+            scope, content, kind=kind, tags=tags, importance=importance, supersedes=supersedes, source=source
+        )
         record = result.record
         if not result.deduped and self.vectors is not None:
             self.vectors.record_saved(scope, record)
+        where = record.scope + (source_note(ctx.project_source) if record.scope == ctx.project else "")
         if result.deduped:
-            text = f"记忆已存在(内容相同),未重复保存 {record.short_id} @ {record.scope}"
+            text = f"记忆已存在(内容相同),未重复保存 {record.short_id} @ {where}"
         else:
-            text = f"已保存记忆 {record.short_id} @ {record.scope}"
+            text = f"已保存记忆 {record.short_id} @ {where}"
         if supersedes is not None:
             if result.superseded is not None:
                 text += f"\n已取代旧记忆 {result.superseded.short_id}(旧记录保留在磁盘,不再出现在检索中)"
@@ -182,7 +191,7 @@ class MemoryService:
             touched.setdefault(hit.scope, []).append(hit.record.id)
         if touched and ctx.record_access:
             self.store.touch(touched)
-        labels = ", ".join(scope_label(s) for s in scopes)
+        labels = ", ".join(scope_label(s, ctx.project, ctx.project_source) for s in scopes)
         records = [record_dict(hit.record, score=hit.score, max_chars=RESULT_CONTENT_CHARS) for hit in hits]
         cut_note = truncation_note(sum(1 for r in records if r.get("truncated")))
         if query_cut:
@@ -210,6 +219,10 @@ class MemoryService:
         limit = integer_arg(
             args.get("limit"), name="limit", low=1, high=LIMIT_MAX, default=LIMIT_DEFAULT, code="LIMIT_RANGE"
         )
+        client_raw = args.get("client")
+        if client_raw is not None and not isinstance(client_raw, str):
+            raise InvalidArgument(f"client 必须是字符串(收到 {show(client_raw)})。", code="TOOL_ERROR")
+        client = client_raw.strip().lower() if client_raw else ""
         scopes = self._scopes(ctx).read_scopes(args.get("scope"), args.get("path"))
         now = self.clock()
         seen: set[str] = set()
@@ -218,17 +231,19 @@ class MemoryService:
             for record in self.store.snapshot(scope).records:
                 if record.is_expired(now) or record.id in seen or (kind is not None and record.kind != kind):
                     continue
+                if client and client not in (client_of(record) or "").lower():
+                    continue
                 seen.add(record.id)
                 found.append(record)
         found.sort(key=lambda r: (-r.updated_at, r.id))
         total = len(found)
         shown = found[:limit]
-        labels = ", ".join(scope_label(s) for s in scopes)
+        labels = ", ".join(scope_label(s, ctx.project, ctx.project_source) for s in scopes)
         what = f"{kind} 类" if kind else ""
         if not shown:
             text = f"没有{what}记忆(范围:{labels})"
         else:
-            blocks = [f"({r.scope}/{r.kind}) {snippet(r.content)}\n{meta_line(r)}" for r in shown]
+            blocks = [f"({r.scope}/{r.kind}) {snippet(r.content)}\n{meta_line(r, client=client_of(r))}" for r in shown]
             more = f",仅显示最新 {len(shown)} 条(调大 limit 可看更多)" if total > len(shown) else ""
             text = f"共 {total} 条{what}记忆(范围:{labels};按最近更新排序{more})\n\n" + "\n\n".join(blocks)
         listed = [record_dict(r, max_chars=RESULT_CONTENT_CHARS) for r in shown]
@@ -275,7 +290,7 @@ class MemoryService:
         blocks = []
         for r in records:
             flag = "(已被取代/过期,检索中不再出现)" if r.is_expired(now) else ""
-            blocks.append(f"({r.scope}/{r.kind}) id={r.id}{flag}\n{r.content}\n{meta_line(r)}")
+            blocks.append(f"({r.scope}/{r.kind}) id={r.id}{flag}\n{r.content}\n{meta_line(r)}{source_line(r)}")
         parts = [f"找到 {len(records)} 条记忆" + ("\n\n" + "\n\n".join(blocks) if blocks else "")]
         if missing:
             short = [k for k in missing if len(k) < PREFIX_MIN]
@@ -285,6 +300,9 @@ class MemoryService:
         out = []
         for r in records:
             entry = record_dict(r)
+            source = r.data.get("source")
+            if isinstance(source, dict):
+                entry["source"] = source
             if r.expired_at is not None:
                 entry["expiredAt"] = r.expired_at
             out.append(entry)
@@ -335,7 +353,10 @@ class MemoryService:
             removed = self.store.delete_matching(target, query.strip())
         ids = [r.id for r in removed]
         if removed:
-            text = f"已删除 {len(removed)} 条记忆 " + ", ".join(f"{r.short_id} @ {r.scope}" for r in removed)
+            text = f"已删除 {len(removed)} 条记忆 " + ", ".join(
+                f"{r.short_id} @ {r.scope}" + (source_note(ctx.project_source) if r.scope == ctx.project else "")
+                for r in removed
+            )
         elif has_id:
             text = f"没有删除任何记忆:未找到 id {str(ident).strip()}"
         else:

@@ -9,19 +9,36 @@ tools layer (`MemoryService.call`), which never raises.
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import os
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import anyio
+from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import (
+    CallToolResult,
+    ListRootsRequest,
+    ListRootsResult,
+    NotificationParams,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import ConfigDict
 
 from dsh_memory_mcp import __version__
 from dsh_memory_mcp.config import Settings
+from dsh_memory_mcp.service import digest
 from dsh_memory_mcp.service.compose import close_service, open_service
+from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.render import ToolResult
 from dsh_memory_mcp.service.schemas import TOOL_SPECS, ToolSpec
 from dsh_memory_mcp.service.tools import MemoryService
@@ -31,14 +48,15 @@ __all__ = ["INSTRUCTIONS", "build_server", "serve"]
 
 log = logging.getLogger("dsh_memory_mcp.transports.mcp_server")
 
-INSTRUCTIONS = (
-    "dsh-memory-mcp is the user's long-term memory, shared by every IDE and agent they use. "
-    "Before answering questions about the user's preferences, conventions, projects or past decisions, "
-    "call memory_search (Chinese or English keywords). When the user states something durable — a "
-    "preference, a decision, a convention, a procedure, a fact about their setup — save it with memory_save "
-    "as one self-contained sentence. Use memory_get with 8-char ids for full text; memory_forget removes "
-    "outdated memories (or pass supersedes when saving the replacement)."
-)
+#: The usage guidance alone (what `initialize` says with `DSH_MEMORY_DIGEST=off` or an empty digest).
+INSTRUCTIONS = digest.USAGE
+
+#: The CallContext of the tool call running in this task / worker thread (anyio copies context
+#: variables into `to_thread.run_sync`, where the SDK runs our sync tools).
+_CALL: contextvars.ContextVar[CallContext | None] = contextvars.ContextVar("dsh_call_context", default=None)
+
+#: How long a `roots/list` request to the client may take before we fall back to the working directory.
+ROOTS_TIMEOUT = 5.0
 
 
 class _AnyArguments(ArgModelBase):
@@ -60,7 +78,7 @@ def _to_result(result: ToolResult) -> CallToolResult:
 
 def _tool(spec: ToolSpec, service: MemoryService) -> Tool:
     def run(**arguments: Any) -> CallToolResult:
-        return _to_result(service.call(spec.name, arguments))
+        return _to_result(service.call(spec.name, arguments, _CALL.get()))
 
     run.__name__ = spec.name
     return Tool(
@@ -82,10 +100,83 @@ def _tool(spec: ToolSpec, service: MemoryService) -> Tool:
     )
 
 
-class _MemoryServer(MCPServer[Any]):
-    """`MCPServer` whose unknown-tool answer carries the spec's `UNKNOWN_TOOL` code."""
+def root_dir(uri: str) -> str | None:
+    """The directory of a `file://` root URI (percent-decoded), or None for any other scheme.
 
-    def __init__(self, service: MemoryService) -> None:
+    `file:///home/a/app` → `/home/a/app`; `file:///C:/work/app` → `C:/work/app`;
+    `file://server/share/app` → `//server/share/app` (UNC).
+    """
+    parts = urlsplit(uri)
+    if parts.scheme.lower() != "file":
+        return None
+    path = unquote(parts.path)
+    if parts.netloc and parts.netloc.lower() != "localhost":
+        path = f"//{parts.netloc}{path}"
+    elif len(path) >= 3 and path[0] == "/" and path[2] == ":" and path[1].isalpha():
+        path = path[1:]  # /C:/x → C:/x
+    return path or None
+
+
+def first_file_root(roots: list[Any]) -> str | None:
+    """The rule for several roots: the first `file://` root in the client's order is the project.
+
+    Hosts list the workspace folder they were opened on first; the others stay reachable through
+    `path` / `project:<dir>`. Roots of other schemes are skipped.
+    """
+    for root in roots:
+        found = root_dir(str(root.uri))
+        if found:
+            return found
+    return None
+
+
+def client_name(params: Any) -> str | None:
+    """`name/version` from the client's `initialize` params (`clientInfo`), or None."""
+    info = getattr(params, "client_info", None)
+    if info is None:
+        return None
+    name = str(getattr(info, "name", "") or "").strip()
+    version = str(getattr(info, "version", "") or "").strip()
+    if not name:
+        return None
+    return f"{name}/{version}" if version else name
+
+
+@dataclass
+class _Session:
+    """What one SDK session (one stdio connection, one Streamable HTTP session) told us."""
+
+    client: str | None = None
+    roots: bool = False  # the client declared the roots capability
+    roots_dir: str | None = None  # the project its roots named, once asked
+    stale: bool = True  # roots not asked yet, or changed since (notifications/roots/list_changed)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+
+def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Any:
+    # The SDK builds a new ServerSession per request; the Connection under it is per session (one
+    # per stdio client, one per Streamable HTTP session), so per-session state is keyed on it.
+    session = ctx.session
+    return getattr(session, "_connection", session)
+
+
+class _MemoryServer(MCPServer[Any]):
+    """`MCPServer` with per-session call contexts, a memory digest in `instructions`, and the
+    spec's `UNKNOWN_TOOL` code for unknown tools.
+
+    Each tool call runs with a `CallContext` built from its session: the project from
+    `--project`/`DSH_MEMORY_PROJECT` (or whatever `base_context` says, e.g. a relay header), else
+    the client's first `file://` root when it declares `roots`, else the working directory; the
+    client is its `clientInfo` `name/version`.
+    """
+
+    def __init__(
+        self,
+        service: MemoryService,
+        *,
+        base_context: Callable[[ServerRequestContext[Any, Any]], CallContext] | None = None,
+        digest_on: bool | None = None,
+    ) -> None:
         super().__init__(
             name="dsh-memory-mcp",
             title="DSH Memory",
@@ -95,11 +186,116 @@ class _MemoryServer(MCPServer[Any]):
             log_level="WARNING",
         )
         self._service = service
+        self._base = base_context or (lambda _ctx: service.default_context)
+        self._digest_on = digest.digest_enabled(os.environ) if digest_on is None else digest_on
+        self._sessions: weakref.WeakKeyDictionary[Any, _Session] = weakref.WeakKeyDictionary()
+        low = self._lowlevel_server
+        low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
+        low.add_notification_handler("notifications/roots/list_changed", NotificationParams, self._on_roots_changed)
+        low.middleware.append(self._initialize_middleware)
+
+    # -- sessions ----------------------------------------------------------------------------------
+
+    def _session(self, ctx: ServerRequestContext[Any, Any]) -> _Session:
+        key = _connection_of(ctx)
+        state = self._sessions.get(key)
+        if state is None:
+            params = ctx.session.client_params
+            caps = ctx.session.client_capabilities
+            state = _Session(client=client_name(params), roots=caps is not None and caps.roots is not None)
+            self._sessions[key] = state
+        return state
+
+    async def _refresh_roots(self, ctx: ServerRequestContext[Any, Any], state: _Session) -> None:
+        async with state.lock:
+            if not state.stale:
+                return
+            state.stale = False
+            try:
+                with anyio.fail_after(ROOTS_TIMEOUT):
+                    result = await ctx.session.send_request(ListRootsRequest(), ListRootsResult)
+            except Exception as exc:  # a client that declares roots but cannot answer: keep the fallback
+                fallback = self._service.settings.project_dir
+                log.info("roots/list 失败(%s: %s),当前项目沿用 %s", type(exc).__name__, exc, fallback)
+                return
+            found = first_file_root(list(result.roots))
+            if found != state.roots_dir:
+                state.roots_dir = found
+                if found:
+                    log.info("project = %s(来源:客户端 roots,%s)", found, state.client or "未知客户端")
+                else:
+                    log.info("客户端 roots 里没有 file:// 目录,当前项目沿用工作目录")
+
+    async def call_context(self, ctx: ServerRequestContext[Any, Any]) -> CallContext:
+        """The CallContext for one request of this session (asks the client for roots when due)."""
+        base = self._base(ctx)
+        state = self._session(ctx)
+        call = base.with_client(state.client) if state.client else base
+        if base.project_source != "cwd" or not state.roots:
+            return call
+        if state.stale or state.lock.locked():  # due, or being fetched (after initialized): wait for it
+            await self._refresh_roots(ctx, state)
+        if state.roots_dir:
+            return call.with_project(state.roots_dir, "roots")
+        return call
+
+    async def _on_initialized(self, ctx: ServerRequestContext[Any, Any], params: Any) -> None:
+        state = self._session(ctx)
+        if state.roots and self._base(ctx).project_source == "cwd":
+            await self._refresh_roots(ctx, state)
+
+    async def _on_roots_changed(self, ctx: ServerRequestContext[Any, Any], params: Any) -> None:
+        state = self._session(ctx)
+        state.stale = True  # first, before any await: the next call re-reads the roots
+        await self._refresh_roots(ctx, state)
+
+    # -- initialize: the digest ----------------------------------------------------------------------
+
+    def instructions_for(self, ctx: CallContext, *, roots_pending: bool = False) -> str:
+        """Usage guidance + the digest of global and the current project.
+
+        Roots arrive only after `initialize`; when they will decide the project (`roots_pending`),
+        the digest holds global memories only rather than guess the workspace from the cwd.
+        """
+        if not self._digest_on:
+            return INSTRUCTIONS
+        project = None if roots_pending else ctx.project
+        try:
+            text = digest.digest_text(self._service.store, project, self._service.clock())
+        except Exception:
+            log.warning("记忆摘要生成失败,instructions 只含用法说明", exc_info=True)
+            text = ""
+        return digest.instructions(text)
+
+    async def _initialize_middleware(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> HandlerResult:
+        result: HandlerResult = await call_next(ctx)
+        if ctx.method != "initialize" or not isinstance(result, dict) or "instructions" not in result:
+            return result
+        params = ctx.params if isinstance(ctx.params, Mapping) else {}
+        caps = params.get("capabilities")
+        base = self._base(ctx)
+        pending = isinstance(caps, Mapping) and caps.get("roots") is not None and base.project_source == "cwd"
+        t0 = time.perf_counter()
+        # Inline: the read loop is parked during initialize anyway, and a thread hop costs cold start.
+        result["instructions"] = self.instructions_for(base, roots_pending=pending)
+        log.debug("instructions: 摘要用时 %.1f ms", (time.perf_counter() - t0) * 1000)
+        return result
+
+    # -- tools -------------------------------------------------------------------------------------
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        if self._tool_manager.get_tool(name) is None:
-            return _to_result(self._service.call(name, arguments))
-        return await super().call_tool(name, arguments, context)
+        try:
+            request = context.request_context if context is not None else None
+        except (AttributeError, ValueError, LookupError):  # in-process use without a request
+            request = None
+        call = await self.call_context(request) if request is not None else None
+        token = _CALL.set(call)
+        try:
+            if self._tool_manager.get_tool(name) is None:
+                return _to_result(self._service.call(name, arguments, call))
+            return await super().call_tool(name, arguments, context)
+        finally:
+            _CALL.reset(token)
 
 
 #: How long requests already received may still run after stdin closes.
@@ -151,9 +347,21 @@ async def _run_stdio(server: MCPServer[Any]) -> None:
             await out_send.aclose()
 
 
-def build_server(service: MemoryService) -> MCPServer[Any]:
-    """An `MCPServer` exposing the five tools of `service` (usable in-process by tests)."""
-    return _MemoryServer(service)
+def build_server(
+    service: MemoryService,
+    *,
+    base_context: Callable[[ServerRequestContext[Any, Any]], CallContext] | None = None,
+    digest_on: bool | None = None,
+) -> MCPServer[Any]:
+    """An `MCPServer` exposing the tools of `service` (usable in-process by tests).
+
+    :param base_context: the CallContext a request starts from (default: the service's, i.e.
+        `--project` / `DSH_MEMORY_PROJECT` / cwd). An HTTP front door can derive it from the
+        request (`ctx.request` is the Starlette request there). Roots apply only when its
+        `project_source` is "cwd".
+    :param digest_on: the memory digest in `instructions` (default: `DSH_MEMORY_DIGEST` not off).
+    """
+    return _MemoryServer(service, base_context=base_context, digest_on=digest_on)
 
 
 def serve(settings: Settings) -> None:
