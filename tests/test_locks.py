@@ -146,10 +146,10 @@ def test_a_stale_lock_from_a_dead_process_is_broken_at_once(locks_dir: Path, cap
     assert any("陈旧锁" in r.getMessage() for r in caplog.records)
 
 
-def test_a_lock_older_than_stale_after_is_broken_even_if_its_holder_lives(locks_dir: Path):
+def test_a_foreign_host_lock_not_refreshed_for_stale_after_is_broken(locks_dir: Path):
     manager = LockManager(str(locks_dir), timeout=5.0)
     path = Path(manager.lock_path("global"))
-    plant(path, marker(os.getppid(), host="another-host", created=now_ms() - 31_000))
+    plant(path, marker(os.getppid(), host="another-host", created=now_ms() - 31_000), age=31)
     start = time.monotonic()
     with manager.hold("global"):
         pass

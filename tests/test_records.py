@@ -91,3 +91,39 @@ def test_known_lines_are_reused_and_only_new_lines_are_parsed():
     assert again[0] is first[0] and again[2] is first[1]
     assert isinstance(again[1], Record) and again[1].content == "z"
     assert isinstance(again[3], CorruptLine) and again[3].lineno == 4
+
+
+def test_three_invalid_lines_that_form_three_objects_when_joined_stay_three_corrupt_lines():
+    text = (
+        '{"id":"xxxxxxxx-1","content":"a","s":"\n'
+        'yyyyyyyy-2"}\n'
+        '{"id":"yyyyyyyy-2","content":"b"},{"id":"zzzzzzzz-3","content":"c"}\n'
+    )
+    lines = parse_lines(text)
+    assert [type(x).__name__ for x in lines] == ["CorruptLine", "CorruptLine", "CorruptLine"]
+    assert [x.lineno for x in lines if isinstance(x, CorruptLine)] == [1, 2, 3]
+    assert render_lines(lines) == text
+
+
+def test_a_split_array_plus_a_line_holding_two_objects_cannot_line_up_with_borrowed_ids():
+    text = (
+        '{"id":"aaaaaaaa-1","x":[1\n'
+        '"bbbbbbbb-2"]}\n'
+        '{"id":"bbbbbbbb-2"},{"id":"cccccccc-3"}\n'
+        '{"id":"dddddddd-4","content":"ok"}\n'
+    )
+    lines = parse_lines(text)
+    assert [type(x).__name__ for x in lines] == ["CorruptLine", "CorruptLine", "CorruptLine", "Record"]
+    assert render_lines(lines) == text
+
+
+def test_every_record_comes_from_its_own_line_in_a_mixed_thousand_line_file():
+    good = [new_record(scope="global", content=f"记忆 {i}", record_id=f"id-{i:04d}").raw for i in range(1000)]
+    raws = list(good)
+    for at in (3, 500, 999):
+        raws[at] = raws[at][:-1]  # cut the closing brace: invalid on its own
+    lines = parse_lines("\n".join(raws) + "\n")
+    assert len(lines) == 1000
+    for at, line in enumerate(lines):
+        assert line.raw == raws[at]
+        assert isinstance(line, CorruptLine) == (at in (3, 500, 999))

@@ -5,19 +5,68 @@ directory (a fixed name would let two writers clobber each other's tmp), fsync, 
 then fsync the directory so the rename itself survives a crash. Readers see the old file or the
 new one, never a half-written one. Standard library only; callers translate `OSError` into their
 own errors.
+
+Also here, because every writer needs them:
+
+* `guard`: checks run right before every `commit` renames its tmp into place — the lock manager
+  registers "is the lock marker still mine?" there, so a holder whose lock was broken while it
+  stalled never puts its file over somebody else's work.
+* `open_regular`: every file under the store is opened without blocking on a FIFO and refused
+  unless it is a regular file (a FIFO, a device, a symlink to ``/dev/zero``, a directory).
+* Tmp names carry the writer's pid and a host tag (``.<name>.<pid>-<host8>.<random>.tmp``), so
+  `leftover_tmps` can tell the tmp of a dead writer from one a live writer is still filling.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import os
+import re
+import socket
 import stat
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 
-__all__ = ["commit", "fsync_dir", "new_tmp", "replace", "write_all"]
+__all__ = [
+    "HOST_TAG",
+    "NotRegularFile",
+    "check_guards",
+    "commit",
+    "fsync_dir",
+    "guard",
+    "leftover_tmps",
+    "new_tmp",
+    "open_regular",
+    "pid_alive",
+    "remove_leftover_tmps",
+    "replace",
+    "write_all",
+    "write_target",
+]
+
+_O_BINARY: int = getattr(os, "O_BINARY", 0)
+_O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
+_O_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
+
+#: Eight hex digits naming this host in tmp names (a host name may hold any character).
+HOST_TAG = hashlib.sha1(socket.gethostname().encode("utf-8", "surrogateescape")).hexdigest()[:8]
+
+#: Our tmp names: ``.<name>.<pid>-<host8>.<mkstemp random>.tmp``; and the older ``.<name>.<random>.tmp``.
+_TMP = re.compile(r"^\.(?P<base>.+)\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{8})\.[a-z0-9_]{8}\.tmp$")
+_LEGACY_TMP = re.compile(r"^\.(?P<base>.+)\.[a-z0-9_]{8}\.tmp$")
+#: A tmp whose writer we cannot check (another host, the older name) is a leftover after this long;
+#: a live writer fills and renames its tmp within seconds.
+LEFTOVER_AGE = 3600.0
+
+
+class NotRegularFile(OSError):
+    """A path under the store that is a FIFO, a device, a directory or a socket (or links to one)."""
 
 
 def write_all(fd: int, data: bytes | Iterable[bytes]) -> None:
@@ -57,11 +106,117 @@ def replace(src: str, dst: str) -> None:
             time.sleep(0.025)
 
 
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "命名管道(FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "设备文件"
+    if stat.S_ISDIR(mode):
+        return "目录"
+    if stat.S_ISSOCK(mode):
+        return "套接字"
+    if stat.S_ISLNK(mode):
+        return "符号链接"
+    return "特殊文件"
+
+
+def _not_regular(path: str, mode: int) -> NotRegularFile:
+    return NotRegularFile(errno.EINVAL, f"不是普通文件(是{_kind(mode)})", path)
+
+
+def open_regular(path: str, *, follow: bool = True) -> int:
+    """A read-only descriptor of `path`, which must be a regular file (after symlinks if `follow`).
+
+    ``O_NONBLOCK`` keeps a FIFO from blocking the open; ``fstat`` then refuses anything that is
+    not a regular file, so a FIFO, a device (a symlink to ``/dev/zero``) or a directory is an
+    error instead of a hang or an endless read. `follow` False refuses symlinks too (``ELOOP``).
+
+    :raises FileNotFoundError: nothing there.
+    :raises NotRegularFile: there is something, but not a regular file.
+    """
+    flags = os.O_RDONLY | _O_BINARY | _O_NONBLOCK | _O_CLOEXEC | (0 if follow else _O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise _not_regular(path, stat.S_IFLNK) from exc
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a socket, or a directory on some systems
+            with contextlib.suppress(OSError):
+                raise _not_regular(path, os.stat(path).st_mode) from exc
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _not_regular(path, mode)
+    return fd
+
+
+def write_target(path: str) -> str:
+    """The file a replace of `path` must write: `path`, or its final target when it is a symlink.
+
+    A symlinked scope file is written through to its target (the link is kept), never replaced
+    by a regular file holding a copy. The target must be a regular file or not exist yet.
+
+    :raises NotRegularFile: `path` or its target is something else than a regular file.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return path
+    if stat.S_ISREG(st.st_mode):
+        return path
+    if not stat.S_ISLNK(st.st_mode):
+        raise _not_regular(path, st.st_mode)
+    target = os.path.realpath(path)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target
+    if not stat.S_ISREG(mode):
+        raise _not_regular(path, mode)
+    return target
+
+
 def new_tmp(path: str) -> tuple[int, str]:
-    """A new, uniquely named 0o600 tmp file next to `path` (its directory created 0o700)."""
+    """A new, uniquely named 0o600 tmp file next to `path` (its directory created 0o700).
+
+    The name carries our pid and host tag, so a leftover of a dead writer is recognisable.
+    """
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    return tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    prefix = f".{os.path.basename(path)}.{os.getpid()}-{HOST_TAG}."
+    return tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")
+
+
+# -- checks before a commit ------------------------------------------------------------------
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def guard(check: Callable[[], None]) -> Iterator[None]:
+    """Run `check` right before every `commit` of this thread inside the ``with`` block.
+
+    A check raises to stop the commit (the tmp is removed, the target untouched).
+    """
+    checks: list[Callable[[], None]] | None = getattr(_local, "checks", None)
+    if checks is None:
+        checks = _local.checks = []
+    checks.append(check)
+    try:
+        yield
+    finally:
+        checks.remove(check)
+
+
+def check_guards() -> None:
+    """Run this thread's `guard` checks now (for writers that append instead of `commit`)."""
+    for check in tuple(getattr(_local, "checks", ())):
+        check()
 
 
 def commit(fd: int, tmp: str, path: str, data: bytes | Iterable[bytes], *, keep_mode: bool = False) -> os.stat_result:
@@ -69,8 +224,9 @@ def commit(fd: int, tmp: str, path: str, data: bytes | Iterable[bytes], *, keep_
 
     Returns the stat of the written file, taken from the tmp's descriptor *before* the rename:
     a stat after the rename could already include another writer's change. `keep_mode` gives
-    the new file the mode of the one it replaces (else `mkstemp`'s 0o600). On any failure the
-    tmp is removed and `path` is untouched; the descriptor is always closed.
+    the new file the mode of the one it replaces (else `mkstemp`'s 0o600). The `guard` checks of
+    this thread run immediately before the rename. On any failure the tmp is removed and `path`
+    is untouched; the descriptor is always closed.
     """
     try:
         try:
@@ -82,6 +238,7 @@ def commit(fd: int, tmp: str, path: str, data: bytes | Iterable[bytes], *, keep_
         if keep_mode:
             with contextlib.suppress(OSError):
                 os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+        check_guards()
         replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -89,3 +246,86 @@ def commit(fd: int, tmp: str, path: str, data: bytes | Iterable[bytes], *, keep_
         raise
     fsync_dir(os.path.dirname(path) or ".")
     return st
+
+
+# -- processes and leftovers -----------------------------------------------------------------
+
+if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+    import ctypes
+
+    def pid_alive(pid: int) -> bool:
+        """Whether a process exists. `os.kill(pid, 0)` must not be used: on Windows it kills."""
+        kernel32 = ctypes.windll.kernel32
+        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+        if not handle:
+            # 87 = ERROR_INVALID_PARAMETER: no such process. Anything else (access denied): alive.
+            return bool(kernel32.GetLastError() != 87)
+        try:
+            code = ctypes.c_ulong()
+            if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
+                return True
+            return code.value == 259  # STILL_ACTIVE
+        finally:
+            kernel32.CloseHandle(handle)
+
+else:
+
+    def pid_alive(pid: int) -> bool:
+        """Whether a process exists on this host (a zombie counts as alive until reaped)."""
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:  # EPERM: it exists, it is just not ours
+            return True
+        return True
+
+
+def leftover_tmps(directory: str, *, now: float | None = None, max_age: float = LEFTOVER_AGE) -> list[str]:
+    """Our tmp files in `directory` that no live writer can own: safe to remove.
+
+    Only names we create count (`new_tmp`'s pattern; the fixed ``<file>.tmp`` of the DSH plugin
+    and anything else are never touched), and only regular files. A tmp of this host whose pid
+    is dead is a leftover at once; one of another host, or of the older name without a pid, once
+    it is older than `max_age` by mtime.
+    """
+    found: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return found
+    wall = time.time() if now is None else now
+    me = os.getpid()
+    for name in names:
+        if not name.endswith(".tmp") or not name.startswith("."):
+            continue
+        match = _TMP.match(name)
+        if match is None and not _LEGACY_TMP.match(name):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        if match is not None and match["host"] == HOST_TAG:
+            pid = int(match["pid"])
+            if pid != me and not pid_alive(pid):
+                found.append(path)
+                continue
+        # Nothing to ask (another host, the older name) or a live pid that may have been reused:
+        # by age. Even a live writer stalled that long only gets a failed rename, never a loss.
+        if wall - st.st_mtime > max_age:
+            found.append(path)
+    return sorted(found)
+
+
+def remove_leftover_tmps(directory: str) -> list[str]:
+    """Remove `leftover_tmps(directory)`; the paths actually removed."""
+    removed: list[str] = []
+    for path in leftover_tmps(directory):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            removed.append(path)
+    return removed

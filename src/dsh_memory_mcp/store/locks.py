@@ -11,14 +11,32 @@ threads) are excluded by a per-lock-file ``threading.Lock`` that is process-wide
 `LockManager` objects over the same directory still exclude each other in-process.
 
 Because the marker is a plain file, a holder that dies leaves it behind. Waiters therefore break
-*stale* markers: the holder's pid is dead on this host, the marker is older than ``stale_after``,
-or it stayed empty/unparseable for a couple of seconds (a holder between ``open`` and ``write``).
-Breaking is the dangerous part, see `LockManager._break`.
+*stale* markers, and only those:
+
+* the holder's pid is dead on this host (or the pid was reused: the process started after the
+  marker was written) → at once. A holder alive on this host is never broken, whatever its age:
+  a stalled process (a closed laptop lid, a debugger, SIGSTOP) wakes up and finishes its write.
+* a holder on another host, or one whose liveness cannot be checked → when the marker has not
+  been refreshed for ``stale_after``. Holders refresh their marker's mtime while they hold it (a
+  heartbeat every ``stale_after / 6``); the age counts from the last refresh *as observed
+  here* — the file's mtime on this host's clock, or how long we saw the very same marker
+  unchanged — never from the ``createdAt`` another host's clock wrote, so clock skew can neither
+  wedge a scope nor break a live lock. Implementations that only create, read and delete the
+  marker are still broken ``stale_after`` after they created it.
+* a marker that is empty, unparseable, a symlink, a directory or another non-regular file →
+  once it stayed so for ``unreadable_grace`` (a holder between ``open`` and ``write``).
+
+Breaking is the dangerous part, see `LockManager._break`. And since a holder may be broken all
+the same (a stall longer than ``stale_after`` on another host), a holder checks right before
+each commit (`fileio.guard`) that the marker is still its own — same inode, same bytes with its
+nonce — and fails the transaction with ``LOCK_TIMEOUT`` instead of renaming its file over the
+work of whoever took the lock next.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -33,15 +51,31 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from dsh_memory_mcp.errors import LockRecursion, LockTimeout, StoreError
+from dsh_memory_mcp.errors import LockError, LockRecursion, LockTimeout, StoreError
 from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.scopes import scope_sha1
 
-__all__ = ["LockManager"]
+__all__ = ["LockLost", "LockManager"]
 
 logger = logging.getLogger("dsh_memory_mcp.store.locks")
 
 _HOST = socket.gethostname()
+
+
+class LockLost(LockError):
+    """The marker of a lock we held is no longer ours at commit time: the write is not committed.
+
+    Code ``LOCK_TIMEOUT`` (the fix is the same: retry). Deliberately not an `OSError`, so the
+    store's I/O error handling cannot mistake it for a failed write of its own.
+    """
+
+    default_code = "LOCK_TIMEOUT"
+
+    def __init__(self, message: str, *, lock_file: str = "") -> None:
+        super().__init__(message, code="LOCK_TIMEOUT")
+        self.lock_file = lock_file
+
+
 _O_BINARY: int = getattr(os, "O_BINARY", 0)
 _EXCL_FLAGS = os.O_CREAT | os.O_EXCL | os.O_WRONLY | _O_BINARY
 _MAX_MARKER = 1 << 20
@@ -76,12 +110,73 @@ def _guard_for(path: str) -> _Guard:
         return guard
 
 
+class _Heartbeat:
+    """One daemon thread refreshing the mtime of every marker this process holds.
+
+    A marker's mtime is what waiters (on other hosts, or not sure of our liveness) age it by, so
+    a hold longer than ``stale_after`` — a 50k-record rewrite on a slow disk, a stalled fsync —
+    is not mistaken for a dead one. The thread starts with the first hold and then sleeps until
+    the earliest refresh is due.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._held: dict[str, tuple[_Held, float, float]] = {}  # nonce → (held, interval, due)
+        self._thread: threading.Thread | None = None
+
+    def add(self, held: _Held, interval: float) -> None:
+        with self._cond:
+            self._held[held.nonce] = (held, interval, time.monotonic() + interval)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="dsh-memory-lock-heartbeat", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def remove(self, held: _Held) -> None:
+        with self._cond:
+            self._held.pop(held.nonce, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                due = [(h, iv) for h, iv, at in self._held.values() if at <= now]
+                for h, iv in due:
+                    self._held[h.nonce] = (h, iv, now + iv)
+                if not due:
+                    wait = min((at for _, _, at in self._held.values()), default=now + 3600.0) - now
+                    self._cond.wait(timeout=max(0.01, wait))
+                    continue
+            for h, _ in due:
+                _refresh(h)
+
+
+def _refresh(held: _Held) -> None:
+    """Set our marker's mtime to now, through a descriptor of *our* inode (never someone else's)."""
+    try:
+        fd = fileio.open_regular(held.path, follow=False)
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) == (held.dev, held.ino) and os.utime in os.supports_fd:
+            os.utime(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+_heartbeat = _Heartbeat()
+
+
 def _reset_after_fork() -> None:
     """A forked child inherits locked mutexes of threads that do not exist in it: start afresh."""
-    global _guards, _guards_lock
+    global _guards, _guards_lock, _heartbeat
     _guards = {}
     _guards_lock = threading.Lock()
     _live_nonces.clear()
+    _heartbeat = _Heartbeat()
 
 
 if hasattr(os, "register_at_fork"):
@@ -99,6 +194,8 @@ class _Seen:
     #: With dev and ino, tells two lock files apart even when the second reuses the first's
     #: inode number (lock files are created and removed many times a second).
     mtime_ns: int
+    #: False for a symlink, a directory, a FIFO… at the lock path (its content is then empty).
+    regular: bool = True
 
 
 @dataclass(frozen=True)
@@ -113,11 +210,22 @@ class _Held:
 
 
 def _read_marker(path: str) -> _Seen | None:
-    """The marker's bytes and identity, or None when there is no marker (any more)."""
+    """The marker's bytes and identity, or None when there is no marker (any more).
+
+    Never follows a symlink and never blocks on a FIFO: anything at the path that is not a
+    regular file is returned with ``regular=False`` and its own (lstat) identity, so it ages
+    like a garbage marker instead of making a waiter spin or hang.
+    """
     try:
-        fd = os.open(path, os.O_RDONLY | _O_BINARY)
+        fd = fileio.open_regular(path, follow=False)
     except FileNotFoundError:
         return None
+    except fileio.NotRegularFile:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        return _Seen(b"", st.st_dev, st.st_ino, st.st_mtime, st.st_mtime_ns, regular=False)
     try:
         st = os.fstat(fd)
         chunks: list[bytes] = []
@@ -133,6 +241,22 @@ def _read_marker(path: str) -> _Seen | None:
     return _Seen(b"".join(chunks), st.st_dev, st.st_ino, st.st_mtime, st.st_mtime_ns)
 
 
+def _remove_entry(path: str, seen: _Seen) -> None:
+    """Remove what is at a lock path: a file or link by unlink, an (empty) directory by rmdir."""
+    if seen.regular:
+        _unlink(path)
+        return
+    try:
+        os.unlink(path)
+    except (IsADirectoryError, PermissionError) as exc:
+        if not os.path.isdir(path) or os.path.islink(path):
+            raise
+        try:
+            os.rmdir(path)
+        except OSError:
+            raise exc from None
+
+
 def _parse_marker(content: bytes) -> dict[str, Any] | None:
     try:
         data = json.loads(content.decode("utf-8"))
@@ -141,35 +265,25 @@ def _parse_marker(content: bytes) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-    import ctypes
+_pid_alive = fileio.pid_alive
 
-    def _pid_alive(pid: int) -> bool:
-        """Whether a process exists. `os.kill(pid, 0)` must not be used: on Windows it kills."""
-        kernel32 = ctypes.windll.kernel32
-        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
-        if not handle:
-            # 87 = ERROR_INVALID_PARAMETER: no such process. Anything else (access denied): alive.
-            return bool(kernel32.GetLastError() != 87)
-        try:
-            code = ctypes.c_ulong()
-            if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
-                return True
-            return code.value == 259  # STILL_ACTIVE
-        finally:
-            kernel32.CloseHandle(handle)
 
-else:
+def _pid_started_after(pid: int, created_ms: float) -> bool:
+    """Whether process `pid` of this host started after `created_ms`: its pid was reused.
 
-    def _pid_alive(pid: int) -> bool:
-        """Whether a process exists on this host (a zombie counts as alive until reaped)."""
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except OSError:  # EPERM: it exists, it is just not ours
-            return True
-        return True
+    Linux only (``/proc``); elsewhere False, i.e. the pid is taken at its word.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start_ticks = int(fields[19])
+        with open("/proc/stat", "rb") as f:
+            btime = next(int(line.split()[1]) for line in f if line.startswith(b"btime"))
+        started = btime + start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return False
+    # btime is whole seconds and drifts a little with NTP: demand a clear margin.
+    return started > created_ms / 1000.0 + 5.0
 
 
 class LockManager:
@@ -177,10 +291,12 @@ class LockManager:
 
     :param locks_dir: the store's ``.locks`` directory; created (0o700) on first use.
     :param timeout: the total wait for one `hold` (thread guard + file), in seconds.
-    :param stale_after: a marker older than this (by its ``createdAt``) is broken.
+    :param stale_after: a marker of a holder we cannot ask (another host, no pid) that has not
+        been refreshed for this long, as observed here, is broken.
     :param poll: seconds between attempts while another process holds the file (jittered).
-    :param unreadable_grace: an empty/unparseable marker unchanged for this long is broken.
-    :param breaker_stale: a leftover ``.break`` file older than this (by mtime) is removed.
+    :param unreadable_grace: an empty/unparseable/non-regular marker unchanged this long is broken.
+    :param breaker_stale: a leftover ``.break`` entry unchanged for this long is removed.
+    :param refresh: seconds between heartbeats of a held marker (default ``stale_after / 6``).
     """
 
     def __init__(
@@ -192,6 +308,7 @@ class LockManager:
         poll: float = 0.02,
         unreadable_grace: float = 2.0,
         breaker_stale: float = 5.0,
+        refresh: float | None = None,
     ) -> None:
         self.locks_dir = locks_dir
         self.timeout = timeout
@@ -199,9 +316,10 @@ class LockManager:
         self.poll = poll
         self.unreadable_grace = unreadable_grace
         self.breaker_stale = breaker_stale
-        # path → (identity of an unparseable marker, monotonic time it was first seen like that)
-        self._unreadable: dict[str, tuple[tuple[int, int, int, bytes], float]] = {}
-        self._unreadable_lock = threading.Lock()
+        self.refresh = refresh
+        # path → (identity of a marker, monotonic time it was first seen like that)
+        self._observed: dict[str, tuple[tuple[int, int, int, bytes], float]] = {}
+        self._observed_lock = threading.Lock()
 
     def lock_path(self, name: str) -> str:
         """``<locks_dir>/<sha1(name)>.lock``."""
@@ -211,8 +329,13 @@ class LockManager:
     def hold(self, name: str) -> Iterator[None]:
         """Hold the lock `name` for the duration of the ``with`` block.
 
+        While held, the marker is refreshed by the heartbeat, and every `fileio.commit` of this
+        thread first checks that the marker is still ours (`verify`).
+
         :raises LockRecursion: this thread already holds `name` (a bug; never waits).
         :raises LockTimeout: another thread or process held it for the whole `timeout`.
+        :raises LockLost: (code ``LOCK_TIMEOUT``) at a commit inside the block, the marker is no
+            longer ours; nothing was committed.
         :raises StoreError: the lock directory or file cannot be created at all.
         """
         path = self.lock_path(name)
@@ -234,18 +357,52 @@ class LockManager:
         try:
             held = self._acquire_file(path, deadline)
             _live_nonces[held.nonce] = me
+            heartbeat = _heartbeat
+            heartbeat.add(held, self.refresh if self.refresh is not None else max(0.05, self.stale_after / 6.0))
             try:
-                yield
+                with fileio.guard(functools.partial(self.verify, held)):
+                    yield
             finally:
+                heartbeat.remove(held)
                 _live_nonces.pop(held.nonce, None)
                 self._release_file(held)
         finally:
             guard.owner = None
             guard.lock.release()
 
+    def verify(self, held: _Held) -> None:
+        """Raise `LockLost` unless the marker at `held.path` is still the one we wrote.
+
+        Runs right before each commit inside `hold`: a holder whose lock was broken while it
+        stalled must not rename its file over the work of the process that took the lock next.
+        """
+        try:
+            current = _read_marker(held.path)
+        except OSError:
+            current = None
+        if (
+            current is not None
+            and current.regular
+            and (current.dev, current.ino, current.content)
+            == (
+                held.dev,
+                held.ino,
+                held.content,
+            )
+        ):
+            return
+        logger.warning("锁文件 %s 在持有期间已不属于本进程(被当作陈旧锁清除?),本次写入不提交", held.path)
+        raise LockLost(
+            f"写入前发现锁文件 {held.path} 已不属于本进程:持有期间它被其他进程当作陈旧锁清除了"
+            f"(本进程停顿超过 {self.stale_after:g} 秒?)。为免覆盖别人在此期间的写入,本次写入没有提交,"
+            "文件保持对方写入后的样子。请重试。",
+            lock_file=held.path,
+        )
+
     # -- the file half ---------------------------------------------------------------------
 
     def _acquire_file(self, path: str, deadline: float) -> _Held:
+        quick = 0  # retries without a sleep in a row: bounded, so nothing can make us spin
         while True:
             try:
                 fd = os.open(path, _EXCL_FLAGS, 0o600)
@@ -269,15 +426,16 @@ class LockManager:
                 raise StoreError(f"无法读取锁文件 {path}:{exc.strerror or exc}。", path=path) from exc
             progressed = seen is None  # released between our open and our read: retry at once
             if seen is None:
-                with self._unreadable_lock:
-                    self._unreadable.pop(path, None)
+                self._forget(path)
             if seen is not None:
                 reason = self._stale_reason(path, seen)
                 if reason is not None:
                     progressed = self._break(path, seen, reason)
-            if progressed:
-                continue
             remaining = deadline - time.monotonic()
+            if progressed and quick < 100:
+                quick += 1
+                continue
+            quick = 0
             if remaining <= 0:
                 raise self._timeout(path, seen)
             # Aging: the longer we have waited, the more often we try (down to a twentieth of
@@ -311,15 +469,19 @@ class LockManager:
             with contextlib.suppress(OSError):
                 os.unlink(path)
             raise StoreError(f"无法写入锁文件 {path}:{exc.strerror or exc}。", path=path) from exc
-        with self._unreadable_lock:
-            self._unreadable.pop(path, None)
+        self._forget(path)
         return _Held(path, content, st.st_dev, st.st_ino, nonce)
 
     def _release_file(self, held: _Held) -> None:
         """Remove our marker, but only if it is still ours (it may have been broken as stale)."""
         try:
             current = _read_marker(held.path)
-            if current is None or current.content != held.content or current.ino != held.ino:
+            if (
+                current is None
+                or not current.regular
+                or current.content != held.content
+                or (current.dev, current.ino) != (held.dev, held.ino)
+            ):
                 logger.warning(
                     "锁文件 %s 在持有期间被其他进程当作陈旧锁清除了(持有超过 %g 秒?)", held.path, self.stale_after
                 )
@@ -329,30 +491,44 @@ class LockManager:
             # Never mask the caller's own outcome; a marker left behind is broken as stale later.
             logger.warning("无法删除锁文件 %s:%s", held.path, exc.strerror or exc)
 
+    def _forget(self, path: str) -> None:
+        with self._observed_lock:
+            self._observed.pop(path, None)
+
+    def _unchanged_for(self, path: str, seen: _Seen) -> float:
+        """How long the marker has provably stayed exactly as `seen`, as observed here (seconds).
+
+        The larger of: its mtime's age on this host's clock (ignored if it lies in the future),
+        and how long this manager has seen the very same file — same inode *and* mtime (a new
+        lock file may get a freed inode number back) and bytes — without interruption; any other
+        observation restarts that clock. A marker refreshed by its holder's heartbeat gets a new
+        mtime, so it never ages.
+        """
+        key = (seen.dev, seen.ino, seen.mtime_ns, seen.content)
+        mono = time.monotonic()
+        with self._observed_lock:
+            previous = self._observed.get(path)
+            if previous is None or previous[0] != key:
+                self._observed[path] = (key, mono)
+                first = mono
+            else:
+                first = previous[1]
+        by_mtime = time.time() - seen.mtime
+        return max(mono - first, by_mtime if by_mtime >= 0 else 0.0)
+
     def _stale_reason(self, path: str, seen: _Seen) -> str | None:
         """Why the observed marker may be broken, or None while its holder may still be working."""
-        now = time.time()
-        info = _parse_marker(seen.content)
+        unchanged = self._unchanged_for(path, seen)
+        info = _parse_marker(seen.content) if seen.regular else None
         if info is None:
             # A holder writes its marker right after creating it; empty or garbled content that
-            # stays so is a holder that died in between (or a damaged file). "Stays so" means
-            # the very same file: same inode *and* mtime (a new lock file may get a freed inode
-            # number back), seen without interruption — any other observation resets the clock.
-            # Judging by inode alone once broke a live holder's lock under 16 writers.
-            key = (seen.dev, seen.ino, seen.mtime_ns, seen.content)
-            mono = time.monotonic()
-            with self._unreadable_lock:
-                previous = self._unreadable.get(path)
-                if previous is None or previous[0] != key:
-                    self._unreadable[path] = (key, mono)
-                    first = mono
-                else:
-                    first = previous[1]
-            if mono - first >= self.unreadable_grace or now - seen.mtime >= self.unreadable_grace:
-                return f"锁文件内容为空或无法解析,且 {self.unreadable_grace:g} 秒未变"
+            # stays so is a holder that died in between (or a damaged file, or a symlink or a
+            # directory nobody's lock code creates). Judging by inode alone once broke a live
+            # holder's lock under 16 writers, hence the full identity in `_unchanged_for`.
+            if unchanged >= self.unreadable_grace:
+                what = "内容为空或无法解析" if seen.regular else "不是普通文件(符号链接、目录等)"
+                return f"锁文件{what},且 {self.unreadable_grace:g} 秒未变"
             return None
-        with self._unreadable_lock:
-            self._unreadable.pop(path, None)
         pid, host, created, nonce = info.get("pid"), info.get("host"), info.get("createdAt"), info.get("nonce")
         if host == _HOST and isinstance(pid, int) and not isinstance(pid, bool) and pid > 0:
             if pid == os.getpid():
@@ -366,14 +542,18 @@ class LockManager:
                 return None
             if not _pid_alive(pid):
                 return f"持有进程 pid={pid} 已不存在"
-        if isinstance(created, (int, float)) and not isinstance(created, bool) and math.isfinite(created):
-            age = now - created / 1000.0
-            if age > self.stale_after:
-                return f"锁已存在 {age:.0f} 秒(超过 {self.stale_after:g} 秒)"
-            return None
-        # A marker of a format we do not know: judge by the file's own age.
-        if now - seen.mtime > self.stale_after:
-            return f"锁文件已 {now - seen.mtime:.0f} 秒未更新(超过 {self.stale_after:g} 秒)"
+            if (
+                isinstance(created, (int, float))
+                and not isinstance(created, bool)
+                and math.isfinite(created)
+                and _pid_started_after(pid, created)
+            ):
+                return f"持有进程 pid={pid} 已不存在(该 pid 已被新进程重用)"
+            return None  # alive on this host: waited for, whatever its age
+        # Another host, or no usable pid: by the last refresh as observed here, never by the
+        # createdAt of another clock (a future one would wedge the scope, a past one break it).
+        if unchanged > self.stale_after:
+            return f"锁文件已 {unchanged:.0f} 秒未刷新(超过 {self.stale_after:g} 秒)"
         return None
 
     def _break(self, path: str, seen: _Seen, reason: str) -> bool:
@@ -383,10 +563,11 @@ class LockManager:
         coordination two waiters A and B both judge the same dead marker stale; A unlinks it and
         creates its own, then B's unlink removes *A's live marker* and B takes the lock too.
         So breaking is itself done under ``<lock>.break`` (O_EXCL), and inside it the marker is
-        read again and removed only if it is the very same one judged stale (same bytes and same
-        inode): if anyone replaced it in between, it is left alone and the waiter starts over.
-        A breaker that dies inside leaves ``.break`` behind; it is removed when older than
-        `breaker_stale` by mtime (breaking takes microseconds, so that is generous).
+        read again and removed only if it is the very same one judged stale (same bytes, inode
+        and mtime — a heartbeat in between makes it another one): if anyone replaced or
+        refreshed it in between, it is left alone and the waiter starts over.
+        A breaker that dies inside leaves ``.break`` behind; it is removed once unchanged for
+        `breaker_stale` (breaking takes microseconds, so that is generous), whatever it is.
         """
         breaker = path + ".break"
         try:
@@ -399,48 +580,51 @@ class LockManager:
         try:
             try:
                 fileio.write_all(fd, json.dumps({"pid": os.getpid(), "host": _HOST}).encode("utf-8"))
-                breaker_ino = os.fstat(fd).st_ino
+                breaker_st = os.fstat(fd)
             finally:
                 os.close(fd)
             current = _read_marker(path)
             if current is None:
                 return True
-            if (current.content, current.dev, current.ino, current.mtime_ns) != (
+            if (current.content, current.dev, current.ino, current.mtime_ns, current.regular) != (
                 seen.content,
                 seen.dev,
                 seen.ino,
                 seen.mtime_ns,
+                seen.regular,
             ):
                 return False
             try:
-                os.unlink(path)
+                _remove_entry(path, current)
             except FileNotFoundError:
                 pass
             except OSError:
                 return False
             logger.warning("已清除陈旧锁 %s:%s", path, reason)
-            with self._unreadable_lock:
-                self._unreadable.pop(path, None)
+            self._forget(path)
             return True
         except OSError:
             return False
         finally:
             with contextlib.suppress(OSError):
-                if os.stat(breaker).st_ino == breaker_ino:
+                again = os.lstat(breaker)
+                if (again.st_dev, again.st_ino) == (breaker_st.st_dev, breaker_st.st_ino):
                     _unlink(breaker)
 
     def _clear_stale_breaker(self, breaker: str) -> None:
-        """Remove a ``.break`` file whose creator evidently died while breaking."""
-        try:
-            st = os.stat(breaker)
-        except OSError:
+        """Remove a ``.break`` entry whose creator evidently died while breaking.
+
+        Never follows it: a dangling symlink or a directory there is judged (and removed) as
+        itself, like a leftover file.
+        """
+        seen = _read_marker(breaker)
+        if seen is None or self._unchanged_for(breaker, seen) <= self.breaker_stale:
             return
-        if time.time() - st.st_mtime <= self.breaker_stale:
-            return
         try:
-            again = os.stat(breaker)
-            if (again.st_ino, again.st_mtime_ns) == (st.st_ino, st.st_mtime_ns):
-                os.unlink(breaker)
+            again = os.lstat(breaker)
+            if (again.st_dev, again.st_ino, again.st_mtime_ns) == (seen.dev, seen.ino, seen.mtime_ns):
+                _remove_entry(breaker, seen)
+                self._forget(breaker)
                 logger.warning("已清除遗留的破锁标记 %s", breaker)
         except OSError:
             pass
@@ -450,10 +634,12 @@ class LockManager:
         info = _parse_marker(seen.content) if seen is not None else None
         if info is not None:
             holder = f"(持有者 pid={info.get('pid')},主机 {info.get('host')})"
+        elif seen is not None and not seen.regular:
+            holder = "(它不是普通文件,若它一直在,请手动删除它)"
         return LockTimeout(
             f"等待锁超时({self.timeout:g} 秒):锁文件 {path} 被另一个进程持有{holder},"
-            "它正在写入记忆库。请稍后重试;超过 "
-            f"{self.stale_after:g} 秒未释放的锁会被自动清除。",
+            "它正在写入记忆库。请稍后重试;本机上仍在运行的持有者会一直被等待,"
+            f"其他主机上超过 {self.stale_after:g} 秒未刷新的锁会被自动清除。",
             lock_file=path,
         )
 

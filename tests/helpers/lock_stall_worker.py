@@ -1,0 +1,61 @@
+"""A child process for the stalled-holder tests (run with PYTHONPATH=src).
+
+Usage: ``python lock_stall_worker.py MODE ARGS...``; one line per event on stdout. Modes:
+
+* ``stall ROOT SCOPE`` — save one record into SCOPE, but stop this very process (SIGSTOP)
+  immediately before the commit renames the new file into place, i.e. while it holds the scope
+  lock (`fileio.guard` runs right there). Prints ``stopping``; after SIGCONT prints ``ack <id>``
+  if the save was acknowledged, else ``error <CODE>``.
+* ``saves ROOT SCOPE N STALE_AFTER`` — save N records (content ``"B #<i>"``) with locks judged
+  stale after STALE_AFTER seconds; prints ``ack <id>`` or ``error <CODE>`` per save, then ``done``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+
+def main(argv: list[str]) -> int:
+    from dsh_memory_mcp.errors import DshMemoryError
+    from dsh_memory_mcp.store import fileio
+    from dsh_memory_mcp.store.shared import SharedStore
+
+    mode, root, scope = argv[0], argv[1], argv[2]
+    store = SharedStore(root)
+    if mode == "stall":
+        stopped = []
+
+        def stop_once() -> None:
+            if not stopped:
+                stopped.append(True)
+                print("stopping", flush=True)
+                os.kill(os.getpid(), signal.SIGSTOP)
+
+        try:
+            with fileio.guard(stop_once):
+                result = store.save(scope, "A: the stalled holder's record")
+        except DshMemoryError as exc:
+            print(f"error {exc.code}", flush=True)
+            return 0
+        print(f"ack {result.record.id}", flush=True)
+        return 0
+    if mode == "saves":
+        count, stale_after = int(argv[3]), float(argv[4])
+        store._locks.stale_after = stale_after
+        for i in range(count):
+            try:
+                result = store.save(scope, f"B #{i}")
+            except DshMemoryError as exc:
+                print(f"error {exc.code}", flush=True)
+            else:
+                print(f"ack {result.record.id}", flush=True)
+        print("done", flush=True)
+        return 0
+    print(f"unknown mode {mode!r}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
