@@ -13,9 +13,12 @@ This script measures that loss, in a temp store, all in ``global.jsonl``:
    bug → ``✗`` and exit 1.
 2. ``--rounds`` contest rounds: our N writers and the unlocked writer at the same time (started
    together behind a barrier file), then the records of each side still on disk are counted.
+3. After each contest round, ``SharedStore.recover()`` (what ``dsh-memory-mcp recover`` runs)
+   puts back, from the write journal, what our writers acknowledged and the unlocked writer
+   erased; ours are counted again. A record of ours still missing after recover is our bug → ``✗``.
 
-It measures, it does not judge: apart from a failed control round the exit code is 0, whatever
-the unlocked writer destroyed. Practical rule from the README: read from both at will, but do not
+It measures, it does not judge: apart from a failed control round (or a record of ours still
+missing after recover) the exit code is 0, whatever the unlocked writer destroyed. Practical rule from the README: read from both at will, but do not
 let DSH and this server write the same scope at the same moment.
 """
 
@@ -152,6 +155,20 @@ def count_on_disk(root: Path) -> tuple[dict[str, int], int]:
     return per_tag, bad
 
 
+def recover(root: Path) -> int:
+    """Run the store's recover on `root` (in this process); how many records it put back."""
+    if str(SRC) not in sys.path:
+        sys.path.insert(0, str(SRC))
+    from dsh_memory_mcp.store.shared import SharedStore
+
+    return sum(len(entries) for entries in SharedStore(str(root)).recover().values())
+
+
+def ours_on_disk(root: Path) -> int:
+    per_tag, _ = count_on_disk(root)
+    return sum(v for k, v in per_tag.items() if k.startswith("locked-w"))
+
+
 def one_round(root: Path, writers: int, per_writer: int, unlocked: int, delay: float) -> tuple[int, int, int, int]:
     """Run one round in the fresh store `root`: (ours written, ours on disk, theirs written, theirs on disk)."""
     root.mkdir(parents=True)
@@ -212,27 +229,38 @@ def main(argv: list[str] | None = None) -> int:
             f" → 磁盘 {ours} 条" + ("" if ok else f",丢了 {written - ours} 条 —— 这是本项目的 bug")
         )
         totals = [0, 0, 0, 0]
+        recovered_total = 0
         for r in range(1, args.rounds + 1):
             t0 = time.monotonic()
-            res = one_round(tmp / f"round{r}", args.writers, args.per_writer, args.unlocked, args.delay)
+            root = tmp / f"round{r}"
+            res = one_round(root, args.writers, args.per_writer, args.unlocked, args.delay)
             totals = [a + b for a, b in zip(totals, res, strict=True)]
             w_ours, d_ours, w_theirs, d_theirs = res
+            back = recover(root)
+            after = ours_on_disk(root)
+            recovered_total += after
+            if after != w_ours:
+                failed = True
             print(
                 f"· 并存第 {r} 轮({time.monotonic() - t0:.1f} s):"
                 f"加锁写者 写入 {w_ours} 条 → 磁盘剩 {d_ours} 条;"
                 f"无锁写者 写入 {w_theirs} 条 → 磁盘剩 {d_theirs} 条;"
-                f"合计磁盘 {d_ours + d_theirs} / {w_ours + w_theirs} 条"
+                f"合计磁盘 {d_ours + d_theirs} / {w_ours + w_theirs} 条;"
+                f"recover 恢复 {back} 条 → 加锁写者 {after}/{w_ours} 条"
+                + ("" if after == w_ours else " ✗ recover 后仍有确认过的保存丢失 —— 这是本项目的 bug")
             )
         w_ours, d_ours, w_theirs, d_theirs = totals
         if args.rounds:
             lost_ours, lost_theirs = w_ours - d_ours, w_theirs - d_theirs
             print(
                 f"\n合计 {args.rounds} 轮:加锁写者 {d_ours}/{w_ours} 条幸存(被抹掉 {lost_ours});"
-                f"无锁写者 {d_theirs}/{w_theirs} 条幸存(被抹掉 {lost_theirs})"
+                f"无锁写者 {d_theirs}/{w_theirs} 条幸存(被抹掉 {lost_theirs});"
+                f"recover 之后加锁写者 {recovered_total}/{w_ours} 条(仍缺 {w_ours - recovered_total})"
             )
             print(
                 "结论:加锁写者之间不丢记录(对照轮);无锁的全量重写会抹掉别人刚写的行,"
-                "它过期的快照又会被对方覆盖 —— 不要让 DSH 与本服务在同一时刻写同一个作用域。"
+                "它过期的快照又会被对方覆盖 —— 不要让 DSH 与本服务在同一时刻写同一个作用域;"
+                "被抹掉的本服务记录可用 `dsh-memory-mcp recover` 从写入日志恢复。"
             )
     finally:
         if args.keep:

@@ -3,7 +3,7 @@
 The package's folders are its architecture (AGENTS.md has the same map):
 
     errors, config                      base: codes and settings, import nothing of ours but each other
-    store/      files on disk           records, scopes, fileio, locks, layout, snapshots, touches, aliases, writing, shared store
+    store/      files on disk           records, scopes, fileio, locks, layout, snapshots, touches, aliases, writing, journal, shared store
     search/     finding memories        lexical scoring, .vec sidecars, embedding backend, vector channel
     service/    the tools               plain functions over store + search, any front door calls them
     transports/ MCP front doors         the SDK server (stdio), later HTTP and relay
@@ -48,6 +48,7 @@ MODULES: dict[str, str] = {
     "store.touches": "coalesced access-count buffer",
     "store.aliases": "scopes.json aliases",
     "store.writing": "scope/alias file bytes to disk with coded errors",
+    "store.journal": "append-only journal of acknowledged writes; finds records erased by unlocked writers",
     "store.shared": "SharedStore facade: transactions and the commit path",
     "search.scoring": "tokenizer, lexical index, boosts, ranking, hybrid merge",
     "search.sidecar": ".vec sidecar format",

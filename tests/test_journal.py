@@ -51,12 +51,12 @@ def test_old_and_excess_segments_are_pruned_but_never_the_newest(tmp_path: Path)
     journal = Journal(str(tmp_path), max_bytes=2000, segment_bytes=500)
     folder = tmp_path / ".journal"
     folder.mkdir(mode=0o700)
-    (folder / "20000101.jsonl").write_text('{"t":1,"op":"save","scope":"global","id":"old","line":"{}"}\n')
+    (folder / "20000101.ndjson").write_text('{"t":1,"op":"save","scope":"global","id":"old","line":"{}"}\n')
     for i in range(40):
         journal.saved("global", [(f"id-{i}", f'{{"id":"id-{i}","pad":"{"x" * 40}"}}')])
     journal.prune()
     names = sorted(os.listdir(folder))
-    assert "20000101.jsonl" not in names
+    assert "20000101.ndjson" not in names
     assert sum((folder / n).stat().st_size for n in names) <= 2000 + 500
     journal.refresh()
     assert "id-39" in journal.live("global") and "old" not in journal.live("global")

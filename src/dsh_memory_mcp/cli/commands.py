@@ -1,4 +1,4 @@
-"""The human subcommands: `dsh-memory-mcp list | search | get | forget | export | import | stats | reembed`.
+"""The human subcommands: `dsh-memory-mcp list | search | get | forget | export | import | stats | reembed | recover`.
 
 `cli` parses the command line and calls `run`; every command is a plain function of
 ``(Call) -> exit code`` writing its results to ``call.out`` and its diagnostics (Chinese, with the
@@ -393,6 +393,9 @@ def cmd_stats(call: Call) -> int:
         whole = call.opt("scope") is None and call.opt("path") is None
         stray = transfer.unattributed_files(store) if whole else []
         aliases = store.read_aliases()
+        aliases_problem = store.aliases_problem()
+        missing = {scope: len(lost) for scope, lost in store.missing().items() if scope in resolved}
+        leftovers = [store.layout.relpath(path) for path in store.leftover_tmps()]
         if call.flag("json"):
             report = {
                 "ok": True,
@@ -400,7 +403,10 @@ def cmd_stats(call: Call) -> int:
                 "scopes": rows,
                 "totals": totals,
                 "aliases": aliases,
+                "aliasesProblem": aliases_problem,
                 "unattributedFiles": stray,
+                "missingAcknowledged": missing,
+                "leftoverTmpFiles": leftovers,
             }
             call.print(json.dumps(report, ensure_ascii=False))
             return EXIT_OK
@@ -430,8 +436,57 @@ def cmd_stats(call: Call) -> int:
         if aliases:
             lines.append(f"作用域别名 {len(aliases)} 个:" + ",".join(f"{k} → {v}" for k, v in sorted(aliases.items())))
         lines.extend(f"⚠️ 无法确定作用域的文件:{path}" for path in stray)
+        if aliases_problem:
+            lines.append(f"⚠️ {aliases_problem}")
+        from dsh_memory_mcp.store.shared import RECOVER_HINT
+
+        for scope, count in missing.items():
+            lines.append(
+                f"⚠️ 作用域 {scope} 少了 {count} 条本服务确认保存过、从未删除或取代的记忆(被不加锁的写入者覆盖了?)"
+                f"⇒ {RECOVER_HINT}"
+            )
+        if leftovers:
+            lines.append(
+                f"⚠️ 已退出的写入者遗留的临时文件 {len(leftovers)} 个:" + ",".join(leftovers) + "(下次写入时自动清除)"
+            )
         call.print("\n".join(lines))
         return EXIT_OK
+
+
+# ----------------------------------------------------------------------------------------------
+# recover
+
+
+def cmd_recover(call: Call) -> int:
+    if _store_missing(call):
+        return EXIT_FAIL
+    dry_run = call.flag("dry_run")
+    with _service(call, create=False) as service:
+        scopes: list[str | None] = [None]
+        if call.opt("scope") is not None or call.opt("path") is not None:
+            resolved = _resolve_scopes(call, service)
+            if not isinstance(resolved, list):
+                return _tool_error(call, resolved)
+            scopes = list(resolved)
+        restored: dict[str, list[str]] = {}
+        for scope in scopes:
+            for name, entries in service.store.recover(scope, dry_run=dry_run).items():
+                restored.setdefault(name, []).extend(e.id for e in entries)
+    if call.flag("json"):
+        call.print(json.dumps({"ok": True, "dryRun": dry_run, "restored": restored}, ensure_ascii=False))
+        return EXIT_OK
+    if not restored:
+        call.print("没有需要恢复的记忆:本服务确认保存过、从未删除或取代的记录都还在文件里。")
+        return EXIT_OK
+    verb = "将恢复" if dry_run else "已恢复"
+    total = sum(len(ids) for ids in restored.values())
+    lines = [f"{verb} {total} 条被覆盖的记忆(按写入时的原样追加回作用域文件):"]
+    for name, ids in restored.items():
+        lines.append(f"  {name}:{len(ids)} 条 " + ",".join(i[:8] for i in ids[:20]) + ("…" if len(ids) > 20 else ""))
+    if dry_run:
+        lines.append("(--dry-run:没有写入任何文件;去掉 --dry-run 执行恢复)")
+    call.print("\n".join(lines))
+    return EXIT_OK
 
 
 def _size(n: int) -> str:
@@ -527,6 +582,7 @@ _HANDLERS: dict[str, Callable[[Call], int]] = {
     "stats": cmd_stats,
     "reembed": cmd_reembed,
     "doctor": cmd_doctor,
+    "recover": cmd_recover,
 }
 
 #: The subcommands `run` knows.

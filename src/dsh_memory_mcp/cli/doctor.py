@@ -120,6 +120,7 @@ def run_checks(settings: config.Settings, *, env: Mapping[str, str] = os.environ
         ("依赖", lambda: iter([check_dependencies()])),
         ("dsh-memory-mcp", lambda: iter([_check_self()])),
         ("存储目录", lambda: check_store(settings)),
+        ("记忆库完整性", lambda: check_store_health(settings)),
         ("project", lambda: iter([_check_project(settings)])),
         ("环境变量", lambda: iter(Check("warn", "环境变量", w, "改成合法的值或删掉它") for w in settings.warnings)),
         ("宿主配置", lambda: check_hosts(settings, env)),
@@ -345,6 +346,38 @@ def check_store(settings: config.Settings) -> Iterator[Check]:
         f"{store} 还不存在,首次启动时会创建(空库)",
         "若要与 DSH 共用记忆,确认这就是 DSH 的 storeDir;否则" + _STORE_FIX,
     )
+
+
+def check_store_health(settings: config.Settings) -> Iterator[Check]:
+    """Read-only: `scopes.json` usable, no acknowledged record erased, no leftover tmp files."""
+    if not os.path.isdir(settings.store_dir):
+        return
+    from dsh_memory_mcp.store.shared import RECOVER_HINT, SharedStore
+
+    store = SharedStore(settings.store_dir)
+    problem = store.aliases_problem()
+    if problem is not None:
+        yield Check("warn", "作用域别名", problem, "修复 JSON(或删除该文件后重新登记别名)")
+    missing = store.missing()
+    if missing:
+        total = sum(len(lost) for lost in missing.values())
+        where = ",".join(f"{scope} {len(lost)} 条" for scope, lost in missing.items())
+        yield Check(
+            "fail",
+            "被覆盖的记忆",
+            f"{total} 条本服务确认保存过、从未删除或取代的记忆已不在文件里({where}),多半是不加锁的写入者覆盖了文件",
+            RECOVER_HINT,
+        )
+    else:
+        yield Check("ok", "被覆盖的记忆", "写入日志中确认保存的记录都还在")
+    leftovers = store.leftover_tmps()
+    if leftovers:
+        yield Check(
+            "warn",
+            "遗留临时文件",
+            f"{len(leftovers)} 个已退出的写入者留下的临时文件:" + ",".join(os.path.basename(p) for p in leftovers),
+            "无需处理:下次写入(或服务启动)时会自动清除",
+        )
 
 
 def _check_project(settings: config.Settings) -> Check:

@@ -1,7 +1,7 @@
 """The table of human subcommands (`COMMANDS`) and how one runs: settings, lazy import, no traceback.
 
 The first positional word of a command line selects a subcommand (``list``, ``search``, ``get``,
-``forget``, ``export``, ``import``, ``stats``, ``reembed``, ``doctor``). Their bodies live in
+``forget``, ``export``, ``import``, ``stats``, ``reembed``, ``recover``, ``doctor``). Their bodies live in
 `dsh_memory_mcp.cli.commands` (``doctor``'s in `dsh_memory_mcp.cli.doctor`), imported only when one
 actually runs, so parsing and ``--help`` stay light.
 
@@ -235,6 +235,22 @@ _BUILTIN: tuple[Command, ...] = (
         "改之前先备份(<文件>.dsh-memory-mcp-<时间>.bak);再运行一次不改任何东西。--remove 原样撤销。\n"
         "--url:写成连接正在运行的 serve 的 URL 条目(带 Authorization: Bearer 令牌,令牌取自 <store>/serve.json\n"
         "或 DSH_MEMORY_TOKEN;文件改为 0600);不支持 URL 的宿主照旧写 stdio 命令(它会自动中继到 serve)。",
+    ),
+    Command(
+        "recover",
+        "恢复被不加锁的写入者覆盖掉的记忆(按写入日志原样恢复)",
+        _runner("recover"),
+        extra_options=(
+            Option(("--dry-run",), "dry_run", help="只列出会恢复哪些记忆,不写任何文件"),
+            _SCOPE,
+            _PATH,
+            _JSON,
+        ),
+        usage=("recover [--dry-run] [--scope SCOPE | --path DIR] [--json]",),
+        details="本服务每次确认的保存、取代、删除都先记入记忆库里的写入日志(.journal/)。不加锁、整份重写文件的\n"
+        "写入者(如用旧快照覆盖文件的 DSH 插件)可能把它们抹掉;recover 在作用域锁内把「确认保存过、从未被本服务\n"
+        "删除或取代、如今不在文件里」的记录按写入时的原样追加回去。被删除或取代的记录永远不会被带回。\n"
+        "缺省处理所有作用域。stats 与 doctor 会报告有多少条可恢复。",
     ),
     Command(
         "doctor",

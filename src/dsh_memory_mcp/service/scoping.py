@@ -68,8 +68,12 @@ class ScopeResolver:
             raise InvalidArgument(f"path 必须是非空的目录路径(收到 {show(value)});不需要时省略。", code="PATH_INVALID")
         return value
 
-    def path_scope(self, path: str, scope: str | None) -> str:
-        """`path` given: its project key; `scope` may only agree with it or name an alias for it."""
+    def path_scope(self, path: str, scope: str | None, *, register: bool = True) -> str:
+        """`path` given: its project key; `scope` may only agree with it or name an alias for it.
+
+        A custom `scope` name is registered as an alias of the path only when `register` (writes):
+        a read writes nothing at all, so it only checks that the name is valid.
+        """
         key = project_key(path, self.ctx.project_dir)
         if scope is None:
             return key
@@ -91,7 +95,8 @@ class ScopeResolver:
                 )
             return key
         name = normalise_custom_name(scope, code="SCOPE_NAME_INVALID")
-        self.store.register_alias(name, key)
+        if register:
+            self.store.register_alias(name, key)
         return key
 
     def write_scope(self, scope_value: Any, path_value: Any) -> str:
@@ -111,7 +116,7 @@ class ScopeResolver:
         scope = self.scope_arg(scope_value)
         path = self.path_arg(path_value)
         if path is not None:
-            return [self.path_scope(path, scope)]
+            return [self.path_scope(path, scope, register=False)]
         if scope is None:
             return [self.current_project, GLOBAL]
         if scope.lower() in ALL_SCOPES:

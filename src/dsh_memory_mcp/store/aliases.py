@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
 from dsh_memory_mcp.errors import ScopeError, StoreError
-from dsh_memory_mcp.store import scopes, writing
+from dsh_memory_mcp.store import fileio, scopes, writing
 from dsh_memory_mcp.store.layout import ALIASES_FILE, StoreLayout
 
 __all__ = ["AliasFile"]
@@ -32,24 +33,55 @@ class AliasFile:
     def __init__(self, layout: StoreLayout, hold: Callable[[str], contextlib.AbstractContextManager[None]]) -> None:
         self.path = layout.aliases_path
         self._hold = hold
+        self._reported: set[tuple[object, str]] = set()
 
     def _read_raw(self) -> dict[str, Any]:
-        """The parsed ``scopes.json``; {} when missing. Raises ValueError/OSError when unusable."""
+        """The parsed ``scopes.json``; {} when missing. Raises ValueError/OSError when unusable.
+
+        Never blocks on a FIFO nor reads a device; nesting too deep for the parser (`RecursionError`)
+        is a ValueError like any other damage.
+        """
         try:
-            with open(self.path, encoding="utf-8") as f:
-                data = json.load(f)
+            with open(fileio.open_regular(self.path), "rb") as f:
+                raw = f.read()
         except FileNotFoundError:
             return {}
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ValueError("不是 UTF-8 文本") from exc
+        except RecursionError as exc:
+            raise ValueError("JSON 嵌套过深") from exc
         if not isinstance(data, dict):
             raise ValueError("顶层不是 JSON 对象")
         return data
 
+    def problem(self) -> str | None:
+        """Why ``scopes.json`` cannot be used (Chinese, with the fix), or None when it is fine or absent."""
+        try:
+            self._read_raw()
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            return (
+                f"作用域别名文件 {self.path} 无法读取或解析({reason}):自定义作用域名暂按没有别名处理,"
+                "登记新别名会被拒绝(不会覆盖该文件)。请修复或删除该文件。"
+            )
+        return None
+
     def read(self) -> dict[str, str]:
-        """Alias name → project scope key; {} when missing or unreadable."""
+        """Alias name → project scope key; {} when missing or unreadable (reported once per damage)."""
         try:
             data = self._read_raw()
         except (OSError, ValueError) as exc:
-            logger.warning("无法读取作用域别名文件 %s,暂按没有别名处理:%s", self.path, exc)
+            try:
+                st = os.stat(self.path)
+                version: object = (st.st_ino, st.st_size, st.st_mtime_ns)
+            except OSError:
+                version = None
+            key = (version, str(exc))
+            if key not in self._reported:
+                self._reported.add(key)
+                logger.warning("无法读取作用域别名文件 %s,暂按没有别名处理(不会覆盖该文件):%s", self.path, exc)
             return {}
         return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
 

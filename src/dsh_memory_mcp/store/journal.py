@@ -4,7 +4,7 @@ be noticed and restored.
 Beside writers that ignore the lock (the DSH plugin rewrites a whole scope file from a snapshot
 it loaded earlier), a record we wrote and acknowledged can vanish from its scope file. The file
 cannot tell; this journal can. Every acknowledged write appends one line to
-``<store>/.journal/<YYYYMMDD>[.<n>].jsonl`` (dir 0700, files 0600), fsync-ed before the write is
+``<store>/.journal/<YYYYMMDD>[.<n>].ndjson`` (dir 0700, files 0600), fsync-ed before the write is
 acknowledged:
 
 * ``{"op":"save","scope":…,"id":…,"line":…}`` — after the record is committed (a save, the new
@@ -44,7 +44,7 @@ __all__ = ["JOURNAL_DIR", "Entry", "Journal"]
 logger = logging.getLogger("dsh_memory_mcp.store.journal")
 
 JOURNAL_DIR = ".journal"
-_SEGMENT = re.compile(r"^(?P<day>[0-9]{8})(?:\.(?P<n>[0-9]+))?\.jsonl$")
+_SEGMENT = re.compile(r"^(?P<day>[0-9]{8})(?:\.(?P<n>[0-9]+))?\.ndjson$")
 _O_BINARY: int = getattr(os, "O_BINARY", 0)
 _O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 
@@ -141,10 +141,10 @@ class Journal:
             seg_day, seg_n = _segment_key(name)
             if seg_day == day:
                 n = max(n, seg_n)
-        path = os.path.join(self.dir, f"{day}.{n}.jsonl" if n else f"{day}.jsonl")
+        path = os.path.join(self.dir, f"{day}.{n}.ndjson" if n else f"{day}.ndjson")
         try:
             if os.stat(path).st_size >= self.segment_bytes:
-                path = os.path.join(self.dir, f"{day}.{n + 1}.jsonl")
+                path = os.path.join(self.dir, f"{day}.{n + 1}.ndjson")
         except FileNotFoundError:
             pass
         return path

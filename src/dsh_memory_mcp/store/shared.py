@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import threading
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from dsh_memory_mcp.errors import StoreError
-from dsh_memory_mcp.store import records, scopes, snapshots, writing
+from dsh_memory_mcp.store import fileio, records, scopes, snapshots, writing
 from dsh_memory_mcp.store.aliases import AliasFile
+from dsh_memory_mcp.store.journal import Entry, Journal
 from dsh_memory_mcp.store.layout import ALIASES_FILE, StoreLayout
 from dsh_memory_mcp.store.locks import LockManager
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
@@ -63,6 +66,18 @@ class SaveResult:
     record: Record
     deduped: bool
     superseded: Record | None
+
+
+@dataclass
+class _Change:
+    """What a transaction did, for the journal: records added, ids removed, ids expired."""
+
+    saved: list[Record] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)
+
+
+RECOVER_HINT = "运行 `dsh-memory-mcp recover`(可先加 --dry-run 查看)按原样恢复它们"
 
 
 def _fold(text: str) -> str:
@@ -107,6 +122,10 @@ class SharedStore:
         self._snapshots = SnapshotCache(self.layout)
         self._touches = TouchBuffer(self._apply_touches, clock=clock, delay=touch_delay, interval=touch_interval)
         self._aliases = AliasFile(self.layout, self._locks.hold)
+        self.journal = Journal(self.root)
+        self._checked: dict[str, snapshots.Identity | None] = {}  # scope → identity checked for losses
+        self._reported_missing: set[tuple[str, frozenset[str]]] = set()
+        self._state_lock = threading.Lock()
 
     @property
     def touch_delay(self) -> float:
@@ -126,9 +145,23 @@ class SharedStore:
         """Create the store, ``projects/`` and ``.locks/`` (0o700) and prove them writable
         (`StoreLayout.prepare`).
 
+        Then removes the tmp files dead writers left behind (`fileio.leftover_tmps`).
+
         :raises StoreError: with a Chinese message naming the path and why it is unusable.
         """
         self.layout.prepare()
+        for directory in (self.root, self.layout.projects_dir):
+            self._sweep(directory)
+
+    def _sweep(self, directory: str) -> None:
+        """Remove leftover tmps of dead writers in `directory` (a listdir: cheap next to an fsync)."""
+        removed = fileio.remove_leftover_tmps(directory)
+        if removed:
+            logger.warning("已清除 %d 个已退出的写入者遗留的临时文件(%s)", len(removed), directory)
+
+    def leftover_tmps(self) -> list[str]:
+        """Tmp files of dead writers still in the store (read-only; `prepare` and writes remove them)."""
+        return fileio.leftover_tmps(self.root) + fileio.leftover_tmps(self.layout.projects_dir)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -138,9 +171,98 @@ class SharedStore:
         A missing file gives an empty snapshot. Never raises for bad content: lines that do not
         parse are kept as `CorruptLine` and reported once.
 
-        :raises StoreError: the file exists but cannot be read (permissions, I/O error).
+        When this version of the file lacks records we acknowledged and never removed (an
+        unlocked writer erased them), that is reported once on stderr (`missing`).
+
+        :raises StoreError: the file exists but cannot be read (permissions, I/O error, not a
+            regular file).
         """
-        return self._snapshots.load(self.scope_path(scope), scope)
+        snap = self._snapshots.load(self.scope_path(scope), scope)
+        if self._checked.get(scope, ()) != snap.identity:
+            self._checked[scope] = snap.identity
+            self._report_missing(scope, snap)
+        return snap
+
+    # -- losses to unlocked writers --------------------------------------------------------
+
+    def _confirmed_missing(self, scope: str, snap: ScopeSnapshot) -> list[Entry]:
+        """Records of `scope` we acknowledged and never removed that `snap` lacks — for sure.
+
+        Order matters: the file was read (`snap`), then the journal; a candidate is confirmed
+        by reading the file again and then the journal again. A save is journalled after its
+        commit and a removal before it, so a write racing the check is never taken for a loss.
+        """
+        try:
+            self.journal.refresh()
+            candidates = self.journal.missing(scope, (r.id for r in snap.records))
+            if not candidates:
+                return []
+            again = self._snapshots.load(self.scope_path(scope), scope)
+            present = {r.id for r in again.records}
+            self.journal.refresh()
+            live = self.journal.live(scope)
+        except OSError:
+            return []
+        return [e for e in candidates if e.id not in present and e.id in live]
+
+    def _report_missing(self, scope: str, snap: ScopeSnapshot) -> None:
+        lost = self._confirmed_missing(scope, snap)
+        if not lost:
+            return
+        key = (scope, frozenset(e.id for e in lost))
+        with self._state_lock:
+            if key in self._reported_missing:
+                return
+            self._reported_missing.add(key)
+        logger.warning(
+            "作用域 %s 的文件 %s 中少了 %d 条本服务确认保存过、从未删除或取代的记忆(多半是不加锁的写入者"
+            "用旧快照整体覆盖了文件)。%s。",
+            scope,
+            snap.path,
+            len(lost),
+            RECOVER_HINT,
+        )
+
+    def missing(self, scope: str | None = None) -> dict[str, list[Entry]]:
+        """Acknowledged, never removed records now absent from their scope file, by scope (read-only)."""
+        try:
+            self.journal.refresh()
+        except OSError:
+            return {}
+        wanted = [scope] if scope is not None else self.journal.scopes()
+        found: dict[str, list[Entry]] = {}
+        for name in wanted:
+            lost = self._confirmed_missing(name, self._snapshots.load(self.scope_path(name), name))
+            if lost:
+                found[name] = lost
+        return found
+
+    def recover(self, scope: str | None = None, *, dry_run: bool = False) -> dict[str, list[Entry]]:
+        """Put back, under each scope's lock, the records `missing` finds: their exact lines, appended.
+
+        Never brings back what our tools forgot or superseded (the journal says so), nor a
+        record whose id is on disk again. `dry_run`: only find them. Returns what was (or
+        would be) restored, by scope.
+        """
+        restored: dict[str, list[Entry]] = {}
+        for name, candidates in self.missing(scope).items():
+            if dry_run:
+                restored[name] = candidates
+                continue
+
+            def mutate(snap: ScopeSnapshot, wanted: list[Entry] = candidates) -> tuple[Change | None, list[Entry]]:
+                present = {r.id for r in snap.records}
+                back = [e for e in wanted if e.id not in present]
+                lines = [records.parse_line(entry.line) for entry in back]
+                if all(isinstance(line, Record) for line in lines):
+                    return (Append(tuple(line for line in lines if isinstance(line, Record))) if back else None), back
+                return [*snap.lines, *lines], back
+
+            done = self._transact(name, mutate)
+            if done:
+                restored[name] = done
+                logger.warning("已在作用域 %s 恢复 %d 条被覆盖的记忆", name, len(done))
+        return restored
 
     def discover_scopes(self) -> list[str]:
         """Every scope present on disk: ``global`` (if its file exists), then the others sorted.
@@ -195,6 +317,7 @@ class SharedStore:
         scope: str,
         mutate: Callable[[ScopeSnapshot], tuple[Change | None, T]],
         after: Callable[[T], None] | None = None,
+        journal: Callable[[T], _Change] | None = None,
     ) -> T:
         """One read-modify-write of a scope file under its lock.
 
@@ -206,10 +329,15 @@ class SharedStore:
         The file is read once *before* the lock is taken (readers never lock): a cold parse of a
         big scope inside the lock would make every other writer wait for it. Inside the lock
         the cached version is then only checked, or extended by what others appended.
+
+        `journal` says what the result means for the write journal: removals and expiries are
+        journalled before the commit, added records after it — all before the caller can
+        acknowledge anything, and inside the lock, so the journal's order is the commits' order.
         """
         path = self.scope_path(scope)
         self._snapshots.load(path, scope)
         with self._locks.hold(scope):
+            self._sweep(os.path.dirname(path))
             attempt = 0
             while True:
                 attempt += 1
@@ -217,6 +345,9 @@ class SharedStore:
                 change, result = mutate(snap)
                 if change is None:
                     return result
+                note = journal(result) if journal is not None else None
+                if note is not None:
+                    self._journal(scope, note, before=True)
                 if not self._commit(scope, snap, change, last_try=attempt >= _MAX_REREADS):
                     if attempt >= 2 * _MAX_REREADS:
                         raise StoreError(
@@ -225,9 +356,30 @@ class SharedStore:
                             path=path,
                         )
                     continue
+                if note is not None:
+                    self._journal(scope, note, before=False)
                 if after is not None:
                     after(result)
                 return result
+
+    def _journal(self, scope: str, change: _Change, *, before: bool) -> None:
+        try:
+            if before:
+                self.journal.removed(scope, change.removed, op="forget")
+                self.journal.removed(scope, change.superseded, op="supersede")
+            elif change.saved:
+                self.journal.saved(scope, [(r.id, r.raw) for r in change.saved])
+        except OSError as exc:
+            path = self.journal.dir
+            if before:
+                raise StoreError(
+                    f"无法写入记忆库的写入日志 {path}:{exc.strerror or exc}。本次修改没有提交,文件未改动。", path=path
+                ) from exc
+            raise StoreError(
+                f"记忆已写入,但无法写入记忆库的写入日志 {path}:{exc.strerror or exc}"
+                "(被其他程序覆盖时将无法发现与恢复)。请检查磁盘空间与权限。",
+                path=path,
+            ) from exc
 
     def _commit(self, scope: str, snap: ScopeSnapshot, change: Change, *, last_try: bool) -> bool:
         """The one place a transaction's change reaches the disk; the caller holds the scope lock.
@@ -367,7 +519,13 @@ class SharedStore:
             lines.append(record)
             return lines, SaveResult(record, False, superseded)
 
-        result = self._transact(scope, mutate)
+        def change(result: SaveResult) -> _Change:
+            return _Change(
+                saved=[] if result.deduped else [result.record],
+                superseded=[result.superseded.id] if result.superseded is not None else [],
+            )
+
+        result = self._transact(scope, mutate, journal=change)
         if target is not None and target[0] != scope and result.record.id != target_id:
             superseded = self._expire(target[0], target[1].id)
             result = SaveResult(result.record, result.deduped, superseded)
@@ -388,11 +546,13 @@ class SharedStore:
         if not new:
             return 0, 0
 
+        added: list[Record] = []
+
         def mutate(snap: ScopeSnapshot) -> tuple[Change | None, tuple[int, int]]:
             now = self._clock()
             ids = {r.id for r in snap.records}
             contents = {r.content.strip() for r in snap.records if not r.is_expired(now)}
-            added: list[Record] = []
+            added.clear()
             for record in new:
                 if record.id in ids or (not record.is_expired(now) and record.content.strip() in contents):
                     continue
@@ -402,7 +562,7 @@ class SharedStore:
 
         if dry_run:
             return mutate(self.snapshot(scope))[1]
-        return self._transact(scope, mutate)
+        return self._transact(scope, mutate, journal=lambda _: _Change(saved=list(added)))
 
     def _expire(self, scope: str, record_id: str) -> Record | None:
         """Set ``expiredAt``/``updatedAt`` of a live record to now; None if it is gone or expired."""
@@ -416,7 +576,9 @@ class SharedStore:
                     return lines, changed
             return None, None
 
-        return self._transact(scope, mutate)
+        return self._transact(
+            scope, mutate, journal=lambda changed: _Change(superseded=[changed.id] if changed is not None else [])
+        )
 
     def delete_ids(self, ids: Sequence[str]) -> list[Record]:
         """Remove the records with these full ids, wherever they are; return what was removed.
@@ -462,7 +624,7 @@ class SharedStore:
             except Exception:  # the JSONL delete is done; a sidecar problem must not undo it
                 logger.warning("删除 %s 中的记忆后,on_delete 回调失败", scope, exc_info=True)
 
-        return self._transact(scope, mutate, notify)
+        return self._transact(scope, mutate, notify, journal=lambda gone: _Change(removed=[r.id for r in gone]))
 
     # -- touches ---------------------------------------------------------------------------
 
@@ -509,6 +671,10 @@ class SharedStore:
     def read_aliases(self) -> dict[str, str]:
         """Alias name → project scope key, from ``scopes.json``; {} when missing or unreadable."""
         return self._aliases.read()
+
+    def aliases_problem(self) -> str | None:
+        """Why ``scopes.json`` is unusable (Chinese, with the fix), or None (read-only)."""
+        return self._aliases.problem()
 
     def register_alias(self, name: str, project_key: str) -> None:
         """Record ``name → project_key`` in ``scopes.json``, under the ``scopes.json`` lock.

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_memory_mcp.errors import StoreError
-from dsh_memory_mcp.store import records, scopes
+from dsh_memory_mcp.store import fileio, records, scopes
 from dsh_memory_mcp.store.layout import StoreLayout
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
 from dsh_memory_mcp.store.redact import redacted
@@ -422,7 +422,8 @@ class SnapshotCache:
                 if grown is not None:
                     return grown
             try:
-                with open(path, "rb") as f:
+                # Never a FIFO (would block) or a device (a symlink to /dev/zero reads forever).
+                with open(fileio.open_regular(path), "rb") as f:
                     before = stat_identity(os.fstat(f.fileno()))
                     data = f.read()
                     after = stat_identity(os.fstat(f.fileno()))

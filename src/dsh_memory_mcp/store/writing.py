@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 
 from dsh_memory_mcp.errors import StoreError
@@ -37,8 +38,15 @@ def replace_file(path: str, data: bytes | Iterable[bytes]) -> os.stat_result:
     lines under that identity would hide the append. The tmp is 0o600 (`mkstemp`), so is the
     result. On any failure the tmp is removed and the old file is untouched.
 
+    A symlinked file is written through to its target, and the link kept (`fileio.write_target`);
+    a FIFO, device or directory in its place is refused.
+
     :raises StoreError: from the `OSError`, with the path and the reason in Chinese.
     """
+    try:
+        path = fileio.write_target(path)
+    except OSError as exc:
+        raise StoreError(f"写入 {path} 失败:{exc.strerror or exc}。原文件未改动。", path=path) from exc
     try:
         fd, tmp = fileio.new_tmp(path)
     except OSError as exc:
@@ -107,19 +115,25 @@ def append_bytes(
         created = not os.path.exists(path)
         if created:
             os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
+        # O_NONBLOCK: a FIFO in place of the scope file must not block the open (refused below).
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags, 0o600)
     except OSError as exc:
         raise StoreError(
             f"写入 {path} 失败:{exc.strerror or exc}。原文件未改动;请检查记忆库目录是否存在且可写。", path=path
         ) from exc
     try:
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError(f"写入 {path} 失败:它不是普通文件。原文件未改动。", path=path)
         identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if identity != expect and not (expect is None and st.st_size == 0):
             return st, False, False
         size = st.st_size
         torn = size > 0 and _read_at(fd, size - 1, 1) != b"\n"
         payload = b"\n" + data if torn else data
+        # The lock's ownership check (`LockManager.verify`), right before the bytes go out.
+        fileio.check_guards()
         try:
             fileio.write_all(fd, payload)
             os.fsync(fd)

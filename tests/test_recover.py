@@ -1,0 +1,125 @@
+"""Records erased by an unlocked writer: noticed (stderr once, stats, doctor), and `recover`
+puts back exactly what we acknowledged — never what our tools forgot or superseded."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dsh_memory_mcp.store.records import Record, parse_lines
+from dsh_memory_mcp.store.shared import SharedStore
+from tests.conftest import PYTHON, SRC, subprocess_env
+
+DSH_LINE = (
+    '{"id":"0f0f0f0f-aaaa-4bbb-8ccc-123456789abc","scope":"global","kind":"note","content":"written by DSH",'
+    '"tags":[],"source":{"origin":"dsh"},"createdAt":1,"updatedAt":2,"lastAccessedAt":3,"accessCount":0}'
+)
+
+
+def unlocked_rewrite(store: SharedStore, keep: list[str]) -> None:
+    """What the DSH plugin does: rewrite the whole file from an old snapshot (here: `keep`), no lock."""
+    path = Path(store.scope_path("global"))
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in [*keep, DSH_LINE]), encoding="utf-8")
+    tmp.replace(path)
+
+
+def ids(store: SharedStore) -> list[str]:
+    text = Path(store.scope_path("global")).read_text(encoding="utf-8")
+    return [line.id for line in parse_lines(text) if isinstance(line, Record)]
+
+
+@pytest.fixture
+def erased(store: SharedStore) -> dict[str, Record]:
+    """Five of our records; then one forgotten, one superseded, and an unlocked writer's rewrite
+    that keeps only the first (its snapshot predates the rest)."""
+    made = {name: store.save("global", f"memory {name}").record for name in ("first", "a", "b", "gone", "old")}
+    store.delete_ids([made["gone"].id])
+    made["new"] = store.save("global", "memory new", supersedes=made["old"].id).record
+    unlocked_rewrite(store, [made["first"].raw, made["old"].raw])  # the snapshot still has "old" live
+    return made
+
+
+def test_missing_acknowledged_records_are_found_but_not_what_was_forgotten_or_superseded(
+    store: SharedStore, erased: dict[str, Record]
+):
+    missing = SharedStore(store.root).missing()
+    assert sorted(e.id for e in missing["global"]) == sorted(erased[n].id for n in ("a", "b", "new"))
+
+
+def test_a_server_reading_the_scope_says_so_once_with_the_count_and_the_fix(
+    store: SharedStore, erased: dict[str, Record], caplog: pytest.LogCaptureFixture
+):
+    other = SharedStore(store.root)
+    caplog.set_level(logging.WARNING)
+    other.snapshot("global")
+    other.snapshot("global")
+    Path(store.scope_path("global")).touch()  # a new identity, the same loss: no second report
+    other.snapshot("global")
+    said = [r.getMessage() for r in caplog.records if "recover" in r.getMessage()]
+    assert len(said) == 1 and "少了 3 条" in said[0] and "dsh-memory-mcp recover" in said[0]
+
+
+def test_recover_puts_back_the_exact_lines_and_a_dry_run_writes_nothing(store: SharedStore, erased: dict[str, Record]):
+    path = Path(store.scope_path("global"))
+    before = path.read_bytes()
+    assert {k: len(v) for k, v in SharedStore(store.root).recover(dry_run=True).items()} == {"global": 3}
+    assert path.read_bytes() == before
+    done = SharedStore(store.root).recover()
+    assert sorted(e.id for e in done["global"]) == sorted(erased[n].id for n in ("a", "b", "new"))
+    after = path.read_bytes()
+    assert after.startswith(before)  # everything that was there stays, byte for byte
+    added = after[len(before) :].decode("utf-8").splitlines()
+    assert sorted(added) == sorted(erased[n].raw for n in ("a", "b", "new"))
+    assert erased["gone"].id not in ids(store)
+    assert SharedStore(store.root).missing() == {} and SharedStore(store.root).recover() == {}
+
+
+def run_cli(store_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "-m", "dsh_memory_mcp", *args, "--store-dir", str(store_dir)],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+        input="",
+    )
+
+
+def test_stats_doctor_and_the_recover_command_report_and_restore_the_erased_records(
+    store: SharedStore, store_dir: Path, erased: dict[str, Record]
+):
+    stats = run_cli(store_dir, "stats", "--json")
+    assert stats.returncode == 0, stats.stderr
+    assert json.loads(stats.stdout)["missingAcknowledged"] == {"global": 3}
+    text = run_cli(store_dir, "stats")
+    assert "少了 3 条" in text.stdout and "recover" in text.stdout
+    doctor = run_cli(store_dir, "doctor")
+    assert "被覆盖的记忆" in doctor.stdout and "3 条" in doctor.stdout and "recover" in doctor.stdout
+    dry = run_cli(store_dir, "recover", "--dry-run")
+    assert dry.returncode == 0 and "将恢复 3 条" in dry.stdout
+    assert sorted(ids(store)) == sorted([erased["first"].id, erased["old"].id, "0f0f0f0f-aaaa-4bbb-8ccc-123456789abc"])
+    real = run_cli(store_dir, "recover", "--json")
+    assert real.returncode == 0, real.stderr
+    assert sorted(json.loads(real.stdout)["restored"]["global"]) == sorted(erased[n].id for n in ("a", "b", "new"))
+    assert json.loads(run_cli(store_dir, "stats", "--json").stdout)["missingAcknowledged"] == {}
+
+
+@pytest.mark.slow
+def test_the_coexist_scenario_loses_acknowledged_saves_and_recover_brings_every_one_back():
+    script = Path(SRC).parent / "scripts" / "acceptance_coexist.py"
+    proc = subprocess.run(
+        [PYTHON, str(script), "--writers", "4", "--per-writer", "6", "--unlocked", "10", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=300,
+    )
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "✗" not in proc.stdout
+    assert "recover 之后加锁写者 24/24 条(仍缺 0)" in proc.stdout
