@@ -60,3 +60,21 @@ def test_old_and_excess_segments_are_pruned_but_never_the_newest(tmp_path: Path)
     assert sum((folder / n).stat().st_size for n in names) <= 2000 + 500
     journal.refresh()
     assert "id-39" in journal.live("global") and "old" not in journal.live("global")
+
+
+def test_segments_of_past_days_keep_only_the_saves_that_are_still_live(tmp_path: Path):
+    folder = tmp_path / ".journal"
+    folder.mkdir(mode=0o700)
+    (folder / "20000101.ndjson").write_text(
+        '{"t":1,"op":"save","scope":"global","id":"kept","line":"{\\"id\\":\\"kept\\"}"}\n'
+        '{"t":2,"op":"save","scope":"global","id":"secret","line":"{\\"id\\":\\"secret\\",\\"content\\":\\"pin 1234\\"}"}\n'
+        '{"t":3,"op":"forget","scope":"global","ids":["secret"]}\n'
+    )
+    journal = Journal(str(tmp_path), max_age=1e6)
+    journal.saved("global", [("today", '{"id":"today"}')])
+    journal.prune()
+    old = (folder / "20000101.ndjson").read_text()
+    assert "pin 1234" not in old and '"kept"' in old
+    fresh = Journal(str(tmp_path))
+    fresh.refresh()
+    assert sorted(fresh.live("global")) == ["kept", "today"]

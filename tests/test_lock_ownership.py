@@ -41,7 +41,8 @@ class Child:
             text=True,
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
@@ -67,6 +68,7 @@ class Child:
             self.proc.send_signal(signal.SIGCONT)
             self.proc.kill()
         self.proc.wait(timeout=10)
+        self._pump_thread.join(timeout=10)
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()

@@ -8,6 +8,8 @@ Usage: ``python lock_stall_worker.py MODE ARGS...``; one line per event on stdou
   if the save was acknowledged, else ``error <CODE>``.
 * ``saves ROOT SCOPE N STALE_AFTER`` — save N records (content ``"B #<i>"``) with locks judged
   stale after STALE_AFTER seconds; prints ``ack <id>`` or ``error <CODE>`` per save, then ``done``.
+* ``soak ROOT TAG SCOPE…`` — save ``"<TAG> #<i>"`` round-robin into the scopes until killed;
+  prints ``ack <scope-index> <id>`` after each acknowledged save (the crash-consistency soak).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ def main(argv: list[str]) -> int:
 
     mode, root, scope = argv[0], argv[1], argv[2]
     store = SharedStore(root)
+    store.touch_delay = 3600.0
     if mode == "stall":
         stopped = []
 
@@ -53,6 +56,18 @@ def main(argv: list[str]) -> int:
                 print(f"ack {result.record.id}", flush=True)
         print("done", flush=True)
         return 0
+    if mode == "soak":
+        tag, names = argv[2], argv[3:]
+        i = 0
+        while True:
+            k = i % len(names)
+            try:
+                result = store.save(names[k], f"{tag} #{i}")
+            except DshMemoryError as exc:
+                print(f"error {exc.code}", flush=True)
+            else:
+                print(f"ack {k} {result.record.id}", flush=True)
+            i += 1
     print(f"unknown mode {mode!r}", file=sys.stderr)
     return 2
 

@@ -22,6 +22,9 @@ a loss); `recover` restores them byte-for-byte.
 
 Bounded: segments older than ``max_age`` days are removed, and the oldest ones while the
 journal is larger than ``max_bytes`` (never the newest). A pruned save is simply forgotten.
+Segments of past days are compacted to the saves still live, so the text of a record our tools
+forgot leaves the journal within a day. `prune` runs at `SharedStore.prepare` and every 500
+appends.
 Standard library only.
 """
 
@@ -157,11 +160,10 @@ class Journal:
         return sorted((n for n in names if _SEGMENT.match(n)), key=_segment_key)
 
     def prune(self) -> list[str]:
-        """Remove segments past `max_age`, then the oldest while over `max_bytes`; never the newest."""
+        """Remove segments past `max_age`, then the oldest while over `max_bytes` (never the newest);
+        then compact past days' segments (`_compact`). Returns the removed segment names."""
         removed: list[str] = []
         names = self._segments()
-        if len(names) <= 1:
-            return removed
         sizes: dict[str, int] = {}
         cutoff = time.strftime("%Y%m%d", time.gmtime(time.time() - self.max_age * 86400))
         for name in names:
@@ -181,7 +183,46 @@ class Journal:
             with self._lock:
                 self._offsets.clear()
                 self._live.clear()
+        self._compact()
         return removed
+
+    def _compact(self) -> None:
+        """Rewrite the segments of past (UTC) days keeping only the saves that are still live.
+
+        So the text of a forgotten or superseded record does not linger until its segment ages
+        out: it is gone from the journal within a day. Today's segments (the ones writers append
+        to) are never rewritten.
+        """
+        today = time.strftime("%Y%m%d", time.gmtime())
+        old = [name for name in self._segments() if _segment_key(name)[0] < today]
+        if not old:
+            return
+        self.refresh()
+        with self._lock:
+            live = {(scope, rid) for scope, entries in self._live.items() for rid in entries}
+        changed = False
+        for name in old:
+            path = os.path.join(self.dir, name)
+            try:
+                fd = fileio.open_regular(path, follow=False)
+                with open(fd, "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            kept = [raw for raw in data.split(b"\n") if raw and _keeps(raw, live)]
+            payload = b"".join(raw + b"\n" for raw in kept)
+            if payload == data:
+                continue
+            try:
+                tmp_fd, tmp = fileio.new_tmp(path)
+                fileio.commit(tmp_fd, tmp, path, payload)
+            except OSError:
+                continue
+            changed = True
+        if changed:
+            with self._lock:
+                self._offsets.clear()
+                self._live.clear()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -253,6 +294,15 @@ class Journal:
         with self._lock:
             live = self._live.get(scope, {})
             return [entry for rid, entry in live.items() if rid not in ids]
+
+
+def _keeps(raw: bytes, live: set[tuple[str, str]]) -> bool:
+    """Whether a journal line of a past day survives compaction: only saves still live."""
+    try:
+        item = json.loads(raw.decode("utf-8", "surrogatepass"))
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(item, dict) and item.get("op") == "save" and (item.get("scope"), item.get("id")) in live
 
 
 def _now_ms() -> int:

@@ -152,6 +152,10 @@ class SharedStore:
         self.layout.prepare()
         for directory in (self.root, self.layout.projects_dir):
             self._sweep(directory)
+        try:
+            self.journal.prune()
+        except OSError as exc:  # a journal we cannot tidy must not stop the server
+            logger.warning("整理写入日志 %s 失败:%s", self.journal.dir, exc)
 
     def _sweep(self, directory: str) -> None:
         """Remove leftover tmps of dead writers in `directory` (a listdir: cheap next to an fsync)."""
