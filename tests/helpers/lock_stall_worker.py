@@ -2,9 +2,10 @@
 
 Usage: ``python lock_stall_worker.py MODE ARGS...``; one line per event on stdout. Modes:
 
-* ``stall ROOT SCOPE`` — save one record into SCOPE, but stop this very process (SIGSTOP)
-  immediately before the commit renames the new file into place, i.e. while it holds the scope
-  lock (`fileio.guard` runs right there). Prints ``stopping``; after SIGCONT prints ``ack <id>``
+* ``stall ROOT SCOPE`` — save one record into SCOPE superseding its first record (so the file is
+  rewritten, not appended to), but stop this very process (SIGSTOP) immediately before the
+  commit renames the new file into place, i.e. while it holds the scope lock (`fileio.guard`
+  runs right there). Prints ``stopping``; after SIGCONT prints ``ack <id>``
   if the save was acknowledged, else ``error <CODE>``.
 * ``saves ROOT SCOPE N STALE_AFTER`` — save N records (content ``"B #<i>"``) with locks judged
   stale after STALE_AFTER seconds; prints ``ack <id>`` or ``error <CODE>`` per save, then ``done``.
@@ -36,9 +37,10 @@ def main(argv: list[str]) -> int:
                 print("stopping", flush=True)
                 os.kill(os.getpid(), signal.SIGSTOP)
 
+        target = store.snapshot(scope).records[0].id  # a supersede: the scope file is rewritten
         try:
             with fileio.guard(stop_once):
-                result = store.save(scope, "A: the stalled holder's record")
+                result = store.save(scope, "A: the stalled holder's record", supersedes=target)
         except DshMemoryError as exc:
             print(f"error {exc.code}", flush=True)
             return 0
