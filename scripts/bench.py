@@ -885,7 +885,7 @@ def run_semantic(args: argparse.Namespace) -> int:
                     scores, stats = hybrid(store, ids, settings)
                     calibrations.append(f"{name}: " + " | ".join(stats["calibration"] or ["(none)"]))
                 lines.append(scores.line(name) + f"  [{time.perf_counter() - t0:.1f} s]")
-                if scores.missed:
+                if scores.missed and settings is not None:
                     lines.append("    missed: " + ", ".join(scores.missed))
             finally:
                 store.close()
