@@ -6,6 +6,7 @@ with httpx and checks the store files on disk. The browser side is tests/test_we
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Iterator
@@ -308,6 +309,18 @@ def test_import_dry_run_writes_nothing_and_apply_adds_exactly_what_it_announced(
     again = post(client, "/api/import", {"text": text, "scope": scope, "dryRun": True}).json()
     assert (again["added"], again["existing"]) == (0, 3)
     assert existing in on_disk(server, scope)
+
+
+def test_an_import_file_that_is_not_utf8_is_checked_line_by_line_like_the_cli(server: WebServer, client: httpx.Client):
+    scope = "web-import-bytes"
+    good = new_record(scope=scope, content="好的一行", now=1).raw.encode("utf-8")
+    bad = new_record(scope=scope, content="坏的一行", now=2).raw.encode("utf-8").replace("坏".encode(), b"\xff\xfe")
+    data = base64.b64encode(good + b"\n" + bad + b"\n").decode("ascii")
+    r = post(client, "/api/import", {"data": data, "scope": scope, "dryRun": False})
+    assert r.status_code == 200, r.text
+    assert (r.json()["added"], r.json()["bad"]) == (1, 1)
+    assert r.json()["problems"][0].startswith("第 2 行不是 UTF-8 文本")
+    assert [x["content"] for x in on_disk(server, scope).values()] == ["好的一行"]
 
 
 def test_export_downloads_the_scope_lines_byte_for_byte(server: WebServer, client: httpx.Client):

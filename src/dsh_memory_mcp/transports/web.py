@@ -19,6 +19,7 @@ without inline script, ``nosniff`` and ``no-referrer``; the page renders memory 
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import hmac
@@ -60,7 +61,8 @@ log = logging.getLogger("dsh_memory_mcp.transports.web")
 WEB_CLIENT = "web"
 #: The session cookie's name is this plus the port: two `serve`s on one host keep their own.
 COOKIE_PREFIX = "dsh_memory_session_"
-#: Largest JSON body of an ordinary API call, and of an import (the file travels inside the JSON).
+#: Largest JSON body of an ordinary API call, and of an import (the file travels inside the JSON,
+#: base64: a 16 MB file is ~21 MB of body).
 JSON_MAX_BYTES = 1 << 20
 IMPORT_MAX_BYTES = 32 << 20
 
@@ -510,15 +512,15 @@ class _Web:
 
     async def import_(self, request: Request) -> Response:
         body = await self.json_body(request, IMPORT_MAX_BYTES)
-        text = body.get("text")
-        if not isinstance(text, str):
-            return _error(400, "IMPORT_EMPTY", "text 必须是导入文件的内容(字符串)。")
+        data = _import_bytes(body)
+        if data is None:
+            return _error(400, "IMPORT_EMPTY", "需要导入文件的内容:data(base64 编码的文件字节)或 text(文本)。")
         dry_run = body.get("dryRun", True) is not False
         scope = body.get("scope")
         scope = scope if isinstance(scope, str) and scope.strip() else GLOBAL
 
         def work() -> Response:
-            plan = transfer.plan_import(text.encode("utf-8", "surrogatepass"))
+            plan = transfer.plan_import(data)
             target = GLOBAL
             if plan.graph:
                 if scope.strip().lower() in ("all", "*"):
@@ -547,6 +549,20 @@ class _Web:
             )
 
         return await run_in_threadpool(work)
+
+
+def _import_bytes(body: Mapping[str, Any]) -> bytes | None:
+    """The import file's bytes: ``data`` (base64, exact bytes) or ``text`` (a string)."""
+    data, text = body.get("data"), body.get("text")
+    if isinstance(data, str):
+        try:
+            return base64.b64decode(data, validate=True)
+        except ValueError:
+            return None
+    if isinstance(text, str):
+        # A lone surrogate (JSON allows one) stays invalid UTF-8, so its line is reported, not imported.
+        return text.encode("utf-8", "surrogatepass")
+    return None
 
 
 def _expired(entry: Mapping[str, Any], now: int) -> bool:

@@ -523,7 +523,17 @@ async function readImportFile() {
     $("import-error").textContent = `文件太大(${fmtSize(file.size)}),一次最多导入 ${fmtSize(limit)}。`;
     return null;
   }
-  return { name: file.name, text: await file.text() };
+  // The exact bytes, base64: the server checks UTF-8 line by line, as the import command does
+  // (file.text() would silently turn bad bytes into U+FFFD).
+  return { name: file.name, data: toBase64(new Uint8Array(await file.arrayBuffer())) };
+}
+
+function toBase64(bytes) {
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    binary += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(binary);
 }
 
 async function runImport(dryRun) {
@@ -534,11 +544,11 @@ async function runImport(dryRun) {
       if (!$("import-error").textContent) $("import-error").textContent = "请先选择要导入的文件。";
       return;
     }
-    state.importText = picked.text;
+    state.importText = picked.data;
     state.importName = picked.name;
   }
   if (state.importText === null) return;
-  const body = { text: state.importText, scope: $("import-scope").value, dryRun };
+  const body = { data: state.importText, scope: $("import-scope").value, dryRun };
   const data = await api("/api/import", { method: "POST", body });
   if (!data.ok) {
     $("import-error").textContent = `${data.code}:${data.message}`;
