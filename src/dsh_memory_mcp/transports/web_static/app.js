@@ -346,6 +346,7 @@ function renderCard(r) {
   meta.append(el("span", { text: `访问 ${r.accessCount || 0} 次` }));
   const who = sourceLabel(r.source);
   if (who) meta.append(el("span", { text: `来源 ${who}` }));
+  if (r.truncated) meta.append(el("span", { text: `全文 ${r.contentChars} 字,点「查看/编辑」看全部` }));
   meta.append(el("code", { text: r.shortId }));
   return el(
     "li",
