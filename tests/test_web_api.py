@@ -349,3 +349,17 @@ def test_the_overview_counts_live_expired_and_corrupt_lines_per_scope(server: We
     rows = {row["scope"]: row for row in client.get("/api/overview").json()["scopes"]}
     assert (rows[scope]["live"], rows[scope]["expired"], rows[scope]["corrupt"]) == (2, 1, 1)
     assert keep in on_disk(server, scope)
+
+
+def test_the_overview_counts_acknowledged_records_another_writer_erased(server: WebServer, client: httpx.Client):
+    scope = "web-vanished"
+    lost = saved(server, scope, "被不加锁的写入者覆盖掉的一条")
+    kept = saved(server, scope, "留下的一条")
+    path = server.store_dir / scope_file_relpath(scope)
+    [keep] = [line for line in path.read_text(encoding="utf-8").splitlines() if kept in line]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(keep + "\n", encoding="utf-8")  # a whole-file rewrite from an old view, no lock
+    tmp.replace(path)
+    body = client.get("/api/overview").json()
+    assert body["vanished"] == 1
+    assert lost not in on_disk(server, scope)

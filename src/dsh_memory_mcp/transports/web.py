@@ -354,10 +354,19 @@ class _Web:
                 "aliases": store.read_aliases(),
                 "unattributedFiles": transfer.unattributed_files(store),
                 "vectors": self.vector_state(),
+                "vanished": self.vanished(),
                 "importMaxBytes": IMPORT_MAX_BYTES // 2,
             }
 
         return _json(await run_in_threadpool(work))
+
+    def vanished(self) -> int | None:
+        """Records this store acknowledged that another writer's overwrite lost (`recover` puts them back)."""
+        try:
+            return sum(len(entries) for entries in self.service.store.missing().values())
+        except Exception:  # a health number must not break the page
+            log.warning("web: counting vanished records failed", exc_info=True)
+            return None
 
     def vector_state(self) -> dict[str, Any]:
         channel = self.service.vectors

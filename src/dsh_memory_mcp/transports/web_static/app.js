@@ -232,10 +232,13 @@ function renderHealth() {
     rows.push(["向量检索", "关闭(仅词法检索)"]);
     if (vec.reason) rows.push(["原因", vec.reason]);
   }
-  if (typeof data.vanished === "number") rows.push(["待恢复", `${data.vanished} 条(可运行 recover)`]);
+  if (typeof data.vanished === "number") rows.push(["被覆盖丢失", `${data.vanished} 条`]);
   $("health").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
   const warnings = [];
   if (t.corrupt) warnings.push(`有 ${t.corrupt} 行损坏的记录:已原样保留,可用 doctor 检查。`);
+  if (data.vanished) {
+    warnings.push(`${data.vanished} 条确认保存过的记忆被别的写入者覆盖掉了:运行 dsh-memory-mcp recover 可按原样找回。`);
+  }
   for (const path of data.unattributedFiles || []) warnings.push(`无法确定作用域的文件:${path}`);
   $("health-warnings").replaceChildren(...warnings.map((w) => el("li", { text: w })));
 }
