@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -152,13 +153,22 @@ def test_list_prints_exactly_the_tools_text_and_json_prints_its_structured_conte
     for argv, tool_args in cases:
         expected = service.call("memory_list", tool_args)
         result = run(project, "list", *argv)
-        assert (result.returncode, result.stdout, result.stderr) == (0, expected.text + "\n", ""), argv
+        # At a terminal: `(scope · kind)` instead of `(scope/kind)`, a space before the kind in the count.
+        human = re.sub(r"^\((.+)/(\w+)\) ", r"(\1 · \2) ", expected.text, flags=re.M)
+        human = re.sub(r"条(\w+) 类记忆", r"条 \1 类记忆", human)
+        assert (result.returncode, result.stdout, result.stderr) == (0, human + "\n", ""), argv
         as_json = run(project, "list", *argv, "--json")
         assert as_json.returncode == 0
         assert json.loads(as_json.stdout) == expected.structured
         assert as_json.stdout.count("\n") == 1  # one object, one line
     text = run(project, "list", "--scope", "all").stdout
     assert "the editor theme is light" not in text  # superseded: hidden, like the tool
+    assert "\n(global · preference) the editor theme is dark\n" in text
+    assert f"\n(project:{project} · decision) This project uses uv for packaging\n" in text
+    kind = run(project, "list", "--scope", "global", "--kind", "preference").stdout
+    assert kind.startswith("共 1 条 preference 类记忆(范围:global")
+    none = run(project, "list", "--scope", "global", "--kind", "rule").stdout
+    assert none == "没有 rule 类记忆(范围:global)\n"
 
 
 def test_a_tool_error_is_its_text_on_stderr_or_the_error_object_with_json_and_exit_1(
@@ -183,9 +193,9 @@ def test_search_finds_with_the_tools_ranking_and_counts_the_hit(store: SharedSto
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"找到 1 条记忆(检索范围:{project} [来自 DSH_MEMORY_PROJECT], global)"
-    assert lines[2].endswith("(global/procedure) Docker images are built with buildx")
+    assert lines[2].endswith("(global · procedure) Docker images are built with buildx")
     assert lines[3] == f"  id={ids['docker'][:8]} tags=docker updated=" + lines[3].split("updated=")[1]
-    assert lines[-1] == "提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。"
+    assert lines[-1] == "提示:需要完整内容时运行 dsh-memory-mcp get <上面的 8 位 id 前缀>。"
     as_json = json.loads(run(project, "search", "buildx", "--topk=1", "--scope", "all", "--json").stdout)
     assert as_json["count"] == 1 and as_json["records"][0]["id"] == ids["docker"]
     # The hits were touched like the tool's (flushed when the command closed the store).
@@ -204,7 +214,10 @@ def test_get_takes_ids_and_prefixes_as_positionals_and_reports_the_missing(
     ids = seed(store, project)
     expected = service_for(store_dir, project).call("memory_get", {"ids": [ids["old"][:8], ids["uv"], "deadbeef00"]})
     result = run(project, "get", ids["old"][:8], ids["uv"], "deadbeef00")
-    assert (result.returncode, result.stdout) == (0, expected.text + "\n")
+    human = re.sub(r"^\((.+)/(\w+)\) ", r"(\1 · \2) ", expected.text, flags=re.M)
+    # One id is missing: what was found is printed, and the exit code says not everything was.
+    assert (result.returncode, result.stdout) == (1, human + "\n")
+    assert run(project, "get", ids["old"][:8], ids["uv"]).returncode == 0
     assert "(已被取代/过期,检索中不再出现)" in result.stdout
     assert "未找到:deadbeef00" in result.stdout
     as_json = json.loads(run(project, "get", ids["foreign"], "--json").stdout)
@@ -430,8 +443,9 @@ def test_reembed_rebuilds_one_vector_per_live_record_with_a_progress_bar(
         result = run(project, "reembed", **vectors_on)
         assert result.returncode == 0, result.stderr
         assert result.stdout == ""
-        assert "\r[" + "." * 30 + "] 0/45" in result.stderr
-        assert "\r[" + "#" * 30 + "] 45/45\n" in result.stderr
+        # stderr is a pipe here, not a terminal: plain progress lines, no \r redraws.
+        assert "\r" not in result.stderr
+        assert f"{P}进度 0/45\n" in result.stderr and f"{P}进度 45/45\n" in result.stderr
         assert result.stderr.splitlines()[-1].startswith(f"{P}重建完成:3 个作用域,写入 45 条向量(model=")
         now = now_ms()
         for scope in store.discover_scopes():

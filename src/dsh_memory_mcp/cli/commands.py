@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 from dsh_memory_mcp import config
 from dsh_memory_mcp.errors import DshMemoryError, EmbeddingUnavailable
 from dsh_memory_mcp.service import health, transfer
-from dsh_memory_mcp.store import scopes
+from dsh_memory_mcp.store import records, scopes
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.service.tools import MemoryService, ToolResult
@@ -190,8 +191,26 @@ def _tool_error(call: Call, result: ToolResult) -> int:
     if call.flag("json"):
         call.print(json.dumps(result.structured, ensure_ascii=False))
     else:
-        call.note(*result.text.splitlines())
+        call.note(*human_text(result.text).splitlines())
     return EXIT_FAIL
+
+
+_KINDS = "|".join(records.KINDS)
+#: `(project:/x/y/rule)` reads like a path: at a terminal the scope and the kind get a visible separator.
+_SCOPE_KIND = re.compile(rf"^(\[[0-9.]+\] )?\((.+)/({_KINDS})\)(?= )", re.M)
+_COUNT_KIND = re.compile(rf"(共 \d+ 条|没有)({_KINDS}) 类记忆")
+
+
+def human_text(text: str) -> str:
+    """A tool's text as a person at a terminal reads it (the MCP tools keep theirs unchanged):
+    ``(scope · kind)``, a space before the kind in counts, and the CLI command instead of the tool
+    name in the search footer."""
+    text = _SCOPE_KIND.sub(lambda m: f"{m.group(1) or ''}({m.group(2)} · {m.group(3)})", text)
+    text = _COUNT_KIND.sub(lambda m: f"{m.group(1)} {m.group(2)} 类记忆", text)
+    return text.replace(
+        "提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。",
+        f"提示:需要完整内容时运行 {PROG} get <上面的 8 位 id 前缀>。",
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -201,7 +220,7 @@ def _tool_error(call: Call, result: ToolResult) -> int:
 def _show(call: Call, result: ToolResult) -> int:
     if result.is_error:
         return _tool_error(call, result)
-    call.print(json.dumps(result.structured, ensure_ascii=False) if call.flag("json") else result.text)
+    call.print(json.dumps(result.structured, ensure_ascii=False) if call.flag("json") else human_text(result.text))
     return EXIT_OK
 
 
@@ -261,7 +280,10 @@ def cmd_get(call: Call) -> int:
     if _store_missing(call):
         return EXIT_FAIL
     with _service(call, create=False) as service:
-        return _show(call, service.call("memory_get", {"ids": list(call.args)}))
+        result = service.call("memory_get", {"ids": list(call.args)})
+        code = _show(call, result)
+        # A script asking for ids must be able to tell that one is not there (the text says which).
+        return EXIT_FAIL if code == EXIT_OK and result.structured.get("missing") else code
 
 
 def cmd_forget(call: Call) -> int:
@@ -352,6 +374,9 @@ def cmd_import(call: Call) -> int:
             target = resolved_target
         outcome = transfer.apply_import(service.store, plan, target, now=service.clock())
         call.note(f"导入完成:新增 {outcome.added} 条,已存在 {outcome.existing} 条,跳过 {outcome.bad} 行")
+        if not outcome.added and not outcome.existing:
+            call.note(f"❌ {source} 里没有一行可导入的记录(本服务 export 的记录行,或 MCP memory 知识图谱 JSONL)")
+            return EXIT_FAIL
         if outcome.added and call.settings.vector.usable:
             call.note(f"ℹ️ 新记录的向量由运行中的服务在后台补齐,也可以运行 {PROG} reembed")
         return EXIT_OK
@@ -542,14 +567,27 @@ def cmd_reembed(call: Call) -> int:
 
 
 class _ProgressBar:
-    """``\\r[#####.....] 120/480`` on stderr, redrawn in place; `finish` ends the line."""
+    """On a terminal ``\\r[#####.....] 120/480`` redrawn in place; anywhere else (a log file, CI, a
+    pipe) plain ``进度 120/480`` lines at every tenth, since ``\\r`` there makes one unreadable line."""
 
     def __init__(self, stream: TextIO, width: int = PROGRESS_WIDTH) -> None:
         self.stream = stream
         self.width = width
         self.drawn = False
+        try:
+            self.tty = stream.isatty()
+        except (AttributeError, ValueError, OSError):
+            self.tty = False
+        self.last_step = -1
 
     def __call__(self, done: int, total: int) -> None:
+        if not self.tty:
+            step = 10 if total <= 0 else 10 * min(done, total) // total
+            if step != self.last_step:
+                self.last_step = step
+                self.stream.write(f"{PREFIX}进度 {done}/{total}\n")
+                self.stream.flush()
+            return
         filled = self.width if total <= 0 else min(self.width, self.width * done // total)
         self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}")
         self.stream.flush()

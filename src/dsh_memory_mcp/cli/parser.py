@@ -330,7 +330,10 @@ MCP 配置示例(mcp.json;Claude Code、Cursor、Trae 等格式相同):
       }}
     }}
   }}
-  用 uvx 时:"command": "uvx", "args": ["{PROG}", "--store-dir", "/path/to/.dsh-memory-store"]
+  用 uvx 时(本包不在 PyPI 上,--from 指向源码目录或 git 地址):
+    "command": "uvx",
+    "args": ["--from", "/path/to/dsh-memory-mcp", "{PROG}", "--store-dir", "/path/to/.dsh-memory-store"]
+  最省事:{PROG} setup 把这一条写进本机各宿主的配置(先加 --dry-run 看 diff)。
   IDE 不以工作区为当前目录时,再加 "--project", "<工作区目录>"。
 
 验证部署(stdin 喂空,服务读到 EOF 即以 0 退出;stderr 出现「已启动 {PROG} v{__version__}(stdio)」即成功):
