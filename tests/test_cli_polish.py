@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -101,7 +102,12 @@ def test_the_progress_bar_redraws_on_a_terminal_and_prints_plain_lines_elsewhere
             bar(1, 2)
             bar(2, 2)
             bar.finish()
-        written = os.read(leader, 4096).decode("utf-8")
+        chunks = b""
+        while not chunks.endswith(b"\n"):  # a pty hands the bytes over in pieces
+            ready, _, _ = select.select([leader], [], [], 10)
+            assert ready, f"no more output from the pty after {chunks!r}"
+            chunks += os.read(leader, 4096)
+        written = chunks.decode("utf-8")
     finally:
         os.close(leader)
         os.close(follower)
