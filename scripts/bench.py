@@ -373,6 +373,48 @@ def count_marked(store: Path, scope: str, marker: str) -> int:
     return n
 
 
+def digest_cost(store: Path, project: Path, reps: int = 5) -> dict[str, Any]:
+    """What the memory digest adds to `initialize` (issue 10 goal: <= 5 ms at 10k records).
+
+    `cold_ms`: a fresh `SharedStore` per run, so the digest pays for reading and parsing global and
+    the project, exactly what a just-spawned server does before it answers `initialize`. `warm_ms`:
+    the same store again (snapshots cached), i.e. the filtering and formatting alone. Both the
+    median of `reps` runs, in this process with the server's own code. `chars`: the digest's size.
+    """
+    from dsh_memory_mcp.service import digest
+    from dsh_memory_mcp.store.shared import SharedStore
+
+    key = scopes.project_key(str(project), "/")
+    cold, warm, text = [], [], ""
+    for _ in range(reps):
+        s = SharedStore(str(store))
+        try:
+            t0 = time.perf_counter()
+            text = digest.digest_text(s, key, records.now_ms())
+            t1 = time.perf_counter()
+            digest.digest_text(s, key, records.now_ms())
+            t2 = time.perf_counter()
+        finally:
+            s.close()
+        cold.append(t1 - t0)
+        warm.append(t2 - t1)
+    return {
+        "cold_ms": ms(statistics.median(cold)),
+        "warm_ms": ms(statistics.median(warm)),
+        "chars": len(text),
+        "goal_ms": 5.0,
+    }
+
+
+async def cold_start_digest(p: StdioServerParameters, errlog: Any) -> tuple[float, int]:
+    """Spawn → `initialize` answered, and how long the instructions were (digest on or off)."""
+    t0 = time.perf_counter()
+    async with stdio_client(p, errlog=errlog) as (r, w), ClientSession(r, w) as s:
+        init = await s.initialize()
+        dt = time.perf_counter() - t0
+    return dt, len(init.instructions or "")
+
+
 def cold_read_breakdown(store: Path, project: Path) -> dict[str, Any]:
     """Where the first search's time goes, measured in this process with the server's own code.
 
@@ -593,6 +635,16 @@ def run_size(size: int, tmp: Path, args: argparse.Namespace, floors: dict[str, A
         cold = [retried(cold_start, sp, errlog, what="cold start") for _ in range(3 if quick else 5)]
         row["cold_start_ms"] = ms(statistics.median(cold))
         row["cold_start_ratio"] = round(statistics.median(cold) / floors["sdk_import_s"], 2)
+        row["digest"] = digest_cost(store, project)
+        # The same spawn with the digest on and off, interleaved: the end-to-end view of the same cost
+        # (noisier than `digest.cold_ms`: two ~0.6 s process starts per pair).
+        off = params(store, project, clean_env(tmp, DSH_MEMORY_DIGEST="off"))
+        on_t, off_t = [], []
+        for _ in range(3 if quick else 7):
+            on_t.append(retried(cold_start_digest, sp, errlog, what="cold start (digest on)")[0])
+            off_t.append(retried(cold_start_digest, off, errlog, what="cold start (digest off)")[0])
+        row["digest"]["spawn_on_ms"] = ms(statistics.median(on_t))
+        row["digest"]["spawn_off_ms"] = ms(statistics.median(off_t))
 
         reps = {"search": 20 if quick else 50, "save": 10 if quick else 60, "list": 10 if quick else 30}
         searchable = gen["ids"][scopes.GLOBAL] + gen["ids"][gen["scopes"][1]]
@@ -848,6 +900,14 @@ def print_table(result: dict[str, Any]) -> None:
             f"store snapshot {c['snapshot_ms']} ms + index and first rank {c['index_and_rank_ms']} ms "
             f"= {c['total_ms']} ms"
         )
+    for r in result["sizes"]:
+        d = r.get("digest")
+        if d:
+            print(
+                f"instructions digest size {r['size']}: cold {d['cold_ms']} ms (goal <= {d['goal_ms']} ms -> "
+                f"{'met' if d['cold_ms'] <= d['goal_ms'] else 'MISSED'}), warm {d['warm_ms']} ms, {d['chars']} chars; "
+                f"spawn to initialize {d['spawn_on_ms']} ms with it, {d['spawn_off_ms']} ms with DSH_MEMORY_DIGEST=off"
+            )
     for name, g in result.get("goals", {}).items():
         print(f"goal {name}: {g['value']} (goal {g['goal']}) -> {'met' if g['met'] else 'MISSED'}")
     for r in result["sizes"]:

@@ -68,6 +68,7 @@ MODULES: dict[str, str] = {
     "service.schemas": "each tool's name, description, input/output JSON schemas, annotations",
     "service.tools": "MemoryService: the five tools as plain functions over store + search",
     "service.digest": "initialize instructions: usage guidance + bounded digest of standing memories",
+    "service.feed": "prompts (recall, remember) and memory:// resources, rendered like the tools",
     "service.compose": "composition root: store + vector channel + service, open and close",
     "service.transfer": "export and import of memories (CLI and web page)",
     "service.health": "store numbers for people; store_version from file identities",

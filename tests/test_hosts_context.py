@@ -240,3 +240,25 @@ def test_a_roots_client_gets_a_global_only_digest(tmp_path, store_dir, dirs):
         body = (s.init.instructions or "")[len(digest.USAGE) :]
     assert "提交前必须跑完整测试" in body
     assert "本项目的 API 前缀是 /v2" not in body  # the cwd's project is not the workspace roots will name
+
+
+# -- prompts and resources -------------------------------------------------------------------------
+
+
+def test_prompts_and_resources_follow_the_sessions_roots_in_the_python_client(tmp_path, store_dir, dirs):
+    roots = Roots(dirs["app"].as_uri())
+    params = server_params(store_dir, cwd=dirs["cwd"])
+    with stdio_session(params, tmp_path / "err.log", list_roots_callback=roots) as s:
+        s.call("memory_save", {"content": "应用的数据库是 PostgreSQL 16", "scope": "project"})
+        s.call("memory_save", {"content": "cwd 不该出现", "path": str(dirs["cwd"])})
+        prompts = s.portal.call(s.session.list_prompts)
+        recall = s.portal.call(s.session.get_prompt, "recall", {"topic": "数据库"})
+        listed = s.portal.call(s.session.list_resources)
+        project = s.portal.call(s.session.read_resource, "memory://project")
+    assert [p.name for p in prompts.prompts] == ["recall", "remember"]
+    text = recall.messages[0].content.text
+    assert "PostgreSQL 16" in text and f"{dirs['app']} [来自 客户端 roots]" in text
+    by_uri = {str(r.uri): r for r in listed.resources}
+    assert by_uri["memory://project"].title == f"当前项目的记忆:{dirs['app']}"
+    body = project.contents[0].text
+    assert "PostgreSQL 16" in body and "cwd 不该出现" not in body

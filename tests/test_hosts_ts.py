@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dsh_memory_mcp.store.records import new_record
 from tests.helpers.ts_client import TS_DIR, drive, require_ts_client, sdk_version, stdio_target
 
 TOOLS = ["memory_forget", "memory_get", "memory_list", "memory_save", "memory_search"]
@@ -304,3 +305,64 @@ def test_the_typescript_client_s_roots_name_the_project_and_its_client_info_is_r
     (line,) = (store_dir / "projects").glob("*.jsonl")
     assert json.loads(line.read_text(encoding="utf-8"))["source"] == {"origin": "explicit", "client": "ts-host/9.8.7"}
     assert "(来源:客户端 roots,ts-host/9.8.7)" in (tmp_path / "err.log").read_text(encoding="utf-8")
+
+
+def test_prompts_and_resources_reach_the_typescript_client(tmp_path, store_dir, project):
+    store_dir.mkdir()
+    rows = [
+        new_record(scope="global", content=f"第 {i} 条全局记忆:部署脚本在 ops/ 目录", kind="fact").raw
+        for i in range(120)
+    ]
+    (store_dir / "global.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    rid = json.loads(rows[7])["id"]
+    out = drive(
+        stdio_target(store_dir, tmp_path / "err.log", project=project),
+        [
+            {"op": "listPrompts"},
+            {"op": "getPrompt", "name": "recall", "arguments": {"topic": "部署脚本"}},
+            {"op": "getPrompt", "name": "remember", "arguments": {"what": "周五不发版"}},
+            {"op": "getPrompt", "name": "recall", "arguments": {}},
+            {"op": "listResources"},
+            {"op": "listResourceTemplates"},
+            {"op": "readResource", "uri": "memory://global"},
+            {"op": "readResource", "uri": "memory://project"},
+            {"op": "readResource", "uri": f"memory://record/{rid}"},
+            {"op": "readResource", "uri": "memory://scope/global"},
+            {"op": "readResource", "uri": "memory://nope"},
+        ],
+        workdir=tmp_path,
+    )
+    steps = out["steps"]
+    prompts = steps[0]["result"]["prompts"]
+    assert [(p["name"], p["arguments"][0]["name"]) for p in prompts] == [("recall", "topic"), ("remember", "what")]
+    recall = steps[1]["result"]["messages"][0]
+    assert recall["role"] == "user" and "「部署脚本」" in recall["content"]["text"]
+    assert "部署脚本在 ops/ 目录" in recall["content"]["text"]
+    remember = steps[2]["result"]["messages"][0]["content"]["text"]
+    assert "周五不发版" in remember and "memory_save" in remember and "kind" in remember and "scope" in remember
+    assert steps[3]["threw"]["code"] == -32602 and "topic" in steps[3]["threw"]["message"]
+    first_page = steps[4]["result"]
+    uris = [r["uri"] for r in first_page["resources"]]
+    assert uris[:2] == ["memory://global", "memory://project"] and len(uris) == 100
+    assert first_page["nextCursor"]
+    templates = sorted(t["uriTemplate"] for t in steps[5]["result"]["resourceTemplates"])
+    assert templates == ["memory://record/{id}", "memory://scope/{scope}"]
+    global_text = steps[6]["result"]["contents"][0]["text"]
+    assert global_text.startswith("共 120 条记忆(范围:global")
+    assert steps[7]["result"]["contents"][0]["text"].startswith(f"没有记忆(范围:{project} [来自 --project])")
+    record_text = steps[8]["result"]["contents"][0]["text"]
+    assert record_text.startswith("找到 1 条记忆") and "第 7 条全局记忆" in record_text
+    assert steps[9]["result"]["contents"][0]["text"] == global_text
+    assert steps[10]["threw"]["code"] == -32602 and "UNKNOWN_RESOURCE" in steps[10]["threw"]["message"]
+
+    second = drive(
+        stdio_target(store_dir, tmp_path / "err2.log", project=project),
+        [{"op": "listResources", "cursor": first_page["nextCursor"]}],
+        workdir=tmp_path,
+    )
+    rest = second["steps"][0]["result"]
+    assert len(rest["resources"]) == 22 and "nextCursor" not in rest
+    all_ids = {u[len("memory://record/") :] for u in uris[2:]} | {
+        r["uri"][len("memory://record/") :] for r in rest["resources"]
+    }
+    assert all_ids == {json.loads(row)["id"] for row in rows}

@@ -24,19 +24,35 @@ from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp.shared.exceptions import MCPError
 from mcp.types import (
+    INVALID_PARAMS,
     CallToolResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
     ListRootsRequest,
     ListRootsResult,
     NotificationParams,
+    PaginatedRequestParams,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
     TextContent,
+    TextResourceContents,
     ToolAnnotations,
 )
 from pydantic import ConfigDict
 
 from dsh_memory_mcp import __version__
 from dsh_memory_mcp.config import Settings
-from dsh_memory_mcp.service import digest
+from dsh_memory_mcp.service import digest, feed
 from dsh_memory_mcp.service.compose import close_service, open_service
 from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.render import ToolResult
@@ -193,6 +209,13 @@ class _MemoryServer(MCPServer[Any]):
         low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
         low.add_notification_handler("notifications/roots/list_changed", NotificationParams, self._on_roots_changed)
         low.middleware.append(self._initialize_middleware)
+        # Prompts and resources render with the session's CallContext, so they replace the SDK's
+        # static managers' handlers (the capabilities stay advertised).
+        low.add_request_handler("prompts/list", PaginatedRequestParams, self._list_prompts)
+        low.add_request_handler("prompts/get", GetPromptRequestParams, self._get_prompt)
+        low.add_request_handler("resources/list", PaginatedRequestParams, self._list_resources)
+        low.add_request_handler("resources/templates/list", PaginatedRequestParams, self._list_templates)
+        low.add_request_handler("resources/read", ReadResourceRequestParams, self._read_resource)
 
     # -- sessions ----------------------------------------------------------------------------------
 
@@ -280,6 +303,71 @@ class _MemoryServer(MCPServer[Any]):
         result["instructions"] = self.instructions_for(base, roots_pending=pending)
         log.debug("instructions: 摘要用时 %.1f ms", (time.perf_counter() - t0) * 1000)
         return result
+
+    # -- prompts and resources -------------------------------------------------------------------
+
+    async def _list_prompts(self, ctx: ServerRequestContext[Any, Any], params: Any) -> ListPromptsResult:
+        return ListPromptsResult(
+            prompts=[
+                Prompt(
+                    name=p.name,
+                    title=p.title,
+                    description=p.description,
+                    arguments=[PromptArgument(name=p.argument, description=p.argument_description, required=True)],
+                )
+                for p in feed.PROMPTS
+            ]
+        )
+
+    async def _get_prompt(self, ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams) -> GetPromptResult:
+        call = await self.call_context(ctx)
+        arguments = {k: str(v) for k, v in (params.arguments or {}).items()}
+        try:
+            description, text = await anyio.to_thread.run_sync(
+                lambda: feed.get_prompt(self._service, params.name, arguments, call)
+            )
+        except feed.FeedError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=f"{exc.code}:{exc.message}") from None
+        return GetPromptResult(
+            description=description,
+            messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))],
+        )
+
+    async def _list_resources(self, ctx: ServerRequestContext[Any, Any], params: Any) -> ListResourcesResult:
+        call = await self.call_context(ctx)
+        cursor = getattr(params, "cursor", None)
+        try:
+            items, next_cursor = await anyio.to_thread.run_sync(
+                lambda: feed.list_resources(call, self._service, cursor)
+            )
+        except feed.FeedError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=f"{exc.code}:{exc.message}") from None
+        return ListResourcesResult(
+            resources=[
+                Resource(uri=i.uri, name=i.name, title=i.title, description=i.description, mime_type="text/plain")
+                for i in items
+            ],
+            next_cursor=next_cursor,
+        )
+
+    async def _list_templates(self, ctx: ServerRequestContext[Any, Any], params: Any) -> ListResourceTemplatesResult:
+        return ListResourceTemplatesResult(
+            resource_templates=[
+                ResourceTemplate(uri_template=uri, name=name, description=description, mime_type="text/plain")
+                for uri, name, description in feed.TEMPLATES
+            ]
+        )
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        call = await self.call_context(ctx)
+        uri = str(params.uri)
+        try:
+            text = await anyio.to_thread.run_sync(lambda: feed.read_resource(self._service, uri, call))
+        except feed.FeedError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=f"{exc.code}:{exc.message}", data={"uri": uri}) from None
+        return ReadResourceResult(contents=[TextResourceContents(uri=uri, mime_type="text/plain", text=text)])
 
     # -- tools -------------------------------------------------------------------------------------
 
