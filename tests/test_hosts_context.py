@@ -262,3 +262,24 @@ def test_prompts_and_resources_follow_the_sessions_roots_in_the_python_client(tm
     assert by_uri["memory://project"].title == f"当前项目的记忆:{dirs['app']}"
     body = project.contents[0].text
     assert "PostgreSQL 16" in body and "cwd 不该出现" not in body
+
+
+def test_a_second_start_takes_the_digest_from_the_cache_until_a_file_changes(tmp_path, store_dir, dirs):
+    _seed(store_dir, dirs["flag"])
+    params = server_params(store_dir, project=dirs["flag"])
+    with stdio_session(params, tmp_path / "err1.log") as s:
+        first = s.init.instructions or ""
+    cache_dir = tmp_path / "xdg-state" / "dsh-memory-mcp" / "digest"
+    (entry_path,) = cache_dir.glob("*.json")
+    assert oct(entry_path.stat().st_mode & 0o777) == "0o600"
+    entry = json.loads(entry_path.read_text(encoding="utf-8"))
+    assert entry["text"] and entry["text"] in first
+    entry["text"] = "缓存里的摘要(被测试改过)"  # same file identities: the next start must use it as is
+    entry_path.write_text(json.dumps(entry, ensure_ascii=False), encoding="utf-8")
+    with stdio_session(params, tmp_path / "err2.log") as s:
+        assert s.init.instructions == f"{digest.USAGE}\n\n缓存里的摘要(被测试改过)"
+    with (store_dir / "global.jsonl").open("a", encoding="utf-8") as fh:  # another writer adds a rule
+        fh.write(new_record(scope="global", content="新规则:周五不发版", kind="rule").raw + "\n")
+    with stdio_session(params, tmp_path / "err3.log") as s:
+        third = s.init.instructions or ""
+    assert "新规则:周五不发版" in third and "被测试改过" not in third

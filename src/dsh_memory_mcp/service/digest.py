@@ -9,11 +9,17 @@ most important and most used first, never an expired or superseded record, conte
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import os
+import tempfile
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL
+from dsh_memory_mcp.store.snapshots import identity_of
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.store.shared import SharedStore
@@ -22,6 +28,7 @@ __all__ = [
     "DIGEST_CHARS",
     "STANDING_KINDS",
     "USAGE",
+    "DigestCache",
     "digest_enabled",
     "digest_text",
     "instructions",
@@ -43,6 +50,7 @@ IMPORTANT = 0.8
 DIGEST_CHARS = 1500
 #: One memory's line is cut here so that one long memory cannot fill the digest.
 LINE_CHARS = 200
+log = logging.getLogger("dsh_memory_mcp.service.digest")
 _HEADER = "用户的长期记忆摘要(规则、偏好、决定与重要记忆,按重要度和使用次数排序;完整内容用 memory_get 传 id):"
 
 
@@ -76,17 +84,29 @@ def _line(record: Record, project: str | None) -> str:
     return f"- [{where}·{record.kind}] {text} (id {record.short_id})"
 
 
+def _scopes(project: str | None) -> list[str]:
+    return [GLOBAL] if project is None or project == GLOBAL else [project, GLOBAL]
+
+
 def digest_text(store: SharedStore, project: str | None, now: int, *, limit: int = DIGEST_CHARS) -> str:
     """The digest of global and `project` (a scope key, or None for global only); "" when empty."""
-    scopes = [GLOBAL] if project is None or project == GLOBAL else [project, GLOBAL]
+    return _digest(store, project, now, limit)[0]
+
+
+def _digest(store: SharedStore, project: str | None, now: int, limit: int) -> tuple[str, int | None]:
+    """(digest text, the first future `expiredAt` among the records read, after which it is stale)."""
     seen: set[str] = set()
     records: list[Record] = []
-    for scope in scopes:
+    for scope in _scopes(project):
         for record in store.snapshot(scope).records:
             if record.id not in seen:
                 seen.add(record.id)
                 records.append(record)
-    ranked = standing(records, now)
+    future = [r.expired_at for r in records if r.expired_at is not None and r.expired_at >= now]
+    return _render(standing(records, now), project, limit), (min(future) if future else None)
+
+
+def _render(ranked: list[Record], project: str | None, limit: int) -> str:
     if not ranked:
         return ""
     lines = [_HEADER]
@@ -107,3 +127,73 @@ def digest_text(store: SharedStore, project: str | None, now: int, *, limit: int
 def instructions(digest: str) -> str:
     """The `initialize` instructions: the usage guidance, then the digest when there is one."""
     return USAGE if not digest else f"{USAGE}\n\n{digest}"
+
+
+class DigestCache:
+    """The last digest per (store, project), on disk, valid while the scope files are unchanged.
+
+    Computing a digest means parsing global and the project (~40 ms at 10k records on an idle
+    2-core machine), and it delays the `initialize` answer. So the text is kept in
+    `<dir>/<sha1>.json` with the files' identities `(st_dev, st_ino, st_size, st_mtime_ns)` — the
+    store's own cache key — and the first future `expiredAt` (a record expiring makes it stale).
+    A hit costs two stats and a small read. The server refreshes the entry at exit (`refresh`,
+    after its own writes and touches are flushed), so the next start hits unless another writer
+    changed the files meanwhile. Best effort: any failure falls back to computing.
+    """
+
+    def __init__(self, directory: str | None, store_dir: str) -> None:
+        self.directory = directory
+        self.store_dir = store_dir
+
+    def _path(self, project: str | None) -> str | None:
+        if self.directory is None:
+            return None
+        key = hashlib.sha1(f"{self.store_dir}\0{project or ''}\0{DIGEST_CHARS}".encode()).hexdigest()
+        return os.path.join(self.directory, f"{key}.json")
+
+    def _identities(self, store: SharedStore, project: str | None) -> list[Any]:
+        return [list(ident) if (ident := identity_of(store.scope_path(s))) else None for s in _scopes(project)]
+
+    def get(self, store: SharedStore, project: str | None, now: int) -> str:
+        """The digest: from the cache when still valid, else computed (and the cache refreshed)."""
+        path = self._path(project)
+        if path is not None:
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    entry = json.load(fh)
+                until = entry.get("validUntil")
+                if entry.get("identities") == self._identities(store, project) and (until is None or now < until):
+                    return str(entry["text"])
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                pass
+        return self.refresh(store, project, now)
+
+    def refresh(self, store: SharedStore, project: str | None, now: int) -> str:
+        """Compute the digest and store it with the identities seen before reading."""
+        identities = self._identities(store, project)
+        text, until = _digest(store, project, now, DIGEST_CHARS)
+        path = self._path(project)
+        if path is not None and self.directory is not None:
+            try:
+                os.makedirs(self.directory, mode=0o700, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".digest.", suffix=".tmp")
+                try:
+                    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                        json.dump({"identities": identities, "validUntil": until, "text": text}, fh, ensure_ascii=False)
+                    os.replace(tmp, path)
+                except BaseException:
+                    os.unlink(tmp)
+                    raise
+            except OSError as exc:
+                log.debug("digest cache not written: %s", exc)
+        return text
+
+
+def default_cache_dir() -> str | None:
+    """`<user state dir>/digest` (e.g. `~/.local/state/dsh-memory-mcp/digest`), None if unknown."""
+    try:
+        import platformdirs
+
+        return os.path.join(platformdirs.user_state_dir("dsh-memory-mcp", appauthor=False), "digest")
+    except Exception:
+        return None

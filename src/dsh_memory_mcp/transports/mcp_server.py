@@ -60,7 +60,7 @@ from dsh_memory_mcp.service.schemas import TOOL_SPECS, ToolSpec
 from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.transports.stdio_guard import guarded_stdio
 
-__all__ = ["INSTRUCTIONS", "build_server", "serve"]
+__all__ = ["INSTRUCTIONS", "build_server", "refresh_digests", "serve"]
 
 log = logging.getLogger("dsh_memory_mcp.transports.mcp_server")
 
@@ -192,6 +192,7 @@ class _MemoryServer(MCPServer[Any]):
         *,
         base_context: Callable[[ServerRequestContext[Any, Any]], CallContext] | None = None,
         digest_on: bool | None = None,
+        digest_cache: digest.DigestCache | None = None,
     ) -> None:
         super().__init__(
             name="dsh-memory-mcp",
@@ -205,6 +206,9 @@ class _MemoryServer(MCPServer[Any]):
         self._base = base_context or (lambda _ctx: service.default_context)
         self._digest_on = digest.digest_enabled(os.environ) if digest_on is None else digest_on
         self._sessions: weakref.WeakKeyDictionary[Any, _Session] = weakref.WeakKeyDictionary()
+        self._digest_cache = digest_cache
+        #: The digest keys (project scope key or None) `initialize` used: refreshed at exit.
+        self.digest_projects: set[str | None] = set()
         low = self._lowlevel_server
         low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
         low.add_notification_handler("notifications/roots/list_changed", NotificationParams, self._on_roots_changed)
@@ -283,8 +287,12 @@ class _MemoryServer(MCPServer[Any]):
         if not self._digest_on:
             return INSTRUCTIONS
         project = None if roots_pending else ctx.project
+        self.digest_projects.add(project)
         try:
-            text = digest.digest_text(self._service.store, project, self._service.clock())
+            if self._digest_cache is not None:
+                text = self._digest_cache.get(self._service.store, project, self._service.clock())
+            else:
+                text = digest.digest_text(self._service.store, project, self._service.clock())
         except Exception:
             log.warning("记忆摘要生成失败,instructions 只含用法说明", exc_info=True)
             text = ""
@@ -440,6 +448,7 @@ def build_server(
     *,
     base_context: Callable[[ServerRequestContext[Any, Any]], CallContext] | None = None,
     digest_on: bool | None = None,
+    digest_cache: digest.DigestCache | None = None,
 ) -> MCPServer[Any]:
     """An `MCPServer` exposing the tools of `service` (usable in-process by tests).
 
@@ -448,8 +457,24 @@ def build_server(
         request (`ctx.request` is the Starlette request there). Roots apply only when its
         `project_source` is "cwd".
     :param digest_on: the memory digest in `instructions` (default: `DSH_MEMORY_DIGEST` not off).
+    :param digest_cache: where digests are kept between starts (`serve` uses the user state dir);
+        None computes every time. Call `refresh_digests(server)` at exit to keep it warm.
     """
-    return _MemoryServer(service, base_context=base_context, digest_on=digest_on)
+    return _MemoryServer(service, base_context=base_context, digest_on=digest_on, digest_cache=digest_cache)
+
+
+def refresh_digests(server: MCPServer[Any]) -> None:
+    """At exit: recompute the digests this server handed out, so the next start finds them valid.
+
+    Runs after the service's writes and touches are flushed; never raises (exit must not fail).
+    """
+    if not isinstance(server, _MemoryServer) or server._digest_cache is None or not server._digest_on:
+        return
+    for project in server.digest_projects:
+        try:
+            server._digest_cache.refresh(server._service.store, project, server._service.clock())
+        except Exception as exc:
+            log.debug("digest cache refresh failed: %s", exc)
 
 
 def serve(settings: Settings) -> None:
@@ -458,11 +483,19 @@ def serve(settings: Settings) -> None:
     :raises StoreError: the store directory is unusable (the CLI turns it into a diagnostic).
     """
     service = open_service(settings)
+    server: MCPServer[Any] | None = None
     try:
-        server = build_server(service)
+        server = build_server(service, digest_cache=digest.DigestCache(digest.default_cache_dir(), settings.store_dir))
         log.info("已启动 dsh-memory-mcp v%s(stdio)", __version__)
         if service.vectors is not None:
             service.vectors.start()
         anyio.run(_run_stdio, server)
     finally:
-        close_service(service)
+        try:
+            if server is not None:
+                service.store.flush()  # our touches first: the refreshed digest keys on the final files
+                refresh_digests(server)
+        except Exception as exc:
+            log.debug("digest refresh at exit skipped: %s", exc)
+        finally:
+            close_service(service)
