@@ -446,3 +446,15 @@ def test_doctor_lists_configured_hosts_and_flags_a_missing_executable_and_a_diff
 def test_doctor_without_configured_hosts_says_how_to_set_them_up(fake):
     result = run([PYTHON, "-m", "dsh_memory_mcp", "doctor", "--store-dir", str(fake.store)], fake.env())
     assert "⚠️ 宿主配置:本机没有宿主配置了 dsh-memory ⇒ 运行 dsh-memory-mcp setup" in result.stdout
+
+
+def test_an_executable_inside_uvs_cache_is_written_with_a_warning(fake):
+    script = fake.root / ".cache" / "uv" / "archive-v0" / "abc123" / "bin" / "dsh-memory-mcp"
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        f"#!{PYTHON}\nimport sys\nfrom dsh_memory_mcp.cli.main import main\nsys.exit(main())\n", encoding="utf-8"
+    )
+    script.chmod(0o755)
+    result = run([str(script), "setup", "cursor", "--store-dir", str(fake.store), "--dry-run"], fake.env())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"⚠️ {script} 在 uv 的缓存里" in result.stdout and "pipx install" in result.stdout

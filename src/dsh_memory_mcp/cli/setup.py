@@ -94,6 +94,7 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
     head = "(预演:--dry-run,不写任何文件)" if dry_run else ""
     token: str | None = None
     command, args = launch_command()
+    ephemeral = _ephemeral(command)
     if remove:
         out.write(f"{PROG} setup --remove:从各宿主配置里移除 {SERVER_NAME} 条目{head}\n")
     else:
@@ -102,6 +103,11 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
         out.write(f"{PROG} setup:为各宿主写入 {SERVER_NAME} 条目{head}\n")
         out.write(f"  命令:{' '.join(_quote(w) for w in [command, *args])}\n")
         out.write(f"  存储目录:{store}({why})\n")
+        if ephemeral:
+            out.write(
+                f"  ⚠️ {command} 在 uv 的缓存里(uvx 的临时环境),清缓存后就没了;建议 pipx install 后再运行 setup,"
+                f'或手动写 "command": "uvx", "args": ["--from", "<源码目录或 git 地址>", "{PROG}", …]\n'
+            )
         if url is not None:
             token, source = find_token(store, env)
             out.write(f"  URL:{url}" + (f"(令牌取自 {source})" if token else "") + "\n")
@@ -172,6 +178,12 @@ def launch_command() -> tuple[str, list[str]]:
             if candidate and os.path.isfile(candidate):
                 return os.path.abspath(candidate), []
     return os.path.abspath(sys.executable), ["-m", "dsh_memory_mcp"]
+
+
+def _ephemeral(command: str) -> bool:
+    """Is `command` inside uv's cache (what `uvx` runs from), which `uv cache clean` deletes?"""
+    parts = [p.lower() for p in command.replace("\\", "/").split("/")]
+    return "uv" in parts and any(p.startswith(("archive-v", "builds-v", "environments-v")) for p in parts)
 
 
 def _norm(path: str) -> str:
