@@ -338,3 +338,55 @@ def test_a_marker_broken_while_held_is_not_removed_on_release(locks_dir: Path, c
         plant(path, other)  # and then it took the lock
     assert path.read_bytes() == other
     assert any("被其他进程当作陈旧锁清除" in r.getMessage() for r in caplog.records)
+
+
+def test_the_in_process_guards_do_not_grow_with_every_scope_ever_saved(tmp_path: Path):
+    from dsh_memory_mcp.store.shared import SharedStore
+
+    store = SharedStore(str(tmp_path / "store"))
+    before = len(locks._guards)
+    try:
+        for i in range(300):
+            store.save(f"session:s{i:04d}", f"memory {i}")
+    finally:
+        store.close()
+    assert len(locks._guards) <= before + 2
+    assert len(list((tmp_path / "store").rglob("*.jsonl"))) >= 300
+
+
+def test_a_released_guard_is_dropped_but_two_threads_still_exclude_each_other(locks_dir: Path):
+    manager = LockManager(str(locks_dir), timeout=5.0)
+    before = len(locks._guards)
+    inside = threading.Event()
+    release = threading.Event()
+    order: list[str] = []
+
+    def first() -> None:
+        with manager.hold("scope:x"):
+            order.append("first in")
+            inside.set()
+            release.wait(5)
+            order.append("first out")
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert inside.wait(5)
+    assert len(locks._guards) == before + 1
+
+    def second() -> None:
+        with manager.hold("scope:x"):
+            order.append("second in")
+
+    t2 = threading.Thread(target=second)
+    t2.start()
+    time.sleep(0.2)
+    assert order == ["first in"]
+    release.set()
+    t.join(5)
+    t2.join(5)
+    assert order == ["first in", "first out", "second in"]
+    assert len(locks._guards) == before
+    with manager.hold("scope:x"), pytest.raises(LockRecursion):
+        with manager.hold("scope:x"):
+            pass
+    assert len(locks._guards) == before

@@ -82,13 +82,19 @@ _MAX_MARKER = 1 << 20
 
 
 class _Guard:
-    """The in-process half of a lock: a plain (non-reentrant) mutex and the thread holding it."""
+    """The in-process half of a lock: a plain (non-reentrant) mutex and the thread holding it.
 
-    __slots__ = ("lock", "owner")
+    `users` counts the threads holding or waiting for it (changed only under `_guards_lock`); at
+    zero the entry leaves `_guards`, so the dict holds only locks in use, not one entry per lock
+    path ever seen (a long-running `serve` sees a new ``session:<id>`` scope per session).
+    """
+
+    __slots__ = ("lock", "owner", "users")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.owner: int | None = None
+        self.users = 0
 
 
 # Process-wide on purpose: the lock *file* belongs to the process (its pid is in the marker), so
@@ -103,11 +109,21 @@ _live_nonces: dict[str, int] = {}
 
 
 def _guard_for(path: str) -> _Guard:
+    """The guard of `path`, counted as used by the caller until `_guard_done`."""
     with _guards_lock:
         guard = _guards.get(path)
         if guard is None:
             guard = _guards[path] = _Guard()
+        guard.users += 1
         return guard
+
+
+def _guard_done(path: str, guard: _Guard) -> None:
+    """The caller no longer holds or waits for `guard`; drop the entry when nobody does."""
+    with _guards_lock:
+        guard.users -= 1
+        if guard.users <= 0 and _guards.get(path) is guard:
+            del _guards[path]
 
 
 class _Heartbeat:
@@ -340,7 +356,16 @@ class LockManager:
         """
         path = self.lock_path(name)
         deadline = time.monotonic() + self.timeout
-        guard = _guard_for(os.path.abspath(path))
+        key = os.path.abspath(path)
+        guard = _guard_for(key)
+        try:
+            with self._guarded(name, path, guard, deadline):
+                yield
+        finally:
+            _guard_done(key, guard)
+
+    @contextlib.contextmanager
+    def _guarded(self, name: str, path: str, guard: _Guard, deadline: float) -> Iterator[None]:
         me = threading.get_ident()
         if guard.owner == me:
             raise LockRecursion(
