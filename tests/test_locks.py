@@ -386,7 +386,6 @@ def test_a_released_guard_is_dropped_but_two_threads_still_exclude_each_other(lo
     t2.join(5)
     assert order == ["first in", "first out", "second in"]
     assert len(locks._guards) == before
-    with manager.hold("scope:x"), pytest.raises(LockRecursion):
-        with manager.hold("scope:x"):
-            pass
+    with manager.hold("scope:x"), pytest.raises(LockRecursion), manager.hold("scope:x"):
+        pass
     assert len(locks._guards) == before
