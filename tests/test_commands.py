@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -465,6 +466,32 @@ def test_reembed_rebuilds_one_vector_per_live_record_with_a_progress_bar(
 
         one = run(project, "reembed", "--scope", "team notes", **vectors_on)
         assert one.returncode == 0 and "1/1" in one.stderr and "1 个作用域" in one.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("hostile", ["fifo", "dev-zero-link"])
+def test_a_sidecar_that_is_a_fifo_or_a_link_to_dev_zero_costs_only_the_vector_half_of_a_search(
+    store: SharedStore, project: Path, hostile: str
+) -> None:
+    store.save("global", "the deploy pipeline pushes images")
+    vec = Path(store.scope_path("global")[: -len(".jsonl")] + ".vec")
+    if hostile == "fifo":
+        os.mkfifo(vec, 0o600)
+    else:
+        vec.symlink_to("/dev/zero")
+    with FakeLlama() as fake:
+        vectors_on = {"DSH_MEMORY_VECTOR": "on", "DSH_MEMORY_EMBED_ENDPOINT": fake.url}
+        # run() has a timeout: a blocking open of the FIFO or an endless read of /dev/zero fails it
+        found = run(project, "search", "deploy pipeline", "--json", **vectors_on)
+        assert found.returncode == 0, found.stderr
+        assert [r["content"] for r in json.loads(found.stdout)["records"]] == ["the deploy pipeline pushes images"]
+        assert f"向量文件 {vec} 不可用" in found.stderr  # the WARNING, naming the path
+        assert fake.embedding_requests() >= 1  # the vector channel was on and asked
+        stats = run(project, "stats", "--json")
+        assert stats.returncode == 0, stats.stderr
+        row = next(r for r in json.loads(stats.stdout)["scopes"] if r["scope"] == "global")
+        assert row["sidecar"]["error"]
+    assert vec.is_symlink() if hostile != "fifo" else stat.S_ISFIFO(os.lstat(vec).st_mode)
 
 
 def test_reembed_without_a_usable_backend_exits_1_with_the_way_to_enable_it(

@@ -16,13 +16,22 @@ costs one re-embedding by the backfill, never a wrong vector.
 
 numpy is imported at module level: only `vectors` imports this module, and only when vectors
 are on.
+
+Every open goes through `fileio.open_regular` (reads) or `_open_append` (``O_NONBLOCK`` +
+``fstat``): a FIFO, a device (a symlink to ``/dev/zero``) or a directory in place of a sidecar is
+`fileio.NotRegularFile` at once, never a hang or an endless read. `read` and `read_header` treat
+it as unusable (logged once per path at WARNING); `append`, `write` and `remove_ids` raise it.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import errno
+import logging
 import os
+import stat
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -54,6 +63,53 @@ Header = tuple[str, int]
 Matrix = npt.NDArray[np.float32]
 
 _HEADER_PROBE = 512
+
+log = logging.getLogger("dsh_memory_mcp.search.sidecar")
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_unusable(path: str, exc: OSError) -> None:
+    """WARNING the first time a sidecar path turns out to be no regular file, DEBUG after."""
+    with _warned_lock:
+        first = path not in _warned
+        if first and len(_warned) < 1000:
+            _warned.add(path)
+    (log.warning if first else log.debug)(
+        "vector: 向量文件 %s 不可用(%s),该范围只用词法检索", path, exc.strerror or exc
+    )
+
+
+def _read_all(fd: int, start: int = 0) -> bytes:
+    os.lseek(fd, start, os.SEEK_SET)
+    parts: list[bytes] = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(parts)
+        parts.append(chunk)
+
+
+def _open_append(path: str) -> int:
+    """``O_RDWR | O_APPEND`` on an existing regular file; `NotRegularFile` for anything else."""
+    flags = os.O_RDWR | os.O_APPEND | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        # ENXIO (a FIFO without reader, a socket), EISDIR…: let open_regular name what it is.
+        os.close(fileio.open_regular(path))
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise fileio.NotRegularFile(errno.EINVAL, "不是普通文件", path)
+    return fd
 
 
 def format_header(header: Header) -> str:
@@ -109,10 +165,18 @@ def entry_line(record_id: str, vector: npt.ArrayLike) -> str:
 def read_header(path: str) -> Header | None:
     """The header of the sidecar at `path`; `None` when missing, empty or malformed."""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(_HEADER_PROBE)
+        fd = fileio.open_regular(path)
+    except fileio.NotRegularFile as exc:
+        _warn_unusable(path, exc)
+        return None
     except OSError:
         return None
+    try:
+        head = os.read(fd, _HEADER_PROBE)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return _header_of(head)
 
 
@@ -148,15 +212,23 @@ def read(path: str, *, start: int = 0, header: Header | None = None) -> SidecarR
 
     Reading a tail (`start > 0`) needs the `header` already known. Lines that do not decode to
     exactly `dims` floats (truncated, another model's, garbage) are skipped, never fatal: the
-    sidecar is derived data and the backfill re-embeds whatever is missing.
+    sidecar is derived data and the backfill re-embeds whatever is missing. A path that is no
+    regular file (FIFO, device, directory) is unusable: `None`, with a WARNING naming it.
     """
     try:
-        with open(path, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            fh.seek(start)
-            data = fh.read()
+        fd = fileio.open_regular(path)
+    except fileio.NotRegularFile as exc:
+        _warn_unusable(path, exc)
+        return None
     except OSError:
         return None
+    try:
+        st = os.fstat(fd)
+        data = _read_all(fd, start)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     identity = (st.st_dev, st.st_ino)
     size = start + len(data)
     last_nl = data.rfind(b"\n")
@@ -214,7 +286,7 @@ def append(path: str, header: Header, entries: Sequence[tuple[str, npt.ArrayLike
     try:
         # O_RDWR so the header can be read on the very descriptor that is written: a concurrent
         # replacement of the file cannot slip in between the check and the write.
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | getattr(os, "O_BINARY", 0))
+        fd = _open_append(path)
     except FileNotFoundError:
         return False
     try:
@@ -278,10 +350,13 @@ def remove_ids(path: str, ids: Iterable[str]) -> Removal | None:
     """
     drop = {i.encode("utf-8") for i in ids}
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        fd = fileio.open_regular(path)
     except FileNotFoundError:
         return None
+    try:
+        data = _read_all(fd)
+    finally:
+        os.close(fd)
     header = _header_of(data)
     if header is None:
         return None

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dsh_memory_mcp.service.transfer import relpath
+from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.layout import vec_path_for
 
 if TYPE_CHECKING:
@@ -49,7 +50,9 @@ def scope_stats(store: SharedStore, scope: str, now: int) -> dict[str, Any]:
 def sidecar_stats(store: SharedStore, path: str, live_ids: set[str]) -> dict[str, Any] | None:
     """Header and counts of a ``.vec`` file, read as text (no numpy): None when there is none."""
     try:
-        with open(path, "rb") as fh:
+        # open_regular: a FIFO or a link to a device in place of the sidecar is an error here,
+        # never a hang or an endless read.
+        with open(fileio.open_regular(path), "rb") as fh:
             data = fh.read()
     except FileNotFoundError:
         return None
