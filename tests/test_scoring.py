@@ -243,6 +243,30 @@ def test_a_single_character_query_finds_records_containing_that_character() -> N
     assert ids(hits) == ["lock"] and hits[0].lexical == pytest.approx(1.0)
 
 
+def test_english_function_words_alone_never_make_a_hit() -> None:
+    # Every record shares "what", "is", "the", "of" or "how" with these questions and nothing else.
+    memories = [
+        rec("The store is the directory of the memories", rid="store"),
+        rec("What to do when the lock is stale: break it", rid="lock"),
+        rec("How the relay finds the server of a project", rid="relay"),
+        rec("Logs go to stderr, the protocol is on stdout", rid="logs"),
+        *filler(4),
+    ]
+    snapshot = snap("global", *memories)
+    for question in ("what is the capital of australia", "how tall is mount everest", "what is the"):
+        assert rank([snapshot], question, top_k=5, now=NOW) == [], question
+    # With one real word in common the stop words count in the share as before: all four shared.
+    hits = rank([snapshot], "what is the lock", top_k=5, now=NOW)
+    assert ids(hits) == ["lock"] and hits[0].lexical == pytest.approx(1.0)
+
+
+def test_the_stop_words_are_english_function_words_only() -> None:
+    assert {"the", "of", "is", "what", "how", "a", "to", "in"} <= scoring.STOP_WORDS
+    # Words that name a topic stay strong, and Chinese single characters keep their own rule.
+    assert not {"lock", "store", "not", "no", "use", "的", "是"} & scoring.STOP_WORDS
+    assert not is_weak_token("the") and scoring.is_stop_word("the") and not scoring.is_stop_word("锁")
+
+
 def test_a_query_without_tokens_returns_nothing() -> None:
     assert rank([snap("global", "anything at all")], "!!! ...", top_k=5, now=NOW) == []
 
@@ -438,7 +462,8 @@ def test_any_other_change_gives_the_same_index_as_a_fresh_build(change: str) -> 
 
 # --- pruning is exact ------------------------------------------------------------------------
 
-_VOCAB = ["common", "alpha", "beta", "gamma", "delta", "部署", "部", "署", "流程", "锁", "x_y"]
+_STOPS = {"the", "of", "is"}  # English stop words: never a hit on their own
+_VOCAB = ["common", "alpha", "beta", "gamma", "delta", "部署", "部", "署", "流程", "锁", "x_y", *sorted(_STOPS)]
 
 
 def _brute_force(records_: Sequence[records.Record], query: str, threshold: float) -> dict[int, float]:
@@ -449,10 +474,10 @@ def _brute_force(records_: Sequence[records.Record], query: str, threshold: floa
     out = {}
     for pos, doc in enumerate(docs):
         shared = wanted & doc
-        if not shared:
+        if not shared - _STOPS:
             continue
         share = sum(weights[t] for t in shared) / total
-        strong = any(not is_weak_token(t) for t in shared)
+        strong = any(not is_weak_token(t) for t in shared - _STOPS)
         if share + 1e-9 >= (threshold if strong else max(threshold, 0.25)):
             out[pos] = share
     return out

@@ -37,6 +37,13 @@ more often (more noise in the relevance table). The 3-record prior is for tiny s
 record every word of it has ``df = N``, and plain BM25 would call that word uninformative, so a
 new user's single memory about pnpm would be missed by "pnpm or yarn". In large scopes the prior
 changes nothing measurable.
+
+English stop words (`STOP_WORDS`: articles, pronouns, auxiliaries, prepositions, question words)
+are tokens like any other for the share, but they are never *strong* and never carry a record on
+their own: a record must share at least one other token with the query to be a hit. Without
+this, "what is the capital of australia" returned five unrelated memories sharing "the", "of" and
+"is" (the BM25 IDF makes such words light, not weightless, and a question is mostly such words).
+The rule is English-only; the Chinese rules (bigrams strong, single characters weak) are unchanged.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ __all__ = [
     "MIN_COSINE",
     "PREVIOUS_CACHE_KEY",
     "SCOPE_THRESHOLD",
+    "STOP_WORDS",
     "WEAK_ONLY_THRESHOLD",
     "Hit",
     "LexicalIndex",
@@ -70,6 +78,7 @@ __all__ = [
     "idf",
     "importance_factor",
     "index_for",
+    "is_stop_word",
     "is_weak_token",
     "lexical_threshold",
     "query_has_tokens",
@@ -89,6 +98,20 @@ SCOPE_THRESHOLD = 0.10
 WEAK_ONLY_THRESHOLD = 0.25
 #: Virtual records added to N in the IDF, so one- or two-record scopes do not zero out their words.
 IDF_PRIOR_RECORDS = 3
+#: English function words that never count as a strong hit nor make a hit on their own (see the
+#: module docstring). Kept small: only words that carry no topic. Tokens are case-folded.
+STOP_WORDS = frozenset(
+    """
+    a an the
+    i me my mine you your yours he him his she her hers it its we us our ours they them their theirs
+    this that these those there here
+    is am are was were be been being do does did done have has had having
+    will would shall should can could may might must
+    of to in on at by for from with about into onto over under than as
+    and or but if then so
+    what which who whom whose when where why how
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
 #: Vector candidates below this cosine are noise (SPEC §7), whatever the caller passed.
 MIN_COSINE = 0.5
 
@@ -191,6 +214,11 @@ def query_has_tokens(query: str) -> bool:
 def is_weak_token(token: str) -> bool:
     """A single CJK character: too common on its own to count as a strong hit (SPEC §7)."""
     return len(token) == 1 and _CJK_CHAR_RE.match(token) is not None
+
+
+def is_stop_word(token: str) -> bool:
+    """An English function word (`STOP_WORDS`): scores in the share, never a hit on its own."""
+    return token in STOP_WORDS
 
 
 def idf(n_records: int, df: int) -> float:
@@ -347,7 +375,8 @@ class LexicalIndex:
         """Lexical hits: position → IDF-weighted share of `tokens` (distinct) the record contains.
 
         A record sharing at least one strong token is a hit at ``share ≥ threshold``; one sharing
-        only weak tokens (single CJK characters) at ``share ≥ max(threshold, 0.25)``.
+        only weak tokens (single CJK characters) and stop words at ``share ≥ max(threshold, 0.25)``;
+        one sharing only stop words (`STOP_WORDS`) never is.
 
         Candidates come only from the posting lists of *essential* tokens (MaxScore pruning): the
         *skippable* tokens are a set no record can pass the threshold with alone, so they only top
@@ -367,6 +396,7 @@ class LexicalIndex:
 
         acc: dict[int, float] = {}
         strong: set[int] = set()
+        weak: set[int] = set()
         for token in present:
             if token in skip:
                 continue
@@ -375,7 +405,9 @@ class LexicalIndex:
             get = acc.get
             for pos in plist:
                 acc[pos] = get(pos, 0.0) + weight
-            if not is_weak_token(token):
+            if is_weak_token(token):
+                weak.update(plist)
+            elif token not in STOP_WORDS:
                 strong.update(plist)
         for token in skip:
             weight = weights[token]
@@ -386,13 +418,21 @@ class LexicalIndex:
                 matched = [pos for pos in plist if pos in acc]
             for pos in matched:
                 acc[pos] += weight
-            if not is_weak_token(token):
+            if is_weak_token(token):
+                weak.update(matched)
+            elif token not in STOP_WORDS:
                 strong.update(matched)
 
         hits: dict[int, float] = {}
         for pos, weight_sum in acc.items():
+            if pos in strong:
+                need = threshold
+            elif pos in weak:
+                need = weak_need
+            else:
+                continue  # only stop words in common
             share = weight_sum / total
-            if share + _EPSILON >= (threshold if pos in strong else weak_need):
+            if share + _EPSILON >= need:
                 hits[pos] = min(1.0, share)
         return hits
 
@@ -401,9 +441,10 @@ class LexicalIndex:
     ) -> frozenset[str]:
         """Query tokens that cannot make a hit on their own, so need not produce candidates.
 
-        Two safe choices, and the one with more postings wins: the lightest tokens whose weights
-        together stay below the threshold; or all single CJK characters when together they stay
-        below the weak-only bar (a record having only those is a weak-only match that fails).
+        Three safe choices, and the one with more postings wins: the lightest tokens whose weights
+        together stay below the threshold; all single CJK characters when together they stay
+        below the weak-only bar (a record having only those is a weak-only match that fails); or
+        the stop words (a record having only those is never a hit).
         """
         margin = 2 * _EPSILON  # stay clear of the threshold comparison's own tolerance
         lightest: list[str] = []
@@ -414,13 +455,12 @@ class LexicalIndex:
                 break
             cumulative += weights[token]
             lightest.append(token)
-        weak = [t for t in present if is_weak_token(t)]
-        if not weak or sum(weights[t] for t in weak) >= (weak_need - margin) * total:
-            return frozenset(lightest)
         postings = self._postings
-        if sum(len(postings[t]) for t in weak) > sum(len(postings[t]) for t in lightest):
-            return frozenset(weak)
-        return frozenset(lightest)
+        choices = [lightest, [t for t in present if t in STOP_WORDS]]
+        weak = [t for t in present if is_weak_token(t)]
+        if weak and sum(weights[t] for t in weak) < (weak_need - margin) * total:
+            choices.append(weak)
+        return frozenset(max(choices, key=lambda tokens: sum(len(postings[t]) for t in tokens)))
 
 
 def _sorted_contains(values: list[int], value: int) -> bool:
