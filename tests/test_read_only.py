@@ -84,3 +84,47 @@ def test_the_read_only_commands_write_nothing(tmp_path: Path, store_dir: Path):
         )
         assert proc.returncode in (0, 1), (args, proc.stderr)  # doctor may find problems (exit 1)
         assert everything(store_dir) == before, args
+
+
+def test_the_read_commands_write_nothing_with_a_live_embedding_backend(tmp_path: Path, store_dir: Path):
+    # A store with sidecars (made by a real `reembed`), no cached calibration, and one record saved
+    # after the sidecars were written: a writing vector channel would backfill it and save the
+    # model's calibration. The read commands must leave every byte as it was.
+    from tests.helpers.fake_llama import FakeLlama
+
+    project = tmp_path / "ws"
+    project.mkdir()
+    _, rid = seeded(store_dir, project)
+    where = ["--store-dir", str(store_dir), "--project", str(project)]
+    with FakeLlama() as fake:
+        env = subprocess_env(DSH_MEMORY_VECTOR="on", DSH_MEMORY_EMBED_ENDPOINT=fake.url)
+
+        def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+            return subprocess.run(
+                [PYTHON, "-m", "dsh_memory_mcp", *args, *where], capture_output=True, env=env, timeout=60, input=b""
+            )
+
+        assert cli("reembed").returncode == 0
+        vectors = store_dir / ".vectors"
+        (vectors / "calibration.json").unlink()
+        store = SharedStore(str(store_dir))
+        store.save("global", "Kubernetes manifests live in deploy/k8s")  # no vector yet
+        store.close()
+        sidecars = sorted(store_dir.rglob("*.vec"))
+        assert sidecars
+        before = everything(store_dir)
+        served = fake.embedding_requests()
+        for args in (
+            ["search", "zzzz-no-such-word"],
+            ["search", "zzzz-no-such-word", "--scope", "all", "--json"],
+            ["list", "--scope", "all"],
+            ["get", rid],
+            ["stats"],
+            ["export"],
+        ):
+            proc = cli(*args)
+            assert proc.returncode == 0, (args, proc.stderr.decode())
+            assert everything(store_dir) == before, args
+        # The searches did use the backend (the query, and the calibration probes held in memory).
+        assert fake.embedding_requests() > served
+    assert not (vectors / "calibration.json").exists()

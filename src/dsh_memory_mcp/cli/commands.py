@@ -155,12 +155,13 @@ def _service(call: Call, *, create: bool, vectors: config.VectorSettings | None 
     """The store (prepared when `create`) and the tools over it, closed (touches flushed) after.
 
     A vector channel is included when `vectors` is usable; it is not started: no worker, no
-    spawn. Callers start it if they want a backend.
+    spawn. Callers start it if they want a backend. Without `create` (the read commands) the
+    channel is read-only: no backfill, no sidecar or calibration writes under the store.
     """
     from dsh_memory_mcp.service.compose import close_service, open_service
 
     usable = vectors if vectors is not None and vectors.usable else config.VectorSettings(enabled=False)
-    service = open_service(dataclasses.replace(call.settings, vector=usable), prepare=create)
+    service = open_service(dataclasses.replace(call.settings, vector=usable), prepare=create, read_only=not create)
     try:
         yield service
     finally:

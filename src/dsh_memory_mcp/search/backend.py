@@ -61,8 +61,11 @@ class Backend:
         wake: threading.Event,
         on_new_space: Callable[[], None],
         load_timeout: float = 120.0,
+        persist_calibration: bool = True,
     ) -> None:
         self.settings = settings
+        #: Save a computed calibration in the store (False: read-only callers keep it in memory).
+        self.persist_calibration = persist_calibration
         self.store = store
         self.log = log
         self.stop = stop
@@ -215,7 +218,8 @@ class Backend:
             raise EmbeddingUnavailable("校准探针的嵌入维度与模型不一致")
         cal = calibration.calibrate(sidecar.l2_normalise(vectors), model=model_id, scheme=scheme)
         try:
-            calibration.save_cached(self.store.root, cal)
+            if self.persist_calibration:
+                calibration.save_cached(self.store.root, cal)
         except OSError as exc:
             self.log.warning("vector: 无法保存模型校准结果(%s),下次启动会重新校准", exc)
         self.log.info("vector: 模型 %s 已校准(%.1f s):%s", model_id, time.monotonic() - t0, ";".join(cal.lines()))

@@ -20,6 +20,10 @@ It must never cost the caller anything when the backend is off, slow or dead:
 * Dead: the client's circuit breaker stops requests (1 s → 2 s → … ≤ 30 s), and the worker
   checks whether the backend vanished, spawning a new one if it was local.
 
+Read-only (``read_only=True``, the human read commands): the channel answers searches from the
+sidecars as they are and writes nothing under the store: no backfill, no embed-on-save or
+delete hook, and the model's calibration is computed in memory when none is cached, never saved.
+
 All network and spawn work happens on one long-lived worker thread. It must be the thread that
 spawns llama-server: PR_SET_PDEATHSIG fires when the *spawning thread* exits, so a short-lived
 thread would take the child down with it.
@@ -76,6 +80,7 @@ class VectorChannel:
     :param store: the `SharedStore` whose scopes get sidecars (``<scope file>.vec``); pass
         `on_delete` to it as ``SharedStore(on_delete=channel.on_delete)`` (or a forwarder).
     :param load_timeout: seconds to wait for a spawned llama-server to load its model.
+    :param read_only: write nothing under the store (see the module docstring); the server passes False.
     """
 
     def __init__(
@@ -85,9 +90,11 @@ class VectorChannel:
         *,
         log: logging.Logger | None = None,
         load_timeout: float = 120.0,
+        read_only: bool = False,
     ) -> None:
         self.settings = settings
         self.store = store
+        self.read_only = read_only
         self._log = log or logger
         self._active = settings.usable
         self._stop = threading.Event()
@@ -102,6 +109,7 @@ class VectorChannel:
             wake=self._wake,
             on_new_space=lambda: self._backfill.mark_all(),
             load_timeout=load_timeout,
+            persist_calibration=not read_only,
         )
         self._cache = MatrixCache(lambda scope: sidecar_path(store, scope))
         self._backfill = Backfill(self._backend, self._cache, store, self._log, on_dirty=self._work_arrived)
@@ -237,14 +245,14 @@ class VectorChannel:
 
     def record_saved(self, scope: str, record: Record) -> None:
         """Queue `record` for embedding and appending to its scope's sidecar; never raises or waits."""
-        if not self._active or not record.content:
+        if not self._active or self.read_only or not record.content:
             return
         self._writes.add(scope, record.id, record.content)
         self._work_arrived()
 
     def on_delete(self, scope: str, ids: list[str]) -> None:
         """Drop `ids` from the scope's sidecar; runs inside the scope lock (the store's callback)."""
-        if not self._active or not ids:
+        if not self._active or self.read_only or not ids:
             return
         self._writes.on_delete(scope, ids)
 
@@ -321,6 +329,10 @@ class VectorChannel:
                 continue
             if backend.calibration is None and backend.recalibrate():
                 continue
+            if self.read_only:  # nothing to write: only searches use the backend
+                self._idle.set()
+                self._sleep(RESCAN_INTERVAL)
+                continue
             if self._writes.step() or self._backfill.step():
                 continue
             if time.monotonic() >= next_rescan:
@@ -351,6 +363,8 @@ class VectorChannel:
         backend = self._backend
         if not self._active:
             raise EmbeddingUnavailable(self.settings.unavailable_reason or "向量检索已关闭")
+        if self.read_only:
+            raise EmbeddingUnavailable("只读模式不重建向量")
         if self._thread is None:
             backend.setup()
             if not backend.ready.is_set() and not backend.bring_up():

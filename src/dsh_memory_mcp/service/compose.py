@@ -13,11 +13,13 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.search.vectors import VectorChannel
 
 
-def open_service(settings: Settings, *, prepare: bool = True) -> MemoryService:
+def open_service(settings: Settings, *, prepare: bool = True, read_only: bool = False) -> MemoryService:
     """The store and, when `settings.vector.enabled`, a vector channel (not started), wired together.
 
     :param prepare: create and check the store directory (the server; write commands). Read-only
         commands pass False so that looking at a store that does not exist creates nothing.
+    :param read_only: the vector channel writes nothing under the store (no backfill, no sidecar
+        writes, calibration kept in memory): the human read commands (search, list, get…).
     :raises StoreError: `prepare` and the store directory cannot be created or written.
     """
     from dsh_memory_mcp.store.shared import SharedStore
@@ -35,7 +37,7 @@ def open_service(settings: Settings, *, prepare: bool = True) -> MemoryService:
     if settings.vector.enabled:
         from dsh_memory_mcp.search.vectors import VectorChannel
 
-        channel = VectorChannel(settings.vector, store)
+        channel = VectorChannel(settings.vector, store, read_only=read_only)
     return MemoryService(settings=settings, store=store, vectors=channel)
 
 
