@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 
 from dsh_memory_mcp.config import VectorSettings
 from dsh_memory_mcp.errors import EmbeddingUnavailable
+from dsh_memory_mcp.search.backend import Backend
 from dsh_memory_mcp.search.embedding import LOG_FILE_NAME, LlamaServerManager
 from dsh_memory_mcp.search.vectors import VectorChannel
 from dsh_memory_mcp.store.shared import SharedStore
@@ -208,21 +210,45 @@ def test_a_missing_binary_or_model_is_reported_not_raised(
 
 
 def test_two_instances_racing_for_the_port_end_up_sharing_one_server(
-    settings: VectorSettings, argv_file: Path, tmp_path: Path
+    settings: VectorSettings, argv_file: Path, store: SharedStore
 ) -> None:
-    managers = [LlamaServerManager(settings, log_path=str(tmp_path / "l.log"), load_timeout=20) for _ in range(2)]
+    # Two instances on one store, each with its own store object and backend, built exactly as the
+    # server builds them (`Backend.setup`): the managers share the spawn lock
+    # `<store>/.vectors/llama-server-<port>.lock`, so one probes, spawns and waits for ready while
+    # the other waits for the lock, then finds the first one's server answering.
+    stores = [SharedStore(store.root) for _ in range(2)]
+    stops = [threading.Event() for _ in range(2)]
+    backends = [
+        Backend(
+            settings,
+            store=s,
+            log=logging.getLogger("test.lifecycle"),
+            stop=stop,
+            wake=threading.Event(),
+            on_new_space=lambda: None,
+            load_timeout=20,
+        )
+        for s, stop in zip(stores, stops, strict=True)
+    ]
+    for b in backends:
+        b.setup()
+    managers = [b.manager for b in backends]
+    assert all(m is not None for m in managers)
+    lock_path = Path(store.root) / ".vectors" / f"llama-server-{settings.port}.lock"
+    assert {m.spawn_lock_path for m in managers if m is not None} == {str(lock_path)}
     results: list[str | Exception] = []
     done = threading.Event()
 
-    def run(m: LlamaServerManager) -> None:
+    def run(b: Backend, stop: threading.Event) -> None:
+        assert b.manager is not None
         try:
-            results.append(m.ensure())
+            results.append(b.manager.ensure(stop))
         except EmbeddingUnavailable as exc:
             results.append(exc)
         # The spawning thread must outlive its child: PR_SET_PDEATHSIG fires when *it* exits.
         done.wait(30)
 
-    threads = [threading.Thread(target=run, args=(m,)) for m in managers]
+    threads = [threading.Thread(target=run, args=pair) for pair in zip(backends, stops, strict=True)]
     try:
         for t in threads:
             t.start()
@@ -230,14 +256,19 @@ def test_two_instances_racing_for_the_port_end_up_sharing_one_server(
         while len(results) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert sorted(map(str, results)) == ["reused", "spawned"]
-        alive = [m.pid for m in managers if m.pid is not None]
-        assert len(alive) == 1  # one server; whoever lost the bind reuses it
+        alive = [m.pid for m in managers if m is not None and m.pid is not None]
+        assert len(alive) == 1  # one server, and the other instance reuses it
+        assert len(read_spawns(argv_file)) == 1  # the lock means the loser never even tried to spawn
     finally:
-        for m in managers:
-            m.close()
+        for stop in stops:
+            stop.set()
+        for b in backends:
+            b.close()
         done.set()
         for t in threads:
             t.join(30)
+        for s in stores:
+            s.close()
     assert all(wait_gone(s["pid"], 5) for s in read_spawns(argv_file))
 
 
