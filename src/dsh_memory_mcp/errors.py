@@ -12,6 +12,8 @@
     ├── LockError
     │   ├── LockTimeout (TimeoutError)   LOCK_TIMEOUT
     │   └── LockRecursion (RuntimeError) LOCK_RECURSION
+    ├── CallRefused (TimeoutError)       BUSY (queued past its deadline, never started),
+    │                                    DEADLINE (ran, or waited for a lock, past its deadline)
     ├── StoreError (OSError)             STORE_ERROR: a read or write of the store failed
     └── EmbeddingUnavailable             never reaches a tool caller: the vector channel fails soft
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 __all__ = [
     "ERROR_CODES",
+    "CallRefused",
     "DshMemoryError",
     "EmbeddingUnavailable",
     "InvalidArgument",
@@ -61,6 +64,8 @@ ERROR_CODES: tuple[str, ...] = (
     "UNKNOWN_TOOL",
     "TOOL_ERROR",
     "INTERNAL_ERROR",
+    "BUSY",
+    "DEADLINE",
 )
 
 
@@ -114,6 +119,17 @@ class LockRecursion(LockError, RuntimeError):
     def __init__(self, message: str, *, lock_file: str = "") -> None:
         super().__init__(message, code="LOCK_RECURSION")
         self.lock_file = lock_file
+
+
+class CallRefused(DshMemoryError, TimeoutError):
+    """A tool call of the shared server went past its deadline (`serve`'s tool gate).
+
+    ``BUSY``: it waited in the queue for the whole deadline and never started (nothing was done).
+    ``DEADLINE``: it started but did not finish in time (a lock wait included); a write may still
+    complete after the answer, so the caller should check before retrying.
+    """
+
+    default_code = "DEADLINE"
 
 
 class StoreError(DshMemoryError, OSError):

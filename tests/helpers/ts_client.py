@@ -74,9 +74,12 @@ def stdio_target(
     }
 
 
-def http_target(url: str) -> dict[str, Any]:
-    """A running Streamable HTTP endpoint (e.g. `http://127.0.0.1:PORT/mcp`)."""
-    return {"transport": "http", "url": url}
+def http_target(url: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """A running Streamable HTTP endpoint (e.g. `http://127.0.0.1:PORT/mcp`), `headers` on every request."""
+    target: dict[str, Any] = {"transport": "http", "url": url}
+    if headers:
+        target["headers"] = headers
+    return target
 
 
 def run_node(script: str, config: dict[str, Any], *, workdir: Path, timeout: float = 90) -> Any:

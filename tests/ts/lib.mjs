@@ -27,7 +27,8 @@ export function errorData(err) {
 
 /**
  * Connect a `Client` to the target and run the handshake.
- * target: {transport: "stdio", command, args, env, cwd, stderrPath} | {transport: "http", url}
+ * target: {transport: "stdio", command, args, env, cwd, stderrPath} | {transport: "http", url, headers?}
+ *   (headers: sent on every HTTP request, e.g. {Authorization: "Bearer …"} for `serve`)
  * options.roots: list of {uri, name} → the client declares `roots` (listChanged) and answers
  *   `roots/list` from `state.roots`; absent → no roots capability, like most hosts today.
  * options.clientInfo: {name, version} sent in `initialize`.
@@ -45,7 +46,8 @@ export async function connect(target, options = {}) {
   let transport;
   let stderrFd = null;
   if (target.transport === "http") {
-    transport = new StreamableHTTPClientTransport(new URL(target.url));
+    const requestInit = target.headers ? { headers: target.headers } : undefined;
+    transport = new StreamableHTTPClientTransport(new URL(target.url), { requestInit });
   } else {
     stderrFd = target.stderrPath ? openSync(target.stderrPath, "a") : "inherit";
     transport = new StdioClientTransport({

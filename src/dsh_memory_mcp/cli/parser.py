@@ -251,6 +251,7 @@ def _metavar_zh(opt: Option) -> str:
 
 
 _METAVARS_ZH = {
+    "HOST": "地址",
     "DIR": "目录",
     "N": "数字",
     "SCOPE": "作用域",

@@ -129,6 +129,18 @@ _QUERY = Option(("--query",), "query", True, "TEXT", "删除内容包含该文�
 _DRY_RUN = Option(("--dry-run",), "dry_run", help="只打印将要做的修改(diff),不写任何文件")
 _REMOVE = Option(("--remove",), "remove", help="从宿主配置里移除 dsh-memory 条目")
 _URL = Option(("--url",), "url", True, "URL", "写成 URL 条目,连接正在运行的 serve(如 http://127.0.0.1:8765/mcp)")
+_SERVE_OPTIONS = (
+    Option(("--host",), "host", True, "HOST", "监听地址(缺省 127.0.0.1;非回环地址必须设 DSH_MEMORY_TOKEN)"),
+    Option(("--port",), "port", True, "N", f"监听端口(缺省 {config.DEFAULT_SERVE_PORT};0 = 任取一个空闲端口)"),
+)
+
+
+def _serve(invocation: Invocation) -> int:
+    """`serve` owns its process (logging at INFO, signals, the SDK): not the human-command guard."""
+    from dsh_memory_mcp.cli import serve
+
+    return serve.run(invocation)
+
 
 _SCOPE_NOTE = "--scope 与 --path 的规则与 MCP 工具的 scope / path 参数完全相同(见 README「作用域」)。"
 
@@ -251,6 +263,20 @@ _BUILTIN: tuple[Command, ...] = (
         "写入者(如用旧快照覆盖文件的 DSH 插件)可能把它们抹掉;recover 在作用域锁内把「确认保存过、从未被本服务\n"
         "删除或取代、如今不在文件里」的记录按写入时的原样追加回去。被删除或取代的记录永远不会被带回。\n"
         "缺省处理所有作用域。stats 与 doctor 会报告有多少条可恢复。",
+    ),
+    Command(
+        "serve",
+        "一个进程为多个宿主提供 MCP(Streamable HTTP,/mcp)",
+        _serve,
+        extra_options=_SERVE_OPTIONS,
+        usage=("serve [--host 127.0.0.1] [--port 7766]",),
+        details="一个进程、一份缓存、一个记忆库视图,所有会话共享:一个会话保存的记忆其它会话立刻可见。\n"
+        "每个请求都要 Authorization: Bearer <令牌>:DSH_MEMORY_TOKEN,没设就自动生成,\n"
+        "写在 <存储目录>/serve.json(0600,退出时删除)。同一个存储目录只能有一个 serve。\n"
+        "只会 stdio 的宿主照常启动 dsh-memory-mcp,它发现 serve.json 就把会话转发过来。\n"
+        "环境变量:DSH_MEMORY_TOKEN、DSH_MEMORY_ALLOWED_HOSTS、DSH_MEMORY_ALLOWED_ORIGINS、\n"
+        "DSH_MEMORY_SESSION_IDLE_SECS(600)、DSH_MEMORY_MAX_TOOL_CALLS(16)、DSH_MEMORY_TOOL_DEADLINE_SECS(300)。\n"
+        "SIGINT / SIGTERM:正在运行的工具调用最多再等 10 秒,然后退出(0)。",
     ),
     Command(
         "doctor",

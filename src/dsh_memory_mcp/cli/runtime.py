@@ -309,15 +309,8 @@ def run_server(invocation: Invocation, serve: ServeFn | None) -> int:
     return code
 
 
-def _start(invocation: Invocation, serve: ServeFn | None, started: StartedFlag, guard: SignalGuard) -> int:
-    debug = config.env_flag(os.environ.get("DSH_MEMORY_DEBUG"))
-    logs.configure_stderr_logging(debug, started)
-    try:
-        settings = config.resolve_settings(store_dir=invocation.store_dir, project_dir=invocation.project_dir)
-    except Exception as exc:
-        diagnostics.report_unexpected(exc, debug, started=False)
-        return EXIT_STARTUP
-    logs.configure_file_logging()
+def log_settings(settings: config.Settings) -> None:
+    """The start-up lines every server prints (stdio and `serve`): what is actually in effect."""
     for problem in settings.warnings:  # an invalid value silently becoming the default would mislead
         _cli_log.warning("⚠️ %s", problem)
     _cli_log.info("store-dir = %s", settings.store_dir)
@@ -331,6 +324,18 @@ def _start(invocation: Invocation, serve: ServeFn | None, started: StartedFlag, 
     if settings.store_dir_is_default:
         _cli_log.info("ℹ️ 未指定 --store-dir / DSH_MEMORY_STORE_DIR,使用默认目录:%s", settings.store_dir)
         _cli_log.info("⇒ 请确认它与 DSH 记忆插件的 storeDir 是同一个目录,否则两边看到的是两份互不相通的记忆。")
+
+
+def _start(invocation: Invocation, serve: ServeFn | None, started: StartedFlag, guard: SignalGuard) -> int:
+    debug = config.env_flag(os.environ.get("DSH_MEMORY_DEBUG"))
+    logs.configure_stderr_logging(debug, started)
+    try:
+        settings = config.resolve_settings(store_dir=invocation.store_dir, project_dir=invocation.project_dir)
+    except Exception as exc:
+        diagnostics.report_unexpected(exc, debug, started=False)
+        return EXIT_STARTUP
+    logs.configure_file_logging()
+    log_settings(settings)
     if serve is None:
         relayed = _try_relay(invocation, settings, guard)
         if relayed is not None:

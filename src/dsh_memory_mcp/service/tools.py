@@ -9,6 +9,7 @@ Front doors (stdio, HTTP, the human CLI, the web API) only adapt this.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import traceback
 import unicodedata
@@ -56,6 +57,7 @@ from dsh_memory_mcp.service.validate import (
     string_list,
     tags_arg,
 )
+from dsh_memory_mcp.store.locks import call_deadline
 from dsh_memory_mcp.store.records import Record, now_ms
 
 if TYPE_CHECKING:
@@ -108,8 +110,11 @@ class MemoryService:
             arguments = {}
         if not isinstance(arguments, Mapping):
             return error_result("TOOL_ERROR", "参数必须是一个 JSON 对象。")
+        ctx = ctx if ctx is not None else self.default_context
         try:
-            return handler(arguments, ctx if ctx is not None else self.default_context)
+            # A lock wait inside never outlives the call's deadline (serve's tool gate): DEADLINE then.
+            with call_deadline(ctx.deadline) if ctx.deadline is not None else contextlib.nullcontext():
+                return handler(arguments, ctx)
         except DshMemoryError as exc:
             return error_result(exc.code, exc.message)
         except Exception as exc:

@@ -36,6 +36,7 @@ work of whoever took the lock next.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import json
 import logging
@@ -51,11 +52,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from dsh_memory_mcp.errors import LockError, LockRecursion, LockTimeout, StoreError
+from dsh_memory_mcp.errors import CallRefused, LockError, LockRecursion, LockTimeout, StoreError
 from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.scopes import scope_sha1
 
-__all__ = ["LockLost", "LockManager"]
+__all__ = ["LockLost", "LockManager", "call_deadline"]
 
 logger = logging.getLogger("dsh_memory_mcp.store.locks")
 
@@ -79,6 +80,26 @@ class LockLost(LockError):
 _O_BINARY: int = getattr(os, "O_BINARY", 0)
 _EXCL_FLAGS = os.O_CREAT | os.O_EXCL | os.O_WRONLY | _O_BINARY
 _MAX_MARKER = 1 << 20
+
+
+#: The `time.monotonic()` by which the current tool call must be answered (`serve`'s tool gate),
+#: or None. A context variable, so it follows the call into the SDK's worker thread (anyio copies
+#: the context) without a parameter through every store method.
+_CALL_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("dsh_call_deadline", default=None)
+
+
+@contextlib.contextmanager
+def call_deadline(deadline: float | None) -> Iterator[None]:
+    """Lock waits inside the block end by `deadline` (monotonic) with ``DEADLINE`` instead of waiting on.
+
+    Without it a call whose deadline is 2 s away could still wait the full lock `timeout` (10 s)
+    and answer long after its caller was told it ran too long.
+    """
+    token = _CALL_DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _CALL_DEADLINE.reset(token)
 
 
 class _Guard:
@@ -356,16 +377,20 @@ class LockManager:
         """
         path = self.lock_path(name)
         deadline = time.monotonic() + self.timeout
+        call_ends = _CALL_DEADLINE.get()
+        by_call = call_ends is not None and call_ends < deadline
+        if call_ends is not None and by_call:
+            deadline = call_ends  # the call's deadline comes first (serve's tool gate)
         key = os.path.abspath(path)
         guard = _guard_for(key)
         try:
-            with self._guarded(name, path, guard, deadline):
+            with self._guarded(name, path, guard, deadline, by_call):
                 yield
         finally:
             _guard_done(key, guard)
 
     @contextlib.contextmanager
-    def _guarded(self, name: str, path: str, guard: _Guard, deadline: float) -> Iterator[None]:
+    def _guarded(self, name: str, path: str, guard: _Guard, deadline: float, by_call: bool) -> Iterator[None]:
         me = threading.get_ident()
         if guard.owner == me:
             raise LockRecursion(
@@ -373,6 +398,8 @@ class LockManager:
                 lock_file=path,
             )
         if not guard.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            if by_call:
+                raise self._deadline(path)
             raise LockTimeout(
                 f"等待锁超时({self.timeout:g} 秒):锁文件 {path} 正被本进程的另一个请求持有,"
                 "它正在写入记忆库。请稍后重试。",
@@ -380,7 +407,12 @@ class LockManager:
             )
         guard.owner = me
         try:
-            held = self._acquire_file(path, deadline)
+            try:
+                held = self._acquire_file(path, deadline)
+            except LockTimeout as exc:
+                if by_call:
+                    raise self._deadline(path) from exc
+                raise
             _live_nonces[held.nonce] = me
             heartbeat = _heartbeat
             heartbeat.add(held, self.refresh if self.refresh is not None else max(0.05, self.stale_after / 6.0))
@@ -666,6 +698,13 @@ class LockManager:
             "它正在写入记忆库。请稍后重试;本机上仍在运行的持有者会一直被等待,"
             f"其他主机上超过 {self.stale_after:g} 秒未刷新的锁会被自动清除。",
             lock_file=path,
+        )
+
+    def _deadline(self, path: str) -> CallRefused:
+        return CallRefused(
+            f"等待锁 {path} 时到了这次调用的截止时间:另一个写入者一直占着该作用域,本次调用没有写入任何内容。"
+            "请稍后重试。",
+            code="DEADLINE",
         )
 
 

@@ -248,7 +248,10 @@ class Relay:
     # -- HTTP to serve -------------------------------------------------------------------------
 
     def _headers(self) -> dict[str, str]:
-        headers = {PROJECT_HEADER: self.project_dir, PROJECT_SOURCE_HEADER: self.project_source}
+        # Percent-encoded UTF-8 (serve decodes it): http.client sends header values as Latin-1, so a
+        # raw `/home/me/项目` would crash the relay (`transports.call_facts` has the contract).
+        project = urllib.parse.quote(self.project_dir, safe="/")
+        headers = {PROJECT_HEADER: project, PROJECT_SOURCE_HEADER: self.project_source}
         if self.session_id:
             headers[SESSION_HEADER] = self.session_id
         if self.protocol_version:

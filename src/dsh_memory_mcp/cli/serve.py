@@ -1,0 +1,105 @@
+"""`dsh-memory-mcp serve`: flags → settings → `transports.http.serve_http`, with Chinese diagnostics.
+
+Exit codes: 0 after SIGINT/SIGTERM (the drain), 1 start-up failure (another `serve` owns the store,
+the port is taken, the store is unusable), 2 usage error or an unsafe bind (non-loopback address
+without `DSH_MEMORY_TOKEN`). The SDK is imported only here, when `serve` actually runs.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import os
+from typing import Any
+
+from dsh_memory_mcp import config
+from dsh_memory_mcp.cli import diagnostics, logs
+from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, EXIT_USAGE, PROG, write_stderr_lines
+from dsh_memory_mcp.cli.parser import Invocation
+from dsh_memory_mcp.cli.runtime import log_settings
+
+__all__ = ["run"]
+
+_ADDRESS_ERRORS = {
+    errno.EADDRINUSE: "端口已被占用",
+    errno.EACCES: "没有权限监听这个端口",
+    errno.EADDRNOTAVAIL: "本机没有这个地址",
+}
+
+
+def run(invocation: Invocation) -> int:
+    """Serve until SIGINT/SIGTERM; returns the exit code."""
+    debug = config.env_flag(os.environ.get("DSH_MEMORY_DEBUG"))
+    logs.configure_stderr_logging(debug)
+    try:
+        return _run(invocation, debug)
+    finally:
+        logs.remove_handlers()
+
+
+def _run(invocation: Invocation, debug: bool) -> int:
+    raw_port = invocation.options.get("port")
+    port: int | None = None
+    if isinstance(raw_port, str):
+        if not raw_port.strip().isdigit() or not 0 <= int(raw_port) <= 65535:
+            write_stderr_lines(
+                [f"❌ 参数错误:--port 必须是 0~65535 之间的整数(收到 {raw_port})", f"⇒ 用 {PROG} serve --help 查看用法"]
+            )
+            return EXIT_USAGE
+        port = int(raw_port)
+    host = invocation.options.get("host")
+    try:
+        settings = config.resolve_settings(store_dir=invocation.store_dir, project_dir=invocation.project_dir)
+        serve = config.resolve_serve_settings(host=host if isinstance(host, str) else None, port=port)
+    except Exception as exc:
+        diagnostics.report_unexpected(exc, debug, started=False)
+        return EXIT_STARTUP
+    try:
+        http = importlib.import_module("dsh_memory_mcp.transports.http")
+    except Exception as exc:
+        diagnostics.report_import_problem(diagnostics.ImportProblem(exc), debug)
+        return EXIT_STARTUP
+
+    def announce(login_url: str) -> None:
+        # Straight to stderr, not through the logger: the token must not land in the log file.
+        write_stderr_lines([f"网页(含令牌,勿外传):{login_url}"])
+
+    try:
+        http.check_bind(serve)
+        logs.configure_file_logging()
+        log_settings(settings)
+        for problem in serve.warnings:
+            logs.log.warning("⚠️ %s", problem)
+        http.serve_http(settings, serve, route_factories=_web_routes(), on_started=announce)
+    except http.ServeRefused as refused:
+        for line in refused.lines:
+            logs.log.error("%s", line)
+        return int(refused.code)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except Exception as exc:
+        return _failure(exc, settings, serve, debug)
+    return EXIT_OK
+
+
+def _web_routes() -> list[Any]:
+    """The web page's routes (`transports.web`); a broken page must not keep `/mcp` from serving."""
+    try:
+        web = importlib.import_module("dsh_memory_mcp.transports.web")
+    except Exception as exc:
+        logs.log.warning("⚠️ 网页模块加载失败(%s),本次只提供 /mcp", exc)
+        return []
+    return [web.web_routes]
+
+
+def _failure(exc: Exception, settings: config.Settings, serve: config.ServeSettings, debug: bool) -> int:
+    failure = diagnostics.store_failure(exc, settings)
+    if failure is not None:
+        diagnostics.report_store_failure(failure[0], failure[1], settings, exc)
+        return EXIT_STARTUP
+    if isinstance(exc, OSError) and exc.errno in _ADDRESS_ERRORS:
+        logs.log.error("❌ 启动失败:无法监听 %s:%d(%s)", serve.host, serve.port, _ADDRESS_ERRORS[exc.errno])
+        logs.log.error("⇒ 换一个端口:%s serve --port <端口>(0 = 任取空闲端口),或停掉占用它的程序", PROG)
+        return EXIT_STARTUP
+    diagnostics.report_unexpected(exc, debug, started=False)
+    return EXIT_STARTUP

@@ -1,0 +1,124 @@
+"""The tool gate of `serve`: at most N tool calls run at once, each with one deadline over queue and run.
+
+Why a gate of its own, separate from HTTP request limits: the transport answers a request as soon
+as the call is queued, and most requests (initialize, list, GET streams) cost nothing, while each
+tool call is a scope read, a locked write or an embedding. Calls beyond the limit wait in FIFO
+order rather than failing — a busy server should make an agent wait, not turn it away — but not
+forever: the deadline (`DSH_MEMORY_TOOL_DEADLINE_SECS`, default 300 s, 0 = none) covers the wait
+in the queue *and* the run.
+
+Past the deadline the caller gets a coded error at once: ``BUSY`` when the call never started
+(nothing was done), ``DEADLINE`` when it started and is still running. A running call cannot be
+interrupted (sync tools run in worker threads), so it keeps its slot until it really ends; the
+limit keeps counting it. Its lock waits end at the deadline too (`store.locks.call_deadline`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import anyio
+import anyio.abc
+
+from dsh_memory_mcp.errors import CallRefused
+from dsh_memory_mcp.store.locks import call_deadline
+
+__all__ = ["ToolGate"]
+
+T = TypeVar("T")
+
+
+class ToolGate:
+    """Admission, deadline and drain for tool calls; use inside `running()`."""
+
+    def __init__(self, limit: int, deadline_secs: float) -> None:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self.limit = limit
+        self.deadline_secs = deadline_secs
+        self._slots = anyio.Semaphore(limit)
+        self._tg: anyio.abc.TaskGroup | None = None
+        self.running_calls = 0
+        self.queued_calls = 0
+        self.closing = False
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[ToolGate]:
+        """Own the task group that call bodies run in (so a body past its deadline outlives its request)."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                yield self
+            finally:
+                self._tg = None
+                tg.cancel_scope.cancel()
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.deadline_secs if self.deadline_secs > 0 else math.inf
+
+    async def run(self, body: Callable[[float | None], Awaitable[T]]) -> T:
+        """Run `body(deadline)` under the gate; `deadline` is a `time.monotonic()` value or None.
+
+        :raises CallRefused: ``BUSY`` (never started: queue past the deadline, or the server is
+            stopping) or ``DEADLINE`` (started, still running at the deadline).
+        """
+        if self.closing or self._tg is None:
+            raise CallRefused("服务正在退出,这次调用没有执行。请稍后重连后重试。", code="BUSY")
+        deadline = self._deadline()
+        self.queued_calls += 1
+        try:
+            with anyio.move_on_after(deadline - time.monotonic()) as waiting:
+                await self._slots.acquire()
+            if waiting.cancelled_caught:
+                raise CallRefused(
+                    f"服务器繁忙:{self.limit} 个工具调用正在运行,这次调用排队 {self.deadline_secs:g} 秒仍未开始,"
+                    "没有执行任何操作。请稍后重试。",
+                    code="BUSY",
+                )
+        finally:
+            self.queued_calls -= 1
+        if self.closing:
+            self._slots.release()
+            raise CallRefused("服务正在退出,这次调用没有执行。请稍后重连后重试。", code="BUSY")
+        self.running_calls += 1
+        done = anyio.Event()
+        outcome: dict[str, Any] = {}
+        wire_deadline = None if math.isinf(deadline) else deadline
+
+        async def call() -> None:
+            try:
+                with call_deadline(wire_deadline):
+                    outcome["value"] = await body(wire_deadline)
+            except Exception as exc:  # handed to the waiting request, if it still waits
+                outcome["error"] = exc
+            finally:
+                self.running_calls -= 1
+                self._slots.release()
+                done.set()
+
+        tg = self._tg
+        assert tg is not None
+        tg.start_soon(call)
+        with anyio.move_on_after(deadline - time.monotonic()):
+            await done.wait()
+        if not done.is_set():
+            raise CallRefused(
+                f"这次调用运行超过了截止时间({self.deadline_secs:g} 秒)还没有结束,先返回错误;"
+                "它仍在后台运行,写入可能稍后才完成。重试前先用 memory_search / memory_list 确认结果。",
+                code="DEADLINE",
+            )
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]  # type: ignore[no-any-return]
+
+    async def drain(self, seconds: float) -> bool:
+        """Stop admitting calls; wait up to `seconds` for running ones. True when none is left."""
+        self.closing = True
+        end = time.monotonic() + seconds
+        while self.running_calls and time.monotonic() < end:
+            await anyio.sleep(0.02)
+        return self.running_calls == 0

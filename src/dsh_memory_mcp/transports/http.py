@@ -1,0 +1,650 @@
+"""`dsh-memory-mcp serve`: the same MCP server, over Streamable HTTP at `/mcp`, for many hosts at once.
+
+One process, one `MemoryService` shared by every session, so a save in one session is visible
+at once in all others. Everything protocol-shaped is the SDK's: its `StreamableHTTPSessionManager`
+(sessions, idle reaping, 404 for an unknown session id, request-body limit), its transport-security
+settings (Host and Origin checks, 421/403), its bearer-auth middleware (401 with
+``WWW-Authenticate``) and uvicorn/starlette. What this module adds:
+
+* refusal by default: a token always (`DSH_MEMORY_TOKEN` or a generated one), Host names beyond
+  loopback only with a user-set token, `<store>/serve.json` (one `serve` per store);
+* the tool gate (`gate.ToolGate`): bounded concurrency, a deadline over queue and run;
+* sessions that never finish the handshake (no ``notifications/initialized``) are ended after
+  ``DSH_MEMORY_SESSION_INIT_SECS`` (60 s) instead of living for the whole idle timeout;
+* a drain on SIGINT/SIGTERM: running calls get up to `DRAIN_SECS`, then every session is ended,
+  uvicorn stops, the vector backend is stopped, `serve.json` removed, exit 0.
+
+Relay contract (the stdio relay and other programs): see `serve_file` for `serve.json`;
+`GET /health` with the bearer token answers 200 and a small JSON object when this is a live
+`serve`; `X-DSH-Project` (percent-encoded absolute path) on a `/mcp` request sets that call's
+current project (`call_facts.PROJECT_HEADER`).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import secrets
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from types import FrameType
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthenticatedUser,
+    AuthorizationContext,
+    BearerAuthBackend,
+    RequireAuthMiddleware,
+)
+from mcp.server.auth.provider import AccessToken
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.types import CallToolResult, TextContent
+from sse_starlette.sse import AppStatus
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from dsh_memory_mcp import __version__
+from dsh_memory_mcp.config import LOOPBACK_HOSTS, ServeSettings, Settings
+from dsh_memory_mcp.errors import CallRefused
+from dsh_memory_mcp.service.compose import close_service, open_service
+from dsh_memory_mcp.service.context import CallContext
+from dsh_memory_mcp.service.render import error_result
+from dsh_memory_mcp.service.tools import MemoryService
+from dsh_memory_mcp.transports import call_facts, serve_file
+from dsh_memory_mcp.transports.gate import ToolGate
+from dsh_memory_mcp.transports.mcp_server import build_server
+
+__all__ = [
+    "DRAIN_SECS",
+    "MAX_BODY_BYTES",
+    "RouteFactory",
+    "ServeRefused",
+    "build_app",
+    "security_settings",
+    "serve_http",
+]
+
+log = logging.getLogger("dsh_memory_mcp.transports.http")
+
+#: How long running tool calls may still finish after SIGINT/SIGTERM.
+DRAIN_SECS = 10.0
+#: Request bodies above this are answered 413 before anything parses them (a memory is a sentence).
+MAX_BODY_BYTES = 1 << 20
+#: Extra routes next to `/mcp` (the web page): `factory(service, token) -> routes`.
+RouteFactory = Callable[[MemoryService, str], Sequence[BaseRoute]]
+
+_CLIENT_ID = "dsh-memory-mcp"
+
+
+class ServeRefused(Exception):
+    """`serve` must not start; `code` is the exit code (1 another serve owns the store, 2 unsafe bind)."""
+
+    def __init__(self, lines: Sequence[str], code: int) -> None:
+        super().__init__(lines[0] if lines else "")
+        self.lines = list(lines)
+        self.code = code
+
+
+# ----------------------------------------------------------------------------------------------
+# Auth and Host/Origin rules
+
+
+class _StaticToken:
+    """The SDK's `TokenVerifier` for one shared secret (constant-time comparison)."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token.encode("utf-8")
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if hmac.compare_digest(token.encode("utf-8", "surrogateescape"), self._token):
+            return AccessToken(token="", client_id=_CLIENT_ID, scopes=[])
+        return None
+
+
+def _bracket(host: str) -> str:
+    """An IPv6 literal as a Host header spells it (`::1` → `[::1]`)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _host_items(item: str) -> list[str]:
+    """A `DSH_MEMORY_ALLOWED_HOSTS` entry → the SDK's allowed-host patterns (bare host: any port)."""
+    item = item.strip().lower()
+    if item.startswith("[") and "]" in item:
+        host, _, rest = item.partition("]")
+        host += "]"
+        port = rest[1:] if rest.startswith(":") else ""
+    elif item.count(":") == 1:
+        host, _, port = item.partition(":")
+    else:
+        host, port = _bracket(item), ""
+    return [f"{host}:{port}"] if port else [host, f"{host}:*"]
+
+
+def _wildcard(host: str) -> bool:
+    return host in ("0.0.0.0", "::", "[::]", "")
+
+
+def local_host(bind_host: str) -> str:
+    """The name a local client uses to reach `bind_host` (a wildcard bind is reached via 127.0.0.1)."""
+    host = bind_host.strip().lower()
+    if _wildcard(host):
+        return "127.0.0.1"
+    return _bracket(host)
+
+
+def security_settings(settings: ServeSettings, port: int, *, user_token: bool) -> TransportSecuritySettings:
+    """The Host/Origin allow-lists for `/mcp` (issue 11 §3).
+
+    Loopback names are always allowed (any port: a DNS-rebinding page cannot make a browser send
+    them). The bound address and `DSH_MEMORY_ALLOWED_HOSTS` only with a user-set token: without
+    one the token is a secret only this machine's user can read (`serve.json`), and the Host check
+    is what stops a rebinding page from posing as a local client. Origins: our own loopback
+    origins on our port (plus the bound address with a user-set token) and
+    `DSH_MEMORY_ALLOWED_ORIGINS`.
+    """
+    hosts: list[str] = []
+    for name in ("127.0.0.1", "localhost", "[::1]"):
+        hosts += [name, f"{name}:*"]
+    origins = [f"http://{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")]
+    bound = settings.host.strip().lower()
+    if user_token:
+        if not _wildcard(bound) and bound not in LOOPBACK_HOSTS:
+            hosts += [_bracket(bound), f"{_bracket(bound)}:{port}"]
+            origins.append(f"http://{_bracket(bound)}:{port}")
+        for item in settings.allowed_hosts:
+            hosts += _host_items(item)
+    origins += list(settings.allowed_origins)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(dict.fromkeys(hosts)),
+        allowed_origins=list(dict.fromkeys(origins)),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Sessions: the SDK's manager, plus the never-initialized rule and an orderly end for all
+
+
+class _Sessions(StreamableHTTPSessionManager):
+    """The SDK's session manager; also remembers when each session was born and whether it finished
+    the handshake, so `reap_uninitialized` can end the ones that never did, and `end_all` can end
+    every session at shutdown (open GET streams would otherwise hold uvicorn's drain).
+
+    Hooks the manager's `_admit_session`/`_discard_session` (private in mcp 2.3; the tests of
+    reaping and shutdown fail if they change).
+    """
+
+    def __init__(self, *args: Any, init_grace: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.init_grace = init_grace
+        self._born: dict[str, tuple[float, StreamableHTTPServerTransport]] = {}
+        self._initialized: set[str] = set()
+
+    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
+        transport = super()._admit_session(requestor)
+        if transport is not None and transport.mcp_session_id is not None:
+            self._born[transport.mcp_session_id] = (time.monotonic(), transport)
+        return transport
+
+    async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+        self._born.pop(session_id, None)
+        self._initialized.discard(session_id)
+        await super()._discard_session(session_id, transport)
+
+    @property
+    def count(self) -> int:
+        return len(self._born)
+
+    def mark_initialized(self, session_id: str) -> None:
+        if session_id in self._born:
+            self._initialized.add(session_id)
+
+    async def reap_uninitialized(self) -> int:
+        now = time.monotonic()
+        late = [
+            (sid, transport)
+            for sid, (born, transport) in list(self._born.items())
+            if sid not in self._initialized and now - born > self.init_grace
+        ]
+        for sid, transport in late:
+            log.info("会话 %s… 创建后 %g 秒仍未完成握手,已结束", sid[:8], self.init_grace)
+            await self._discard_session(sid, transport)
+        return len(late)
+
+    async def end_all(self) -> None:
+        for sid, (_, transport) in list(self._born.items()):
+            await self._discard_session(sid, transport)
+
+
+# ----------------------------------------------------------------------------------------------
+# The per-message middleware: handshake bookkeeping, relay project header, the tool gate
+
+
+def _refusal(exc: CallRefused) -> CallToolResult:
+    result = error_result(exc.code, exc.message)
+    return CallToolResult(
+        content=[TextContent(type="text", text=result.text)], structured_content=result.structured, is_error=True
+    )
+
+
+def _base_context(service: MemoryService) -> Callable[[ServerRequestContext[Any, Any]], CallContext]:
+    """Where a request's CallContext starts (`mcp_server`'s `base_context` hook): the process
+    default, the relay's project when the (authenticated) request carries `X-DSH-Project`, and the
+    tool gate's deadline for this call."""
+
+    def base(ctx: ServerRequestContext[Any, Any]) -> CallContext:
+        call = service.default_context
+        request = ctx.request if isinstance(ctx.request, Request) else None
+        project = call_facts.project_from_headers(request.headers) if request is not None else None
+        if request is not None and project is not None:
+            # A relay's own --project / DSH_MEMORY_PROJECT is explicit and wins over the host's roots;
+            # a relay that only knew its working directory leaves roots the last word, like a direct server.
+            relayed = (request.headers.get(call_facts.PROJECT_SOURCE_HEADER) or "").strip().lower()
+            call = call.with_project(project, "cwd" if relayed == "cwd" else "relay")
+        facts = call_facts.current()
+        if facts is not None and facts.deadline is not None:
+            call = replace(call, deadline=facts.deadline)
+        return call
+
+    return base
+
+
+class _CallMiddleware:
+    """SDK server middleware (`MCPServer.middleware`): runs for every inbound message."""
+
+    def __init__(self, gate: ToolGate, sessions: _Sessions) -> None:
+        self.gate = gate
+        self.sessions = sessions
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        request = ctx.request if isinstance(ctx.request, Request) else None
+        if ctx.method == "notifications/initialized" and request is not None:
+            sid = request.headers.get(MCP_SESSION_ID_HEADER)
+            if sid:
+                self.sessions.mark_initialized(sid)
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+
+        async def body(deadline: float | None) -> HandlerResult:
+            facts = call_facts.CallFacts(deadline=deadline)
+            with call_facts.facts(facts):
+                return await call_next(ctx)
+
+        try:
+            return await self.gate.run(body)
+        except CallRefused as exc:
+            return _refusal(exc)
+
+
+# ----------------------------------------------------------------------------------------------
+# The app
+
+
+@dataclass
+class _State:
+    service: MemoryService
+    server: MCPServer[Any]
+    sessions: _Sessions
+    gate: ToolGate
+    security: TransportSecurityMiddleware
+    started_at: int
+
+
+class _BadHeaderGuard:
+    """An `X-DSH-Project` that is not an absolute path is refused (400) before it reaches a session."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            raw = next((v for k, v in scope["headers"] if k == call_facts.PROJECT_HEADER_BYTES), None)
+            if raw is not None and call_facts.decode_project(raw.decode("latin-1")) is None:
+                body = f"{call_facts.PROJECT_HEADER} 必须是百分号编码的绝对路径".encode()
+                response = Response(body, status_code=400, media_type="text/plain; charset=utf-8")
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def build_app(
+    service: MemoryService,
+    settings: ServeSettings,
+    *,
+    port: int,
+    token: str,
+    user_token: bool,
+    extra_routes: Sequence[BaseRoute] = (),
+) -> tuple[Starlette, _State]:
+    """The Starlette app: `/mcp` (bearer + Host/Origin + gate), `/health`, then `extra_routes`."""
+    server = build_server(service, base_context=_base_context(service))
+    security = security_settings(settings, port, user_token=user_token)
+    gate = ToolGate(settings.max_tool_calls, settings.tool_deadline_secs)
+    sessions = _Sessions(
+        app=server._lowlevel_server,
+        json_response=False,
+        stateless=False,
+        security_settings=security,
+        session_idle_timeout=settings.session_idle_secs,
+        max_request_body_size=MAX_BODY_BYTES,
+        init_grace=min(settings.session_init_secs, settings.session_idle_secs),
+    )
+    server.middleware.append(_CallMiddleware(gate, sessions))
+    state = _State(
+        service=service,
+        server=server,
+        sessions=sessions,
+        gate=gate,
+        security=TransportSecurityMiddleware(security),
+        started_at=time.time_ns() // 1_000_000,
+    )
+
+    async def health(request: Request) -> Response:
+        refused = await state.security.validate_request(request)
+        if refused is not None:
+            return refused
+        return JSONResponse(
+            {
+                "ok": True,
+                "name": "dsh-memory-mcp",
+                "version": __version__,
+                "pid": os.getpid(),
+                "startedAt": state.started_at,
+                "sessions": sessions.count,
+                "toolCalls": {"running": gate.running_calls, "queued": gate.queued_calls, "limit": gate.limit},
+            }
+        )
+
+    # Auth first: the project header is read only from requests that carried the token.
+    mcp_app = RequireAuthMiddleware(_BadHeaderGuard(StreamableHTTPASGIApp(sessions)), [])
+    routes: list[BaseRoute] = [
+        Route("/mcp", endpoint=mcp_app),
+        Route("/health", endpoint=RequireAuthMiddleware(_Endpoint(health), []), methods=["GET"]),
+        *extra_routes,
+    ]
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with sessions.run(), gate.running(), anyio.create_task_group() as tg:
+            tg.start_soon(_housekeeping, state)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    app = Starlette(
+        debug=False,
+        routes=routes,
+        # Bodies: `/mcp` is bounded by the SDK's manager (`MAX_BODY_BYTES`, 413); mounted routes bound
+        # their own (the web page's import takes larger files than a tool call ever needs).
+        middleware=[Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(_StaticToken(token)))],
+        lifespan=lifespan,
+    )
+    return app, state
+
+
+class _Endpoint:
+    """A request handler as a plain ASGI app (so the SDK's `RequireAuthMiddleware` can wrap it)."""
+
+    def __init__(self, handler: Callable[[Request], Any]) -> None:
+        self.handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.handler(Request(scope, receive))
+        await response(scope, receive, send)
+
+
+async def _housekeeping(state: _State) -> None:
+    """Once a second: end sessions that never finished the handshake."""
+    while True:
+        await anyio.sleep(1.0 if state.sessions.init_grace >= 5 else 0.2)
+        try:
+            await state.sessions.reap_uninitialized()
+        except Exception:  # never let bookkeeping take the server down
+            log.exception("会话清理失败")
+
+
+# ----------------------------------------------------------------------------------------------
+# Running it
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, with our drain in front of its shutdown and signals counted for the exit code."""
+
+    def __init__(self, config: uvicorn.Config, state: _State) -> None:
+        super().__init__(config)
+        self.state = state
+        self.signalled = 0
+        # sse-starlette (the SDK's SSE responses) patches uvicorn to cut every open SSE stream the
+        # moment a signal arrives, which would drop the answer of a call that is still running.
+        # We end the streams ourselves, after the drain.
+        AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.signalled += 1
+        if self.signalled == 1:
+            log.info("收到退出信号,等待正在运行的工具调用结束(最多 %g 秒)…", DRAIN_SECS)
+            _arm_hard_exit(DRAIN_SECS + 5.0)
+        super().handle_exit(sig, frame)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()  # stop accepting first; the drain must not admit new connections
+        if not await self.state.gate.drain(DRAIN_SECS):
+            log.warning("⚠️ %d 个工具调用 %g 秒后仍未结束,不再等待", self.state.gate.running_calls, DRAIN_SECS)
+        await anyio.sleep(0.05)  # let the last answers reach their SSE streams
+        AppStatus.should_exit = True
+        await self.state.sessions.end_all()
+        await super().shutdown(sockets)
+
+
+def _arm_hard_exit(seconds: float) -> None:
+    def hard_exit() -> None:
+        sys.stderr.write(f"[dsh-memory-mcp] ⚠️ 收到退出信号 {seconds:g} 秒后仍未停下,强制退出\n")
+        sys.stderr.flush()
+        os._exit(0)
+
+    timer = threading.Timer(seconds, hard_exit)
+    timer.daemon = True
+    timer.start()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    if sys.platform != "win32":
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+def _other_serve_lines(store_dir: str, other: serve_file.ServeInfo) -> list[str]:
+    answers = serve_file.probe(other)
+    state = "正在应答" if answers else "进程还在,但没有应答"
+    lines = [
+        f"❌ 启动失败:这个记忆库已经有一个 serve 在运行(pid {other.pid},{other.url},{state})",
+        f"⇒ 记忆库 {store_dir} 同一时间只能有一个 serve;其它宿主直接连 {other.url} 即可(令牌见 "
+        f"{serve_file.path_for(store_dir)})",
+        f"⇒ 要换端口或参数,先停掉它(kill {other.pid})再启动",
+    ]
+    if not answers:
+        lines.append(
+            f"⇒ 若 pid {other.pid} 已不是 dsh-memory-mcp(进程号被复用),删除 {serve_file.path_for(store_dir)} 后重试"
+        )
+    return lines
+
+
+def check_bind(settings: ServeSettings) -> None:
+    """:raises ServeRefused: (exit 2) a non-loopback address without a user-set token."""
+    if not settings.loopback and settings.token is None:
+        raise ServeRefused(
+            [
+                f"❌ 拒绝启动:要监听非回环地址 {settings.host},但没有设置 DSH_MEMORY_TOKEN",
+                "⇒ 原因:自动生成的令牌只写在本机的 serve.json 里,别的机器拿不到;不设令牌就对网络开放等于没有门",
+                "⇒ 修复:DSH_MEMORY_TOKEN=<足够长的随机串> dsh-memory-mcp serve --host …"
+                "(生成:python -c 'import secrets; print(secrets.token_urlsafe(32))'),或去掉 --host 只在本机监听",
+            ],
+            code=2,
+        )
+
+
+def serve_http(
+    settings: Settings,
+    serve: ServeSettings,
+    *,
+    route_factories: Sequence[RouteFactory] = (),
+    on_started: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until SIGINT/SIGTERM; returns normally after the drain.
+
+    :raises ServeRefused: unsafe bind (code 2) or another live `serve` owns the store (code 1).
+    :raises OSError: the port cannot be bound.
+    :raises StoreError: the store directory is unusable.
+    """
+    check_bind(serve)
+    previous = _calm_signals()
+    try:
+        existing, _ = serve_file.read(settings.store_dir)
+        if existing is not None and existing.alive and existing.pid != os.getpid():
+            raise ServeRefused(_other_serve_lines(settings.store_dir, existing), code=1)
+        service = open_service(settings)
+        try:
+            _serve_service(settings, serve, service, route_factories, on_started)
+        finally:
+            close_service(service)
+    finally:
+        _restore_signals(previous)
+
+
+def _serve_service(
+    settings: Settings,
+    serve: ServeSettings,
+    service: MemoryService,
+    route_factories: Sequence[RouteFactory],
+    on_started: Callable[[str], None] | None,
+) -> None:
+    user_token = serve.token is not None
+    token = serve.token or secrets.token_urlsafe(32)
+    sock = _bind(serve.host, serve.port)
+    try:
+        port = int(sock.getsockname()[1])
+        base = f"http://{local_host(serve.host)}:{port}"
+        info = serve_file.ServeInfo(
+            url=f"{base}/mcp",
+            pid=os.getpid(),
+            token=token,
+            version=__version__,
+            started_at=time.time_ns() // 1_000_000,
+        )
+        extra: list[BaseRoute] = []
+        for factory in route_factories:
+            extra.extend(factory(service, token))
+        app, state = build_app(service, serve, port=port, token=token, user_token=user_token, extra_routes=extra)
+        claimed = serve_file.claim(settings.store_dir, info)
+        if not claimed.ok:
+            if claimed.other is not None:
+                raise ServeRefused(_other_serve_lines(settings.store_dir, claimed.other), code=1)
+            raise ServeRefused([f"❌ 启动失败:无法写入 {serve_file.path_for(settings.store_dir)}"], code=1)
+        try:
+            if claimed.replaced_stale is not None:
+                log.info("已替换遗留的 serve.json(pid %d 已不在运行)", claimed.replaced_stale.pid)
+            if not user_token and (serve.allowed_hosts or not serve.loopback):
+                log.warning("⚠️ DSH_MEMORY_ALLOWED_HOSTS 只在设置了 DSH_MEMORY_TOKEN 时生效,本次只放行回环地址")
+            if service.vectors is not None:
+                service.vectors.start()
+            config = uvicorn.Config(
+                app,
+                log_config=None,
+                log_level="warning",
+                access_log=False,
+                lifespan="on",
+                timeout_graceful_shutdown=3,
+                server_header=False,
+            )
+            server = _Server(config, state)
+            if _signals_seen:  # asked to stop while starting up: serve nothing, exit 0
+                server.should_exit = True
+            log.info("已启动 dsh-memory-mcp v%s(serve,%s)", __version__, info.url)
+            log.info(
+                "令牌 = %s(DSH_MEMORY_TOKEN)",
+                "用户设置" if user_token else f"自动生成,见 {serve_file.path_for(settings.store_dir)}",
+            )
+            log.info(
+                "工具调用并发上限 = %d,截止时间 = %s,空闲会话 %g 秒后回收",
+                serve.max_tool_calls,
+                f"{serve.tool_deadline_secs:g} 秒" if serve.tool_deadline_secs > 0 else "无",
+                serve.session_idle_secs,
+            )
+            if on_started is not None and extra:
+                on_started(f"{base}/?token={token}")
+            server.run(sockets=[sock])  # blocking; uvicorn re-raises a caught signal after it: see _calm_signals
+            if server.signalled:
+                log.info("收到退出信号,已停止")
+        finally:
+            serve_file.release(settings.store_dir, info)
+    finally:
+        sock.close()
+
+
+#: Stop signals noted by `_calm_signals`' handlers (before uvicorn runs, or re-raised after it).
+_signals_seen: list[int] = []
+_STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s is not None)
+
+
+def _calm_signals() -> dict[int, Any]:
+    """Handlers that note a signal and do nothing else, around the whole serve.
+
+    uvicorn installs its own handlers while it serves and, after a clean shutdown, restores the
+    previous ones and *re-raises* the signal it caught (so a plain SIGTERM would kill us with
+    -15 after our drain). With these in place the re-raised signal lands here and we exit 0.
+    """
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return previous
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        _signals_seen.append(signum)
+
+    for sig in _STOP_SIGNALS:
+        try:
+            previous[sig] = signal.signal(sig, note)
+        except (ValueError, OSError):
+            pass
+    return previous
+
+
+def _restore_signals(previous: dict[int, Any]) -> None:
+    for sig, handler in previous.items():
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError, TypeError):
+            pass
+
+
+def is_authenticated(scope: Scope) -> bool:
+    """Whether the request carried the bearer token (for routes mounted next to `/mcp`)."""
+    return isinstance(scope.get("user"), AuthenticatedUser)
