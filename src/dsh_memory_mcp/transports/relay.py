@@ -232,7 +232,6 @@ class Relay:
         self._child: subprocess.Popen[bytes] | None = None
         self._child_ready = threading.Event()
         self._child_lock = threading.Lock()
-        self._get_stream_started = False
         self._closing = False
 
     # -- output --------------------------------------------------------------------------------
@@ -311,6 +310,7 @@ class Relay:
         self._remember_protocol(replies)
         if self._initialized_line is not None:
             self._post(self._initialized_line, emit=False)
+            self._start_get_stream()
 
     def _remember_protocol(self, replies: list[bytes]) -> None:
         for reply in replies:
@@ -338,6 +338,14 @@ class Relay:
             self._fall_back(str(exc) or type(exc).__name__)
             self._send_to_child(line)
             return []
+
+    def _start_get_stream(self) -> None:
+        """Listen for server-initiated messages of the current session (one stream per session).
+
+        An open GET stream also tells `serve` the host is still there: the session is not idle.
+        """
+        if self.session_id and self._child is None:
+            threading.Thread(target=self._get_stream, name="relay-get", daemon=True).start()
 
     def _get_stream(self) -> None:
         """Server-initiated messages outside any request (e.g. `roots/list` asked between calls)."""
@@ -437,10 +445,9 @@ class Relay:
                 replies = self._handle(line)
                 if method == "initialize":
                     self._remember_protocol(replies)
+                elif method == "notifications/initialized":
+                    self._start_get_stream()
                 continue
-            if not self._get_stream_started and self.session_id and self._child is None:
-                self._get_stream_started = True
-                threading.Thread(target=self._get_stream, name="relay-get", daemon=True).start()
             worker = threading.Thread(target=self._handle, args=(line,), name="relay-call", daemon=True)
             worker.start()
             self._threads = [t for t in self._threads if t.is_alive()]
