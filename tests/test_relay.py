@@ -191,3 +191,41 @@ def test_a_restarted_serve_gets_a_new_session_and_the_hosts_call_succeeds(tmp_pa
     log = errlog.read_text(encoding="utf-8")
     assert "重新建立会话" in log and "改为直连模式" not in log
     assert sorted(r["content"] for r in _lines(store_dir)) == ["重启前保存的", "重启后保存的"]
+
+
+def test_a_relayed_host_gets_an_answer_for_every_line(tmp_path: Path, store_dir: Path):
+    """The relay has no SDK: it answers lines that are not JSON-RPC itself, and serve's HTTP errors
+    for a request become a JSON-RPC error carrying the request's id."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    }
+    lines = [
+        json.dumps(init),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        "garbage",
+        "{",
+        json.dumps([{"jsonrpc": "2.0", "id": 5, "method": "ping"}]),
+        json.dumps({"jsonrpc": "1.0", "id": 6, "method": "ping"}),
+        json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping"}),
+    ]
+    with running_serve(store_dir, tmp_path / "serve.log"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "dsh_memory_mcp", "--store-dir", str(store_dir)],
+            input="\n".join(lines) + "\n",
+            capture_output=True,
+            text=True,
+            env=subprocess_env(),
+            timeout=60,
+        )
+    assert "连接方式 = relay(" in proc.stderr
+    answers = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    by_id = {a.get("id"): a for a in answers}
+    assert by_id[1]["result"]["serverInfo"]["name"]
+    assert by_id[6]["error"]["code"] == -32600
+    assert by_id[7]["result"] == {}
+    nulls = [a["error"]["code"] for a in answers if a.get("id") is None]
+    assert sorted(nulls) == [-32700, -32700, -32600]
+    assert proc.returncode == 0

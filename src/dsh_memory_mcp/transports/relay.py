@@ -433,6 +433,11 @@ class Relay:
             line = raw.strip()
             if not line:
                 continue
+            refusal = _refuse(line)
+            if refusal is not None:
+                # Answered here, like the direct server's input guard: serve would only say 400.
+                self._emit(refusal)
+                continue
             message = _peek(line) or {}
             method = message.get("method")
             is_request = "id" in message and isinstance(method, str)
@@ -487,6 +492,29 @@ def _peek(line: bytes) -> dict[str, Any] | None:
     return message if isinstance(message, dict) else None
 
 
+def _refuse(line: bytes) -> bytes | None:
+    """A JSON-RPC error for a line that is not a JSON-RPC 2.0 message (-32700 / -32600), else None."""
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return _rpc_error(None, -32700, "Parse error: 这一行不是 JSON")
+    if not isinstance(message, dict):
+        kind = "批量请求(数组)不受支持" if isinstance(message, list) else "消息必须是 JSON 对象"
+        return _rpc_error(None, -32600, f"Invalid Request: {kind}")
+    ident = message.get("id")
+    valid_id = ident if isinstance(ident, (str, int)) and not isinstance(ident, bool) else None
+    if message.get("jsonrpc") != "2.0":
+        return _rpc_error(valid_id, -32600, 'Invalid Request: 需要 "jsonrpc": "2.0"')
+    if "method" not in message and "result" not in message and "error" not in message:
+        return _rpc_error(valid_id, -32600, "Invalid Request: 既不是请求也不是响应")
+    return None
+
+
+def _rpc_error(ident: Any, code: int, message: str) -> bytes:
+    payload = {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}
+    return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+
+
 def _with_id(line: bytes, new_id: str) -> bytes:
     message = _peek(line) or {}
     message["id"] = new_id
@@ -502,5 +530,4 @@ def _error_for(line: bytes, status: int, body: bytes) -> bytes:
     parsed = _peek(body)
     if parsed and isinstance(parsed.get("error"), dict):
         detail = str(parsed["error"].get("message", ""))
-    error = {"code": -32603, "message": f"serve 返回 HTTP {status}" + (f":{detail}" if detail else "")}
-    return json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}, ensure_ascii=False).encode("utf-8")
+    return _rpc_error(message["id"], -32603, f"serve 返回 HTTP {status}" + (f":{detail}" if detail else ""))
