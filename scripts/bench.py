@@ -40,6 +40,7 @@ import os
 import platform
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -796,6 +797,36 @@ async def direct_rss(store: Path, projects: list[Path], env: dict[str, str], err
     return {"servers": n, "measured": len(rss), "sum_rss_kb": sum(rss), "each_rss_kb": sorted(rss)}
 
 
+async def relay_cold_start(store: Path, project: Path, env: dict[str, str], errlog: Any, reps: int) -> dict[str, Any]:
+    """Spawn → `initialize` answered, through the relay (a live serve) and direct (`--no-relay`), interleaved."""
+    proc, _info = start_serve(store, env, errlog)
+    relayed: list[float] = []
+    direct: list[float] = []
+    try:
+        relay_params = params(store, project, env)
+        direct_params = params(store, project, env)
+        direct_params.args.append("--no-relay")
+        await cold_start(relay_params, errlog)  # warm the page cache for both paths
+        await cold_start(direct_params, errlog)
+        for _ in range(reps):
+            relayed.append(await cold_start(relay_params, errlog))
+            direct.append(await cold_start(direct_params, errlog))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    relay_ms, direct_ms = ms(statistics.median(relayed)), ms(statistics.median(direct))
+    return {
+        "reps": reps,
+        "relay_ms": relay_ms,
+        "direct_ms": direct_ms,
+        "ratio": round(relay_ms / direct_ms, 3) if direct_ms else None,
+    }
+
+
 def run_serve_bench(size: int, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     base = tmp / f"serve-{size}"
     projects = [base / "work" / name for name in ("alpha", "beta", "gamma")]
@@ -808,6 +839,7 @@ def run_serve_bench(size: int, tmp: Path, args: argparse.Namespace) -> dict[str,
     try:
         load = anyio.run(serve_load, store, projects, env, errlog, 16, 10 if args.quick else 40)
         direct = anyio.run(direct_rss, store, projects, env, errlog, 8)
+        relay = anyio.run(relay_cold_start, store, projects[0], env, errlog, 3 if args.quick else 7)
     finally:
         errlog.close()
     if not args.keep:
@@ -815,7 +847,7 @@ def run_serve_bench(size: int, tmp: Path, args: argparse.Namespace) -> dict[str,
     ratio = None
     if load["serve_rss_kb"] and direct["sum_rss_kb"]:
         ratio = round(load["serve_rss_kb"] / direct["sum_rss_kb"], 3)
-    return {"size": size, **load, "direct8": direct, "rss_ratio_serve_vs_8_direct": ratio}
+    return {"size": size, **load, "direct8": direct, "rss_ratio_serve_vs_8_direct": ratio, "relay_cold_start": relay}
 
 
 def print_serve(row: dict[str, Any]) -> None:
@@ -828,6 +860,11 @@ def print_serve(row: dict[str, Any]) -> None:
         f"  RSS: one serve {(row['serve_rss_kb'] or 0) / 1024:.1f} MB (peak {(row['serve_hwm_kb'] or 0) / 1024:.1f} MB) "
         f"vs 8 direct stdio servers {d['sum_rss_kb'] / 1024:.1f} MB in total ({d['measured']} measured) "
         f"= {row['rss_ratio_serve_vs_8_direct']}x; serve exit code {row['serve_exit_code']}"
+    )
+    rc = row["relay_cold_start"]
+    print(
+        f"  cold start (spawn -> initialize answered, median of {rc['reps']}): relay {rc['relay_ms']} ms "
+        f"vs direct {rc['direct_ms']} ms = {rc['ratio']}x (goal <= 0.2x)"
     )
 
 
