@@ -1,7 +1,7 @@
 """The web page's HTTP side, over real HTTP on loopback: login, refusal, headers, the JSON API.
 
-A real server process serves `web_routes(...)` (tests/helpers/web_server.py); the test talks to it
-with httpx and checks the store files on disk. The browser side is tests/test_web_browser.py.
+A real `dsh-memory-mcp serve` process (tests/helpers/web_server.py) serves the page next to `/mcp`;
+the test talks to it with httpx and checks the store files on disk. The browser side is tests/test_web_browser.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dsh_memory_mcp.store.records import new_record
 from dsh_memory_mcp.store.scopes import scope_file_relpath
 from dsh_memory_mcp.store.shared import SharedStore
 from dsh_memory_mcp.transports.web import host_allowed
-from tests.helpers.web_server import WebServer, running_web
+from tests.helpers.web_server import WebServer, running_web, running_web_app
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,15 @@ WRITES = ["/api/forget", "/api/import", "/api/memories/00000000/edit"]
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
     root = tmp_path_factory.mktemp("web-api")
-    with running_web(root / "store", root, "--allowed-host", "127.0.0.1:*", "--allowed-host", "localhost:*") as srv:
+    with running_web(root / "store", root) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def host_checked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
+    """`web_routes(..., allowed_hosts=...)` alone in a Starlette app (serve does its own Host rules)."""
+    root = tmp_path_factory.mktemp("web-hosts")
+    with running_web_app(root / "store", root, "--allowed-host", "127.0.0.1:*", "--allowed-host", "localhost:*") as srv:
         yield srv
 
 
@@ -89,15 +97,23 @@ def test_a_wrong_token_in_the_login_url_gets_401_and_no_cookie(server: WebServer
         assert c.get("/api/overview").status_code == 401
 
 
-def test_a_host_outside_the_allow_list_gets_421_even_with_the_token(server: WebServer):
+def test_a_host_outside_the_allow_list_gets_421_even_with_the_token(host_checked: WebServer):
     """DNS rebinding: a foreign name that resolves to loopback reaches the socket, not the page."""
-    for path in ["/", "/api/overview", f"/?token={server.token}"]:
-        r = httpx.get(
-            server.base + path, headers={"Host": "rebind.example:80", "Authorization": f"Bearer {server.token}"}
-        )
+    srv = host_checked
+    for path in ["/", "/api/overview", f"/?token={srv.token}"]:
+        r = httpx.get(srv.base + path, headers={"Host": "rebind.example:80", "Authorization": f"Bearer {srv.token}"})
         assert r.status_code == 421, path
         assert "set-cookie" not in r.headers
-    assert httpx.get(server.base + "/", headers={"Host": "localhost:1234"}).status_code == 200
+    assert httpx.get(srv.base + "/", headers={"Host": "localhost:1234"}).status_code == 200
+
+
+def test_serve_prints_the_login_url_once_and_it_logs_a_browser_in(server: WebServer):
+    err = server.stderr_text()
+    assert server.login_url == f"{server.base}/?token={server.token}"
+    assert err.count(server.token) == 1  # printed once, nowhere else
+    with httpx.Client() as c:
+        assert c.get(server.login_url).status_code == 303
+        assert c.get(server.base + "/api/session").json()["ok"] is True
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The web page in a real browser: Debian's Chromium driven by Playwright, against a real server.
+"""The web page in a real browser: Debian's Chromium driven by Playwright, against a real `serve`.
 
 One browser and one server for the module (kept lean: the whole module is a few dozen seconds).
 A memory is saved through MCP by a real stdio server process on the same store; the page must

@@ -1,7 +1,7 @@
 """A tiny real server for the web page's tests: `web_routes(...)` in a Starlette app under uvicorn.
 
-Stands in for `dsh-memory-mcp serve` until that lands: same routes, same service composition
-(`open_service`), a real socket on loopback. Prints the login URL on stderr the way `serve` does
+For what `dsh-memory-mcp serve` does not pass in (the optional Host allow-list): the same routes
+and service composition (`open_service`) as `serve`, a real socket on loopback. Prints the login URL on stderr the way `serve` does
 and its port on stdout as ``PORT=<n>``; SIGTERM/SIGINT end it.
 
     python tests/helpers/web_app.py --store-dir DIR [--allowed-host H]...   (token from DSH_MEMORY_TOKEN)

@@ -1,12 +1,18 @@
-"""Start a real server process that serves the web page, for the web tests; stop it after.
+"""Start a real `dsh-memory-mcp serve` for the web tests, read its login URL, stop it after.
 
-`running_web` yields a `WebServer` (base URL, token, login URL, store dir). The process is a real
-subprocess on loopback, reaped in ``finally``.
+`running_web` yields a `WebServer` (base URL, token, the login URL that `serve` printed on stderr,
+store dir). The process is `python -m dsh_memory_mcp serve --port 0` on loopback with the token in
+`DSH_MEMORY_TOKEN`; it is ready once `<store>/serve.json` names its pid and the login line is out.
+Stopped with SIGTERM (killed if it hangs) in ``finally``.
+
+`running_web_app` is the same for `tests/helpers/web_app.py`, a bare Starlette app with only
+`web_routes(...)`: for what `serve` does not pass in (the optional Host allow-list).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import secrets
 import signal
@@ -21,19 +27,21 @@ from tests.conftest import subprocess_env
 
 HELPER = Path(__file__).resolve().parent / "web_app.py"
 START_SECONDS = 30
+#: The line `serve` prints once on stderr (cli/serve.py).
+LOGIN_LINE = re.compile(r"\[dsh-memory-mcp\] 网页\S*?(http://\S+/\?token=\S+)")
 
 
 @dataclass(frozen=True)
 class WebServer:
     base: str
     token: str
+    login_url: str
     store_dir: Path
     stderr: Path
     proc: subprocess.Popen[str]
 
-    @property
-    def login_url(self) -> str:
-        return f"{self.base}/?token={self.token}"
+    def stderr_text(self) -> str:
+        return self.stderr.read_text(encoding="utf-8", errors="replace")
 
 
 def _env(token: str, logs: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -44,11 +52,52 @@ def _env(token: str, logs: Path, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
 @contextlib.contextmanager
 def running_web(store_dir: Path, logs: Path, *args: str, **env: str) -> Iterator[WebServer]:
+    """A real `serve` on this store (port chosen by the OS)."""
+    token = secrets.token_urlsafe(24)
+    errpath = logs / "serve.stderr"
+    cmd = [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store_dir), "--port", "0", *args]
+    with errpath.open("w", encoding="utf-8") as err:
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=_env(token, logs, env)
+        )
+    try:
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            text = errpath.read_text(encoding="utf-8", errors="replace")
+            assert proc.poll() is None, f"serve exited {proc.returncode}:\n{text}"
+            assert time.monotonic() < deadline, f"serve did not start in {START_SECONDS} s:\n{text}"
+            try:
+                info = json.loads((store_dir / "serve.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                info = None
+            login = LOGIN_LINE.search(text)
+            if info and info.get("pid") == proc.pid and login:
+                break
+            time.sleep(0.05)
+        base = str(info["url"]).rsplit("/mcp", 1)[0]
+        yield WebServer(base, token, login.group(1), store_dir, errpath, proc)  # type: ignore[arg-type]
+    finally:
+        _stop(proc)
+
+
+@contextlib.contextmanager
+def running_web_app(store_dir: Path, logs: Path, *args: str, **env: str) -> Iterator[WebServer]:
+    """`web_routes(...)` alone in a Starlette app (tests/helpers/web_app.py), with `args` for it."""
     token = secrets.token_urlsafe(24)
     store_dir.mkdir(parents=True, exist_ok=True)
-    errpath = logs / "web-server.stderr"
+    errpath = logs / "web-app.stderr"
     with errpath.open("w", encoding="utf-8") as err:
         proc = subprocess.Popen(
             [sys.executable, str(HELPER), "--store-dir", str(store_dir), *args],
@@ -59,21 +108,14 @@ def running_web(store_dir: Path, logs: Path, *args: str, **env: str) -> Iterator
             encoding="utf-8",
             env=_env(token, logs, env),
         )
-        try:
-            assert proc.stdout is not None
-            deadline = time.monotonic() + START_SECONDS
-            line = proc.stdout.readline()
-            match = re.fullmatch(r"PORT=(\d+)\n", line)
-            assert match, f"web server did not start: {line!r}\n{errpath.read_text(encoding='utf-8')}"
-            assert time.monotonic() < deadline
-            yield WebServer(f"http://127.0.0.1:{match.group(1)}", token, store_dir, errpath, proc)
-        finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=10)
-            if proc.stdout is not None:
-                proc.stdout.close()
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.fullmatch(r"PORT=(\d+)\n", line)
+        assert match, f"web app did not start: {line!r}\n{errpath.read_text(encoding='utf-8')}"
+        base = f"http://127.0.0.1:{match.group(1)}"
+        yield WebServer(base, token, f"{base}/?token={token}", store_dir, errpath, proc)
+    finally:
+        _stop(proc)
+        if proc.stdout is not None:
+            proc.stdout.close()
