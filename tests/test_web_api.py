@@ -379,3 +379,13 @@ def test_the_overview_counts_acknowledged_records_another_writer_erased(server: 
     body = client.get("/api/overview").json()
     assert body["vanished"] == 1
     assert lost not in on_disk(server, scope)
+
+
+def test_a_real_serve_refuses_a_rebinding_host_on_the_page_and_its_api(server: WebServer):
+    """`serve` hands its own Host allow-list to the page: a DNS-rebinding name gets 421 on `/` and `/api`
+    as on `/mcp`, even with the token; loopback names on any port stay allowed."""
+    auth = {"Authorization": f"Bearer {server.token}"}
+    for path in ("/", "/api/overview"):
+        r = httpx.get(server.base + path, headers={"Host": "rebind.example", **auth})
+        assert r.status_code == 421, (path, r.status_code)
+    assert httpx.get(server.base + "/api/overview", headers={"Host": "localhost:9", **auth}).status_code == 200

@@ -88,8 +88,8 @@ log = logging.getLogger("dsh_memory_mcp.transports.http")
 DRAIN_SECS = 10.0
 #: Request bodies above this are answered 413 before anything parses them (a memory is a sentence).
 MAX_BODY_BYTES = 1 << 20
-#: Extra routes next to `/mcp` (the web page): `factory(service, token) -> routes`.
-RouteFactory = Callable[[MemoryService, str], Sequence[BaseRoute]]
+#: Extra routes next to `/mcp` (the web page): `factory(service, token, allowed_hosts=[…]) -> routes`.
+RouteFactory = Callable[..., Sequence[BaseRoute]]
 
 _CLIENT_ID = "dsh-memory-mcp"
 
@@ -560,9 +560,11 @@ def _serve_service(
             version=__version__,
             started_at=time.time_ns() // 1_000_000,
         )
+        # The page and its API get the same Host allow-list as /mcp (DNS rebinding → 421 there too).
+        page_hosts = security_settings(serve, port, user_token=user_token).allowed_hosts
         extra: list[BaseRoute] = []
         for factory in route_factories:
-            extra.extend(factory(service, token))
+            extra.extend(factory(service, token, allowed_hosts=page_hosts))
         app, state = build_app(service, serve, port=port, token=token, user_token=user_token, extra_routes=extra)
         claimed = serve_file.claim(settings.store_dir, info)
         if not claimed.ok:
