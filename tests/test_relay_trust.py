@@ -41,7 +41,9 @@ def test_a_serve_file_of_ours_naming_a_live_pid_is_trusted(tmp_path: Path):
     _write(tmp_path, _info())
     info, why = read_serve_file(str(tmp_path))
     assert why == ""
-    assert info == ServeInfo(url="http://127.0.0.1:7766/mcp", token="t0k", pid=os.getpid(), version="0.1.0")
+    assert info == ServeInfo(
+        url="http://127.0.0.1:7766/mcp", token="t0k", pid=os.getpid(), version="0.1.0", started_at=1
+    )
 
 
 def test_a_dead_pid_is_not_trusted(tmp_path: Path):
@@ -55,7 +57,7 @@ def test_a_dead_pid_is_not_trusted(tmp_path: Path):
 def test_a_serve_file_others_can_write_is_not_trusted(tmp_path: Path, mode: int):
     _write(tmp_path, _info(), mode=mode)
     info, why = read_serve_file(str(tmp_path))
-    assert info is None and "其他用户写入" in why
+    assert info is None and "可写" in why
 
 
 @pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to chown to another user")
@@ -63,7 +65,7 @@ def test_a_serve_file_owned_by_another_user_is_not_trusted(tmp_path: Path):
     path = _write(tmp_path, _info())
     os.chown(path, 65534, 65534)
     info, why = read_serve_file(str(tmp_path))
-    assert info is None and "不属于当前用户" in why
+    assert info is None and "属于另一个用户" in why
 
 
 def test_a_symlinked_serve_file_is_not_followed(tmp_path: Path):
@@ -71,7 +73,7 @@ def test_a_symlinked_serve_file_is_not_followed(tmp_path: Path):
     (tmp_path / "store").mkdir()
     os.symlink(real, tmp_path / "store" / "serve.json")
     info, why = read_serve_file(str(tmp_path / "store"))
-    assert info is None and "无法读取" in why
+    assert info is None and "读不了" in why
 
 
 def test_a_fifo_as_serve_file_does_not_block(tmp_path: Path):
@@ -95,12 +97,14 @@ def test_a_fifo_as_serve_file_does_not_block(tmp_path: Path):
 def test_a_garbled_serve_file_is_not_trusted(tmp_path: Path, content: str):
     _write(tmp_path, content)
     info, why = read_serve_file(str(tmp_path))
-    assert info is None and "无法识别" in why
+    assert info is None and ("无法解析" in why or "不是 http" in why)
 
 
 def test_the_probe_says_why_when_nothing_listens(tmp_path: Path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    why = probe(ServeInfo(url=f"http://127.0.0.1:{port}/mcp", token="x", pid=os.getpid()), timeout=1.0)
+    why = probe(
+        ServeInfo(url=f"http://127.0.0.1:{port}/mcp", token="x", pid=os.getpid(), version="", started_at=0), timeout=1.0
+    )
     assert "无应答" in why

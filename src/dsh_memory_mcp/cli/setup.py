@@ -213,11 +213,11 @@ def choose_store(
 
 def find_token(store: str, env: Mapping[str, str]) -> tuple[str | None, str]:
     """The bearer token for `--url`: a trustworthy ``<store>/serve.json``, else ``$DSH_MEMORY_TOKEN``."""
-    from dsh_memory_mcp.transports import relay  # stdlib only
+    from dsh_memory_mcp.transports import serve_file  # stdlib only
 
-    info, _why = relay.read_serve_file(store)
-    if info is not None and info.token:
-        return info.token, os.path.join(store, relay.SERVE_FILE)
+    info, _why = serve_file.read(store)
+    if info is not None and info.alive and info.token:
+        return info.token, serve_file.path_for(store)
     token = (env.get(TOKEN_ENV) or "").strip()
     if token:
         return token, TOKEN_ENV

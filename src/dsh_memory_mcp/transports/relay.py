@@ -22,17 +22,17 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import stat
 import subprocess
 import sys
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import IO, Any
 
-SERVE_FILE = "serve.json"
+from dsh_memory_mcp.transports import serve_file
+from dsh_memory_mcp.transports.serve_file import ServeInfo
+
 SESSION_HEADER = "mcp-session-id"
 PROTOCOL_HEADER = "mcp-protocol-version"
 PROJECT_HEADER = "X-DSH-Project"
@@ -46,89 +46,27 @@ DRAIN_SECONDS = 30.0
 _REPLAY_ID = "dsh-memory-mcp-relay-replay"
 
 
-@dataclass(frozen=True)
-class ServeInfo:
-    """What `serve.json` says about a running `serve`."""
-
-    url: str
-    token: str
-    pid: int
-    version: str = ""
-
-    @property
-    def endpoint(self) -> urllib.parse.SplitResult:
-        return urllib.parse.urlsplit(self.url)
-
-
 def read_serve_file(store_dir: str) -> tuple[ServeInfo | None, str]:
     """`(info, "")` for a trustworthy `serve.json` naming a live process, else `(None, why not)`.
 
-    Trusted only when it is a regular file owned by the current user and not group/world-writable:
-    it holds the token the relay will send, and the URL it will send it to.
+    Trust rules are `serve_file.read`'s (a regular file of the current user's, not group/world-writable,
+    not followed through a link); the relay adds that the pid is alive and the URL plain http.
     """
-    path = os.path.join(store_dir, SERVE_FILE)
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        return None, "没有运行中的 serve"
-    except OSError as exc:
-        return None, f"{SERVE_FILE} 无法读取({exc.strerror or exc})"
-    with os.fdopen(fd, "rb") as handle:
-        st = os.fstat(handle.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            return None, f"{SERVE_FILE} 不是普通文件,不信任"
-        if hasattr(os, "getuid") and st.st_uid != os.getuid():
-            return None, f"{SERVE_FILE} 不属于当前用户,不信任"
-        if st.st_mode & 0o022:
-            return None, f"{SERVE_FILE} 可被其他用户写入,不信任"
-        raw = handle.read(64 * 1024)
-    try:
-        data = json.loads(raw.decode("utf-8"))
-        url, token, pid = data["url"], data["token"], data["pid"]
-        if not (isinstance(url, str) and isinstance(token, str) and token and isinstance(pid, int)):
-            raise TypeError
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-        return None, f"{SERVE_FILE} 内容无法识别"
-    if not _pid_alive(pid):
-        return None, f"{SERVE_FILE} 记录的进程 {pid} 已退出"
-    version = data.get("version")
-    return ServeInfo(url=url, token=token, pid=pid, version=version if isinstance(version, str) else ""), ""
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
+    info, why = serve_file.read(store_dir)
+    if info is None:
+        return None, "没有运行中的 serve" if why == f"没有 {serve_file.SERVE_FILE_NAME}" else why
+    if urllib.parse.urlsplit(info.url).scheme != "http":
+        return None, f"{serve_file.SERVE_FILE_NAME} 的地址不是 http://,中继不支持"
+    if not info.alive:
+        return None, f"{serve_file.SERVE_FILE_NAME} 记录的进程 {info.pid} 已退出"
+    return info, ""
 
 
 def probe(info: ServeInfo, timeout: float = PROBE_TIMEOUT) -> str:
-    """ "" when `serve` answers an authenticated request, else why not (Chinese, for the start-up line).
-
-    The probe is a `ping` without a session: a live `serve` that accepts the token answers it with a
-    client error about the missing session (or 200); a wrong token gets 401/403.
-    """
-    body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "ping"}).encode()
-    try:
-        status, _headers, _body = _request(info, "POST", body, {}, timeout=timeout)
-    except OSError as exc:
-        return f"serve 无应答({type(exc).__name__})"
-    if status in (401, 403):
-        return f"serve 不接受 {SERVE_FILE} 里的 token(HTTP {status})"
-    if status >= 500:
-        return f"serve 出错(HTTP {status})"
-    return ""
+    """ "" when `serve` answers `GET /health` with this token, else why not (for the start-up line)."""
+    if serve_file.probe(info, timeout=timeout):
+        return ""
+    return "serve 无应答或不接受 serve.json 里的令牌"
 
 
 def find_serve(store_dir: str) -> tuple[ServeInfo | None, str]:
@@ -140,8 +78,12 @@ def find_serve(store_dir: str) -> tuple[ServeInfo | None, str]:
     return (info, "") if not why else (None, why)
 
 
+def _endpoint(info: ServeInfo) -> urllib.parse.SplitResult:
+    return urllib.parse.urlsplit(info.url)
+
+
 def _connection(info: ServeInfo, timeout: float | None) -> http.client.HTTPConnection:
-    parts = info.endpoint
+    parts = _endpoint(info)
     return http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
 
 
@@ -150,7 +92,7 @@ def _request(
 ) -> tuple[int, http.client.HTTPMessage, bytes]:
     conn = _connection(info, timeout)
     try:
-        conn.request(method, info.endpoint.path or "/mcp", body=body, headers=_base_headers(info) | headers)
+        conn.request(method, _endpoint(info).path or "/mcp", body=body, headers=_base_headers(info) | headers)
         response = conn.getresponse()
         return response.status, response.headers, response.read()
     finally:
@@ -267,7 +209,7 @@ class Relay:
         sent_session = headers.get(SESSION_HEADER)
         try:
             try:
-                conn.request("POST", self.info.endpoint.path or "/mcp", body=line, headers=headers)
+                conn.request("POST", _endpoint(self.info).path or "/mcp", body=line, headers=headers)
                 response = conn.getresponse()
             except OSError as exc:
                 raise _ServeGone(f"{type(exc).__name__}: {exc}") from exc
@@ -353,7 +295,7 @@ class Relay:
             conn = _connection(self.info, None)
             headers = _base_headers(self.info) | self._headers() | {"Accept": "text/event-stream"}
             headers.pop("Content-Type", None)
-            conn.request("GET", self.info.endpoint.path or "/mcp", headers=headers)
+            conn.request("GET", _endpoint(self.info).path or "/mcp", headers=headers)
             response = conn.getresponse()
             if response.status != 200:
                 response.read()
