@@ -353,6 +353,51 @@ def test_import_of_a_reference_memory_server_graph_makes_one_memory_per_observat
     assert json.loads(run(project, "list", "--scope", "project", "--json").stdout)["total"] == 4
 
 
+GITHUB_TOKEN_LIKE = "ghp_" + "Zx81Qw0aB7" * 4
+
+
+def test_import_refuses_what_memory_save_would_refuse_per_record_and_imports_the_rest(
+    store_dir: Path, project: Path
+) -> None:
+    from dsh_memory_mcp.store.records import new_record
+
+    lines = [
+        new_record(scope="global", content="导入的正常记录", now=1).raw,
+        new_record(scope="global", content="长" * 20_001, now=2).raw,
+        new_record(scope="global", content="带坏标签", tags=["x" * 65], now=3).raw,
+        new_record(scope="global", content=f"部署用 {GITHUB_TOKEN_LIKE}", now=4).raw,
+        '{"type":"entity","name":"Ada","entityType":"person","observations":["Wrote the first program", "'
+        + "长" * 20_001
+        + '"]}',
+    ]
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    result = run(project, "import", "-", stdin=data)
+    assert result.returncode == 0, result.stderr
+    err = result.stderr.splitlines()
+    refusals = [line for line in err if "被拒绝" in line]
+    assert [line.split("(")[1].split(")")[0] for line in refusals] == [
+        "CONTENT_TOO_LONG",
+        "TAGS_INVALID",
+        "CONTENT_SECRET",
+        "CONTENT_TOO_LONG",
+    ]
+    assert [line.split(" 行")[0] for line in refusals] == [f"{P}⚠️ 第 {n}" for n in (2, 3, 4, 5)]
+    assert GITHUB_TOKEN_LIKE not in result.stderr  # the credential is never echoed
+    assert err[-1] == f"{P}导入完成:新增 2 条,已存在 0 条,跳过 0 行,拒绝 4 条"
+    on_disk = (store_dir / "global.jsonl").read_text("utf-8")
+    assert [json.loads(line)["content"] for line in on_disk.splitlines()] == [
+        "导入的正常记录",
+        "Ada: Wrote the first program",
+    ]
+    # DSH_MEMORY_ALLOW_SECRETS=1 lets the credential through, the limits still hold
+    allowed = run(project, "import", "-", stdin=data, DSH_MEMORY_ALLOW_SECRETS="1")
+    assert allowed.returncode == 0, allowed.stderr
+    assert allowed.stderr.splitlines()[-1] == f"{P}导入完成:新增 1 条,已存在 2 条,跳过 0 行,拒绝 3 条"
+    assert f"部署用 {GITHUB_TOKEN_LIKE}" in (store_dir / "global.jsonl").read_text("utf-8")
+    only_bad = run(project, "import", "-", stdin=(lines[1] + "\n").encode("utf-8"))
+    assert only_bad.returncode == 1 and "都被拒绝" in only_bad.stderr
+
+
 def test_import_reports_bad_lines_and_usage_problems(store_dir: Path, project: Path, tmp_path: Path) -> None:
     mixed = (
         "\ufeff"

@@ -327,6 +327,33 @@ def test_import_dry_run_writes_nothing_and_apply_adds_exactly_what_it_announced(
     assert existing in on_disk(server, scope)
 
 
+def test_an_import_refuses_per_record_what_memory_save_would_refuse_in_the_preview_and_the_result(
+    server: WebServer, client: httpx.Client
+):
+    scope = "web-import-refused"
+    token = "ghp_" + "Zx81Qw0aB7" * 4
+    lines = [
+        new_record(scope=scope, content="网页导入的正常记录", now=1).raw,
+        new_record(scope=scope, content="长" * 20_001, now=2).raw,
+        new_record(scope=scope, content="带坏标签", tags=["x" * 65], now=3).raw,
+        new_record(scope=scope, content=f"部署用 {token}", now=4).raw,
+    ]
+    text = "\n".join(lines) + "\n"
+    for dry_run in (True, False):
+        r = post(client, "/api/import", {"text": text, "scope": scope, "dryRun": dry_run})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert (body["added"], body["existing"], body["bad"], body["refused"]) == (1, 0, 0, 3)
+        assert [(x["line"], x["code"]) for x in body["refusals"]] == [
+            (2, "CONTENT_TOO_LONG"),
+            (3, "TAGS_INVALID"),
+            (4, "CONTENT_SECRET"),
+        ]
+        assert "拒绝 3 条" in body["message"]
+        assert token not in r.text
+    assert [x["content"] for x in on_disk(server, scope).values()] == ["网页导入的正常记录"]
+
+
 def test_an_import_file_that_is_not_utf8_is_checked_line_by_line_like_the_cli(server: WebServer, client: httpx.Client):
     scope = "web-import-bytes"
     good = new_record(scope=scope, content="好的一行", now=1).raw.encode("utf-8")

@@ -363,9 +363,11 @@ def cmd_import(call: Call) -> int:
     except OSError as exc:
         call.note(f"❌ 无法读取导入文件 {source}:{exc.strerror or exc}")
         return EXIT_FAIL
-    plan = transfer.plan_import(data)
+    plan = transfer.plan_import(data, transfer.Checks.of(call.settings))
     for problem in plan.problems:
         call.note(f"⚠️ {problem.text()}")
+    for refusal in plan.refused:
+        call.note(f"⚠️ {refusal.text()}")
     with _service(call, create=True) as service:
         target = scopes.GLOBAL
         if plan.graph:
@@ -374,7 +376,11 @@ def cmd_import(call: Call) -> int:
                 return _tool_error(call, resolved_target)
             target = resolved_target
         outcome = transfer.apply_import(service.store, plan, target, now=service.clock())
-        call.note(f"导入完成:新增 {outcome.added} 条,已存在 {outcome.existing} 条,跳过 {outcome.bad} 行")
+        refused = f",拒绝 {outcome.refused} 条" if outcome.refused else ""
+        call.note(f"导入完成:新增 {outcome.added} 条,已存在 {outcome.existing} 条,跳过 {outcome.bad} 行{refused}")
+        if not outcome.added and not outcome.existing and outcome.refused:
+            call.note(f"❌ {source} 里的记录都被拒绝了(原因见上,与 memory_save 的检查相同)")
+            return EXIT_FAIL
         if not outcome.added and not outcome.existing:
             call.note(f"❌ {source} 里没有一行可导入的记录(本服务 export 的记录行,或 MCP memory 知识图谱 JSONL)")
             return EXIT_FAIL

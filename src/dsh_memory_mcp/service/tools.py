@@ -53,6 +53,7 @@ from dsh_memory_mcp.service.validate import (
     is_blank,
     kind_arg,
     query_arg,
+    refuse_secrets,
     show,
     string_list,
     tags_arg,
@@ -133,7 +134,7 @@ class MemoryService:
         kind = kind_arg(args.get("kind"), default="note") or "note"
         tags = tags_arg(args.get("tags"))
         if not self.settings.allow_secrets:
-            _refuse_secrets(content, tags)
+            refuse_secrets(content, tags)
         importance = importance_arg(args.get("importance"))
         supersedes_raw = args.get("supersedes")
         supersedes: str | None = None
@@ -450,18 +451,3 @@ def _internal_error_text(name: str, exc: Exception) -> str:
         "写入可能已经完成,也可能没有:重试前先用 memory_search 或 memory_get 核实,避免重复或误删。"
         f"{where}"
     )
-
-
-def _refuse_secrets(content: str, tags: list[str]) -> None:
-    """CONTENT_SECRET when the content (or a tag) carries a credential; the value is never echoed."""
-    for text in (content, *tags):
-        finding = find_secret(text)
-        if finding is None:
-            continue
-        log.info("refused a save: content looks like a credential (%s)", finding.kind)
-        raise InvalidArgument(
-            f"内容里像是有凭据({finding.kind}),记忆库是本机所有 IDE 和智能体都能读的明文,不能保存密钥本身。"
-            "请改为记下「密钥放在哪里」,例如:「OpenAI key 存在 1Password 的 OpenAI 条目里,运行时读环境变量 "
-            "OPENAI_API_KEY」,不要写出值。若确属误判,用户可设置环境变量 DSH_MEMORY_ALLOW_SECRETS=1 关闭此检查。",
-            code="CONTENT_SECRET",
-        )

@@ -7,6 +7,10 @@
   ``read_graph`` object), which become ``fact`` memories in one target scope.
 * `plan_import` only parses; `apply_import(..., dry_run=True)` counts exactly what the real
   import would add (the store's own insert rules, evaluated without writing).
+* Every memory an import would add passes `memory_save`'s own checks (`service.validate`:
+  `content_arg`, `tags_arg`, `refuse_secrets` unless secrets are allowed): one that fails is
+  *refused* with the code (`CONTENT_EMPTY`, `CONTENT_TOO_LONG`, `TAGS_INVALID`,
+  `CONTENT_SECRET`), reported per line, never written; the others still import.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dsh_memory_mcp.config import Settings
+from dsh_memory_mcp.errors import InvalidArgument
+from dsh_memory_mcp.service.validate import content_arg, refuse_secrets, tags_arg
 from dsh_memory_mcp.store import records, scopes
 from dsh_memory_mcp.store.records import Record
 
@@ -27,10 +34,12 @@ if TYPE_CHECKING:
 __all__ = [
     "IMPORT_TAG",
     "RELATION_TAG",
+    "Checks",
     "ExportPart",
     "ImportOutcome",
     "ImportPlan",
     "Problem",
+    "Refusal",
     "apply_import",
     "export_scopes",
     "plan_import",
@@ -108,6 +117,42 @@ class Problem:
         return f"第 {self.lineno} 行{self.why},已跳过:{self.preview}"
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A memory of an import file that `memory_save` would refuse: the code and its message."""
+
+    lineno: int
+    code: str
+    message: str
+    preview: str
+
+    def text(self) -> str:
+        return f"第 {self.lineno} 行被拒绝({self.code}):{self.message} 内容:{self.preview}"
+
+
+@dataclass(frozen=True)
+class Checks:
+    """`memory_save`'s limits, as the import applies them (from `Settings`)."""
+
+    max_content: int
+    allow_secrets: bool
+
+    @classmethod
+    def of(cls, settings: Settings) -> Checks:
+        return cls(max_content=settings.max_content, allow_secrets=settings.allow_secrets)
+
+    def problem(self, content: Any, tags: Any) -> InvalidArgument | None:
+        """The error `memory_save` would give for this content and these tags, or None."""
+        try:
+            text = content_arg(content, max_chars=self.max_content)
+            tag_list = tags_arg(tags)
+            if not self.allow_secrets:
+                refuse_secrets(text, tag_list)
+        except InvalidArgument as exc:
+            return exc
+        return None
+
+
 @dataclass
 class ImportPlan:
     """What an import file holds, parsed; nothing written."""
@@ -117,6 +162,8 @@ class ImportPlan:
     #: contents made from the knowledge graph, in file order (deduplicated) → (content, tags)
     graph: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    #: memories `memory_save` would refuse (never written)
+    refused: list[Refusal] = field(default_factory=list)
     #: knowledge-graph memories that repeat an earlier line of the same file
     duplicates: int = 0
 
@@ -135,13 +182,15 @@ class ImportOutcome:
     #: scope → (added, already there), in the order scopes were met
     by_scope: dict[str, tuple[int, int]]
     dry_run: bool
+    #: memories refused by `memory_save`'s checks (`ImportPlan.refused`), not written
+    refused: int = 0
 
 
-def plan_import(data: bytes) -> ImportPlan:
-    """Parse an import file: records, knowledge-graph memories and the skipped lines."""
+def plan_import(data: bytes, checks: Checks) -> ImportPlan:
+    """Parse an import file: records, knowledge-graph memories, the skipped lines and the refused."""
     plan = ImportPlan()
     for lineno, raw in enumerate(data.split(b"\n"), start=1):
-        _plan_line(plan, lineno, raw)
+        _plan_line(plan, lineno, raw, checks)
     return plan
 
 
@@ -172,15 +221,27 @@ def apply_import(
         by_scope[scope] = (done, here_existing)
         added += done
         existing += here_existing
-    return ImportOutcome(added, existing, plan.bad, by_scope, dry_run)
+    return ImportOutcome(added, existing, plan.bad, by_scope, dry_run, refused=len(plan.refused))
 
 
-def _plan_line(plan: ImportPlan, lineno: int, raw: bytes) -> None:
+def _preview(text: str) -> str:
+    return text if len(text) <= 80 else text[:80] + "…"
+
+
+def _plan_line(plan: ImportPlan, lineno: int, raw: bytes, checks: Checks) -> None:
     text = raw.decode("utf-8", "replace")
 
     def bad(why: str) -> None:
-        preview = text if len(text) <= 80 else text[:80] + "…"
-        plan.problems.append(Problem(lineno, why, preview))
+        plan.problems.append(Problem(lineno, why, _preview(text)))
+
+    def refused(content: Any, tags: Any) -> bool:
+        error = checks.problem(content, tags)
+        if error is None:
+            return False
+        # The preview of a refused credential must not echo it: only the code and the message.
+        shown = "(已隐去)" if error.code == "CONTENT_SECRET" else _preview(str(content))
+        plan.refused.append(Refusal(lineno, error.code, error.message, shown))
+        return True
 
     try:
         line = raw.decode("utf-8")
@@ -205,6 +266,8 @@ def _plan_line(plan: ImportPlan, lineno: int, raw: bytes) -> None:
         if why is not None:
             bad(why)
             return
+        if refused(obj.get("content"), obj.get("tags")):
+            return
         record = records.parse_line(line, lineno)
         assert isinstance(record, Record)
         plan.ours.setdefault(record.scope, []).append(record)
@@ -215,7 +278,7 @@ def _plan_line(plan: ImportPlan, lineno: int, raw: bytes) -> None:
         if isinstance(item, str):
             bad(item)
             return
-        _add_graph(plan, item)
+        _add_graph(plan, [m for m in item if not refused(*m)])
         return
     if isinstance(obj.get("entities"), list) or isinstance(obj.get("relations"), list):
         # A whole graph in one object (the reference server's read_graph answer).
@@ -226,7 +289,7 @@ def _plan_line(plan: ImportPlan, lineno: int, raw: bytes) -> None:
                 if isinstance(made, str):
                     bad(f"中的一个 {typ}{made}")
                     continue
-                _add_graph(plan, made)
+                _add_graph(plan, [m for m in made if not refused(*m)])
         return
     bad("既不是记忆记录(id/scope/content),也不是知识图谱的 entity / relation")
 

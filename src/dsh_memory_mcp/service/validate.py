@@ -7,12 +7,16 @@ Models send numbers as strings and lists as JSON text; accept what is unambiguou
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from dsh_memory_mcp.errors import InvalidArgument
+from dsh_memory_mcp.service.secrets import find_secret
 from dsh_memory_mcp.store.records import KINDS
+
+log = logging.getLogger("dsh_memory_mcp.service.validate")
 
 TOPK_DEFAULT, TOPK_MAX = 5, 20
 LIMIT_DEFAULT, LIMIT_MAX = 50, 200
@@ -174,3 +178,18 @@ def first_of(args: Mapping[str, Any], *names: str) -> Any:
         if name in args and args[name] is not None:
             return args[name]
     return None
+
+
+def refuse_secrets(content: str, tags: list[str]) -> None:
+    """CONTENT_SECRET when the content (or a tag) carries a credential; the value is never echoed."""
+    for text in (content, *tags):
+        finding = find_secret(text)
+        if finding is None:
+            continue
+        log.info("refused a save or import: content looks like a credential (%s)", finding.kind)
+        raise InvalidArgument(
+            f"内容里像是有凭据({finding.kind}),记忆库是本机所有 IDE 和智能体都能读的明文,不能保存密钥本身。"
+            "请改为记下「密钥放在哪里」,例如:「OpenAI key 存在 1Password 的 OpenAI 条目里,运行时读环境变量 "
+            "OPENAI_API_KEY」,不要写出值。若确属误判,用户可设置环境变量 DSH_MEMORY_ALLOW_SECRETS=1 关闭此检查。",
+            code="CONTENT_SECRET",
+        )

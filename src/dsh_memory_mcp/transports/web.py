@@ -529,7 +529,7 @@ class _Web:
         scope = scope if isinstance(scope, str) and scope.strip() else GLOBAL
 
         def work() -> Response:
-            plan = transfer.plan_import(data)
+            plan = transfer.plan_import(data, transfer.Checks.of(self.service.settings))
             target = GLOBAL
             if plan.graph:
                 if scope.strip().lower() in ("all", "*"):
@@ -543,7 +543,8 @@ class _Web:
             outcome = transfer.apply_import(self.service.store, plan, target, now=self.service.clock(), dry_run=dry_run)
             verb = "将新增" if dry_run else "已新增"
             head = "预览(尚未写入):" if dry_run else "导入完成:"
-            message = f"{head}{verb} {outcome.added} 条,已存在 {outcome.existing} 条,跳过 {outcome.bad} 行"
+            refused = f",拒绝 {outcome.refused} 条" if outcome.refused else ""
+            message = f"{head}{verb} {outcome.added} 条,已存在 {outcome.existing} 条,跳过 {outcome.bad} 行{refused}"
             return _json(
                 {
                     "ok": True,
@@ -553,6 +554,11 @@ class _Web:
                     "bad": outcome.bad,
                     "byScope": [{"scope": s, "added": a, "existing": e} for s, (a, e) in outcome.by_scope.items()],
                     "problems": [p.text() for p in plan.problems[:50]],
+                    "refused": outcome.refused,
+                    "refusals": [
+                        {"line": r.lineno, "code": r.code, "message": r.message, "text": r.text()}
+                        for r in plan.refused[:50]
+                    ],
                     "message": message,
                 }
             )

@@ -588,6 +588,10 @@ function renderImportResult(data) {
     parts.push(el("p", { text: `跳过的行(共 ${data.bad} 行):` }));
     parts.push(el("ul", { "aria-label": "跳过的行" }, ...data.problems.map((p) => el("li", { text: p }))));
   }
+  if (data.refusals && data.refusals.length) {
+    parts.push(el("p", { text: `被拒绝的记录(共 ${data.refused} 条,不会写入):` }));
+    parts.push(el("ul", { "aria-label": "被拒绝的记录" }, ...data.refusals.map((r) => el("li", { text: r.text }))));
+  }
   $("import-preview").replaceChildren(...parts);
 }
 
