@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import textwrap
@@ -219,3 +220,21 @@ def test_two_processes_starting_together_spawn_one_llama_server(
         for spawn in read_spawns(argv_file):
             if not wait_gone(spawn["pid"], 5):
                 kill_quietly(spawn["pid"] if pid_alive(spawn["pid"]) else None)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_in_place_of_a_sidecar_is_not_re_embedded_in_a_loop(store: SharedStore) -> None:
+    vec = Path(store.scope_path("global")[: -len(".jsonl")] + ".vec")
+    with FakeLlama() as fake:
+        ch = _ready_channel(store, fake)
+        try:
+            os.mkfifo(vec, 0o600)
+            store.save("global", TARGET)
+            ch.record_saved("global", store.snapshot("global").records[0])
+            assert ch.wait_idle(5)
+            asked = fake.embedding_requests()
+            time.sleep(1.0)
+            # The unusable file costs one embedding of the save, not an endless backfill loop.
+            assert fake.embedding_requests() - asked <= 1
+        finally:
+            ch.close()

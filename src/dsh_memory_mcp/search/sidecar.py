@@ -55,6 +55,7 @@ __all__ = [
     "read",
     "read_header",
     "remove_ids",
+    "warn_unusable",
     "write",
 ]
 
@@ -69,7 +70,7 @@ _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
 
-def _warn_unusable(path: str, exc: OSError) -> None:
+def warn_unusable(path: str, exc: OSError) -> None:
     """WARNING the first time a sidecar path turns out to be no regular file, DEBUG after."""
     with _warned_lock:
         first = path not in _warned
@@ -167,7 +168,7 @@ def read_header(path: str) -> Header | None:
     try:
         fd = fileio.open_regular(path)
     except fileio.NotRegularFile as exc:
-        _warn_unusable(path, exc)
+        warn_unusable(path, exc)
         return None
     except OSError:
         return None
@@ -218,7 +219,7 @@ def read(path: str, *, start: int = 0, header: Header | None = None) -> SidecarR
     try:
         fd = fileio.open_regular(path)
     except fileio.NotRegularFile as exc:
-        _warn_unusable(path, exc)
+        warn_unusable(path, exc)
         return None
     except OSError:
         return None

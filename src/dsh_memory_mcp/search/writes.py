@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dsh_memory_mcp.errors import DshMemoryError, EmbeddingUnavailable
+from dsh_memory_mcp.store.fileio import NotRegularFile
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.search.backend import Backend
@@ -77,6 +78,12 @@ class SidecarWriter:
                     )
                 sidecar.write(path, header, rows)
             self.mark_dirty(scope)  # a new or voided file: the rest of the scope needs vectors
+        except NotRegularFile as exc:
+            # A FIFO or device in place of the sidecar: unusable until someone replaces it. Not
+            # marked dirty, or the backfill would embed this scope again and again in a loop.
+            from dsh_memory_mcp.search import sidecar
+
+            sidecar.warn_unusable(path, exc)
         except (OSError, DshMemoryError) as exc:
             # LockTimeout, disk full…: the vectors are lost, the backfill will try again.
             self.log.warning("vector: 写入 %s 失败:%s", path, exc)
