@@ -383,14 +383,11 @@ class _Web:
             "backfillPending": stats.get("pending"),
         }
 
-    async def memories(self, request: Request) -> Response:
-        params = request.query_params
-        args: dict[str, Any] = {"scope": params.get("scope") or "all", "limit": params.get("limit") or _LIST_LIMIT_MAX}
-        if params.get("kind"):
-            args["kind"] = params["kind"]
+    async def records_of(self, tool: str, args: dict[str, Any]) -> Response:
+        """A listing tool's answer, its records enriched from disk (`lookup`), or its coded error."""
 
         def work() -> Response:
-            result = self.call("memory_list", args)
+            result = self.call(tool, args)
             if result.is_error:
                 return _tool_error(result)
             out = dict(result.structured)
@@ -398,6 +395,14 @@ class _Web:
             return _json(out)
 
         return await run_in_threadpool(work)
+
+    async def memories(self, request: Request) -> Response:
+        params = request.query_params
+        args: dict[str, Any] = {"scope": params.get("scope") or "all", "limit": params.get("limit") or _LIST_LIMIT_MAX}
+        if params.get("kind"):
+            args["kind"] = params["kind"]
+
+        return await self.records_of("memory_list", args)
 
     async def search(self, request: Request) -> Response:
         params = request.query_params
@@ -405,15 +410,7 @@ class _Web:
         if params.get("topK"):
             args["topK"] = params["topK"]
 
-        def work() -> Response:
-            result = self.call("memory_search", args)
-            if result.is_error:
-                return _tool_error(result)
-            out = dict(result.structured)
-            out["records"] = self.lookup(result.structured["records"])
-            return _json(out)
-
-        return await run_in_threadpool(work)
+        return await self.records_of("memory_search", args)
 
     async def memory(self, request: Request) -> Response:
         ident = request.path_params["ident"]
