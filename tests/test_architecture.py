@@ -180,3 +180,11 @@ def test_the_relay_loads_neither_the_sdk_nor_numpy_nor_the_store():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(), timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_the_agents_md_module_map_lists_exactly_these_modules():
+    import re
+
+    agents = (PKG.parent.parent / "AGENTS.md").read_text(encoding="utf-8")
+    rows = {m.removesuffix(".py").replace("/", ".") for m in re.findall(r"^\| `([a-z_/]+\.py)` \|", agents, re.M)}
+    assert rows == set(MODULES)
