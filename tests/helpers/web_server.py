@@ -48,6 +48,9 @@ def _env(token: str, logs: Path, extra: dict[str, str]) -> dict[str, str]:
     # Module-scoped servers start before the per-test env isolation: strip DSH_MEMORY_* here too.
     env = {k: v for k, v in subprocess_env().items() if not k.startswith("DSH_MEMORY_")}
     env.update(DSH_MEMORY_TOKEN=token, DSH_MEMORY_VECTOR="off", XDG_STATE_HOME=str(logs / "xdg-state"))
+    # Access counts of searches are flushed only at exit: a timed flush in the middle of a module would
+    # change bytes that tests compare ("nothing written").
+    env["DSH_MEMORY_TOUCH_INTERVAL_SECS"] = "86400"
     env.update(extra)
     return env
 
