@@ -17,7 +17,7 @@ costs one re-embedding by the backfill, never a wrong vector.
 numpy is imported at module level: only `vectors` imports this module, and only when vectors
 are on.
 
-Every open goes through `fileio.open_regular` (reads) or `_open_append` (``O_NONBLOCK`` +
+Every open goes through `fileio.open_regular` (reads, and appends with `append=True`: ``O_NONBLOCK`` +
 ``fstat``): a FIFO, a device (a symlink to ``/dev/zero``) or a directory in place of a sidecar is
 `fileio.NotRegularFile` at once, never a hang or an endless read. `read` and `read_header` treat
 it as unusable (logged once per path at WARNING); `append`, `write` and `remove_ids` raise it.
@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import errno
 import logging
 import os
-import stat
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -89,28 +87,6 @@ def _read_all(fd: int, start: int = 0) -> bytes:
         if not chunk:
             return b"".join(parts)
         parts.append(chunk)
-
-
-def _open_append(path: str) -> int:
-    """``O_RDWR | O_APPEND`` on an existing regular file; `NotRegularFile` for anything else."""
-    flags = os.O_RDWR | os.O_APPEND | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise
-    except OSError:
-        # ENXIO (a FIFO without reader, a socket), EISDIR…: let open_regular name what it is.
-        os.close(fileio.open_regular(path))
-        raise
-    try:
-        mode = os.fstat(fd).st_mode
-    except BaseException:
-        os.close(fd)
-        raise
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise fileio.NotRegularFile(errno.EINVAL, "不是普通文件", path)
-    return fd
 
 
 def format_header(header: Header) -> str:
@@ -287,7 +263,7 @@ def append(path: str, header: Header, entries: Sequence[tuple[str, npt.ArrayLike
     try:
         # O_RDWR so the header can be read on the very descriptor that is written: a concurrent
         # replacement of the file cannot slip in between the check and the write.
-        fd = _open_append(path)
+        fd = fileio.open_regular(path, append=True)
     except FileNotFoundError:
         return False
     try:

@@ -124,8 +124,9 @@ def _not_regular(path: str, mode: int) -> NotRegularFile:
     return NotRegularFile(errno.EINVAL, f"不是普通文件(是{_kind(mode)})", path)
 
 
-def open_regular(path: str, *, follow: bool = True) -> int:
-    """A read-only descriptor of `path`, which must be a regular file (after symlinks if `follow`).
+def open_regular(path: str, *, follow: bool = True, append: bool = False) -> int:
+    """A read-only (or, with `append`, ``O_RDWR | O_APPEND``) descriptor of `path`, which must be an
+    existing regular file (after symlinks if `follow`).
 
     ``O_NONBLOCK`` keeps a FIFO from blocking the open; ``fstat`` then refuses anything that is
     not a regular file, so a FIFO, a device (a symlink to ``/dev/zero``) or a directory is an
@@ -134,7 +135,8 @@ def open_regular(path: str, *, follow: bool = True) -> int:
     :raises FileNotFoundError: nothing there.
     :raises NotRegularFile: there is something, but not a regular file.
     """
-    flags = os.O_RDONLY | _O_BINARY | _O_NONBLOCK | _O_CLOEXEC | (0 if follow else _O_NOFOLLOW)
+    access = os.O_RDWR | os.O_APPEND if append else os.O_RDONLY
+    flags = access | _O_BINARY | _O_NONBLOCK | _O_CLOEXEC | (0 if follow else _O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
     except OSError as exc:
