@@ -23,6 +23,7 @@ current project (`call_facts.PROJECT_HEADER`).
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import os
 import secrets
@@ -51,7 +52,15 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp.types import CallToolResult, TextContent
+from mcp.shared.inbound import (
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PROTOCOL_VERSION_HEADER,
+    NAME_BEARING_METHODS,
+    encode_header_value,
+)
+from mcp.types import PROTOCOL_VERSION_META_KEY, CallToolResult, TextContent
+from mcp.types.version import LATEST_MODERN_VERSION
 from sse_starlette.sse import AppStatus
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -325,6 +334,92 @@ class _BadHeaderGuard:
         await self.app(scope, receive, send)
 
 
+_SESSION_HEADER_BYTES = MCP_SESSION_ID_HEADER.lower().encode("ascii")
+_VERSION_HEADER_BYTES = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
+
+
+def modern_routing_headers(body: bytes) -> list[tuple[bytes, bytes]] | None:
+    """The routing headers a 2026-07-28 message implies, for a POST that carried none of them.
+
+    A stdio bridge (the relay, or any program that forwards a host's lines as they are) has no
+    `MCP-Protocol-Version` to send before the message says it: the version is in the request's
+    own `_meta`. Such a request (not `initialize`, with the 2026-07-28 envelope) gets
+    `MCP-Protocol-Version`, `Mcp-Method` and, for tools/prompts/resources by name, `Mcp-Name`
+    derived from the body, so it is served as the revision defines instead of being taken for a
+    handshake-era request without a session. A notification without a session is likewise one of
+    the 2026-07-28 revision's (acknowledged and dropped). None: leave the request alone.
+    """
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        return None
+    method = message["method"]
+    if "id" not in message:
+        if method == "notifications/initialized":
+            return None  # a handshake-era client's: the SDK's own answer stands
+        return [(_VERSION_HEADER_BYTES, LATEST_MODERN_VERSION.encode("ascii"))]
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+    if method == "initialize" or not isinstance(version, str) or not version.isascii() or not version.isprintable():
+        return None
+    headers = [
+        (_VERSION_HEADER_BYTES, version.encode("ascii")),
+        (MCP_METHOD_HEADER.encode("ascii"), encode_header_value(method).encode("ascii")),
+    ]
+    name_key = NAME_BEARING_METHODS.get(method)
+    name = params.get(name_key) if name_key is not None and isinstance(params, dict) else None
+    if isinstance(name, str):
+        headers.append((MCP_NAME_HEADER.encode("ascii"), encode_header_value(name).encode("ascii")))
+    return headers
+
+
+class _ModernWithoutHeaders:
+    """Serves a session-less 2026-07-28 POST that came without its routing headers (see
+    `modern_routing_headers`). Every other request passes through untouched; the body is read
+    at most to `limit` bytes (beyond that the SDK's own 413 answers it)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope.get("method") != "POST"
+            or any(k in (_SESSION_HEADER_BYTES, _VERSION_HEADER_BYTES) for k, _ in scope["headers"])
+        ):
+            await self.app(scope, receive, send)
+            return
+        held: list[Any] = []
+        size = 0
+        whole = False
+        while size <= self.limit:
+            message = await receive()
+            held.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                whole = True
+                break
+        if whole and size <= self.limit:
+            body = b"".join(m.get("body", b"") for m in held)
+            extra = modern_routing_headers(body)
+            if extra:
+                scope = dict(scope, headers=[*scope["headers"], *extra])
+                held = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def replay() -> Any:
+            if held:
+                return held.pop(0)
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 def build_app(
     service: MemoryService,
     settings: ServeSettings,
@@ -374,7 +469,9 @@ def build_app(
         )
 
     # Auth first: the project header is read only from requests that carried the token.
-    mcp_app = RequireAuthMiddleware(_BadHeaderGuard(StreamableHTTPASGIApp(sessions)), [])
+    mcp_app = RequireAuthMiddleware(
+        _BadHeaderGuard(_ModernWithoutHeaders(StreamableHTTPASGIApp(sessions), MAX_BODY_BYTES)), []
+    )
     routes: list[BaseRoute] = [
         Route("/mcp", endpoint=mcp_app),
         Route("/health", endpoint=RequireAuthMiddleware(_Endpoint(health), []), methods=["GET"]),
