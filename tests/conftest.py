@@ -28,6 +28,12 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     monkeypatch.setenv("DSH_MEMORY_VECTOR", "off")
     # Logs of spawned servers go to a temp dir, not the developer's real log dir.
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    # The human CLI speaks English under an en* locale (config.ui_language); the suite asserts the
+    # default (Chinese) texts whatever the runner's locale. English tests set LANG themselves.
+    for name in ("LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    if (os.environ.get("LANG") or "").lower().startswith("en"):
+        monkeypatch.setenv("LANG", "C.UTF-8")
     yield
 
 

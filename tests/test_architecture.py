@@ -81,6 +81,7 @@ MODULES: dict[str, str] = {
     "transports.call_facts": "per-call facts from HTTP (relay project header, deadline) -> CallContext",
     "transports.relay": "stdio <-> a running serve over Streamable HTTP, stdlib only; direct fallback",
     "cli.output": "the CLI's own stdout/stderr writes, prefix, exit codes",
+    "cli.messages": "the human CLI's one message table: Chinese templates -> English, by locale",
     "cli.parser": "strict argv parser, help and version texts; pure",
     "cli.logs": "stderr logging and the rotating 0600 log file",
     "cli.diagnostics": "Chinese start-up diagnostics: store, imports, unexpected errors",

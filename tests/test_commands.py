@@ -185,7 +185,9 @@ def test_a_tool_error_is_its_text_on_stderr_or_the_error_object_with_json_and_ex
     error = json.loads(as_json.stdout)
     assert error["ok"] is False and error["code"] == "KIND_INVALID"
     assert run(project, "search", "x", "--scope", "global", "--path", str(project)).returncode == 1
-    assert json.loads(run(project, "search", "--json").stdout)["code"] == "QUERY_EMPTY"
+    no_query = run(project, "search", "--json")
+    assert no_query.returncode == 2  # an argument error, as the help says
+    assert json.loads(no_query.stdout)["code"] == "QUERY_EMPTY"
 
 
 def test_search_finds_with_the_tools_ranking_and_counts_the_hit(store: SharedStore, project: Path) -> None:

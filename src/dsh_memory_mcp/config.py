@@ -31,6 +31,7 @@ __all__ = [
     "resolve_serve_settings",
     "resolve_settings",
     "resolve_vector_settings",
+    "ui_language",
 ]
 
 #: The runtime dependencies as pip requirements, quoted by the CLI's import diagnostics and by
@@ -70,6 +71,17 @@ def _env(env: Mapping[str, str], name: str) -> str | None:
         return None
     value = value.strip()
     return value or None
+
+
+def ui_language(env: Mapping[str, str]) -> Literal["zh", "en"]:
+    """The human CLI's language: the first of ``LC_ALL``, ``LC_MESSAGES``, ``LANG`` that is set
+    decides (the POSIX order); ``en…`` (``en_US.UTF-8``, ``en``) means English, anything else
+    (``zh_CN.UTF-8``, ``C.UTF-8``, unset) Chinese. The tools' texts never depend on it."""
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = (env.get(name) or "").strip()
+        if value:
+            return "en" if value.lower().startswith("en") else "zh"
+    return "zh"
 
 
 def default_store_dir(env: Mapping[str, str] | None = None) -> str:

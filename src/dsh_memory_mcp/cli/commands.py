@@ -31,9 +31,11 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from dsh_memory_mcp import config
+from dsh_memory_mcp.cli.messages import t
+from dsh_memory_mcp.cli.output import detach
 from dsh_memory_mcp.errors import DshMemoryError, EmbeddingUnavailable
 from dsh_memory_mcp.service import health, transfer
 from dsh_memory_mcp.store import records, scopes
@@ -114,7 +116,7 @@ def run(
         return code
     except BrokenPipeError:
         # `export | head`: the reader left. Silence the final flush; an export is then incomplete.
-        _detach(out)
+        detach(out)
         if name == "export":
             call.note("⚠️ 输出管道已关闭,导出不完整")
             return EXIT_FAIL
@@ -122,14 +124,6 @@ def run(
     except DshMemoryError as exc:
         call.note(f"❌ {name} 失败:{exc.message}")
         return EXIT_FAIL
-
-
-def _detach(stream: IO[Any]) -> None:
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stream.fileno())
-    except (OSError, ValueError):
-        pass
 
 
 # ----------------------------------------------------------------------------------------------
@@ -240,6 +234,16 @@ def cmd_list(call: Call) -> int:
 
 
 def cmd_search(call: Call) -> int:
+    if not any(word.strip() for word in call.args):
+        # A usage error (exit 2, like every argument error); `--json` still gets the tool's coded object.
+        if call.flag("json"):
+            from dsh_memory_mcp.service.validate import query_arg
+
+            try:
+                query_arg(" ".join(call.args))
+            except DshMemoryError as exc:  # QUERY_EMPTY, memory_search's own check
+                call.print(json.dumps({"ok": False, "code": exc.code, "message": exc.message}, ensure_ascii=False))
+        return call.usage(t("缺少查询词:search 关键词…(多个词用空格连成一句查询)"))
     if _store_missing(call):
         return EXIT_FAIL
     with _service(call, create=False, vectors=_search_vectors(call.settings.vector)) as service:
@@ -307,6 +311,101 @@ def cmd_forget(call: Call) -> int:
             text = result.text.replace("用同样的参数加 confirm: true 再调用一次", "同样的命令加 --confirm 再运行一次")
             result = dataclasses.replace(result, text=text)
         return _show(call, result)
+
+
+# ----------------------------------------------------------------------------------------------
+# save: memory_save from the command line
+
+#: `save`'s exit code when `memory_save` refuses the content itself (empty, too long, a credential):
+#: the same content will be refused again; 1 stays "could not save now" (store, lock), 2 a usage error.
+EXIT_REFUSED = 3
+#: Codes of a refused content (exit `EXIT_REFUSED`).
+REFUSED_CODES = frozenset({"CONTENT_EMPTY", "CONTENT_TOO_LONG", "CONTENT_SECRET"})
+#: Codes that name a bad option value (`--kind`, `--tags`, `--importance`, `--scope`): a usage error, exit 2.
+ARGUMENT_CODES = frozenset(
+    {
+        "KIND_INVALID",
+        "TAGS_INVALID",
+        "IMPORTANCE_RANGE",
+        "SCOPE_INVALID",
+        "SCOPE_NOT_WRITABLE",
+        "SCOPE_NAME_INVALID",
+        "SCOPE_NAME_TAKEN",
+        "PATH_INVALID",
+        "PATH_SCOPE_CONFLICT",
+    }
+)
+#: Who a memory saved from the command line says wrote it (`source.client`).
+CLI_CLIENT = "cli"
+
+
+def cmd_save(call: Call) -> int:
+    """``save CONTENT|- [--kind K] [--tags a,b] [--scope S | --path DIR] [--importance X] [--json]``.
+
+    `memory_save` itself (same checks, codes and scope rules); stdout gets the id (``--json``: the
+    structured result), stderr the tool's sentence. Exit 0 saved (or already there), 2 usage or a
+    bad option value, 3 the content refused, 1 anything else (store, lock).
+    """
+    if len(call.args) != 1:
+        if not call.args:
+            return call.usage(t('缺少要保存的内容:save "内容",或 save - 从标准输入读'))
+        return call.usage(
+            t('内容只能是一个参数(收到 {count} 个);含空格的内容请加引号:save "用户喜欢深色主题"', count=len(call.args))
+        )
+    content = call.args[0]
+    if content == "-":
+        read = _read_stdin_content(call.settings.max_content)
+        if not isinstance(read, str):
+            return _save_outcome(call, read)
+        content = read
+    from dsh_memory_mcp.service.context import default_context
+
+    args: dict[str, Any] = {"content": content}
+    args.update(_tool_args(call, ("kind", "kind"), ("tags", "tags"), ("scope", "scope"), ("path", "path")))
+    if call.opt("importance") is not None:
+        args["importance"] = call.opt("importance")
+    with _service(call, create=True) as service:
+        ctx = default_context(call.settings).with_client(CLI_CLIENT)
+        return _save_outcome(call, service.call("memory_save", args, ctx))
+
+
+def _read_stdin_content(max_chars: int) -> str | ToolResult:
+    """Standard input as the content, or the refusal `memory_save` would give: read bounded (never
+    more than a too-long content needs: `yes | save -` ends), UTF-8 (else CONTENT_EMPTY, as the tool
+    answers a content that is not a string)."""
+    from dsh_memory_mcp.service.render import error_result
+
+    stdin = sys.stdin.buffer if sys.stdin is not None else None
+    # A UTF-8 character is at most 4 bytes: past this many bytes the content is surely too long.
+    bound = 4 * max_chars + 4
+    data = stdin.read(bound + 1) if stdin is not None else b""
+    if len(data) > bound:
+        message = t(
+            "标准输入超过 {limit} 个字符的上限(DSH_MEMORY_MAX_CONTENT):一条记忆应是一句自包含的陈述;"
+            "长文档请存成文件,记忆里只记它在哪、讲什么",
+            limit=max_chars,
+        )
+        return error_result("CONTENT_TOO_LONG", message)
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        message = t("标准输入不是 UTF-8 文本(第 {offset} 个字节起),没有保存", offset=exc.start)
+        return error_result("CONTENT_EMPTY", message)
+
+
+def _save_outcome(call: Call, result: ToolResult) -> int:
+    code = result.structured.get("code")
+    if result.is_error:
+        _tool_error(call, result)
+        if code in REFUSED_CODES:
+            return EXIT_REFUSED
+        return EXIT_USAGE if code in ARGUMENT_CODES else EXIT_FAIL
+    if call.flag("json"):
+        call.print(json.dumps(result.structured, ensure_ascii=False))
+    else:
+        call.print(str(result.structured["id"]))
+        call.note(*result.text.splitlines())
+    return EXIT_OK
 
 
 # ----------------------------------------------------------------------------------------------
@@ -618,6 +717,7 @@ def cmd_doctor(call: Call) -> int:
 
 
 _HANDLERS: dict[str, Callable[[Call], int]] = {
+    "save": cmd_save,
     "list": cmd_list,
     "search": cmd_search,
     "get": cmd_get,

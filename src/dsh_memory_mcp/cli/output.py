@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from typing import IO, Any
 
 __all__ = [
     "EXIT_OK",
@@ -16,7 +17,9 @@ __all__ = [
     "EXIT_USAGE",
     "PREFIX",
     "PROG",
+    "PipeSafe",
     "describe",
+    "detach",
     "flush_std",
     "harden_stderr",
     "write_stderr_lines",
@@ -31,6 +34,51 @@ EXIT_STARTUP = 1
 EXIT_USAGE = 2
 
 
+def detach(stream: IO[Any]) -> None:
+    """Point `stream`'s descriptor at the null device: the reader went away (``… | head``), so
+    what is still buffered and the flush at exit go nowhere instead of raising (the Python docs'
+    recipe for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+class PipeSafe:
+    """A text stream whose reader may go away: after the first `BrokenPipeError` it detaches the
+    descriptor and swallows every later write, so a command (``setup --dry-run | head -3``) runs to
+    its end and exits with its own code. `broken` says whether that happened. `buffer` is the raw
+    binary stream, which still raises (``export`` must know its output was cut)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._break()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._break()
+
+    def _break(self) -> None:
+        self.broken = True
+        detach(self._stream)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def write_stdout(text: str) -> None:
     stream = sys.stdout
     if stream is None:  # pragma: no cover - pythonw
@@ -43,12 +91,7 @@ def write_stdout(text: str) -> None:
             stream.write(text.encode(encoding, "backslashreplace").decode(encoding, "replace"))
         stream.flush()
     except BrokenPipeError:
-        # `--help | head -3`: the reader is gone; silence the flush at exit (Python docs' recipe).
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, stream.fileno())
-        except (OSError, ValueError):
-            pass
+        detach(stream)  # `--help | head -3`: the reader is gone
 
 
 def write_stderr_lines(lines: Sequence[str]) -> None:

@@ -143,6 +143,27 @@ def suggest_option(word: str, extra: Sequence[Option] = ()) -> str | None:
     return next(n for n in by_name[matches[0]].names if n.startswith("--"))
 
 
+#: Words people try for a subcommand by another name (`add` for `save`): the hint names ours.
+_SYNONYMS = {
+    "add": "save",
+    "new": "save",
+    "remember": "save",
+    "put": "save",
+    "find": "search",
+    "query": "search",
+    "ls": "list",
+    "show": "get",
+    "cat": "get",
+    "delete": "forget",
+    "remove": "forget",
+    "rm": "forget",
+    "del": "forget",
+    "check": "doctor",
+    "install": "setup",
+    "restore": "recover",
+}
+
+
 def _stray(word: str, command: Command | None, commands: Mapping[str, Command]) -> UsageError:
     if command is not None:
         return UsageError(
@@ -151,8 +172,11 @@ def _stray(word: str, command: Command | None, commands: Mapping[str, Command]) 
             hints=[f"用 {PROG} {command.name} --help 查看它的用法"],
         )
     hints = ["目录请用 --store-dir <目录> / --project <目录> 传,不要直接写在命令行末尾"]
+    synonym = _SYNONYMS.get(word.lower())
     close = difflib.get_close_matches(word, list(commands), n=1, cutoff=0.6) if commands else []
-    if close:
+    if synonym in commands:
+        hints.insert(0, f"你是不是想用子命令 {synonym}?")
+    elif close:
         hints.insert(0, f"你是不是想用子命令 {close[0]}?")
     if not commands:
         message = f"多余的参数 {word}:{PROG} 不接受位置参数"
@@ -259,6 +283,8 @@ _METAVARS_ZH = {
     "ID": "id",
     "TEXT": "文本",
     "URL": "地址",
+    "TAGS": "标签",
+    "X": "数字",
 }
 
 

@@ -18,11 +18,11 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Protocol, TextIO
+from typing import Protocol, TextIO, cast
 
 from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import diagnostics, logs
-from dsh_memory_mcp.cli.output import EXIT_STARTUP, describe, flush_std, write_stderr_lines
+from dsh_memory_mcp.cli.output import EXIT_STARTUP, PipeSafe, describe, flush_std, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Command, Invocation, Option
 
 __all__ = ["COMMANDS", "EXIT_INTERRUPTED", "Body", "in_module"]
@@ -59,7 +59,9 @@ def _run_guarded(name: str, invocation: Invocation, load: Callable[[], Body]) ->
             body = load()
         except Exception as exc:
             raise diagnostics.ImportProblem(exc) from exc
-        return body(invocation, settings, out=sys.stdout, err=sys.stderr)
+        # `… | head`: a reader that leaves early must not turn the rest of the run into a crash.
+        out = cast(TextIO, PipeSafe(sys.stdout))
+        return body(invocation, settings, out=out, err=sys.stderr)
     except diagnostics.ImportProblem as problem:
         diagnostics.report_import_problem(problem, debug)
         return EXIT_STARTUP
@@ -126,6 +128,19 @@ _ID = Option(("--id",), "id", True, "ID", "要删除的记忆 id(完整 id 或�
 _CONFIRM = Option(("--confirm", "--yes"), "confirm", help="--query 匹配超过阈值时确认删除(先不加它看预览)")
 _QUERY = Option(("--query",), "query", True, "TEXT", "删除内容包含该文本的记忆(只在一个作用域内,缺省当前项目)")
 
+_SAVE_KIND = Option(
+    ("--kind",), "kind", True, "KIND", "种类:fact / decision / preference / procedure / note / rule(缺省 note)"
+)
+_TAGS = Option(("--tags",), "tags", True, "TAGS", "标签,逗号分隔(如 python,部署);最多 32 个,每个 ≤ 64 字")
+_IMPORTANCE = Option(("--importance",), "importance", True, "X", "重要度,0~1 之间的数字(缺省不写)")
+_SAVE_SCOPE = Option(
+    ("--scope",),
+    "scope",
+    True,
+    "SCOPE",
+    "写入的作用域:global / project / project:<路径> / 自定义名(缺省同 memory_save)",
+)
+
 _DRY_RUN = Option(("--dry-run",), "dry_run", help="只打印将要做的修改(diff),不写任何文件")
 _REMOVE = Option(("--remove",), "remove", help="从宿主配置里移除 dsh-memory 条目")
 _URL = Option(("--url",), "url", True, "URL", "写成 URL 条目,连接正在运行的 serve(如 http://127.0.0.1:8765/mcp)")
@@ -154,6 +169,23 @@ _BUILTIN: tuple[Command, ...] = (
         extra_options=(_SCOPE, _PATH, _KIND, _LIMIT, _CLIENT, _JSON),
         usage=("list [--scope SCOPE | --path DIR] [--kind KIND] [--limit N] [--client NAME] [--json]",),
         details="与 memory_list 工具相同:缺省列出当前项目 + global 的有效记忆(过期/被取代的不显示)。\n" + _SCOPE_NOTE,
+    ),
+    Command(
+        "save",
+        "保存一条记忆(与 memory_save 相同)",
+        _runner("save"),
+        accepts_args=True,
+        extra_options=(_SAVE_KIND, _TAGS, _SAVE_SCOPE, _PATH, _IMPORTANCE, _JSON),
+        usage=(
+            'save "内容" [--kind KIND] [--tags a,b] [--scope SCOPE | --path DIR] [--importance X] [--json]',
+            "save - [--kind KIND] …  < 文件",
+        ),
+        details="与 memory_save 工具相同的检查、错误码和作用域规则(同一个函数)。成功时 stdout 只打印新记忆的完整 id\n"
+        "(--json:与工具相同的结构化结果),stderr 打印工具的那句话;内容已存在时打印已有记忆的 id。\n"
+        '内容为 - 时从标准输入读(UTF-8);以 - 开头的内容写在 -- 之后:save -- "-5 度以下不跑步"。\n'
+        "退出码:0 已保存(或已存在),2 参数错误(缺内容、多余参数、--kind/--tags/--importance/--scope 的值不合规),\n"
+        "3 内容被拒绝(CONTENT_EMPTY、CONTENT_TOO_LONG、CONTENT_SECRET:原样再试也会被拒),1 其它失败(记忆库、锁)。\n"
+        + _SCOPE_NOTE,
     ),
     Command(
         "search",

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-from dsh_memory_mcp import config
+from dsh_memory_mcp import __version__, config
 from dsh_memory_mcp.cli import diagnostics, logs
 from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, flush_std, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Invocation
@@ -397,6 +397,8 @@ def _try_relay(invocation: Invocation, settings: config.Settings, guard: SignalG
     if invocation.project_dir is not None:
         direct_argv += ["--project", settings.project_dir]
     guard.relay = StdinRelay.install()
+    # The success line `--help` names, as a direct start prints it (transports.mcp_server).
+    _cli_log.info("已启动 dsh-memory-mcp v%s(stdio)", __version__)
     return relay.Relay(
         info,
         project_dir=settings.project_dir,

@@ -278,6 +278,7 @@ def _plan_line(plan: ImportPlan, lineno: int, raw: bytes, checks: Checks) -> Non
         if isinstance(item, str):
             bad(item)
             return
+        _refuse_empty(plan, lineno, obj)
         _add_graph(plan, [m for m in item if not refused(*m)])
         return
     if isinstance(obj.get("entities"), list) or isinstance(obj.get("relations"), list):
@@ -289,9 +290,22 @@ def _plan_line(plan: ImportPlan, lineno: int, raw: bytes, checks: Checks) -> Non
                 if isinstance(made, str):
                     bad(f"中的一个 {typ}{made}")
                     continue
+                _refuse_empty(plan, lineno, {"type": typ, **entry})
                 _add_graph(plan, [m for m in made if not refused(*m)])
         return
     bad("既不是记忆记录(id/scope/content),也不是知识图谱的 entity / relation")
+
+
+def _refuse_empty(plan: ImportPlan, lineno: int, obj: Mapping[str, Any]) -> None:
+    """An entity's blank observation makes no memory: counted as refused (CONTENT_EMPTY, as
+    `memory_save` answers an empty content), never dropped without a word."""
+    if obj.get("type") != "entity":
+        return
+    name = " ".join(str(obj.get("name") or "").split())
+    for number, observation in enumerate(obj.get("observations") or [], start=1):
+        if isinstance(observation, str) and not observation.strip():
+            message = f"entity {name} 的第 {number} 条 observation 是空的,没有可保存的内容。"
+            plan.refused.append(Refusal(lineno, "CONTENT_EMPTY", message, _preview(f"{name}: {observation}")))
 
 
 def _add_graph(plan: ImportPlan, items: list[tuple[str, list[str]]]) -> None:
