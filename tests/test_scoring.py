@@ -6,7 +6,6 @@ scoring reads) holding real `records.Record` objects.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +18,6 @@ from dsh_memory_mcp.search import scoring
 from dsh_memory_mcp.search.scoring import (
     Hit,
     LexicalIndex,
-    access_boost,
     idf,
     importance_factor,
     index_for,
@@ -129,7 +127,7 @@ def test_a_trailing_full_stop_is_not_part_of_the_word() -> None:
 
 def test_lower_camel_identifiers_are_split_and_product_names_are_not() -> None:
     assert tokenize("lastLoginAt") == ["lastloginat", "last", "login", "at"]
-    assert tokenize("parseHTTPResponse") == ["parsehttpresponse", "parse", "http", "response"]
+    assert tokenize("parseHTTPResponse") == ["parsehttpresponse", "pars", "http", "respons"]
     # "java" must not be a perfect hit on every JavaScript memory.
     assert tokenize("JavaScript") == ["javascript"]
     assert tokenize("GitHub PostgreSQL") == ["github", "postgresql"]
@@ -160,14 +158,42 @@ def test_idf_is_positive_and_falls_as_document_frequency_rises() -> None:
     assert values[0] > 10 * values[100]
 
 
-def test_the_lexical_score_is_the_idf_weighted_share_of_the_query_tokens() -> None:
+def _bm25(tf: int, dl: float, avgdl: float) -> float:
+    """BM25's saturated term frequency, k1 = 1.2, b = 0.3, records shorter than average taken as average."""
+    return tf * 2.2 / (tf + 1.2 * (0.7 + 0.3 * max(dl, avgdl) / avgdl))
+
+
+def test_the_lexical_strength_is_bm25_over_the_query_idf_and_the_plain_share_for_a_single_mention() -> None:
     records_ = [rec("alpha beta"), rec("alpha"), rec("gamma")]
     index = LexicalIndex.build(records_)
     w_alpha, w_beta, w_delta = idf(3, 2), idf(3, 1), idf(3, 0)
+    total = w_alpha + w_beta + w_delta
+    avgdl = 4 / 3
     scores = index.scores(scoring.query_tokens("alpha beta delta"), threshold=0.0)
-    assert scores[0] == pytest.approx((w_alpha + w_beta) / (w_alpha + w_beta + w_delta))
-    assert scores[1] == pytest.approx(w_alpha / (w_alpha + w_beta + w_delta))
+    assert scores[0] == pytest.approx((w_alpha + w_beta) * _bm25(1, 2, avgdl) / total)
+    assert scores[1] == pytest.approx(w_alpha * _bm25(1, 1, avgdl) / total)
     assert 2 not in scores
+    # A single mention in a record no longer than average counts exactly its IDF share.
+    assert scores[1] == pytest.approx(w_alpha / total)
+    even = LexicalIndex.build([rec("alpha"), rec("beta"), rec("gamma")])
+    assert even.scores(scoring.query_tokens("alpha beta"), threshold=0.0)[0] == pytest.approx(
+        idf(3, 1) / (2 * idf(3, 1))
+    )
+
+
+def test_a_repeated_word_counts_more_and_a_long_record_less_but_the_hit_bar_is_the_plain_share() -> None:
+    # "adoption" once in a long rambling turn vs twice in a short one about it: BM25 orders them
+    # (the share of the query both contain is the same, so they used to tie and fall to the id).
+    rambling = rec(
+        "we talked about the weather the garden the kids school and at the very end the adoption papers", rid="a"
+    )
+    focused = rec("adoption news: the adoption agency called back", rid="z")
+    snapshot = snap("global", rambling, focused, *filler(10))
+    hits = rank([snapshot], "adoption agency papers", top_k=5, now=NOW)
+    assert ids(hits)[0] == "z"
+    index = index_for(snapshot)
+    assert index.tf("adopt", 1) == 2 and index.tf("adopt", 0) == 1 and index.tf("adopt", 2) == 0
+    assert index.length(0) > index.length(1)
 
 
 def test_a_repeated_query_word_counts_once() -> None:
@@ -198,6 +224,55 @@ def test_idf_is_computed_per_scope() -> None:
     # In B "deploy" is in every record, so it carries almost none of the query's weight.
     assert idf(9, 9) / (idf(9, 9) + idf(9, 8) + idf(9, 0)) < 0.12
     assert "target-b" not in hits
+
+
+def test_a_question_whose_only_link_to_its_memory_is_a_word_form_finds_it() -> None:
+    # "supports"/"supporting", "adopting"/"adoption": no word in common until both are stemmed.
+    answer = rec("[2 May 2023] Maya: I've been supporting the adoption agency with their paperwork", rid="answer")
+    others = [rec(f"[2 May 2023] Jordan: lunch plans and the weather, part {i}", rid=f"z{i}") for i in range(10)]
+    hits = rank([snap("global", answer, *others)], "Who supports adopting?", top_k=5, now=NOW)
+    assert ids(hits) == ["answer"]
+
+
+_CHAT = [
+    "Caroline: morning! did you sleep well?",
+    "Ben: I went to the market and got some apples",
+    "Melanie: apples sound great, I need some too",
+    "Caroline: what did you do at the weekend?",
+    "Melanie: mostly gardening, the roses are out",
+    "Ben: I love roses, my mum grew them",
+    "Caroline: did you see the match last night?",
+    "Melanie: no, I was asleep by nine",
+    "Ben: ha, same as always",
+    "Caroline: my sister is visiting next week",
+    "Melanie: how long is she staying?",
+    "Caroline: just the weekend, then she flies to Rome",
+    "Ben: I should clean the flat before my parents come",
+    "Melanie: good luck with that",
+    "Caroline: thanks, I will need it",
+    "Ben: what are you reading these days?",
+    "Melanie: a mystery novel set in Oslo",
+    "Caroline: sounds good, lend it to me after",
+    "Ben: I started running again, slowly",
+    "Melanie: proud of you",
+    "Caroline: the weather is awful today",
+    "Ben: did you hear about the new bakery?",
+    "Melanie: yes, their bread is amazing",
+]
+
+
+def test_a_speaker_name_flood_does_not_fill_the_results_when_the_question_has_a_rarer_word() -> None:
+    # The name is on a third of the turns of the chat. The question names her and asks about
+    # pottery, which one turn mentions: that turn is the answer; turns that share nothing but her
+    # name are not relevant to it, however many there are (their share of the question, 0.29,
+    # passed the bar, and they filled the other four places).
+    answer = rec("Melanie: the pottery class on Friday was so much fun", rid="answer")
+    chat = [rec(text, rid=f"chat-{i:02d}") for i, text in enumerate(_CHAT)]
+    snapshot = snap("global", *chat[:10], answer, *chat[10:])
+    assert index_for(snapshot).df(tokenize("Caroline")[0]) > len(snapshot.records) / 4
+    assert ids(rank([snapshot], "Caroline pottery", top_k=5, now=NOW)) == ["answer"]
+    # Asked about her alone, her turns are what there is.
+    assert len(rank([snapshot], "Caroline", top_k=5, now=NOW)) == 5
 
 
 # --- thresholds ------------------------------------------------------------------------------
@@ -240,7 +315,7 @@ def test_a_scope_with_a_single_memory_still_finds_it_by_one_shared_word() -> Non
 def test_a_single_character_query_finds_records_containing_that_character() -> None:
     lock = rec("库存扣减要加行锁", rid="lock")
     hits = rank([snap("global", lock, "日志输出到 stderr", *filler(5))], "锁", top_k=5, now=NOW)
-    assert ids(hits) == ["lock"] and hits[0].lexical == pytest.approx(1.0)
+    assert ids(hits) == ["lock"] and hits[0].lexical > 0.5
 
 
 def test_english_function_words_alone_never_make_a_hit() -> None:
@@ -257,7 +332,7 @@ def test_english_function_words_alone_never_make_a_hit() -> None:
         assert rank([snapshot], question, top_k=5, now=NOW) == [], question
     # With one real word in common the stop words count in the share as before: all four shared.
     hits = rank([snapshot], "what is the lock", top_k=5, now=NOW)
-    assert ids(hits) == ["lock"] and hits[0].lexical == pytest.approx(1.0)
+    assert ids(hits) == ["lock"]
 
 
 def test_the_stop_words_are_english_function_words_only() -> None:
@@ -272,12 +347,6 @@ def test_a_query_without_tokens_returns_nothing() -> None:
 
 
 # --- boosts ----------------------------------------------------------------------------------
-
-
-def test_access_boost_grows_with_the_log_of_the_access_count() -> None:
-    assert access_boost(0) == 1.0
-    assert access_boost(9) == pytest.approx(1 + 0.1 * math.log(10))
-    assert access_boost(-3) == 1.0
 
 
 @pytest.mark.parametrize(
@@ -297,25 +366,36 @@ def test_importance_factor_is_neutral_when_absent_or_at_one_half(importance: flo
     assert importance_factor(importance) == pytest.approx(factor)
 
 
-def test_the_final_score_is_base_times_both_boosts_rounded_to_four_decimals() -> None:
+def test_the_final_score_is_base_times_the_importance_factor_rounded_to_four_decimals() -> None:
     boosted = rec("alpha", rid="boosted", accessCount=3, importance=0.9)
     hits = rank([snap("global", boosted, *filler(3))], "alpha", top_k=5, now=NOW)
-    assert hits[0].score == round(1.0 * access_boost(3) * importance_factor(0.9), 4)
-    assert hits[0].score == 1.3664
+    assert hits[0].score == round(1.0 * importance_factor(0.9), 4) == 1.2
 
 
-def test_a_frequently_recalled_memory_outranks_an_equal_unused_one() -> None:
-    used = rec("alpha", rid="b-used", accessCount=20)
-    unused = rec("alpha", rid="a-unused")
-    assert ids(rank([snap("global", unused, used)], "alpha", top_k=5, now=NOW)) == ["b-used", "a-unused"]
+def test_a_generic_memory_does_not_climb_with_its_access_count() -> None:
+    # A generic memory that matches many questions a little gets recalled (touched) on every one
+    # of them; its count must not lift it over the memory that answers this question.
+    generic = rec("notes about the project and the team and the plan", rid="generic")
+    answer = rec("the release plan: ship the beta to the team on friday", rid="answer")
+    snapshot = snap("global", generic, answer, *filler(8))
+    before = rank([snapshot], "release plan for the team", top_k=5, now=NOW)
+    assert ids(before)[0] == "answer"
+    popular = snap("global", generic.with_changes(accessCount=10_000), answer, *filler(8))
+    after = rank([popular], "release plan for the team", top_k=5, now=NOW)
+    assert [(h.record.id, h.score) for h in after] == [(h.record.id, h.score) for h in before]
 
 
 # --- ranking ---------------------------------------------------------------------------------
 
 
-def test_results_are_ordered_by_score_then_scope_rank_then_id() -> None:
+def test_results_are_ordered_by_score_then_scope_rank_then_recency_never_by_id() -> None:
     snapshots = [
-        snap("global", rec("alpha", rid="g-b"), rec("alpha", rid="g-a"), rec("alpha", rid="g-top", importance=1.0)),
+        snap(
+            "global",
+            rec("alpha", rid="g-a-old", createdAt=NOW - 9000, updatedAt=NOW - 9000),
+            rec("alpha", rid="g-b-new", createdAt=NOW - 5000, updatedAt=NOW - 5000),
+            rec("alpha", rid="g-top", importance=1.0),
+        ),
         snap("team notes", rec("alpha", rid="custom")),
         snap(PROJECT, rec("alpha", rid="project")),
         snap("session:s1", rec("alpha", rid="session")),
@@ -323,14 +403,32 @@ def test_results_are_ordered_by_score_then_scope_rank_then_id() -> None:
     hits = rank(snapshots, "alpha", top_k=10, now=NOW)
     assert ids(hits)[0] == "g-top" and hits[0].score == 1.25  # the only important one
     assert {h.score for h in hits[1:]} == {1.0}
-    assert ids(hits)[1:] == ["session", "project", "custom", "g-a", "g-b"]
+    assert ids(hits)[1:] == ["session", "project", "custom", "g-b-new", "g-a-old"]
     assert [h.scope for h in hits[1:]] == ["session:s1", PROJECT, "team notes", "global", "global"]
     assert all(hits[i].score >= hits[i + 1].score for i in range(len(hits) - 1))
 
 
+def test_a_tie_goes_to_the_more_recent_then_the_more_important_memory_not_to_the_smaller_id() -> None:
+    # Equal scores after rounding: the ids sort one way, the dates the other.
+    old = rec("alpha beta", rid="0000-old", createdAt=NOW - 86_400_000, updatedAt=NOW - 86_400_000)
+    new = rec("alpha beta", rid="ffff-new", createdAt=NOW - 1000, updatedAt=NOW - 1000)
+    assert ids(rank([snap("global", old, new, *filler(4))], "alpha", top_k=5, now=NOW)) == ["ffff-new", "0000-old"]
+    # A deduped save re-affirms a memory (updatedAt moves): it counts as recent.
+    reaffirmed = old.with_changes(updatedAt=NOW - 10)
+    assert ids(rank([snap("global", reaffirmed, new, *filler(4))], "alpha", top_k=5, now=NOW)) == [
+        "0000-old",
+        "ffff-new",
+    ]
+    # Same time, same file order reversed: the later line (saved after) wins, whatever the ids.
+    a = rec("alpha beta", rid="aaaa")
+    z = rec("alpha beta", rid="zzzz")
+    assert ids(rank([snap("global", z, a, *filler(4))], "alpha", top_k=5, now=NOW)) == ["aaaa", "zzzz"]
+    assert ids(rank([snap("global", a, z, *filler(4))], "alpha", top_k=5, now=NOW)) == ["zzzz", "aaaa"]
+
+
 def test_top_k_limits_the_results() -> None:
     snapshot = snap("global", *[rec("alpha", rid=f"r{i}") for i in range(10)])
-    assert ids(rank([snapshot], "alpha", top_k=3, now=NOW)) == ["r0", "r1", "r2"]
+    assert ids(rank([snapshot], "alpha", top_k=3, now=NOW)) == ["r9", "r8", "r7"]  # the last saved first
     assert rank([snapshot], "alpha", top_k=0, now=NOW) == []
 
 
@@ -364,7 +462,8 @@ def test_a_vector_only_hit_is_returned_with_its_cosine() -> None:
     hits = rank(
         [snap("global", semantic, *filler(3))], "package manager", top_k=5, now=NOW, vector_scores={"semantic": 0.81}
     )
-    assert hits == [Hit(record=semantic, scope="global", score=0.81, lexical=0.0, cosine=0.81)]
+    # A vector-only candidate adds VECTOR_WEIGHT times its evidence above the gate: 0.5 · 0.62.
+    assert hits == [Hit(record=semantic, scope="global", score=0.31, lexical=0.0, cosine=0.81)]
 
 
 def test_vector_scores_below_one_half_are_ignored() -> None:
@@ -378,16 +477,36 @@ def test_vector_scores_for_unknown_ids_are_ignored() -> None:
     assert hits == []
 
 
-def test_the_hybrid_score_is_the_larger_of_lexical_and_cosine() -> None:
-    exact = rec("alpha", rid="exact")
-    partial = rec("alpha", rid="partial")
-    lexical_wins = rank([snap("global", exact, *filler(3))], "alpha", top_k=5, now=NOW, vector_scores={"exact": 0.6})
-    assert lexical_wins[0].score == 1.0 and lexical_wins[0].cosine == 0.6
-    snapshot = snap("global", partial, *filler(3))
-    share = rank([snapshot], "alpha nothing1", top_k=5, now=NOW)[0].lexical
-    assert share < 0.7
-    cosine_wins = rank([snapshot], "alpha nothing1", top_k=5, now=NOW, vector_scores={"partial": 0.7})
-    assert cosine_wins[0].score == 0.7 and cosine_wins[0].lexical == pytest.approx(share)
+def test_the_hybrid_score_adds_the_evidence_of_both_channels() -> None:
+    both = rec("alpha", rid="both")
+    snapshot = snap("global", both, *filler(3))
+    lexical_only = rank([snapshot], "alpha", top_k=5, now=NOW)[0]
+    fused = rank([snapshot], "alpha", top_k=5, now=NOW, vector_scores={"both": 0.6})[0]
+    assert lexical_only.score == 1.0 and fused.lexical == 1.0 and fused.cosine == 0.6
+    assert fused.score == round(1.0 + 0.5 * (0.6 - 0.5) / 0.5, 4) == 1.1
+
+
+def test_a_strong_lexical_hit_stays_above_a_weak_vector_neighbour() -> None:
+    # The exact identifier is in one memory; the embedding model finds another one "close" (just
+    # past its relevance gate, as e5 does for every chatty turn of a long conversation). Under
+    # max(lexical, cosine) the neighbour's rescaled 0.75 beat the identifier's partial share.
+    exact = rec("DSH_MEMORY_STORE_DIR points at the store directory; change it in the env file", rid="exact")
+    neighbour = rec("we talked about where things are kept on disk", rid="neighbour")
+    others = [rec(f"unrelated note number {i} about lunch plans and the weather", rid=f"z{i}") for i in range(20)]
+    snapshot = snap("global", exact, neighbour, *others)
+    query = "what does DSH_MEMORY_STORE_DIR do and what is its default"
+    hits = rank([snapshot], query, top_k=5, now=NOW, vector_scores={"neighbour": 0.75})
+    assert ids(hits) == ["exact", "neighbour"]
+    assert hits[0].lexical > 0.3 and hits[1].lexical == 0.0
+
+
+def test_a_record_found_by_both_channels_beats_one_found_by_either_alone() -> None:
+    both = rec("alpha gamma", rid="both")
+    lexical_only = rec("alpha gamma", rid="lexical-only")
+    vector_only = rec("something else entirely", rid="vector-only")
+    snapshot = snap("global", both, lexical_only, vector_only, *filler(10))
+    hits = rank([snapshot], "alpha gamma", top_k=5, now=NOW, vector_scores={"both": 0.8, "vector-only": 0.8})
+    assert ids(hits) == ["both", "lexical-only", "vector-only"]
 
 
 # --- the index cache -------------------------------------------------------------------------
@@ -434,7 +553,7 @@ def test_a_touch_reuses_the_previous_postings_and_picks_up_the_new_access_count(
     index = index_for(new)
     assert index._postings is index_for(old)._postings  # nothing was tokenized again
     assert "lexical_previous" not in new.cache
-    assert rank([new], "alpha", top_k=1, now=NOW)[0].score == round(access_boost(5), 4)
+    assert rank([new], "alpha", top_k=1, now=NOW)[0].record.access_count == 5
 
 
 def test_an_append_extends_the_previous_index_without_changing_it() -> None:
@@ -467,19 +586,29 @@ _VOCAB = ["common", "alpha", "beta", "gamma", "delta", "部署", "部", "署", "
 
 
 def _brute_force(records_: Sequence[records.Record], query: str, threshold: float) -> dict[int, float]:
-    docs = [set(tokenize(r.content + "\n" + "\n".join(r.tags))) for r in records_]
+    """Every record scored on its own: the share decides the hit, BM25 over the query IDF is the strength."""
+    token_lists = [tokenize(r.content + "\n" + "\n".join(r.tags)) for r in records_]
+    docs = [set(tokens) for tokens in token_lists]
+    lengths = [max(1, sum(1 for t in tokens if not is_weak_token(t))) for tokens in token_lists]
+    avgdl = sum(lengths) / len(lengths)
     wanted = set(tokenize(query))
-    weights = {t: idf(len(docs), sum(t in d for d in docs)) for t in wanted}
+    df = {t: sum(t in d for d in docs) for t in wanted}
+    weights = {t: idf(len(docs), df[t]) for t in wanted}
     total = sum(weights.values())
+    strong_known = {t for t in wanted - _STOPS if not is_weak_token(t) and df[t]}
+    common = {t for t in strong_known if len(docs) >= 20 and df[t] > 0.25 * (len(docs) + 3)}
+    if common == strong_known:
+        common = set()
     out = {}
     for pos, doc in enumerate(docs):
         shared = wanted & doc
-        if not shared - _STOPS:
+        if not shared - _STOPS - common:
             continue
         share = sum(weights[t] for t in shared) / total
-        strong = any(not is_weak_token(t) for t in shared - _STOPS)
+        strong = any(not is_weak_token(t) for t in shared - _STOPS - common)
         if share + 1e-9 >= (threshold if strong else max(threshold, 0.25)):
-            out[pos] = share
+            strength = sum(weights[t] * _bm25(token_lists[pos].count(t), lengths[pos], avgdl) for t in shared)
+            out[pos] = min(1.0, strength / total)
     return out
 
 
