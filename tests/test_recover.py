@@ -123,3 +123,133 @@ def test_the_coexist_scenario_loses_acknowledged_saves_and_recover_brings_every_
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "✗" not in proc.stdout
     assert "recover 之后加锁写者 24/24 条(仍缺 0)" in proc.stdout
+
+
+# -- torn journal lines ------------------------------------------------------------------------
+
+# Saves records in a subprocess whose file-size limit stops the journal a few bytes past its
+# current end (a real short write: the kernel cuts the write, the next one gets EFBIG).
+_LIMITED_SAVE = """
+import os, resource, sys
+from dsh_memory_mcp.store.shared import SharedStore
+root, content, room = sys.argv[1], sys.argv[2], int(sys.argv[3])
+store = SharedStore(root)
+journal = os.path.join(root, ".journal")
+segment = max(os.path.join(journal, n) for n in os.listdir(journal))
+resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(segment) + room, resource.RLIM_INFINITY))
+try:
+    store.save("global", content)
+except Exception as exc:
+    print(type(exc).__name__, getattr(exc, "code", ""))
+    sys.exit(3)
+"""
+
+
+def segment_bytes(store_dir: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted((store_dir / ".journal").glob("*.ndjson")))
+
+
+@pytest.fixture
+def torn(store: SharedStore, store_dir: Path) -> dict[str, Record]:
+    """Records A and B saved; other scopes make the journal much larger than the global file;
+    then a save whose journal line a file-size limit cut after 40 bytes (no final newline)."""
+    made = {name: store.save("global", f"torn-tail memory {name}").record for name in ("a", "b")}
+    for i in range(20):
+        store.save(f"project:/elsewhere/{i}", f"padding memory {i} " + "x" * 200)
+    proc = subprocess.run(
+        [PYTHON, "-c", _LIMITED_SAVE, str(store_dir), "torn-tail memory c", "40"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+    )
+    assert proc.returncode == 3 and "STORE_ERROR" in proc.stdout, proc.stdout + proc.stderr
+    assert not segment_bytes(store_dir).endswith(b"\n")  # the tail really is torn
+    return made
+
+
+def test_a_forget_after_a_torn_journal_tail_is_journalled_and_recover_does_not_bring_it_back(
+    store_dir: Path, torn: dict[str, Record]
+):
+    forgot = run_cli(store_dir, "forget", torn["a"].id, "--json")
+    assert forgot.returncode == 0, forgot.stderr
+    assert json.loads(forgot.stdout)["ids"] == [torn["a"].id]
+    stats = run_cli(store_dir, "stats", "--json")
+    assert json.loads(stats.stdout)["missingAcknowledged"] == {}, stats.stdout
+    assert "少了" not in stats.stderr
+    dry = run_cli(store_dir, "recover", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["restored"] == {}
+    assert torn["a"].id not in (store_dir / "global.jsonl").read_text(encoding="utf-8")
+    assert b"torn-tail memory a" not in segment_bytes(store_dir)  # its text left the journal too
+
+
+def test_a_save_after_a_torn_journal_tail_is_still_protected(store: SharedStore, torn: dict[str, Record]):
+    later = store.save("global", "torn-tail memory d").record
+    unlocked_rewrite(store, [torn["a"].raw, torn["b"].raw])  # an old snapshot without d
+    done = SharedStore(store.root).recover()
+    assert [e.id for e in done["global"]] == [later.id]
+    assert later.id in ids(store)
+
+
+def run_limited(store_dir: Path, room: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI with a file-size limit `room` bytes past the journal's current end."""
+    segment = max((store_dir / ".journal").glob("*.ndjson"))
+    limit = segment.stat().st_size + room
+
+    def cap() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+    return subprocess.run(
+        [PYTHON, "-m", "dsh_memory_mcp", *args, "--store-dir", str(store_dir)],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+        input="",
+        preexec_fn=cap,
+    )
+
+
+@pytest.mark.parametrize("room", [0, 30])
+def test_a_forget_whose_journal_entry_cannot_be_written_whole_is_refused_and_removes_nothing(
+    store: SharedStore, store_dir: Path, room: int
+):
+    keep = store.save("global", "forget me not").record
+    for i in range(20):
+        store.save(f"project:/elsewhere/{i}", f"padding memory {i} " + "x" * 200)
+    scope_file = store_dir / "global.jsonl"
+    before = scope_file.read_bytes()
+    proc = run_limited(store_dir, room, "forget", keep.id, "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["code"] == "STORE_ERROR"
+    assert scope_file.read_bytes() == before  # nothing removed
+    # And what the torn entry left behind never counts as a removal: the record stays protected.
+    unlocked_rewrite(store, [])
+    assert [e.id for e in SharedStore(store.root).recover()["global"]] == [keep.id]
+
+
+def test_a_journal_line_that_does_not_parse_makes_recover_refuse_the_ids_it_names_and_say_why(
+    store: SharedStore, store_dir: Path
+):
+    a = store.save("global", "glued memory a").record
+    b = store.save("global", "glued memory b").record
+    # What 11f31c0 wrote after a torn tail: the next forget glued onto the torn line.
+    segment = max((store_dir / ".journal").glob("*.ndjson"))
+    with segment.open("ab") as f:
+        f.write(b'{"t":1,"op":"save","scope":"global","id":"0000-torn","line":"{\\"id')
+        f.write(json.dumps({"t": 2, "op": "forget", "scope": "global", "ids": [a.id]}).encode() + b"\n")
+    unlocked_rewrite(store, [])  # a and b are both gone from the file now
+    assert [e.id for e in SharedStore(store.root).missing()["global"]] == [b.id]
+    real = run_cli(store_dir, "recover", "--json")
+    assert real.returncode == 0, real.stderr
+    answer = json.loads(real.stdout)
+    assert answer["restored"] == {"global": [b.id]}
+    (refusal,) = answer["refused"]["global"]
+    lineno = len(segment.read_bytes().rstrip(b"\n").split(b"\n"))
+    assert refusal["id"] == a.id and f"{segment.name} 第 {lineno} 行无法解析" in refusal["reason"]
+    text = run_cli(store_dir, "recover")
+    assert "另有 1 条" in text.stdout and a.id[:8] in text.stdout and "无法排除" in text.stdout
+    assert a.id not in ids(store)

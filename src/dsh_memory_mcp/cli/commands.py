@@ -600,22 +600,37 @@ def cmd_recover(call: Call) -> int:
                 return _tool_error(call, resolved)
             scopes = list(resolved)
         restored: dict[str, list[str]] = {}
+        refused: dict[str, list[tuple[str, str]]] = {}
         for scope in scopes:
             for name, entries in service.store.recover(scope, dry_run=dry_run).items():
                 restored.setdefault(name, []).extend(e.id for e in entries)
+            for name, doubts in service.store.doubtful(scope).items():
+                refused.setdefault(name, []).extend((d.entry.id, d.reason) for d in doubts)
     if call.flag("json"):
-        call.print(json.dumps({"ok": True, "dryRun": dry_run, "restored": restored}, ensure_ascii=False))
+        refusals = {name: [{"id": rid, "reason": why} for rid, why in items] for name, items in refused.items()}
+        call.print(
+            json.dumps({"ok": True, "dryRun": dry_run, "restored": restored, "refused": refusals}, ensure_ascii=False)
+        )
         return EXIT_OK
+    lines: list[str] = []
     if not restored:
-        call.print("没有需要恢复的记忆:本服务确认保存过、从未删除或取代的记录都还在文件里。")
-        return EXIT_OK
-    verb = "将恢复" if dry_run else "已恢复"
-    total = sum(len(ids) for ids in restored.values())
-    lines = [f"{verb} {total} 条被覆盖的记忆(按写入时的原样追加回作用域文件):"]
-    for name, ids in restored.items():
-        lines.append(f"  {name}:{len(ids)} 条 " + ",".join(i[:8] for i in ids[:20]) + ("…" if len(ids) > 20 else ""))
-    if dry_run:
-        lines.append("(--dry-run:没有写入任何文件;去掉 --dry-run 执行恢复)")
+        lines.append("没有需要恢复的记忆:本服务确认保存过、从未删除或取代的记录都还在文件里。")
+    else:
+        verb = "将恢复" if dry_run else "已恢复"
+        total = sum(len(ids) for ids in restored.values())
+        lines.append(f"{verb} {total} 条被覆盖的记忆(按写入时的原样追加回作用域文件):")
+        for name, ids in restored.items():
+            shown = ",".join(i[:8] for i in ids[:20]) + ("…" if len(ids) > 20 else "")
+            lines.append(f"  {name}:{len(ids)} 条 {shown}")
+        if dry_run:
+            lines.append("(--dry-run:没有写入任何文件;去掉 --dry-run 执行恢复)")
+    if refused:
+        total = sum(len(items) for items in refused.values())
+        lines.append(f"另有 {total} 条不在文件里的记忆没有恢复(无法排除它们已被删除,不做猜测):")
+        for name, items in refused.items():
+            lines.extend(f"  {name}:{rid[:8]} — {why}" for rid, why in items[:20])
+            if len(items) > 20:
+                lines.append(f"  {name}:…另 {len(items) - 20} 条")
     call.print("\n".join(lines))
     return EXIT_OK
 

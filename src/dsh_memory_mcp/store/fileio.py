@@ -46,6 +46,7 @@ __all__ = [
     "remove_leftover_tmps",
     "replace",
     "write_all",
+    "write_all_at",
     "write_target",
 ]
 
@@ -76,6 +77,14 @@ def write_all(fd: int, data: bytes | Iterable[bytes]) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
+
+
+def write_all_at(fd: int, data: bytes, offset: int) -> None:
+    """Write every byte of `data` at `offset` (`os.pwrite`; the descriptor must not be ``O_APPEND``)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
 
 
 def fsync_dir(directory: str) -> None:
@@ -124,9 +133,9 @@ def _not_regular(path: str, mode: int) -> NotRegularFile:
     return NotRegularFile(errno.EINVAL, f"不是普通文件(是{_kind(mode)})", path)
 
 
-def open_regular(path: str, *, follow: bool = True, append: bool = False) -> int:
-    """A read-only (or, with `append`, ``O_RDWR | O_APPEND``) descriptor of `path`, which must be an
-    existing regular file (after symlinks if `follow`).
+def open_regular(path: str, *, follow: bool = True, append: bool = False, update: bool = False) -> int:
+    """A read-only (with `append`, ``O_RDWR | O_APPEND``; with `update`, ``O_RDWR`` for `os.pwrite`)
+    descriptor of `path`, which must be an existing regular file (after symlinks if `follow`).
 
     ``O_NONBLOCK`` keeps a FIFO from blocking the open; ``fstat`` then refuses anything that is
     not a regular file, so a FIFO, a device (a symlink to ``/dev/zero``) or a directory is an
@@ -135,7 +144,7 @@ def open_regular(path: str, *, follow: bool = True, append: bool = False) -> int
     :raises FileNotFoundError: nothing there.
     :raises NotRegularFile: there is something, but not a regular file.
     """
-    access = os.O_RDWR | os.O_APPEND if append else os.O_RDONLY
+    access = os.O_RDWR | os.O_APPEND if append else os.O_RDWR if update else os.O_RDONLY
     flags = access | _O_BINARY | _O_NONBLOCK | _O_CLOEXEC | (0 if follow else _O_NOFOLLOW)
     try:
         fd = os.open(path, flags)

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from dsh_memory_mcp.errors import StoreError
 from dsh_memory_mcp.store import fileio, records, scopes, snapshots, writing
 from dsh_memory_mcp.store.aliases import AliasFile
-from dsh_memory_mcp.store.journal import Entry, Journal
+from dsh_memory_mcp.store.journal import Doubt, Entry, Journal
 from dsh_memory_mcp.store.layout import ALIASES_FILE, StoreLayout
 from dsh_memory_mcp.store.locks import LockManager
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
@@ -152,10 +152,27 @@ class SharedStore:
         self.layout.prepare()
         for directory in (self.root, self.layout.projects_dir):
             self._sweep(directory)
-        try:
-            self.journal.prune()
-        except OSError as exc:  # a journal we cannot tidy must not stop the server
-            logger.warning("整理写入日志 %s 失败:%s", self.journal.dir, exc)
+        self._tidy_journal_in_background()
+
+    def _tidy_journal_in_background(self) -> None:
+        """Prune and compact the journal, and scrub the text of removals whose scrub a crash (or an
+        older version) left undone — in a daemon thread: reading a full journal takes seconds, and
+        the server must answer `initialize` meanwhile. Dying with the process loses nothing (an
+        in-place scrub is one ``pwrite``; a compaction one rename)."""
+
+        def tidy() -> None:
+            try:
+                self.journal.prune()
+            except OSError as exc:  # a journal we cannot tidy must not stop the server
+                logger.warning("整理写入日志 %s 失败:%s", self.journal.dir, exc)
+            except Exception:
+                logger.warning("整理写入日志 %s 失败", self.journal.dir, exc_info=True)
+            try:
+                self._scrub_journal()
+            except Exception:
+                logger.warning("抹去写入日志中已删除记忆的内容失败", exc_info=True)
+
+        threading.Thread(target=tidy, name="dsh-journal-tidy", daemon=True).start()
 
     def _sweep(self, directory: str) -> None:
         """Remove leftover tmps of dead writers in `directory` (a listdir: cheap next to an fsync)."""
@@ -241,11 +258,27 @@ class SharedStore:
                 found[name] = lost
         return found
 
+    def doubtful(self, scope: str | None = None) -> dict[str, list[Doubt]]:
+        """Records absent from their scope file that `recover` will not restore because a journal
+        line that does not parse mentions them after their save (it may have been their removal),
+        by scope, each with the line that raised the doubt (read-only)."""
+        try:
+            self.journal.refresh()
+        except OSError:
+            return {}
+        found: dict[str, list[Doubt]] = {}
+        for name in [scope] if scope is not None else self.journal.scopes():
+            snap = self._snapshots.load(self.scope_path(name), name)
+            doubts = self.journal.doubtful(name, (r.id for r in snap.records))
+            if doubts:
+                found[name] = doubts
+        return found
+
     def recover(self, scope: str | None = None, *, dry_run: bool = False) -> dict[str, list[Entry]]:
         """Put back, under each scope's lock, the records `missing` finds: their exact lines, appended.
 
         Never brings back what our tools forgot or superseded (the journal says so), nor a
-        record whose id is on disk again. `dry_run`: only find them. Returns what was (or
+        record whose id is on disk again, nor one whose removal it cannot rule out (`doubtful`). `dry_run`: only find them. Returns what was (or
         would be) restored, by scope.
         """
         restored: dict[str, list[Entry]] = {}
@@ -340,6 +373,7 @@ class SharedStore:
         """
         path = self.scope_path(scope)
         self._snapshots.load(path, scope)
+        self.journal.tidy()  # a prune/compaction the last appends made due runs here, outside the lock
         with self._locks.hold(scope):
             self._sweep(os.path.dirname(path))
             attempt = 0
@@ -362,6 +396,8 @@ class SharedStore:
                     continue
                 if note is not None:
                     self._journal(scope, note, before=False)
+                    if note.removed or note.superseded:
+                        self._scrub_journal()
                 if after is not None:
                     after(result)
                 return result
@@ -384,6 +420,22 @@ class SharedStore:
                 "(被其他程序覆盖时将无法发现与恢复)。请检查磁盘空间与权限。",
                 path=path,
             ) from exc
+
+    def _scrub_journal(self) -> None:
+        """Take the text of what was just removed or superseded out of the journal (`Journal.scrub`).
+
+        The removal is committed and journalled already: a scrub that fails is only logged (it
+        stays pending and the next removal or start-up retries it), never an error to the caller.
+        """
+        try:
+            self.journal.refresh()
+            self.journal.scrub()
+        except OSError as exc:
+            logger.warning(
+                "已删除的记忆的内容暂时无法从写入日志 %s 中抹去(%s);下次删除或启动时重试",
+                self.journal.dir,
+                exc.strerror or exc,
+            )
 
     def _commit(self, scope: str, snap: ScopeSnapshot, change: Change, *, last_try: bool) -> bool:
         """The one place a transaction's change reaches the disk; the caller holds the scope lock.
