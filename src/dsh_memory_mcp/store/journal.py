@@ -336,8 +336,8 @@ class Journal:
                 if new is not None:
                     fileio.write_all_at(fd, new, offset)
                     done += 1
-            if done:
-                os.fsync(fd)
+            # No fsync: the removal's own line is durable already, so after a crash that lost this
+            # write-back the next start finds the save line pending again and scrubs it then.
             return done
         finally:
             os.close(fd)
