@@ -80,6 +80,7 @@ MODULES: dict[str, str] = {
     "transports.serve_file": "<store>/serve.json: claim one per store, read with trust checks, probe",
     "transports.call_facts": "per-call facts from HTTP (relay project header, deadline) -> CallContext",
     "transports.relay": "stdio <-> a running serve over Streamable HTTP, stdlib only; direct fallback",
+    "transports.relay_wire": "what the relay reads from serve: bounded SSE/JSON, JSON-RPC checks, era headers",
     "cli.output": "the CLI's own stdout/stderr writes, prefix, exit codes",
     "cli.messages": "the human CLI's one message table: Chinese templates -> English, by locale",
     "cli.parser": "strict argv parser, help and version texts; pure",

@@ -270,7 +270,7 @@ def test_a_lock_wait_ends_at_the_call_deadline_and_the_queue_is_first_come_first
             queued = threading.Thread(target=run, args=("search", "memory_search", {"query": "x"}))
             queued.start()
             time.sleep(0.3)
-            assert serve.health()["toolCalls"] == {"running": 1, "queued": 1, "limit": 1}
+            assert serve.health()["toolCalls"] == {"running": 1, "queued": 1, "limit": 1, "deadlineSecs": 2.5}
             slow.join(timeout=20)
             queued.join(timeout=20)
         save, search = results["save"], results["search"]

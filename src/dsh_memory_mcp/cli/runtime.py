@@ -388,11 +388,11 @@ def _try_relay(invocation: Invocation, settings: config.Settings, guard: SignalG
         return None
     from dsh_memory_mcp.transports import relay
 
-    info, why = relay.find_serve(settings.store_dir)
-    if info is None:
+    found, why = relay.find_serve(settings.store_dir)
+    if found is None:
         _cli_log.info("连接方式 = direct(%s)", why)
         return None
-    _cli_log.info("连接方式 = relay(%s)", info.url)
+    _cli_log.info("连接方式 = relay(%s)", found.info.url)
     direct_argv = ["--store-dir", settings.store_dir]
     if invocation.project_dir is not None:
         direct_argv += ["--project", settings.project_dir]
@@ -400,7 +400,8 @@ def _try_relay(invocation: Invocation, settings: config.Settings, guard: SignalG
     # The success line `--help` names, as a direct start prints it (transports.mcp_server).
     _cli_log.info("已启动 dsh-memory-mcp v%s(stdio)", __version__)
     return relay.Relay(
-        info,
+        found.info,
+        deadline=found.deadline,
         project_dir=settings.project_dir,
         project_source=settings.project_source,
         direct_argv=direct_argv,

@@ -464,7 +464,12 @@ def build_app(
                 "pid": os.getpid(),
                 "startedAt": state.started_at,
                 "sessions": sessions.count,
-                "toolCalls": {"running": gate.running_calls, "queued": gate.queued_calls, "limit": gate.limit},
+                "toolCalls": {
+                    "running": gate.running_calls,
+                    "queued": gate.queued_calls,
+                    "limit": gate.limit,
+                    "deadlineSecs": gate.deadline_secs,  # the relay waits this (+ a grace), never longer
+                },
             }
         )
 
@@ -625,8 +630,8 @@ def serve_http(
     check_bind(serve)
     previous = _calm_signals()
     try:
-        existing, _ = serve_file.read(settings.store_dir)
-        if existing is not None and existing.alive and existing.pid != os.getpid():
+        existing = serve_file.owner(settings.store_dir)
+        if existing is not None:
             raise ServeRefused(_other_serve_lines(settings.store_dir, existing), code=1)
         service = open_service(settings)
         try:
@@ -670,7 +675,7 @@ def _serve_service(
             raise ServeRefused([f"❌ 启动失败:无法写入 {serve_file.path_for(settings.store_dir)}"], code=1)
         try:
             if claimed.replaced_stale is not None:
-                log.info("已替换遗留的 serve.json(pid %d 已不在运行)", claimed.replaced_stale.pid)
+                log.info("已替换遗留的 serve.json(pid %d %s)", claimed.replaced_stale.pid, claimed.replaced_why)
             if not user_token and (serve.allowed_hosts or not serve.loopback):
                 log.warning("⚠️ DSH_MEMORY_ALLOWED_HOSTS 只在设置了 DSH_MEMORY_TOKEN 时生效,本次只放行回环地址")
             if service.vectors is not None:

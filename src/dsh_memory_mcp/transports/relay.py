@@ -3,18 +3,32 @@
 A host that only speaks stdio spawns `dsh-memory-mcp` as usual. When `<store>/serve.json` names a live
 `serve` that accepts its token, this process does not open the store at all: it copies each JSON-RPC
 line from stdin to `POST /mcp` (Streamable HTTP) and each message that comes back (a JSON body or the
-events of an SSE stream) to stdout, unchanged — so the host sees exactly `serve`'s tools, prompts and
-resources, even ones newer than this relay. It imports neither the MCP SDK nor numpy (stdlib only),
-which makes its cold start a fraction of a direct server's.
+events of an SSE stream) to stdout — so the host sees exactly `serve`'s tools, prompts and resources,
+even ones newer than this relay. It imports neither the MCP SDK nor numpy (stdlib only), which makes
+its cold start a fraction of a direct server's.
 
-Failure handling, so that the host's next call still succeeds:
+Both protocol eras pass through unchanged, so a host negotiates the same revision relayed as direct:
+- per-request era (2026-07-28): a request names its revision in `params._meta`; it is posted with
+  the revision, method and name headers that transport wants and no session (`server/discover`
+  included);
+- handshake era: the host's `initialize` opens a `serve` session; before its
+  `notifications/initialized` goes out, the session's GET stream is open, so `serve`'s own requests
+  (`roots/list` right after the handshake) reach the host at once and its answers go back.
+
+What reaches the host is checked (`relay_wire`): only whole, single-line JSON-RPC; an answer only for
+an id the host sent and has not had answered; `notifications/cancelled` only for a request of
+`serve`'s the host was given; progress only for a token of a request in flight.
+
+Every request the host sent gets exactly one answer. Failure handling:
 - the session was reaped or `serve` restarted (404 on our session id) → a new session is opened by
   replaying the host's `initialize` (+ `notifications/initialized`), then the message is sent again;
-- `serve` is gone (connection refused/reset) → the relay falls back to a direct server: a child
-  `dsh-memory-mcp --no-relay` with the same arguments, the host's `initialize` replayed to it (its
-  answer swallowed), then every message from here on — the failed ones first — goes to that child.
-  A message `serve` may have executed before dying is sent again: saves are deduplicated by content,
-  a repeated forget deletes nothing more.
+- `serve` is gone or not to be believed — connection refused or reset, an SSE stream that ends
+  without the answer, garbage, an over-size message, 401/403/503, `/health` not answering while a
+  request waits (a stopped process), a tool call past serve's deadline plus `CALL_GRACE` → the
+  relay falls back to a direct server: a child `dsh-memory-mcp --no-relay` with the same arguments,
+  the host's `initialize` replayed to it (its answer swallowed), then every unanswered request is
+  sent to it again and every message from here on goes to it. A request `serve` may have executed
+  before dying runs again: saves are deduplicated by content, a repeated forget deletes nothing more.
 """
 
 from __future__ import annotations
@@ -22,16 +36,21 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import IO, Any
 
+from dsh_memory_mcp.transports import relay_wire as wire
 from dsh_memory_mcp.transports import serve_file
 from dsh_memory_mcp.transports.serve_file import ServeInfo
+
+__all__ = ["Found", "Relay", "find_serve", "probe", "read_serve_file"]
 
 SESSION_HEADER = "mcp-session-id"
 PROTOCOL_HEADER = "mcp-protocol-version"
@@ -39,11 +58,25 @@ PROJECT_HEADER = "X-DSH-Project"
 PROJECT_SOURCE_HEADER = "X-DSH-Project-Source"
 #: How long the start-up probe may take before we decide `serve` is not answering.
 PROBE_TIMEOUT = 1.5
-#: A tool call can run up to serve's deadline (300 s by default); reads wait longer than that.
-READ_TIMEOUT = 900.0
+#: A request to serve unanswered this long makes the relay check `GET /health` …
+LIVENESS_AFTER = 2.0
+#: … every this many seconds, each check allowed this long …
+LIVENESS_EVERY = 1.0
+LIVENESS_TIMEOUT = 2.5
+#: … and this many failed checks in a row mean serve is stopped or wedged: fall back.
+LIVENESS_FAILURES = 2
+#: A tool call still unanswered this long after serve's own deadline means serve is not answering.
+CALL_GRACE = 10.0
+#: serve's tool deadline when its `/health` does not say (older serve): the documented default.
+DEFAULT_DEADLINE = 300.0
+#: How long opening the session's GET stream may take before the handshake goes on without it.
+GET_OPEN_TIMEOUT = 3.0
+#: The longest stdin line the relay passes on (as the direct server's input guard).
+MAX_LINE_BYTES = 8 * 1024 * 1024
 #: At stdin EOF, in-flight requests get this long to be answered.
 DRAIN_SECONDS = 30.0
 _REPLAY_ID = "dsh-memory-mcp-relay-replay"
+_ANSWER_LOST = -32603
 
 
 def read_serve_file(store_dir: str) -> tuple[ServeInfo | None, str]:
@@ -64,18 +97,30 @@ def read_serve_file(store_dir: str) -> tuple[ServeInfo | None, str]:
 
 def probe(info: ServeInfo, timeout: float = PROBE_TIMEOUT) -> str:
     """ "" when `serve` answers `GET /health` with this token, else why not (for the start-up line)."""
-    if serve_file.probe(info, timeout=timeout):
-        return ""
-    return "serve 无应答或不接受 serve.json 里的令牌"
+    return "" if serve_file.health(info, timeout=timeout) is not None else "serve 无应答或不接受 serve.json 里的令牌"
 
 
-def find_serve(store_dir: str) -> tuple[ServeInfo | None, str]:
+@dataclass(frozen=True)
+class Found:
+    """A `serve` to relay to: its `serve.json` and the tool deadline its `/health` reported."""
+
+    info: ServeInfo
+    deadline: float
+
+
+def find_serve(store_dir: str) -> tuple[Found | None, str]:
     """A `serve` this process can relay to, or `(None, why direct)`."""
     info, why = read_serve_file(store_dir)
     if info is None:
         return None, why
-    why = probe(info)
-    return (info, "") if not why else (None, why)
+    health = serve_file.health(info, timeout=PROBE_TIMEOUT)
+    if health is None:
+        return None, "serve 无应答或不接受 serve.json 里的令牌"
+    calls = health.get("toolCalls")
+    deadline = calls.get("deadlineSecs") if isinstance(calls, dict) else None
+    if not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or deadline < 0:
+        deadline = DEFAULT_DEADLINE
+    return Found(info, float(deadline)), ""
 
 
 def _endpoint(info: ServeInfo) -> urllib.parse.SplitResult:
@@ -87,49 +132,18 @@ def _connection(info: ServeInfo, timeout: float | None) -> http.client.HTTPConne
     return http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
 
 
-def _request(
-    info: ServeInfo, method: str, body: bytes | None, headers: dict[str, str], *, timeout: float
-) -> tuple[int, http.client.HTTPMessage, bytes]:
-    conn = _connection(info, timeout)
-    try:
-        conn.request(method, _endpoint(info).path or "/mcp", body=body, headers=_base_headers(info) | headers)
-        response = conn.getresponse()
-        return response.status, response.headers, response.read()
-    finally:
-        conn.close()
-
-
-def _base_headers(info: ServeInfo) -> dict[str, str]:
-    return {
-        "Authorization": f"Bearer {info.token}",
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-    }
-
-
-def iter_sse(stream: IO[bytes]) -> Any:
-    """The `data` of each server-sent event on `stream` (events without data are skipped)."""
-    data: list[bytes] = []
-    for raw in stream:
-        line = raw.rstrip(b"\r\n")
-        if not line:
-            if data:
-                yield b"\n".join(data)
-                data = []
-            continue
-        if line.startswith(b":"):
-            continue
-        field, _, value = line.partition(b":")
-        if value.startswith(b" "):
-            value = value[1:]
-        if field == b"data":
-            data.append(value)
-    if data:
-        yield b"\n".join(data)
+def _abort(conn: http.client.HTTPConnection | None) -> None:
+    """Make a read blocked on `conn` in another thread return at once (the socket is shut, not closed)."""
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 class _ServeGone(Exception):
-    """The connection to `serve` failed: fall back to a direct server."""
+    """`serve` failed or sent what the host must not see: fall back to a direct server."""
 
 
 class _SessionLost(Exception):
@@ -140,8 +154,26 @@ class _SessionLost(Exception):
         self.session_id = session_id
 
 
+class _Call:
+    """One request of the host's, from the moment it is read until it is answered (or cancelled)."""
+
+    def __init__(self, line: bytes, message: wire.Message) -> None:
+        self.line = line
+        self.message = message
+        self.ident = message.data["id"]
+        self.key = wire.id_key(self.ident)
+        self.method = message.method or ""
+        params = message.data.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        self.progress = wire.id_key(token) if token is not None else None
+        self.started = time.monotonic()
+        self.target = "serve"  # or "child" once serve has been given up on
+        self.conn: http.client.HTTPConnection | None = None
+
+
 class Relay:
-    """One host's stdio ⇄ one `serve` session (or, after a failure, a direct child server)."""
+    """One host's stdio ⇄ one `serve` (or, after a failure, a direct child server)."""
 
     def __init__(
         self,
@@ -154,6 +186,7 @@ class Relay:
         stdout: IO[bytes],
         log: Callable[[str], None],
         env: dict[str, str] | None = None,
+        deadline: float = DEFAULT_DEADLINE,
     ) -> None:
         self.info = info
         self.project_dir = project_dir
@@ -163,248 +196,534 @@ class Relay:
         self.stdout = stdout
         self.log = log
         self.env = env
+        #: A tool call unanswered this long is given up on (None: serve has no deadline).
+        self.call_bound = deadline + CALL_GRACE if deadline > 0 else None
         self.session_id: str | None = None
-        self.protocol_version: str | None = None
+        self.protocol_version: str | None = None  # negotiated by the handshake
+        self.modern: str | None = None  # the per-request revision the host speaks, once seen
         self._init_line: bytes | None = None
+        self._init_answered = False
         self._initialized_line: bytes | None = None
+        self._initialized_sent = False
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
         self._out_lock = threading.Lock()
-        self._state_lock = threading.Lock()
         self._reinit_lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
+        self._calls: dict[str, _Call] = {}
+        self._server_requests: dict[str, str] = {}  # id key of a request to the host → "serve" | "child"
+        self._inflight: dict[http.client.HTTPConnection, float] = {}  # POSTs being answered, watched ones
+        self._get_conn: http.client.HTTPConnection | None = None
+        self._told: set[str] = set()
+        self._gone = False
+        self._stop = threading.Event()
         self._child: subprocess.Popen[bytes] | None = None
-        self._child_ready = threading.Event()
         self._child_lock = threading.Lock()
-        self._closing = False
+        self._child_ready = threading.Event()  # the replayed initialize was answered
+        self._child_open = threading.Event()  # the child may get the host's messages
+        self._child_dead = False
 
     # -- output --------------------------------------------------------------------------------
 
-    def _emit(self, payload: bytes) -> None:
-        payload = payload.strip()
-        if not payload:
-            return
+    def _emit(self, line: bytes) -> None:
         with self._out_lock:
-            self.stdout.write(payload + b"\n")
-            self.stdout.flush()
+            try:
+                self.stdout.write(line + b"\n")
+                self.stdout.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                pass  # the host is gone; keep draining
+
+    def _tell_once(self, what: str, text: str) -> None:
+        if what not in self._told:
+            self._told.add(what)
+            self.log(text)
+
+    def _deliver(self, line: bytes, message: wire.Message, origin: str, call: _Call | None = None) -> bool:
+        """Write one message from `origin` ("serve" or "child") to the host if the host may see it.
+
+        :returns: whether it answered `call`.
+        """
+        if message.kind == "response":
+            key = message.key
+            with self._lock:
+                target = self._calls.get(key) if key is not None else None
+                if target is None or target.target != origin:
+                    dropped = True
+                else:
+                    dropped = False
+                    del self._calls[target.key]
+                    self._idle.notify_all()
+                    if target.method == "initialize" and origin == "serve":
+                        self._init_answered = True
+                        self._remember_protocol(message)
+                    self._emit(line)  # under the lock: a re-send to the child cannot answer it twice
+            if dropped:
+                self._tell_once("answer", f"{origin} 发来一个不属于任何在途请求的应答(id {key}),已丢弃")
+                return False
+            return target is call
+        if message.kind == "request":
+            with self._lock:
+                self._server_requests[message.key or ""] = origin
+            self._emit(line)
+            return False
+        if not self._notification_for_host(message, origin):
+            self._tell_once(f"note:{message.method}", f"{origin} 发来的 {message.method} 不属于宿主的任何请求,已丢弃")
+            return False
+        self._emit(line)
+        return False
+
+    def _notification_for_host(self, message: wire.Message, origin: str) -> bool:
+        params = message.data.get("params")
+        params = params if isinstance(params, dict) else {}
+        if message.method == "notifications/cancelled":
+            key = wire.id_key(params.get("requestId"))
+            with self._lock:
+                return self._server_requests.pop(key, None) == origin
+        if message.method == "notifications/progress":
+            token = wire.id_key(params.get("progressToken"))
+            with self._lock:
+                return any(c.progress == token and c.target == origin for c in self._calls.values())
+        return True
+
+    def _remember_protocol(self, message: wire.Message) -> None:
+        result = message.data.get("result")
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        if isinstance(version, str):
+            self.protocol_version = version
 
     # -- HTTP to serve -------------------------------------------------------------------------
 
-    def _headers(self) -> dict[str, str]:
+    def _headers(self, message: wire.Message | None) -> dict[str, str]:
         # Percent-encoded UTF-8 (serve decodes it): http.client sends header values as Latin-1, so a
         # raw `/home/me/项目` would crash the relay (`transports.call_facts` has the contract).
         project = urllib.parse.quote(self.project_dir, safe="/")
-        headers = {PROJECT_HEADER: project, PROJECT_SOURCE_HEADER: self.project_source}
+        headers = {
+            "Authorization": f"Bearer {self.info.token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            PROJECT_HEADER: project,
+            PROJECT_SOURCE_HEADER: self.project_source,
+        }
+        version = wire.modern_version(message) if message is not None and message.kind == "request" else None
+        if version is not None:
+            self.modern = version
+            return headers | wire.routing_headers(message, version)  # type: ignore[arg-type]
         if self.session_id:
             headers[SESSION_HEADER] = self.session_id
-        if self.protocol_version:
-            headers[PROTOCOL_HEADER] = self.protocol_version
+            if self.protocol_version:
+                headers[PROTOCOL_HEADER] = self.protocol_version
+        elif self.modern:
+            headers[PROTOCOL_HEADER] = self.modern  # a notification of a per-request-era host
         return headers
 
-    def _post(self, line: bytes, *, emit: bool = True) -> list[bytes]:
-        """POST one message; returns (and, with `emit`, writes) the messages that came back.
+    def _owns(self, call: _Call | None) -> bool:
+        """Whether `call` still waits for serve's answer (not answered, cancelled or sent elsewhere)."""
+        if call is None:
+            return True
+        with self._lock:
+            return self._calls.get(call.key) is call and call.target == "serve"
 
-        :raises _ServeGone: the connection failed.
+    def _post(
+        self,
+        line: bytes,
+        message: wire.Message,
+        call: _Call | None,
+        *,
+        sink: list[wire.Message] | None = None,
+    ) -> None:
+        """POST one message and pass on what comes back (into `sink` instead, when given).
+
+        Returns quietly when `call` stopped waiting for serve meanwhile (answered through another
+        stream, cancelled by the host, or handed to the child).
+
+        :raises _ServeGone: serve failed, or sent something the host must not see.
+        :raises _SessionLost: 404 for the session id we sent.
         """
-        conn = _connection(self.info, READ_TIMEOUT)
-        headers = _base_headers(self.info) | self._headers()
+        headers = self._headers(message)
         sent_session = headers.get(SESSION_HEADER)
+        watched = message.method != "subscriptions/listen"
+        conn = _connection(self.info, self.call_bound)
+        with self._lock:
+            if call is not None and (self._calls.get(call.key) is not call or call.target != "serve"):
+                return
+            if self._gone:
+                raise _ServeGone("serve 已放弃")
+            if call is not None:
+                call.conn = conn
+            self._inflight[conn] = time.monotonic() if watched else float("inf")
         try:
-            try:
-                conn.request("POST", _endpoint(self.info).path or "/mcp", body=line, headers=headers)
-                response = conn.getresponse()
-            except OSError as exc:
-                raise _ServeGone(f"{type(exc).__name__}: {exc}") from exc
+            conn.request("POST", _endpoint(self.info).path or "/mcp", body=line, headers=headers)
+            response = conn.getresponse()
             session = response.getheader(SESSION_HEADER)
-            if session and not self.session_id:
+            if session and not self.session_id and message.method == "initialize":
                 self.session_id = session
+            status = response.status
             ctype = (response.getheader("content-type") or "").split(";")[0].strip().lower()
-            out: list[bytes] = []
-            try:
-                if response.status == 202:
-                    response.read()
-                elif ctype == "text/event-stream":
-                    for data in iter_sse(response):
-                        out.append(data)
-                        if emit:
-                            self._emit(data)
-                else:
-                    body = response.read()
-                    if response.status == 404 and sent_session:
-                        raise _SessionLost(sent_session)
-                    if response.status in (401, 403):
-                        raise _ServeGone(f"HTTP {response.status}")
-                    if response.status >= 400:
-                        body = _error_for(line, response.status, body)
-                    if body.strip():
-                        out.append(body)
-                        if emit:
-                            self._emit(body)
-            except (OSError, http.client.HTTPException) as exc:
-                raise _ServeGone(f"{type(exc).__name__}: {exc}") from exc
-            return out
+            if status == 404 and sent_session:
+                raise _SessionLost(sent_session)
+            if status in (401, 403, 503):
+                raise _ServeGone(f"HTTP {status}")
+            answered = False
+            if status == 200 and ctype == "text/event-stream":
+                for data in wire.read_sse(response):
+                    if self._take(data, call, sink):
+                        answered = True
+                        break
+            else:
+                body = wire.read_body(response)
+                if status >= 400:
+                    body = self._http_error(message, status, body)
+                if body.strip():
+                    answered = self._take(body, call, sink)
+            if call is not None and not answered and self._owns(call):
+                raise _ServeGone("serve 的应答结束了,却没有这个请求的应答")
+        except wire.Misbehaving as bad:
+            raise _ServeGone(str(bad)) from bad
+        except (OSError, http.client.HTTPException) as exc:
+            if call is not None and not self._owns(call):
+                return
+            raise _ServeGone(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
         finally:
+            with self._lock:
+                self._inflight.pop(conn, None)
+                if call is not None and call.conn is conn:
+                    call.conn = None
             conn.close()
 
-    def _initialize(self) -> None:
-        """Open a session by sending the host's `initialize` (answer swallowed) and `initialized`."""
-        assert self._init_line is not None
-        self.session_id = None
-        replies = self._post(_with_id(self._init_line, _REPLAY_ID), emit=False)
-        self._remember_protocol(replies)
-        if self._initialized_line is not None:
-            self._post(self._initialized_line, emit=False)
-            self._start_get_stream()
+    def _take(self, data: bytes, call: _Call | None, sink: list[wire.Message] | None) -> bool:
+        """One message from serve → the host (or `sink`); whether it answered `call`.
 
-    def _remember_protocol(self, replies: list[bytes]) -> None:
-        for reply in replies:
-            try:
-                message = json.loads(reply)
-            except ValueError:
-                continue
-            if isinstance(message, dict) and isinstance(message.get("result"), dict):
-                version = message["result"].get("protocolVersion")
-                if isinstance(version, str):
-                    self.protocol_version = version
+        :raises wire.Misbehaving: it is not a JSON-RPC 2.0 message.
+        """
+        message = wire.parse(data)
+        if message is None:
+            raise wire.Misbehaving("serve 发来的不是一条完整的 JSON-RPC 消息")
+        if sink is not None:
+            sink.append(message)
+            return message.kind == "response"
+        return self._deliver(wire.one_line(data, message), message, "serve", call)
 
-    def _send_to_serve(self, line: bytes) -> list[bytes]:
-        """Send one message to serve; re-open a lost session once; fall back when serve is gone."""
+    def _http_error(self, message: wire.Message, status: int, body: bytes) -> bytes:
+        """An HTTP error answer: serve's own JSON-RPC error for this request when it is one (the
+        per-request era answers errors so), else a coded error the host can match to its id."""
+        if message.kind != "request":
+            return b""
+        parsed = wire.parse(body.strip()) if body.strip() else None
+        if parsed is not None and parsed.kind == "response" and parsed.key == message.key:
+            return body
+        detail = ""
+        if parsed is not None and isinstance(parsed.data.get("error"), dict):
+            detail = str(parsed.data["error"].get("message", ""))
+        text = f"serve 返回 HTTP {status}" + (f":{detail}" if detail else "")
+        return wire.rpc_error(message.data["id"], _ANSWER_LOST, text)
+
+    def _to_serve(self, line: bytes, message: wire.Message, call: _Call | None) -> None:
+        """Send one message to serve; a lost session is re-opened once and the message sent again.
+
+        :raises _ServeGone: serve failed.
+        """
         try:
-            try:
-                return self._post(line)
-            except _SessionLost as lost:
-                with self._reinit_lock:
-                    if self.session_id == lost.session_id:  # nobody re-opened it meanwhile
-                        self.log("serve 的会话已失效(可能因空闲被回收),重新建立会话")
-                        self._initialize()
-                return self._post(line)
-        except (_ServeGone, _SessionLost) as exc:
-            self._fall_back(str(exc) or type(exc).__name__)
-            self._send_to_child(line)
-            return []
+            self._post(line, message, call)
+            return
+        except _SessionLost as lost:
+            with self._reinit_lock:
+                if self.session_id == lost.session_id:  # nobody re-opened it meanwhile
+                    self.log("serve 的会话已失效(可能因空闲被回收),重新建立会话")
+                    self._reopen()
+        try:
+            self._post(line, message, call)
+        except _SessionLost as again:
+            raise _ServeGone(str(again)) from again
 
-    def _start_get_stream(self) -> None:
-        """Listen for server-initiated messages of the current session (one stream per session).
+    def _reopen(self) -> None:
+        """A new session: the host's `initialize` again (answer swallowed), the GET stream, `initialized`."""
+        if self._init_line is None:
+            raise _ServeGone("会话失效,且宿主没有发过 initialize")
+        self.session_id = None
+        replay = _with_id(self._init_line, _REPLAY_ID)
+        replies: list[wire.Message] = []
+        self._post(replay, _checked(replay), None, sink=replies)
+        answer = next((r for r in replies if r.kind == "response" and r.data.get("id") == _REPLAY_ID), None)
+        if answer is None or "result" not in answer.data or not self.session_id:
+            raise _ServeGone("serve 不接受重放的 initialize")
+        self._remember_protocol(answer)
+        if self._initialized_line is not None:
+            self._open_get_stream()
+            self._post(self._initialized_line, _checked(self._initialized_line), None, sink=[])
+
+    def _open_get_stream(self) -> None:
+        """Open the session's GET stream and wait for its headers, so that what serve asks the host
+        right after the handshake (`roots/list`) has somewhere to go. Failing to open it is not fatal.
 
         An open GET stream also tells `serve` the host is still there: the session is not idle.
         """
-        if self.session_id and self._child is None:
-            threading.Thread(target=self._get_stream, name="relay-get", daemon=True).start()
-
-    def _get_stream(self) -> None:
-        """Server-initiated messages outside any request (e.g. `roots/list` asked between calls)."""
+        session = self.session_id
+        if not session or self._gone:
+            return
+        old, self._get_conn = self._get_conn, None
+        _abort(old)
+        headers = self._headers(None) | {"Accept": "text/event-stream"}
+        headers.pop("Content-Type", None)
+        conn = _connection(self.info, GET_OPEN_TIMEOUT)
         try:
-            conn = _connection(self.info, None)
-            headers = _base_headers(self.info) | self._headers() | {"Accept": "text/event-stream"}
-            headers.pop("Content-Type", None)
             conn.request("GET", _endpoint(self.info).path or "/mcp", headers=headers)
             response = conn.getresponse()
-            if response.status != 200:
-                response.read()
+            if response.status != 200 or conn.sock is None:
+                response.read(64 * 1024)
                 conn.close()
                 return
-            for data in iter_sse(response):
-                if self._child is not None:
-                    break
-                self._emit(data)
-            conn.close()
+            conn.sock.settimeout(None)  # a quiet stream is normal
         except (OSError, http.client.HTTPException):
+            conn.close()
             return
+        with self._lock:
+            if self._gone:
+                conn.close()
+                return
+            self._get_conn = conn
+        threading.Thread(target=self._get_stream, args=(conn, response, session), name="relay-get", daemon=True).start()
+
+    def _get_stream(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse, session: str) -> None:
+        """serve's messages outside any request (e.g. `roots/list` after the handshake)."""
+        try:
+            for data in wire.read_sse(response):
+                if self._gone or self.session_id != session:
+                    break
+                self._take(data, None, None)
+        except wire.Misbehaving as bad:
+            if not self._gone and self.session_id == session:
+                self._serve_failed(str(bad))
+        except (OSError, http.client.HTTPException):
+            pass
+        finally:
+            conn.close()
+
+    # -- watching serve ------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        """While a request waits for serve: is serve still answering `/health`? Is a tool call overdue?"""
+        failures = 0
+        while not self._stop.wait(LIVENESS_EVERY):
+            if self._gone:
+                return
+            now = time.monotonic()
+            with self._lock:
+                oldest = min(self._inflight.values(), default=float("inf"))
+                overdue = self.call_bound is not None and any(
+                    c.target == "serve" and c.method == "tools/call" and now - c.started > self.call_bound
+                    for c in self._calls.values()
+                )
+            if overdue:
+                self._serve_failed(f"工具调用超过 serve 的截止时间 {self.call_bound - CALL_GRACE:g} 秒仍无应答")  # type: ignore[operator]
+                return
+            if now - oldest < LIVENESS_AFTER:
+                failures = 0
+                continue
+            if serve_file.health(self.info, timeout=LIVENESS_TIMEOUT) is not None:
+                failures = 0
+                continue
+            failures += 1
+            if failures >= LIVENESS_FAILURES:
+                self._serve_failed("serve 对 /health 没有应答(进程可能被暂停或卡死)")
+                return
 
     # -- the direct fallback -------------------------------------------------------------------
 
-    def _fall_back(self, why: str) -> None:
+    def _serve_failed(self, why: str) -> None:
+        """Give up on serve: the direct child from now on, every unanswered request sent to it again."""
+        with self._lock:
+            self._gone = True
+            moved = [c for c in self._calls.values() if c.target == "serve"]
+            for call in moved:
+                call.target = "child"
+            conns = [*self._inflight, self._get_conn]
+        for conn in conns:
+            _abort(conn)
+        self._start_child(why)
+        for call in moved:
+            self._send_to_child(call.line, call)
+
+    def _start_child(self, why: str) -> None:
         with self._child_lock:
-            if self._child is not None:
+            if self._child is not None or self._child_dead:
                 return
             self.log(f"serve 不可用({why}),改为直连模式继续服务(记忆库相同)")
             env = dict(os.environ if self.env is None else self.env)
             env["DSH_MEMORY_RELAY"] = "off"
-            child = subprocess.Popen(
-                [sys.executable, "-m", "dsh_memory_mcp", *self.direct_argv, "--no-relay"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env=env,
-            )
+            try:
+                child = subprocess.Popen(
+                    [sys.executable, "-m", "dsh_memory_mcp", *self.direct_argv, "--no-relay"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    env=env,
+                )
+            except OSError as exc:
+                self.log(f"无法启动直连服务({exc}),请求将得到错误应答")
+                self._child_dead = True
+                self._child_open.set()
+                return
             self._child = child
-            threading.Thread(target=self._pump_child, name="relay-child-out", daemon=True).start()
-            if self._init_line is not None:
+            threading.Thread(target=self._pump_child, args=(child,), name="relay-child-out", daemon=True).start()
+            if self._init_line is not None and self._init_answered:
                 self._write_child(_with_id(self._init_line, _REPLAY_ID))
                 self._child_ready.wait(60)
-                if self._initialized_line is not None:
+                if self._initialized_line is not None and self._initialized_sent:
                     self._write_child(self._initialized_line)
-            else:
-                self._child_ready.set()
+            self._child_open.set()
 
-    def _write_child(self, line: bytes) -> None:
+    def _write_child(self, line: bytes) -> bool:
         child = self._child
-        assert child is not None and child.stdin is not None
+        if child is None or child.stdin is None:
+            return False
         try:
-            child.stdin.write(line.rstrip(b"\r\n") + b"\n")
+            child.stdin.write(line + b"\n")
             child.stdin.flush()
-        except (BrokenPipeError, ValueError):
-            pass
+            return True
+        except (BrokenPipeError, ValueError, OSError):
+            return False
 
-    def _send_to_child(self, line: bytes) -> None:
-        self._child_ready.wait(60)
-        self._write_child(line)
+    def _send_to_child(self, line: bytes, call: _Call | None = None) -> None:
+        self._child_open.wait(90)
+        if call is not None and not self._child_dead and self._child is not None:
+            with self._lock:
+                if self._calls.get(call.key) is not call:
+                    return  # answered or cancelled meanwhile
+        if self._child_dead or not self._write_child(line):
+            if call is not None:
+                self._answer_error(call, "serve 不可用,直连服务也没有启动成功")
 
-    def _pump_child(self) -> None:
-        child = self._child
-        assert child is not None and child.stdout is not None
+    def _answer_error(self, call: _Call, text: str) -> None:
+        with self._lock:
+            if self._calls.get(call.key) is not call:
+                return
+            del self._calls[call.key]
+            self._idle.notify_all()
+            self._emit(wire.rpc_error(call.ident, _ANSWER_LOST, text))
+
+    def _pump_child(self, child: subprocess.Popen[bytes]) -> None:
+        assert child.stdout is not None
         for raw in child.stdout:
-            try:
-                message = json.loads(raw)
-            except ValueError:
-                message = None
-            if isinstance(message, dict) and message.get("id") == _REPLAY_ID and "method" not in message:
+            message = wire.parse(raw)
+            if message is None:
+                continue  # our own direct server writes only JSON-RPC; never pass on anything else
+            if message.kind == "response" and message.data.get("id") == _REPLAY_ID:
                 self._child_ready.set()
                 continue
-            self._emit(raw)
+            self._deliver(wire.one_line(raw, message), message, "child")
         self._child_ready.set()
+        with self._child_lock:
+            self._child_dead = True
+        with self._lock:
+            left = [c for c in self._calls.values() if c.target == "child"]
+        for call in left:
+            self._answer_error(call, "直连服务进程意外退出")
 
-    # -- the loop ------------------------------------------------------------------------------
+    # -- the host's side -----------------------------------------------------------------------
 
-    def _handle(self, line: bytes) -> list[bytes]:
-        if self._child is not None:
+    def _call(self, call: _Call) -> None:
+        """Answer one request of the host's (through serve, or the child once serve is given up on)."""
+        if call.target == "child":
+            self._send_to_child(call.line, call)
+            return
+        try:
+            self._to_serve(call.line, call.message, call)
+        except _ServeGone as gone:
+            self._serve_failed(str(gone) or type(gone).__name__)
+
+    def _pass(self, line: bytes, message: wire.Message) -> None:
+        """A notification, or the host's answer to a request of serve's (or the child's)."""
+        if message.kind == "response":
+            with self._lock:
+                origin = self._server_requests.pop(message.key or "", None)
+            if origin == "serve" and self._gone:
+                return  # serve asked, serve is gone: nobody waits for it
+        if self._gone:
             self._send_to_child(line)
-            return []
-        return self._send_to_serve(line)
+            return
+        if message.method == "notifications/initialized":
+            self._initialized_line = line
+            self._open_get_stream()  # before `initialized`: serve asks for roots right after it
+        try:
+            self._to_serve(line, message, None)
+        except _ServeGone as gone:
+            self._serve_failed(str(gone) or type(gone).__name__)
+            self._send_to_child(line)
+            return
+        if message.method == "notifications/initialized":
+            self._initialized_sent = True
+
+    def _cancel(self, line: bytes, message: wire.Message) -> None:
+        """`notifications/cancelled` from the host: stop waiting for that answer and tell whoever runs it."""
+        params = message.data.get("params")
+        key = wire.id_key(params.get("requestId")) if isinstance(params, dict) else None
+        with self._lock:
+            call = self._calls.pop(key, None) if key is not None else None
+            self._idle.notify_all()
+        if call is not None and call.target == "serve":
+            _abort(call.conn)  # the per-request era cancels by closing the request's stream
+        if call is not None and call.target == "child":
+            self._send_to_child(line)
+        elif self.session_id or self._gone:
+            self._pass(line, message)
 
     def run(self) -> int:
         """Relay until stdin ends; then answer what is in flight, close the session, return 0."""
-        for raw in self.stdin:
+        threading.Thread(target=self._watch, name="relay-watch", daemon=True).start()
+        while True:
+            raw = self.stdin.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                break
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                self._skip_line()
+                self._emit(wire.rpc_error(None, -32600, f"Invalid Request: 一行超过 {MAX_LINE_BYTES // (1024 * 1024)} MiB"))
+                continue
             line = raw.strip()
             if not line:
                 continue
             refusal = _refuse(line)
-            if refusal is not None:
+            message = wire.parse(line) if refusal is None else None
+            if message is None:
                 # Answered here, like the direct server's input guard: serve would only say 400.
-                self._emit(refusal)
+                self._emit(refusal or wire.rpc_error(None, -32600, "Invalid Request: 不是 JSON-RPC 2.0 消息"))
                 continue
-            message = _peek(line) or {}
-            method = message.get("method")
-            is_request = "id" in message and isinstance(method, str)
-            if method == "initialize" and is_request:
+            if message.kind != "request":
+                if message.method == "notifications/cancelled":
+                    self._cancel(line, message)
+                else:
+                    self._pass(line, message)  # notifications and answers go in order, on this thread
+                continue
+            call = _Call(line, message)
+            with self._lock:
+                duplicate = call.key in self._calls
+                if not duplicate:
+                    self._calls[call.key] = call
+                    if self._gone:
+                        call.target = "child"
+            if duplicate:
+                self._emit(wire.rpc_error(call.ident, -32600, "Invalid Request: 这个 id 的上一个请求还没有应答"))
+                continue
+            if call.method == "initialize":
                 self._init_line = line
-            elif method == "notifications/initialized":
-                self._initialized_line = line
-            if method == "initialize" or not is_request:
-                # The handshake and notifications/responses go in order, on this thread.
-                replies = self._handle(line)
-                if method == "initialize":
-                    self._remember_protocol(replies)
-                elif method == "notifications/initialized":
-                    self._start_get_stream()
+                self._call(call)  # the handshake goes in order, on this thread
                 continue
-            worker = threading.Thread(target=self._handle, args=(line,), name="relay-call", daemon=True)
-            worker.start()
-            self._threads = [t for t in self._threads if t.is_alive()]
-            self._threads.append(worker)
+            threading.Thread(target=self._call, args=(call,), name="relay-call", daemon=True).start()
         return self._finish()
 
+    def _skip_line(self) -> None:
+        while True:
+            chunk = self.stdin.readline(MAX_LINE_BYTES)
+            if not chunk or chunk.endswith(b"\n"):
+                return
+
     def _finish(self) -> int:
-        deadline = time.monotonic() + DRAIN_SECONDS
-        for worker in self._threads:
-            worker.join(max(0.0, deadline - time.monotonic()))
+        end = time.monotonic() + DRAIN_SECONDS
+        with self._lock:
+            while self._calls and (left := end - time.monotonic()) > 0:
+                self._idle.wait(left)
+            unanswered = list(self._calls.values())
+        for call in unanswered:
+            self._answer_error(call, f"中继退出前 {DRAIN_SECONDS:g} 秒内没有得到应答")
+        self._stop.set()
+        _abort(self._get_conn)
         child = self._child
         if child is not None:
             if child.stdin is not None:
@@ -413,63 +732,50 @@ class Relay:
                 except OSError:
                     pass
             try:
-                child.wait(max(1.0, deadline - time.monotonic()))
+                child.wait(max(1.0, end - time.monotonic()))
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
             return 0
-        if self.session_id:
+        if self.session_id and not self._gone:
+            conn = _connection(self.info, 2.0)
             try:
-                _request(self.info, "DELETE", None, self._headers(), timeout=2.0)
-            except OSError:
+                headers = self._headers(None)
+                headers.pop("Content-Type", None)
+                conn.request("DELETE", _endpoint(self.info).path or "/mcp", headers=headers)
+                conn.getresponse().read(64 * 1024)
+            except (OSError, http.client.HTTPException):
                 pass
+            finally:
+                conn.close()
         return 0
 
 
-def _peek(line: bytes) -> dict[str, Any] | None:
-    try:
-        message = json.loads(line)
-    except ValueError:
-        return None
-    return message if isinstance(message, dict) else None
+def _checked(line: bytes) -> wire.Message:
+    message = wire.parse(line)
+    assert message is not None
+    return message
 
 
 def _refuse(line: bytes) -> bytes | None:
-    """A JSON-RPC error for a line that is not a JSON-RPC 2.0 message (-32700 / -32600), else None."""
+    """A JSON-RPC error for a host line that is not a JSON-RPC 2.0 message (-32700 / -32600), else None."""
     try:
         message = json.loads(line)
     except (ValueError, RecursionError):
-        return _rpc_error(None, -32700, "Parse error: 这一行不是 JSON")
+        return wire.rpc_error(None, -32700, "Parse error: 这一行不是 JSON")
     if not isinstance(message, dict):
         kind = "批量请求(数组)不受支持" if isinstance(message, list) else "消息必须是 JSON 对象"
-        return _rpc_error(None, -32600, f"Invalid Request: {kind}")
+        return wire.rpc_error(None, -32600, f"Invalid Request: {kind}")
     ident = message.get("id")
     valid_id = ident if isinstance(ident, (str, int)) and not isinstance(ident, bool) else None
     if message.get("jsonrpc") != "2.0":
-        return _rpc_error(valid_id, -32600, 'Invalid Request: 需要 "jsonrpc": "2.0"')
+        return wire.rpc_error(valid_id, -32600, 'Invalid Request: 需要 "jsonrpc": "2.0"')
     if "method" not in message and "result" not in message and "error" not in message:
-        return _rpc_error(valid_id, -32600, "Invalid Request: 既不是请求也不是响应")
+        return wire.rpc_error(valid_id, -32600, "Invalid Request: 既不是请求也不是响应")
     return None
 
 
-def _rpc_error(ident: Any, code: int, message: str) -> bytes:
-    payload = {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}
-    return json.dumps(payload, ensure_ascii=False).encode("utf-8")
-
-
 def _with_id(line: bytes, new_id: str) -> bytes:
-    message = _peek(line) or {}
+    message = json.loads(line)
     message["id"] = new_id
     return json.dumps(message, ensure_ascii=False).encode("utf-8")
-
-
-def _error_for(line: bytes, status: int, body: bytes) -> bytes:
-    """An HTTP error answer to a request → a JSON-RPC error the host can match to its request id."""
-    message = _peek(line)
-    if not message or "id" not in message or "method" not in message:
-        return b""
-    detail = ""
-    parsed = _peek(body)
-    if parsed and isinstance(parsed.get("error"), dict):
-        detail = str(parsed["error"].get("message", ""))
-    return _rpc_error(message["id"], -32603, f"serve 返回 HTTP {status}" + (f":{detail}" if detail else ""))

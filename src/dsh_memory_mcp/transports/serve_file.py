@@ -25,6 +25,7 @@ import sys
 import time
 import urllib.parse
 from dataclasses import dataclass
+from typing import Any
 
 from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.layout import SERVE_FILE, StoreLayout
@@ -34,7 +35,9 @@ __all__ = [
     "Claim",
     "ServeInfo",
     "claim",
+    "health",
     "health_url",
+    "owner",
     "path_for",
     "probe",
     "read",
@@ -146,6 +149,39 @@ class Claim:
     ok: bool
     other: ServeInfo | None = None
     replaced_stale: ServeInfo | None = None
+    #: Why the replaced file was stale (Chinese, for the start-up line).
+    replaced_why: str = ""
+
+
+#: A `serve.json` younger than this whose pid lives belongs to a `serve` still starting up, even
+#: before its `/health` answers; an older one must answer to count.
+CLAIM_GRACE_SECS = 10.0
+#: How long each of the two `/health` checks of another `serve` may take.
+OWNER_PROBE_TIMEOUT = 2.0
+
+
+def _stale_why(info: ServeInfo, path: str) -> str | None:
+    """Why the `serve.json` at `path` (saying `info`) no longer owns the store, or None when it does.
+
+    Its pid must live and, once the file is older than `CLAIM_GRACE_SECS`, `GET /health` with its
+    token must answer as that pid: a pid reused by an unrelated process, or a `serve` that neither
+    answers nor exits, does not keep the store from a new `serve`.
+    """
+    if not info.alive:
+        return "已不在运行"
+    if not _old_enough(path, CLAIM_GRACE_SECS):
+        return None
+    if probe(info, timeout=OWNER_PROBE_TIMEOUT) or probe(info, timeout=OWNER_PROBE_TIMEOUT):
+        return None
+    return "的进程还在,但它的 /health 不用文件里的令牌应答(不是这个记忆库的 serve)"
+
+
+def owner(store_dir: str) -> ServeInfo | None:
+    """The other live `serve` that owns this store (by its trusted `serve.json`), or None."""
+    info, _ = read(store_dir)
+    if info is None or info.pid == os.getpid():
+        return None
+    return info if _stale_why(info, path_for(store_dir)) is None else None
 
 
 def claim(store_dir: str, info: ServeInfo) -> Claim:
@@ -153,14 +189,16 @@ def claim(store_dir: str, info: ServeInfo) -> Claim:
 
     The file appears whole or not at all: its content goes into a 0600 tmp first, then
     `os.link` puts it in place only if no file is there (two `serve`s starting at once: exactly
-    one link succeeds). A file whose pid is dead, or that cannot be parsed and is older than a
-    few seconds (a crash between create and write on a filesystem without links), is stale.
+    one link succeeds). Stale: a file whose pid is dead or does not answer as that file's `serve`
+    (`_stale_why`), or that cannot be parsed and is older than a few seconds (a crash between
+    create and write on a filesystem without links).
 
     :raises OSError: the store directory is not writable.
     """
     path = path_for(store_dir)
     os.makedirs(store_dir, mode=0o700, exist_ok=True)
     replaced: ServeInfo | None = None
+    replaced_why = ""
     for _ in range(5):
         fd, tmp = fileio.new_tmp(path)
         try:
@@ -176,22 +214,31 @@ def claim(store_dir: str, info: ServeInfo) -> Claim:
             except OSError:
                 # No hard links here (some network/FAT filesystems): O_EXCL create, then write.
                 if _create_exclusive(path, info.to_json()):
-                    return Claim(ok=True, replaced_stale=replaced)
+                    return Claim(ok=True, replaced_stale=replaced, replaced_why=replaced_why)
             else:
                 fileio.fsync_dir(store_dir)
-                return Claim(ok=True, replaced_stale=replaced)
+                return Claim(ok=True, replaced_stale=replaced, replaced_why=replaced_why)
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-        existing = _existing(path)
-        if existing is not None and existing.alive and existing.pid != os.getpid():
+        raw = _raw(path)
+        existing = _parse(raw) if raw is not None else None
+        if existing is None:
+            why: str | None = ""
+        elif existing.pid == os.getpid():
+            why = "是本进程留下的"
+        else:
+            why = _stale_why(existing, path)
+        if existing is not None and why is None:
             return Claim(ok=False, other=existing)
         if existing is None and not _old_enough(path):
             time.sleep(0.2)  # another serve between create and write: look again
             continue
-        replaced = existing or replaced
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        if existing is not None:
+            replaced, replaced_why = existing, why or ""
+        if _raw(path) == raw:  # judging took a while: remove only the file that was judged
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
     existing = _existing(path)
     return Claim(ok=False, other=existing)
 
@@ -209,12 +256,24 @@ def _create_exclusive(path: str, content: bytes) -> bool:
     return True
 
 
-def _existing(path: str) -> ServeInfo | None:
+def _raw(path: str) -> bytes | None:
+    """The bytes at `path` when it is a regular file (never blocks on a FIFO, never follows a link)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        with open(path, "rb") as handle:
-            return _parse(handle.read(_MAX_BYTES + 1))
+        fd = os.open(path, flags)
     except OSError:
         return None
+    try:
+        return os.read(fd, _MAX_BYTES + 1) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _existing(path: str) -> ServeInfo | None:
+    raw = _raw(path)
+    return _parse(raw) if raw is not None else None
 
 
 def _old_enough(path: str, seconds: float = 2.0) -> bool:
@@ -239,8 +298,9 @@ def health_url(info: ServeInfo) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, "/health", "", ""))
 
 
-def probe(info: ServeInfo, timeout: float = 1.0) -> bool:
-    """Whether `info` names a live `serve` that accepts its token (``GET /health``, no proxy)."""
+def health(info: ServeInfo, timeout: float = 1.0) -> dict[str, Any] | None:
+    """What `GET /health` with the file's token answers (no proxy), when it is a live `serve`'s
+    answer — and, when it names a pid, `info`'s pid — else None."""
     import urllib.request  # lazily: ~20 ms the relay's cold start only pays when it probes
 
     request = urllib.request.Request(health_url(info), headers={"Authorization": f"Bearer {info.token}"})
@@ -248,8 +308,18 @@ def probe(info: ServeInfo, timeout: float = 1.0) -> bool:
     try:
         with opener.open(request, timeout=timeout) as response:
             if response.status != 200:
-                return False
+                return None
             data = json.loads(response.read(_MAX_BYTES).decode("utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and data.get("name") == "dsh-memory-mcp" and data.get("ok") is True
+        return None
+    if not (isinstance(data, dict) and data.get("name") == "dsh-memory-mcp" and data.get("ok") is True):
+        return None
+    pid = data.get("pid")
+    if isinstance(pid, int) and not isinstance(pid, bool) and pid != info.pid:
+        return None
+    return data
+
+
+def probe(info: ServeInfo, timeout: float = 1.0) -> bool:
+    """Whether `info` names a live `serve` that accepts its token (``GET /health``, no proxy)."""
+    return health(info, timeout=timeout) is not None

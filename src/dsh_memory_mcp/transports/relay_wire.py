@@ -1,0 +1,216 @@
+"""What the relay reads from `serve` and what it lets through to the host: bounded, whole, single-line JSON-RPC.
+
+Standard library only (the relay must come up without the SDK). Three jobs:
+
+* reading: a JSON body or an SSE stream from `serve`, never holding more than `MAX_MESSAGE_BYTES`
+  of one message (`read_body`, `read_sse`); an event cut off by the end of the stream is not an
+  event (SSE drops an unterminated last event), so a torn message never reaches the host;
+* checking: `parse` accepts exactly one JSON-RPC 2.0 object (request, notification or response);
+  `one_line` writes it back as one line (an SSE event may spread JSON over several `data:` lines);
+* routing headers of protocol revision 2026-07-28: a request carries its revision in
+  `params._meta`, and the HTTP transport wants it, the method and the tool/prompt/resource name in
+  headers as well (`routing_headers`), with no session id.
+
+Anything `serve` sends that fails these checks raises `Misbehaving`: the relay treats that `serve`
+as gone (it falls back to a direct server) rather than pass it on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+__all__ = [
+    "HANDSHAKE_VERSIONS",
+    "MAX_MESSAGE_BYTES",
+    "Message",
+    "Misbehaving",
+    "encode_header_value",
+    "id_key",
+    "modern_version",
+    "one_line",
+    "parse",
+    "read_body",
+    "read_sse",
+    "routing_headers",
+    "rpc_error",
+]
+
+#: Revisions reached through `initialize` (a session); any other revision named in a request's
+#: `_meta` is the per-request era (2026-07-28 and later). Same list as `mcp_types.version`.
+HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
+PROTOCOL_HEADER = "MCP-Protocol-Version"
+METHOD_HEADER = "Mcp-Method"
+NAME_HEADER = "Mcp-Name"
+#: Methods whose target is mirrored in `Mcp-Name`, and the params key that names it.
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+#: The largest message from `serve` the relay passes on. Our answers are far smaller (a record's
+#: content is ≤ 20,000 characters; lists carry ≤ 2,000 per record); anything near this is not ours.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+class Misbehaving(Exception):
+    """`serve` sent something that is not a whole, bounded JSON-RPC message (the reason is Chinese)."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One checked JSON-RPC 2.0 message."""
+
+    kind: str  # "request" | "notification" | "response"
+    data: dict[str, Any]
+
+    @property
+    def method(self) -> str | None:
+        method = self.data.get("method")
+        return method if isinstance(method, str) else None
+
+    @property
+    def key(self) -> str | None:
+        """`id_key` of its id (None for a notification)."""
+        return id_key(self.data["id"]) if "id" in self.data else None
+
+
+def id_key(ident: Any) -> str:
+    """A dict key for a JSON-RPC id that keeps `1` and `"1"` apart."""
+    return json.dumps(ident, ensure_ascii=False, separators=(",", ":"))
+
+
+def _valid_id(ident: Any) -> bool:
+    return isinstance(ident, (str, int)) and not isinstance(ident, bool)
+
+
+def parse(data: bytes) -> Message | None:
+    """The message in `data` when it is exactly one JSON-RPC 2.0 request, notification or response."""
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, absurdly deep
+        return None
+    if not isinstance(value, dict) or value.get("jsonrpc") != "2.0":
+        return None
+    method = value.get("method")
+    if "method" in value:
+        if not isinstance(method, str) or "result" in value or "error" in value:
+            return None
+        params = value.get("params")
+        if params is not None and not isinstance(params, (dict, list)):
+            return None
+        if "id" not in value:
+            return Message("notification", value)
+        return Message("request", value) if _valid_id(value["id"]) else None
+    if "id" not in value or ("result" in value) == ("error" in value):
+        return None
+    ident = value["id"]
+    if "error" in value:
+        error = value["error"]
+        code = error.get("code") if isinstance(error, dict) else None
+        if not (isinstance(code, int) and not isinstance(code, bool) and isinstance(error.get("message"), str)):
+            return None
+        return Message("response", value) if ident is None or _valid_id(ident) else None
+    return Message("response", value) if _valid_id(ident) else None
+
+
+def one_line(data: bytes, message: Message) -> bytes:
+    """`data` itself when it is one line, else the same message re-serialised on one line."""
+    data = data.strip()
+    if b"\n" in data or b"\r" in data:
+        return json.dumps(message.data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return data
+
+
+def read_body(response: IO[bytes], limit: int = MAX_MESSAGE_BYTES) -> bytes:
+    """A non-streamed response body, at most `limit` bytes.
+
+    :raises Misbehaving: the body is larger.
+    """
+    body = response.read(limit + 1)
+    if len(body) > limit:
+        raise Misbehaving(f"serve 的应答超过 {limit // (1024 * 1024)} MiB")
+    return body
+
+
+def read_sse(stream: IO[bytes], limit: int = MAX_MESSAGE_BYTES) -> Iterator[bytes]:
+    """The `data` of each complete server-sent event on `stream` (events without data are skipped).
+
+    Lines are read with a bound, so a huge event costs at most `limit` bytes of memory before it
+    is refused. An event the stream ends in the middle of is dropped, as the SSE rules say.
+
+    :raises Misbehaving: an event (or one line) is larger than `limit`.
+    """
+    data: list[bytes] = []
+    size = 0
+    while True:
+        raw = stream.readline(limit + 3)
+        if not raw:
+            return  # end of stream; a pending unterminated event is not an event
+        if len(raw) > limit + 2 and not raw.endswith(b"\n"):
+            raise Misbehaving(f"serve 的一个事件超过 {limit // (1024 * 1024)} MiB")
+        line = raw.rstrip(b"\r\n")
+        if not raw.endswith((b"\n", b"\r")):
+            return  # the stream ended in the middle of a line
+        if not line:
+            if data:
+                yield b"\n".join(data)
+            data, size = [], 0
+            continue
+        if line.startswith(b":"):
+            continue
+        field, _, value = line.partition(b":")
+        if value.startswith(b" "):
+            value = value[1:]
+        if field == b"data":
+            size += len(value) + 1
+            if size > limit:
+                raise Misbehaving(f"serve 的一个事件超过 {limit // (1024 * 1024)} MiB")
+            data.append(value)
+
+
+def modern_version(message: Message) -> str | None:
+    """The per-request revision (2026-07-28 or later) a request names in `params._meta`, else None."""
+    params = message.data.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+    if isinstance(version, str) and version and version not in HANDSHAKE_VERSIONS:
+        return version
+    return None
+
+
+_HEADER_SAFE = re.compile(r"[\x20-\x7e]*")
+_SENTINEL = re.compile(r"=\?base64\?.*\?=")
+
+
+def encode_header_value(value: str) -> str:
+    """A header value as the 2026-07-28 transport writes one: verbatim when it is printable ASCII
+    without edge spaces, else `=?base64?<UTF-8 base64>?=`."""
+    if _HEADER_SAFE.fullmatch(value) and value == value.strip() and not _SENTINEL.fullmatch(value):
+        return value
+    return f"=?base64?{base64.b64encode(value.encode('utf-8', 'surrogatepass')).decode('ascii')}?="
+
+
+def routing_headers(message: Message, version: str) -> dict[str, str]:
+    """The headers a 2026-07-28 request needs next to its body: revision, method, and the name it targets."""
+    headers = {PROTOCOL_HEADER: version}
+    method = message.method
+    if method is None:
+        return headers
+    headers[METHOD_HEADER] = encode_header_value(method)
+    name_key = NAME_BEARING.get(method)
+    params = message.data.get("params")
+    if name_key is not None and isinstance(params, dict) and isinstance(params.get(name_key), str):
+        headers[NAME_HEADER] = encode_header_value(params[name_key])
+    return headers
+
+
+def rpc_error(ident: Any, code: int, message: str, data: Any = None) -> bytes:
+    """One JSON-RPC error line (no newline)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    payload = {"jsonrpc": "2.0", "id": ident, "error": error}
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
