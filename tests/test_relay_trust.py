@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,81 @@ def test_the_probe_says_why_when_nothing_listens(tmp_path: Path):
         ServeInfo(url=f"http://127.0.0.1:{port}/mcp", token="x", pid=os.getpid(), version="", started_at=0), timeout=1.0
     )
     assert "无应答" in why
+
+
+# --------------------------------------------------------------------------------------------
+# serve.json naming a live pid: only a serve that answers as that pid owns the store
+
+
+def _backdate(path: Path, seconds: float = 60.0) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    proc.kill()
+    proc.wait(10)
+    if proc.stdin is not None:
+        proc.stdin.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_serve_starts_over_a_serve_json_whose_live_pid_is_not_a_serve(tmp_path: Path):
+    from tests.helpers.serve_proc import running_serve
+
+    store = tmp_path / "store"
+    bystander = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        path = _write(store, _info(pid=bystander.pid, url=f"http://127.0.0.1:{_free_port()}/mcp"))
+        _backdate(path)
+        with running_serve(store, tmp_path / "serve.log") as serve:
+            assert json.loads(path.read_text(encoding="utf-8"))["pid"] == serve.proc.pid
+            log = serve.stderr()
+        assert f"已替换遗留的 serve.json(pid {bystander.pid} 的进程还在" in log, log
+        assert bystander.poll() is None  # nobody touched the unrelated process
+    finally:
+        _end(bystander)
+
+
+def test_a_fresh_serve_json_of_a_live_pid_is_a_serve_starting_up_and_keeps_the_store(tmp_path: Path):
+    from dsh_memory_mcp.transports import serve_file
+
+    starting = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        path = _write(tmp_path, _info(pid=starting.pid, url=f"http://127.0.0.1:{_free_port()}/mcp"))
+        mine = ServeInfo(url="http://127.0.0.1:1/mcp", pid=os.getpid(), token="mine", version="", started_at=0)
+        claimed = serve_file.claim(str(tmp_path), mine)
+        assert not claimed.ok and claimed.other is not None and claimed.other.pid == starting.pid
+        assert serve_file.owner(str(tmp_path)) is not None
+        _backdate(path, serve_file.CLAIM_GRACE_SECS + 5)  # it never came up: its claim has lapsed
+        assert serve_file.owner(str(tmp_path)) is None
+        claimed = serve_file.claim(str(tmp_path), mine)
+        assert claimed.ok and claimed.replaced_stale is not None and claimed.replaced_stale.pid == starting.pid
+        assert "/health" in claimed.replaced_why
+        assert json.loads(path.read_text(encoding="utf-8"))["token"] == "mine"
+    finally:
+        _end(starting)
+
+
+def test_a_serve_that_answers_keeps_its_store_however_old_its_file(tmp_path: Path):
+    from tests.conftest import subprocess_env
+    from tests.helpers.serve_proc import running_serve
+
+    store = tmp_path / "store"
+    with running_serve(store, tmp_path / "serve.log") as serve:
+        _backdate(store / "serve.json", 3600)
+        second = subprocess.run(
+            [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store), "--port", "0"],
+            capture_output=True,
+            text=True,
+            env=subprocess_env(),
+            timeout=60,
+        )
+        assert second.returncode == 1, second.stderr
+        assert f"pid {serve.proc.pid}" in second.stderr and "正在应答" in second.stderr
+        assert json.loads((store / "serve.json").read_text(encoding="utf-8"))["pid"] == serve.proc.pid

@@ -341,7 +341,8 @@ class Relay:
         headers = self._headers(message)
         sent_session = headers.get(SESSION_HEADER)
         watched = message.method != "subscriptions/listen"
-        conn = _connection(self.info, self.call_bound)
+        # The watchdog gives up on an overdue call first; the socket timeout is only a backstop.
+        conn = _connection(self.info, None if self.call_bound is None else self.call_bound + 5.0)
         with self._lock:
             if call is not None and (self._calls.get(call.key) is not call or call.target != "serve"):
                 return
@@ -381,6 +382,8 @@ class Relay:
         except (OSError, http.client.HTTPException) as exc:
             if call is not None and not self._owns(call):
                 return
+            if isinstance(exc, TimeoutError):
+                raise _ServeGone("serve 长时间没有发来任何数据") from exc
             raise _ServeGone(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
         finally:
             with self._lock:

@@ -1,0 +1,193 @@
+"""A relay in front of a `serve` that misbehaves answers every request, and passes on only whole JSON-RPC.
+
+The `serve` here is a small real HTTP server (`tests/helpers/fake_serve.py`) that answers the
+handshake properly and then does one bad thing with a `tools/call`: cuts an SSE event in the middle,
+sends garbage, a 100 MB event, a response with a wrong id, resets the connection, or never answers.
+The host is a real process speaking raw JSON-RPC lines to a real relay (`python -m dsh_memory_mcp`),
+so every byte it receives is checked. When the relay gives up on serve, its direct child (a real
+`--no-relay` server on the same store) does the call: the answer is a real save.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.fake_serve import SSE_HEAD, FakeServe, Handler
+from tests.helpers.raw_host import RawHost
+from tests.helpers.serve_proc import rss_kb
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(sys.platform == "win32", reason="POSIX relay lifecycle"),
+]
+
+SAVE = {"name": "memory_save", "arguments": {"content": "中继故障测试:这一条要保存且只保存一次"}}
+
+
+def _save(ident: int = 7) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": SAVE}
+
+
+def _records(store_dir: Path) -> list[str]:
+    path = store_dir / "global.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line)["content"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _torn(h: Handler, m: dict[str, Any]) -> None:
+    h.head(200, SSE_HEAD)
+    h.raw(b'event: message\r\ndata: {"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","te' % m["id"])
+
+
+def _garbage(h: Handler, m: dict[str, Any]) -> None:
+    h.head(200, SSE_HEAD)
+    h.event("<html>502 Bad Gateway</html>")
+
+
+def _json_garbage(h: Handler, m: dict[str, Any]) -> None:
+    h.head(200, {"Content-Type": "application/json"})
+    h.raw(b"not json at all")
+
+
+def _ends_without_answer(h: Handler, m: dict[str, Any]) -> None:
+    h.head(200, SSE_HEAD)
+    h.raw(b": ping\r\n\r\n")
+    h.event({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}})
+
+
+def _reset(h: Handler, m: dict[str, Any]) -> None:
+    h.reset()
+
+
+def _oversize(h: Handler, m: dict[str, Any]) -> None:
+    h.head(200, SSE_HEAD)
+    h.raw(b'event: message\r\ndata: {"jsonrpc":"2.0","id":%d,"result":{"x":"' % m["id"])
+    chunk = b"x" * (1 << 20)
+    for _ in range(100):  # a 100 MB event; the relay must stop reading long before its end
+        h.raw(chunk)
+    h.raw(b'"}}\r\n\r\n')
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [_torn, _garbage, _json_garbage, _ends_without_answer, _reset, _oversize],
+    ids=["torn-sse-event", "garbage-event", "garbage-json-body", "stream-ends-without-answer", "reset", "100mb-event"],
+)
+def test_a_call_serve_botches_is_answered_once_by_the_direct_fallback_and_nothing_torn_reaches_the_host(
+    tmp_path: Path, store_dir: Path, scenario: Any
+):
+    with FakeServe(store_dir, scenario), RawHost(store_dir, tmp_path / "relay.log") as host:
+        host.initialize()
+        host.send(_save())
+        answer = host.wait_for(lambda m: m.get("id") == 7)
+        peak_kb = _peak_kb(host.proc.pid)
+        assert host.close() == 0
+    assert "连接方式 = relay(" in host.stderr()
+    assert "改为直连模式" in host.stderr(), host.stderr()
+    assert answer["result"]["structuredContent"]["ok"] is True, answer  # a real save, by the direct child
+    messages = host.messages()  # every line the host got is one whole JSON-RPC object
+    assert [m["id"] for m in messages if "id" in m and "method" not in m] == [0, 7]
+    assert _records(store_dir) == [SAVE["arguments"]["content"]]
+    if scenario is _oversize:
+        assert peak_kb < 150_000, peak_kb  # the relay held at most its 16 MiB bound, not the 100 MB event
+
+
+def _peak_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return rss_kb(pid)
+
+
+def _multi_line(h: Handler, m: dict[str, Any]) -> None:
+    h.head(200, SSE_HEAD)
+    answer = {"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "分行的应答"}]}}
+    h.event(json.dumps(answer, ensure_ascii=False, indent=2))
+
+
+def test_json_spread_over_several_sse_data_lines_reaches_the_host_as_one_line(tmp_path: Path, store_dir: Path):
+    with FakeServe(store_dir, _multi_line), RawHost(store_dir, tmp_path / "relay.log") as host:
+        host.initialize()
+        host.send(_save())
+        answer = host.wait_for(lambda m: m.get("id") == 7)
+        assert host.close() == 0
+    assert answer["result"]["content"][0]["text"] == "分行的应答"
+    assert "改为直连模式" not in host.stderr()
+    assert len(host.lines) == 2 and all(b"\n" not in line for line in host.lines)
+
+
+def _wrong_ids(h: Handler, m: dict[str, Any]) -> None:
+    h.head(200, SSE_HEAD)
+    h.event({"jsonrpc": "2.0", "id": 999, "result": {"content": []}})  # an id the host never sent
+    h.event({"jsonrpc": "2.0", "id": 0, "result": {"content": []}})  # an id already answered (initialize)
+    h.event({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
+    h.event({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "nobody", "progress": 1}})
+    h.event({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p-7", "progress": 1}})
+    h.event({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "对的应答"}]}})
+
+
+def test_answers_for_ids_the_host_did_not_send_and_stray_notifications_never_reach_it(tmp_path: Path, store_dir: Path):
+    call = _save() | {"params": SAVE | {"_meta": {"progressToken": "p-7"}}}
+    with FakeServe(store_dir, _wrong_ids), RawHost(store_dir, tmp_path / "relay.log") as host:
+        host.initialize()
+        host.send(call)
+        answer = host.wait_for(lambda m: m.get("id") == 7)
+        assert host.close() == 0
+    assert answer["result"]["content"][0]["text"] == "对的应答"
+    got = host.messages()
+    assert [m.get("id") for m in got] == [0, None, 7]  # initialize, the host's own progress token, the answer
+    assert got[1]["params"]["progressToken"] == "p-7"
+    assert "改为直连模式" not in host.stderr()
+    assert "不属于任何在途请求的应答" in host.stderr()
+
+
+def _silent(h: Handler, m: dict[str, Any]) -> None:
+    h.head(200, SSE_HEAD)
+    h.server.release.wait(120)  # type: ignore[attr-defined]
+
+
+def test_a_call_serve_never_answers_while_its_health_does_is_given_up_at_its_deadline_plus_the_grace(
+    tmp_path: Path, store_dir: Path
+):
+    import threading
+
+    from dsh_memory_mcp.transports.relay import CALL_GRACE
+
+    fake = FakeServe(store_dir, _silent, deadline=0.5)
+    fake.server.release = threading.Event()  # type: ignore[attr-defined]
+    try:
+        with fake, RawHost(store_dir, tmp_path / "relay.log") as host:
+            host.initialize()
+            started = time.monotonic()
+            host.send(_save())
+            answer = host.wait_for(lambda m: m.get("id") == 7, timeout=60)
+            waited = time.monotonic() - started
+            assert host.close() == 0
+    finally:
+        fake.server.release.set()  # type: ignore[attr-defined]
+    assert answer["result"]["structuredContent"]["ok"] is True
+    assert "截止时间" in host.stderr() and "改为直连模式" in host.stderr()
+    assert 0.5 + CALL_GRACE - 1 < waited < 0.5 + CALL_GRACE + 20, waited
+
+
+def test_an_over_long_host_line_gets_an_error_and_the_relay_goes_on(tmp_path: Path, store_dir: Path):
+    def answer(h: Handler, m: dict[str, Any]) -> None:
+        h.json_answer({"jsonrpc": "2.0", "id": m["id"], "result": {"content": []}})
+
+    with FakeServe(store_dir, answer) as fake, RawHost(store_dir, tmp_path / "relay.log") as host:
+        host.initialize()
+        host.send(b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"x":"' + b"y" * (9 << 20) + b'"}}')
+        refused = host.wait_for(lambda m: "error" in m)
+        host.send(_save(8))
+        assert host.wait_for(lambda m: m.get("id") == 8)["result"] == {"content": []}
+        assert host.close() == 0
+    assert refused["error"]["code"] == -32600
+    assert all(len(json.dumps(m)) < 1 << 20 for _, m in fake.seen)  # the long line never went to serve
