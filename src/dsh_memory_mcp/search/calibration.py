@@ -59,8 +59,9 @@ SEED_GATE = 0.5
 #: A candidate must beat the query's best probe cosine by this many cell spreads (0.5 → 0.75 cut
 #: the false positives of the evaluation from 8 to 5 at the same recall).
 MARGIN_SPREADS = 0.75
-#: Bump when PROBES or the rule change: cached calibrations of another version are recomputed.
-VERSION = 2
+#: Bump when PROBES or the rule change: cached calibrations of another version are recomputed
+#: (3: the background is questions against memories, each embedded in its own role).
+VERSION = 3
 CALIBRATION_FILE = os.path.join(".vectors", "calibration.json")
 CELLS = ("zh-zh", "zh-en", "en-zh", "en-en")
 
@@ -215,12 +216,24 @@ def cache_key(model: str, dims: int, scheme: str) -> str:
     return f"{model}\t{dims}\t{scheme}"
 
 
-def calibrate(vectors: npt.NDArray[np.float32], *, model: str, scheme: str) -> Calibration:
-    """The background of `PROBES` embedded by the model (unit rows, `PROBES` order)."""
+def calibrate(
+    vectors: npt.NDArray[np.float32],
+    *,
+    model: str,
+    scheme: str,
+    query_vectors: npt.NDArray[np.float32] | None = None,
+) -> Calibration:
+    """The background of `PROBES` embedded by the model as memories (unit rows, `PROBES` order).
+
+    `query_vectors` are the same probes embedded as questions, when the model marks the two
+    differently: the background is then a question against the *other* probes as memories, which
+    is what a search compares. Without them both sides are `vectors`.
+    """
     import numpy as np
 
     mask = _probe_mask()
-    sims = (vectors @ vectors.T).astype(np.float64)
+    queries = vectors if query_vectors is None else query_vectors
+    sims = (queries @ vectors.T).astype(np.float64)
     off = ~np.eye(len(sims), dtype=bool)
     cells: dict[str, Cell] = {}
     typical: dict[str, float] = {}

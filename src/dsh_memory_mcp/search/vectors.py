@@ -16,7 +16,9 @@ It must never cost the caller anything when the backend is off, slow or dead:
 * Off (``DSH_MEMORY_VECTOR=off``) or unconfigured: every method is a no-op; numpy and httpx are
   not even imported (cold start), and no sidecar is written.
 * Not ready yet (llama-server still loading): a search gets ``{}`` at once, no request.
-* Slow: a query embedding gets 300 ms in total, then the search answers lexically.
+* Slow: a query embedding gets its budget (300 ms, more when recent ones were slower, ≤ 1 s),
+  then the search answers lexically and says so; the request finishes in the background and
+  the next identical query uses its vector (`search.queries`).
 * Dead: the client's circuit breaker stops requests (1 s → 2 s → … ≤ 30 s), and the worker
   checks whether the backend vanished, spawning a new one if it was local.
 
@@ -35,6 +37,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dsh_memory_mcp.config import VectorSettings
@@ -42,6 +45,7 @@ from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.search.backend import QUERY_BUDGET, WRITE_BUDGET, Backend
 from dsh_memory_mcp.search.backfill import BACKFILL_BATCH, Backfill
 from dsh_memory_mcp.search.matrices import MatrixCache, best
+from dsh_memory_mcp.search.queries import PendingQuery, QueryEmbedder
 from dsh_memory_mcp.search.writes import SidecarWriter, WriteQueue, sidecar_path
 from dsh_memory_mcp.store.records import Record
 
@@ -55,6 +59,8 @@ __all__ = [
     "MIN_COSINE",
     "QUERY_BUDGET",
     "WRITE_BUDGET",
+    "PendingSearch",
+    "VectorAnswer",
     "VectorChannel",
 ]
 
@@ -71,6 +77,42 @@ ENABLE_HINT = (
     "或用 DSH_MEMORY_EMBED_EXE 指定它的路径),或把 DSH_MEMORY_EMBED_ENDPOINT 设为已在运行的嵌入服务地址;"
     "设 DSH_MEMORY_VECTOR=off 可关闭向量检索并不再显示本提示"
 )
+
+
+@dataclass(frozen=True)
+class VectorAnswer:
+    """The vector half of one search: its scores, and whether it took part (``used``/``skipped``/``off``)."""
+
+    scores: dict[str, float]
+    state: str
+    #: Why it was skipped (Chinese, for the caller), when it was.
+    reason: str | None = None
+
+
+class PendingSearch:
+    """A search's vector half under way (`VectorChannel.start_query`); `finish` gives its answer."""
+
+    def __init__(
+        self,
+        channel: VectorChannel,
+        query: str,
+        pending: PendingQuery | None,
+        early: VectorAnswer | None,
+        t0: float,
+        budget: float,
+    ) -> None:
+        self._channel = channel
+        self._query = query
+        self._pending = pending
+        self._early = early
+        self._t0 = t0
+        self._budget = budget
+
+    def finish(self, snapshots: Sequence[ScopeSnapshot]) -> VectorAnswer:
+        """Wait for the query vector within what is left of the budget and score `snapshots`."""
+        if self._early is not None:
+            return self._early
+        return self._channel._finish(self._query, self._pending, self._t0, self._budget, snapshots)
 
 
 class VectorChannel:
@@ -118,9 +160,21 @@ class VectorChannel:
         self._writes = WriteQueue(self._backend, self._cache, self._writer, self._log)
         #: Last query time in ms, for status and tests.
         self.last_query_ms: float | None = None
+        self._queries = QueryEmbedder(
+            self._embed_query, on_failure=self._backend.embedding_failed, base_budget=QUERY_BUDGET
+        )
+        #: Searches whose vector half was skipped, by kind of reason (stats, tests).
+        self.skips: dict[str, int] = {}
+        self._skip_warned: set[str] = set()
         #: Worker restarts after an unexpected error, since start.
         self.restarts = 0
         self._seen_errors: set[tuple[str, str, str]] = set()
+
+    def _embed_query(self, query: str, timeout: float) -> list[float]:
+        client = self._backend.client
+        if client is None:
+            raise EmbeddingUnavailable("向量后端尚未就绪")
+        return client.embed([query], timeout=timeout, slow_is_failure=False, role="query")[0]
 
     def _work_arrived(self) -> None:
         self._idle.clear()
@@ -198,38 +252,65 @@ class VectorChannel:
     # -- the three hooks -------------------------------------------------------------------
 
     def query_scores(
-        self, query: str, snapshots: Sequence[ScopeSnapshot], *, budget: float = QUERY_BUDGET
+        self, query: str, snapshots: Sequence[ScopeSnapshot], *, budget: float | None = None
     ) -> dict[str, float]:
         """id → score for the records of `snapshots` that pass the model's relevance gate, the best 30.
 
+        The scores of `search`, without the reason when there are none.
+        """
+        return self.search(query, snapshots, budget=budget).scores
+
+    def search(self, query: str, snapshots: Sequence[ScopeSnapshot], *, budget: float | None = None) -> VectorAnswer:
+        """The vector half of one search: `start_query` then `PendingSearch.finish`."""
+        return self.start_query(query, budget=budget).finish(snapshots)
+
+    def start_query(self, query: str, *, budget: float | None = None) -> PendingSearch:
+        """Start embedding `query` now (its search collects it with `finish` after the lexical half).
+
         The gate and the score are the model's calibration (`search.calibration`): for models
         whose unrelated texts stay well below 0.5 that is the seed's "cosine ≥ 0.5", score =
-        cosine. ``{}`` when vectors are off, the backend is not ready (a search that arrives while
-        the first probe is under way waits for it within its budget), the breaker is open or the
-        embedding takes longer than `budget` (300 ms; evaluations pass more); never raises.
+        cosine. The budget is `search.queries`' adaptive one (300 ms … 1 s) unless given
+        (evaluations pass more). Never raises; when the vector half cannot take part the answer
+        says why (off, not ready — a search that arrives while the first probe is under way waits
+        for it within its budget —, breaker open, over budget, busy, failed).
         """
-        backend = self._backend
         if not self._active:
-            return {}
+            return PendingSearch(self, query, None, VectorAnswer({}, "off"), time.monotonic(), 0.0)
         t0 = time.monotonic()
-        if not backend.ready.is_set() and (not backend.probing.is_set() or not backend.ready.wait(budget)):
-            return {}
-        client = backend.client
-        if client is None:
-            return {}
+        wait = self._queries.budget() if budget is None else budget
+        backend = self._backend
+        if not backend.ready.is_set() and not backend.probing.is_set():
+            return PendingSearch(self, query, None, self._skipped("向量后端尚未就绪", "not-ready"), t0, wait)
+        pending = None
+        if backend.ready.is_set() and backend.client is not None:
+            pending = self._queries.start(query, backend.header(), budget=wait)
+        return PendingSearch(self, query, pending, None, t0, wait)
+
+    def _skipped(self, reason: str, kind: str) -> VectorAnswer:
+        """A skipped vector half: said in the answer, and once per kind of reason on stderr."""
+        self.skips[kind] = self.skips.get(kind, 0) + 1
+        if kind not in self._skip_warned:
+            self._skip_warned.add(kind)
+            self._log.warning("vector: 本次检索只用了词法(%s);同类情况之后只计数,不再提示", reason)
+        return VectorAnswer({}, "skipped", reason)
+
+    def _finish(
+        self, query: str, pending: PendingQuery | None, t0: float, wait: float, snapshots: Sequence[ScopeSnapshot]
+    ) -> VectorAnswer:
+        backend = self._backend
         try:
-            raw = client.embed([query], timeout=budget - (time.monotonic() - t0), slow_is_failure=False)
-        except EmbeddingUnavailable as exc:
-            backend.embedding_failed(exc)
-            return {}
-        except Exception as exc:
-            self._unexpected("vector: 查询嵌入出错,本次只用词法检索", exc)
-            return {}
-        try:
-            return self._scores(raw[0], query, snapshots)
-        except Exception as exc:  # a bug here must cost the vector half of one search, not the search
-            self._unexpected("vector: 计算相似度出错,本次只用词法检索", exc)
-            return {}
+            if pending is None:  # the first probe was under way: wait for it within the budget
+                if not backend.ready.wait(max(0.0, wait - (time.monotonic() - t0))) or backend.client is None:
+                    return self._skipped("向量后端尚未就绪", "not-ready")
+                pending = self._queries.start(query, backend.header(), budget=max(0.0, wait - (time.monotonic() - t0)))
+            embedded = pending.result()
+            if embedded.vector is None:
+                return self._skipped(embedded.skipped or "查询嵌入不可用", embedded.kind or "failed")
+            try:
+                return VectorAnswer(self._scores(embedded.vector, query, snapshots), "used")
+            except Exception as exc:  # a bug here must cost the vector half of one search, not the search
+                self._unexpected("vector: 计算相似度出错,本次只用词法检索", exc)
+                return self._skipped("计算相似度出错", "error")
         finally:
             self.last_query_ms = (time.monotonic() - t0) * 1000
 
@@ -388,5 +469,8 @@ class VectorChannel:
             "calibration_seed_rule": cal.seed_rule if cal is not None else None,
             "breaker_failures": client.breaker.failures if (client := self._backend.client) is not None else 0,
             "restarts": self.restarts,
+            "vector_skips": dict(self.skips),
+            "query_embeddings": self._queries.stats(),
+            "query_budget_ms": round(self._queries.budget() * 1000),
             "cache_evictions": self._cache.evictions,
         }

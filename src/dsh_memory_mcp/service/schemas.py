@@ -180,6 +180,15 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                 "count": {"type": "integer"},
                 "scopes": {"type": "array", "items": {"type": "string"}},
                 "records": {"type": "array", "items": _RECORD_SCHEMA},
+                "vector": {
+                    "type": "object",
+                    "description": "向量检索这次是否参与:used 参与;skipped 被跳过(reason 说明原因);off 未启用",
+                    "properties": {
+                        "state": {"type": "string", "enum": ["used", "skipped", "off"]},
+                        "reason": {"type": "string"},
+                    },
+                    "required": ["state"],
+                },
             },
             ["count", "scopes", "records"],
         ),

@@ -187,10 +187,13 @@ class MemoryService:
             code="TOPK_RANGE",
         )
         scopes = self._scopes(ctx).read_scopes(args.get("scope"), args.get("path"))
+        # The query embedding runs while the lexical half reads and indexes the scopes.
+        pending = self.vectors.start_query(query) if self.vectors is not None else None
         snapshots = [self.store.snapshot(s) for s in scopes]
-        vector_scores = None
-        if self.vectors is not None:
-            vector_scores = self.vectors.query_scores(query, snapshots)
+        for snapshot in snapshots:
+            scoring.index_for(snapshot)
+        vector = pending.finish(snapshots) if pending is not None else None
+        vector_scores = vector.scores if vector is not None else None
         hits = scoring.rank(snapshots, query, top_k=top_k, now=self.clock(), vector_scores=vector_scores)
         touched: dict[str, list[str]] = {}
         for hit in hits:
@@ -215,10 +218,14 @@ class MemoryService:
                 + "\n\n".join(blocks)
                 + "\n\n提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。"
             )
+        structured: dict[str, Any] = {"ok": True, "count": len(records), "scopes": scopes, "records": records}
+        if vector is not None:
+            structured["vector"] = {"state": vector.state}
+            if vector.reason is not None:
+                structured["vector"]["reason"] = vector.reason
+                cut_note += f"\n\n注意:本次只用了词法检索,向量部分没有参与({vector.reason})。"
         text += cut_note
-        return ToolResult(
-            text=text, structured={"ok": True, "count": len(records), "scopes": scopes, "records": records}
-        )
+        return ToolResult(text=text, structured=structured)
 
     def memory_list(self, args: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         kind = kind_arg(args.get("kind"), default=None)
