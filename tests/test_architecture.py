@@ -91,6 +91,7 @@ MODULES: dict[str, str] = {
     "cli.registry": "the subcommand table COMMANDS and the guard every subcommand runs in",
     "cli.confedit": "text-preserving JSON(C)/TOML edits of one entry; minimal TOML writer",
     "cli.hosts": "host table: config paths per OS, formats, entry shapes; reading entries back",
+    "cli.hostwrite": "compare-and-swap replacement of a host's config file; owner, group and mode kept",
     "cli.setup": "the setup subcommand: merge/remove our entry in each host's config",
     "cli.main": "main(): argv -> help/version, a subcommand or the server",
     "cli.serve": "the serve subcommand: flags -> ServeSettings -> transports.http, diagnostics",

@@ -80,7 +80,8 @@ def test_json_remove_takes_out_every_copy_of_a_repeated_key_and_leaves_absent_on
         pytest.param('{"a": "unterminated}', 1, id="open-string"),
         pytest.param('{"a": 1} trailing', 1, id="garbage-after"),
         pytest.param("/* never closed\n{}", 1, id="open-comment"),
-        pytest.param("[" * 600 + "]" * 600, 1, id="too-deep"),
+        # A comment inside keeps the C scanner out: the span parser's own depth bound decides.
+        pytest.param('{"x": ' + "[" * 600 + "/* c */" + "]" * 600 + "}", 1, id="too-deep"),
     ],
 )
 def test_json_that_does_not_parse_raises_a_syntax_error_naming_the_line(text, line):

@@ -40,6 +40,7 @@ __all__ = [
     "by_name",
     "candidates",
     "configured",
+    "decode_config",
     "describe_problem",
     "entry_store",
     "executable_problem",
@@ -324,6 +325,11 @@ def read_config(path: str) -> tuple[str, bool] | None:
         raw = handle.read(MAX_CONFIG_BYTES + 1)
     if len(raw) > MAX_CONFIG_BYTES:
         raise ValueError(f"超过 {MAX_CONFIG_BYTES // (1024 * 1024)} MB,不像配置文件")
+    return decode_config(raw)
+
+
+def decode_config(raw: bytes) -> tuple[str, bool]:
+    """(text, had a BOM) of a config file's bytes; ValueError if not UTF-8."""
     bom = raw.startswith(b"\xef\xbb\xbf")
     try:
         return raw[3 if bom else 0 :].decode("utf-8"), bom

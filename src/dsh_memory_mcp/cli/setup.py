@@ -10,10 +10,12 @@ Rules, in the order they apply to one file:
   keys, comments and layout stay byte for byte. The result is parsed again and compared with the
   original minus our entry before anything is written; a mismatch writes nothing.
 * Idempotent: an entry that already says the same thing leaves the file untouched (no backup).
-* Before a change, the old bytes go to ``<file>.dsh-memory-mcp-<time>.bak`` (0600).
-* The new file replaces the old one crash-safely (tmp + fsync + rename) and keeps its mode — except
-  that a file whose entry holds a token (``--url``) becomes 0600. A symlinked config is written
-  through to its target.
+* Before a change, the old bytes go to ``<file>.dsh-memory-mcp-<time>.bak`` (0600, the file's owner).
+* The new file replaces the old one as a compare-and-swap (`hostwrite.replace_config`): a host that
+  rewrites the file meanwhile makes the edit start over from its newest bytes, never lose them; ✅
+  only when the file read again right after still has our entry as planned. It keeps the file's
+  owner, group and mode — except that a file whose entry holds a token (``--url``) becomes 0600 —
+  and refuses another user's file unless run as root. A symlinked config is written through.
 * ``--remove`` takes our entry out again: the exact reverse of the insertion, so a file that only
   gained our entry gets its original bytes back (an object we had to create, e.g. an empty
   ``"mcpServers": {}``, stays).
@@ -34,11 +36,10 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from dsh_memory_mcp import config
-from dsh_memory_mcp.cli import confedit, hosts
+from dsh_memory_mcp.cli import confedit, hosts, hostwrite
 from dsh_memory_mcp.cli.hosts import SERVER_NAME, Host
 from dsh_memory_mcp.cli.output import PROG
 from dsh_memory_mcp.cli.parser import Invocation
-from dsh_memory_mcp.store import fileio
 
 __all__ = ["EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "Outcome", "launch_command", "main", "plan"]
 
@@ -52,11 +53,13 @@ MASK = "<令牌已隐藏>"
 
 @dataclass(frozen=True)
 class Outcome:
-    """What `plan` decided for one file: its text before and after (None: does not exist)."""
+    """What `plan` decided for one file: its text before and after (None: does not exist), and
+    our entry as it should then read (None: removed)."""
 
     before: str | None
     after: str
     bom: bool = False
+    entry: Any = None
 
 
 def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err: TextIO) -> int:
@@ -129,29 +132,53 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
                 if url is not None:
                     note = "(它的配置文件不支持 URL 条目,写的是 stdio 命令;serve 在运行时这条命令会自动中继过去)"
         holds_token = token is not None and ours is not None and token in repr(ours)
+        unchanged = "没有 dsh-memory 条目,无需移除" if remove else "已是最新,未改动"
+        if dry_run:
+            try:
+                outcome = plan(host, path, ours)
+            except (OSError, ValueError) as exc:
+                failed += 1
+                out.write(f"❌ {host.name}:{path} {hosts.describe_problem(exc)},没有改动\n")
+                continue
+            if outcome.after == (outcome.before or ""):
+                out.write(f"= {host.name}:{path} {unchanged}\n")
+            else:
+                out.write(f"~ {host.name}:{path} 将被修改{note}:\n")
+                out.write(_diff(path, outcome, token))
+            continue
         try:
-            outcome = plan(host, path, ours)
-        except (OSError, ValueError) as exc:
+            written = write(host, path, ours, secret=holds_token)
+        except hostwrite.Busy as exc:
+            failed += 1
+            out.write(f"❌ {host.name}:{path} {exc} ⇒ 关掉 {host.name} 后再运行一次\n")
+            continue
+        except hostwrite.ForeignOwner as exc:
+            failed += 1
+            out.write(f"❌ {host.name}:{path} {exc},没有改动 ⇒ 以文件主人的身份运行 {PROG} setup\n")
+            continue
+        except ValueError as exc:
             failed += 1
             out.write(f"❌ {host.name}:{path} {hosts.describe_problem(exc)},没有改动\n")
             continue
-        if outcome.after == (outcome.before or ""):
-            what = "没有 dsh-memory 条目,无需移除" if remove else "已是最新,未改动"
-            out.write(f"= {host.name}:{path} {what}\n")
-            continue
-        if dry_run:
-            out.write(f"~ {host.name}:{path} 将被修改{note}:\n")
-            out.write(_diff(path, outcome, token))
-            continue
-        try:
-            backup = write(path, outcome, secret=holds_token)
         except OSError as exc:
             failed += 1
             out.write(f"❌ {host.name}:写 {path} 失败({exc.strerror or exc}),原文件未动\n")
             continue
-        saved = f"(原文件备份为 {backup})" if backup else "(新建)"
+        if not written.changed:
+            out.write(f"= {host.name}:{path} {unchanged}\n")
+            continue
+        redone = f"(写入时 {host.name} 改写了 {written.restarts} 次,已按它的最新内容重做)" if written.restarts else ""
+        if not written.kept:
+            failed += 1
+            out.write(
+                f"⚠️ {host.name}:{path} 写入后立刻被 {host.name} 整份改写,"
+                f"{'dsh-memory 条目又回来了' if remove else 'dsh-memory 条目没有留下'}{redone}"
+                f" ⇒ 关掉 {host.name} 后再运行一次 {PROG} setup\n"
+            )
+            continue
+        saved = f"(原文件备份为 {written.backup})" if written.backup else "(新建)"
         done = "已移除 dsh-memory" if remove else "已写入"
-        out.write(f"✅ {host.name}:{done} {path}{saved}{note} ⇒ {host.restart}后生效\n")
+        out.write(f"✅ {host.name}:{done} {path}{saved}{redone}{note} ⇒ {host.restart}后生效\n")
     for host in missing:
         marker = hosts.candidates(host, env, platform)[0][1]
         out.write(f"⏭ {host.name}:没有发现({marker} 不存在),跳过;要写入就指名:{PROG} setup {host.id}\n")
@@ -268,7 +295,11 @@ def plan(host: Host, path: str, ours: Mapping[str, Any] | None) -> Outcome:
     """The file's text with our entry set to `ours` (merged with what the user added), or removed
     (`ours` None). Raises ValueError (incl. `confedit.ConfigSyntaxError`) when the file cannot be
     edited safely; nothing is written here."""
-    read = hosts.read_config(path)
+    return plan_text(host, hosts.read_config(path), ours)
+
+
+def plan_text(host: Host, read: tuple[str, bool] | None, ours: Mapping[str, Any] | None) -> Outcome:
+    """`plan` on a file's (text, BOM) as read (None: no file)."""
     before, bom = read if read is not None else (None, False)
     text = before or ""
     try:
@@ -278,7 +309,7 @@ def plan(host: Host, path: str, ours: Mapping[str, Any] | None) -> Outcome:
     current = _ours(host, old_doc)
     entry = None if ours is None else hosts.merged(host, current, ours)
     if entry is not None and current == entry:
-        return Outcome(before, text, bom)
+        return Outcome(before, text, bom, entry)
     if host.format == "toml":
         key = (*host.table, SERVER_NAME)
         after = confedit.toml_remove_table(text, key) if entry is None else confedit.toml_set_table(text, key, entry)
@@ -289,12 +320,12 @@ def plan(host: Host, path: str, ours: Mapping[str, Any] | None) -> Outcome:
     if after == text:
         if entry is not None or current is not None:
             raise ValueError(f"里的 {SERVER_NAME} 条目写法我们改不了,请手动修改")
-        return Outcome(before, text, bom)
+        return Outcome(before, text, bom, entry)
     new_doc = _load(host, after)
     if _without_ours(host, new_doc) != _without_ours(host, old_doc) or _ours(host, new_doc) != entry:
         hint = f"请手动{'删除' if entry is None else '加入'} {SERVER_NAME} 条目"
         raise ValueError(f"的写法我们没法安全修改(改完再读,其它内容或我们的条目不对),{hint}")
-    return Outcome(before, after, bom)
+    return Outcome(before, after, bom, entry)
 
 
 def _plan_text_only(host: Host, before: str | None, bom: bool, ours: Mapping[str, Any] | None) -> Outcome:
@@ -303,7 +334,7 @@ def _plan_text_only(host: Host, before: str | None, bom: bool, ours: Mapping[str
     text = before or ""
     key = (*host.table, SERVER_NAME)
     after = confedit.toml_remove_table(text, key) if ours is None else confedit.toml_set_table(text, key, ours)
-    return Outcome(before, after, bom)
+    return Outcome(before, after, bom, None if ours is None else dict(ours))
 
 
 # --------------------------------------------------------------------------------------------
@@ -311,25 +342,59 @@ def _plan_text_only(host: Host, before: str | None, bom: bool, ours: Mapping[str
 # --------------------------------------------------------------------------------------------
 
 
-def write(path: str, outcome: Outcome, *, secret: bool) -> str | None:
-    """Back up the old bytes, then replace the file crash-safely; returns the backup's path."""
-    target = os.path.realpath(path)
-    data = (b"\xef\xbb\xbf" if outcome.bom else b"") + outcome.after.encode("utf-8")
-    backup = None
-    if outcome.before is not None:
-        with open(target, "rb") as handle:
-            old = handle.read()
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        backup = f"{target}.{PROG}-{stamp}.bak"
-        n = 1
-        while os.path.lexists(backup):
-            n += 1
-            backup = f"{target}.{PROG}-{stamp}-{n}.bak"
-        fd, tmp = fileio.new_tmp(backup)
-        fileio.commit(fd, tmp, backup, old)
-    fd, tmp = fileio.new_tmp(target)
-    fileio.commit(fd, tmp, target, data, keep_mode=outcome.before is not None and not secret)
+@dataclass(frozen=True)
+class Written:
+    """What `write` did to one file."""
+
+    changed: bool
+    backup: str | None
+    #: Times the edit started over because the host rewrote the file meanwhile.
+    restarts: int
+    #: Our entry is in the file as planned right after the write (False: the host rewrote it at once).
+    kept: bool
+
+
+def write(host: Host, path: str, ours: Mapping[str, Any] | None, *, secret: bool) -> Written:
+    """Plan and write one file as a compare-and-swap (`hostwrite.replace_config`): planned again
+    from the newest bytes whenever the host changed the file, the old bytes backed up, owner,
+    group and mode kept. Raises what `replace_config` raises."""
+    planned: list[Outcome] = []
+
+    def make(raw: bytes | None) -> bytes | None:
+        outcome = plan_text(host, hosts.decode_config(raw) if raw is not None else None, ours)
+        planned.append(outcome)
+        if outcome.after == (outcome.before or ""):
+            return None
+        return (b"\xef\xbb\xbf" if outcome.bom else b"") + outcome.after.encode("utf-8")
+
+    done = hostwrite.replace_config(path, make, secret=secret, backup_name=_backup_name)
+    kept = True
+    if done.changed:
+        kept = _entry_as_planned(host, done.after, planned[-1])
+    return Written(done.changed, done.backup, done.restarts, kept)
+
+
+def _backup_name(target: str) -> str:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    backup = f"{target}.{PROG}-{stamp}.bak"
+    n = 1
+    while os.path.lexists(backup):
+        n += 1
+        backup = f"{target}.{PROG}-{stamp}-{n}.bak"
     return backup
+
+
+def _entry_as_planned(host: Host, data: bytes | None, outcome: Outcome) -> bool:
+    """Whether the file, read again right after our swap, still has our entry as planned."""
+    if data is None:
+        return False
+    try:
+        text, _bom = hosts.decode_config(data)
+        if text == outcome.after:
+            return True
+        return bool(_ours(host, _load(host, text)) == outcome.entry)
+    except ValueError:  # the host is mid-write: we cannot tell, so we do not claim it
+        return False
 
 
 def _diff(path: str, outcome: Outcome, token: str | None) -> str:
