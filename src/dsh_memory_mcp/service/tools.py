@@ -13,7 +13,7 @@ import contextlib
 import logging
 import traceback
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +62,7 @@ from dsh_memory_mcp.store.locks import call_deadline
 from dsh_memory_mcp.store.records import Record, now_ms
 
 if TYPE_CHECKING:
-    from dsh_memory_mcp.search.vectors import VectorChannel
+    from dsh_memory_mcp.search.vectors import VectorAnswer, VectorChannel
     from dsh_memory_mcp.store.shared import SharedStore
 
 __all__ = ["MemoryService", "ToolResult"]
@@ -127,6 +127,30 @@ class MemoryService:
     def _scopes(self, ctx: CallContext) -> ScopeResolver:
         return ScopeResolver(self.store, ctx, scope_all=self.settings.scope_all)
 
+    # -- for front doors that are not tools (the web page) ------------------------------------------
+
+    def read_scopes(self, scope: Any, path: Any = None, ctx: CallContext | None = None) -> list[str]:
+        """The scope keys a read with these `scope`/`path` arguments covers, by the tools' rules.
+
+        :raises DshMemoryError: the tools' own codes (`SCOPE_INVALID`, `PATH_INVALID`, …).
+        """
+        return self._scopes(ctx if ctx is not None else self.default_context).read_scopes(scope, path)
+
+    def ranked(self, query: str, scopes: Sequence[str], *, top_k: int) -> list[scoring.Hit]:
+        """`memory_search`'s ranking of `scopes` (lexical + vectors), counting no access."""
+        return self._search(query, scopes, top_k)[0]
+
+    def _search(self, query: str, scopes: Sequence[str], top_k: int) -> tuple[list[scoring.Hit], VectorAnswer | None]:
+        # The query embedding runs while the lexical half reads and indexes the scopes.
+        pending = self.vectors.start_query(query) if self.vectors is not None else None
+        snapshots = [self.store.snapshot(s) for s in scopes]
+        for snapshot in snapshots:
+            scoring.index_for(snapshot)
+        vector = pending.finish(snapshots) if pending is not None else None
+        vector_scores = vector.scores if vector is not None else None
+        hits = scoring.rank(snapshots, query, top_k=top_k, now=self.clock(), vector_scores=vector_scores)
+        return hits, vector
+
     # -- tools -------------------------------------------------------------------------------------
 
     def memory_save(self, args: Mapping[str, Any], ctx: CallContext) -> ToolResult:
@@ -187,14 +211,7 @@ class MemoryService:
             code="TOPK_RANGE",
         )
         scopes = self._scopes(ctx).read_scopes(args.get("scope"), args.get("path"))
-        # The query embedding runs while the lexical half reads and indexes the scopes.
-        pending = self.vectors.start_query(query) if self.vectors is not None else None
-        snapshots = [self.store.snapshot(s) for s in scopes]
-        for snapshot in snapshots:
-            scoring.index_for(snapshot)
-        vector = pending.finish(snapshots) if pending is not None else None
-        vector_scores = vector.scores if vector is not None else None
-        hits = scoring.rank(snapshots, query, top_k=top_k, now=self.clock(), vector_scores=vector_scores)
+        hits, vector = self._search(query, scopes, top_k)
         touched: dict[str, list[str]] = {}
         for hit in hits:
             touched.setdefault(hit.scope, []).append(hit.record.id)
