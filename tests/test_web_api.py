@@ -7,7 +7,12 @@ the test talks to it with httpx and checks the store files on disk. The browser 
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
+import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,13 +23,24 @@ import pytest
 from dsh_memory_mcp.store.records import new_record
 from dsh_memory_mcp.store.scopes import scope_file_relpath
 from dsh_memory_mcp.store.shared import SharedStore
-from dsh_memory_mcp.transports.web import host_allowed
-from tests.helpers.web_server import WebServer, running_web, running_web_app
+from tests.conftest import subprocess_env
+from tests.helpers.web_server import WebServer, page_login, running_web
 
 pytestmark = pytest.mark.slow
 
-READS = ["/api/session", "/api/version", "/api/overview", "/api/memories", "/api/search?q=x", "/api/export"]
-WRITES = ["/api/forget", "/api/import", "/api/memories/00000000/edit"]
+STATIC = Path(__file__).resolve().parent.parent / "src" / "dsh_memory_mcp" / "transports" / "web_static"
+READS = [
+    "/api/session",
+    "/api/version",
+    "/api/overview",
+    "/api/memories",
+    "/api/search?q=x",
+    "/api/export",
+    "/api/activity",
+]
+WRITES = ["/api/forget", "/api/import", "/api/memories", "/api/memories/00000000/edit", "/api/recover"]
+DAY = 86_400_000
+CREDENTIAL = "X-DSH-Page-Credential"
 
 
 @pytest.fixture(scope="module")
@@ -35,19 +51,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
 
 
 @pytest.fixture(scope="module")
-def host_checked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
-    """`web_routes(..., allowed_hosts=...)` alone in a Starlette app (serve does its own Host rules)."""
-    root = tmp_path_factory.mktemp("web-hosts")
-    with running_web_app(root / "store", root, "--allowed-host", "127.0.0.1:*", "--allowed-host", "localhost:*") as srv:
-        yield srv
+def credential(server: WebServer) -> dict[str, str]:
+    return page_login(server.base, server.token)
 
 
 @pytest.fixture
-def client(server: WebServer) -> Iterator[httpx.Client]:
-    """A client that is logged in the way a browser is: through the login URL's cookie."""
-    with httpx.Client(base_url=server.base, timeout=30) as c:
-        login = c.get(f"/?token={server.token}")
-        assert login.status_code == 303
+def client(server: WebServer, credential: dict[str, str]) -> Iterator[httpx.Client]:
+    """A client logged in the way the page is: the page credential in its header, no cookie."""
+    with httpx.Client(base_url=server.base, timeout=30, headers=credential) as c:
         yield c
 
 
@@ -60,6 +71,14 @@ def saved(server: WebServer, scope: str, content: str, **kw) -> str:
         store.close()
 
 
+def inserted(server: WebServer, scope: str, records: list) -> None:
+    store = SharedStore(str(server.store_dir))
+    try:
+        store.insert(scope, records)
+    finally:
+        store.close()
+
+
 def on_disk(server: WebServer, scope: str = "global") -> dict[str, dict]:
     store = SharedStore(str(server.store_dir))
     try:
@@ -68,71 +87,170 @@ def on_disk(server: WebServer, scope: str = "global") -> dict[str, dict]:
         store.close()
 
 
+def store_bytes(server: WebServer) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in server.store_dir.rglob("*.jsonl")}
+
+
 def post(c: httpx.Client, path: str, body: object, **headers: str) -> httpx.Response:
     return c.post(path, content=json.dumps(body), headers={"Content-Type": "application/json", **headers})
 
 
-# -- login and refusal -------------------------------------------------------------------------
+# -- login: the token in the fragment, a page credential in a header, never a cookie -----------
 
 
-def test_the_login_url_sets_an_httponly_samesite_strict_cookie_and_redirects_to_the_clean_url(server: WebServer):
-    with httpx.Client(base_url=server.base) as c:
-        r = c.get(f"/?token={server.token}")
-    assert r.status_code == 303
-    assert r.headers["location"] == "/"
-    cookie = r.headers["set-cookie"]
-    attrs = {part.strip().split("=")[0].lower() for part in cookie.split(";")}
-    assert {"httponly", "samesite", "path"} <= attrs
-    assert "samesite=strict" in cookie.lower()
-    assert server.token not in cookie  # the cookie is derived from the token, not the token itself
-    assert r.headers["referrer-policy"] == "no-referrer"
-
-
-def test_a_wrong_token_in_the_login_url_gets_401_and_no_cookie(server: WebServer):
-    with httpx.Client(base_url=server.base) as c:
-        r = c.get("/?token=not-the-token")
-        assert r.status_code == 401
-        assert "set-cookie" not in r.headers
-        assert "登录链接无效" in r.text
-        assert c.get("/api/overview").status_code == 401
-
-
-def test_a_host_outside_the_allow_list_gets_421_even_with_the_token(host_checked: WebServer):
-    """DNS rebinding: a foreign name that resolves to loopback reaches the socket, not the page."""
-    srv = host_checked
-    for path in ["/", "/api/overview", f"/?token={srv.token}"]:
-        r = httpx.get(srv.base + path, headers={"Host": "rebind.example:80", "Authorization": f"Bearer {srv.token}"})
-        assert r.status_code == 421, path
-        assert "set-cookie" not in r.headers
-    assert httpx.get(srv.base + "/", headers={"Host": "localhost:1234"}).status_code == 200
-
-
-def test_serve_prints_the_login_url_once_and_it_logs_a_browser_in(server: WebServer):
+def test_serve_prints_a_login_url_with_the_token_in_the_fragment_once(server: WebServer):
     err = server.stderr_text()
-    assert server.login_url == f"{server.base}/?token={server.token}"
+    assert server.login_url == f"{server.base}/#token={server.token}"
     assert err.count(server.token) == 1  # printed once, nowhere else
-    with httpx.Client() as c:
-        assert c.get(server.login_url).status_code == 303
-        assert c.get(server.base + "/api/session").json()["ok"] is True
+    page = httpx.get(server.base + "/")
+    assert page.status_code == 200 and "set-cookie" not in page.headers
+
+
+def test_the_login_exchange_gives_a_credential_that_is_not_the_token_and_sets_no_cookie(server: WebServer):
+    r = httpx.post(
+        server.base + "/api/login",
+        content="{}",
+        headers={"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"},
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert "set-cookie" not in r.headers
+    assert body["header"] == CREDENTIAL
+    assert server.token not in body["credential"]
+    assert body["expiresAt"] > int(time.time() * 1000)
+    ok = httpx.get(server.base + "/api/overview", headers={CREDENTIAL: body["credential"]})
+    assert ok.status_code == 200 and ok.json()["ok"] is True
 
 
 @pytest.mark.parametrize(
-    ("host", "allowed", "ok"),
+    "headers",
     [
-        pytest.param("127.0.0.1:7766", ["127.0.0.1:*"], True, id="any-port"),
-        pytest.param("127.0.0.1:7766", ["127.0.0.1:7766"], True, id="exact"),
-        pytest.param("127.0.0.1:7767", ["127.0.0.1:7766"], False, id="other-port"),
-        pytest.param("127.0.0.10:7766", ["127.0.0.1:*"], False, id="longer-name"),
-        pytest.param("", ["127.0.0.1:*"], False, id="missing"),
-        pytest.param("evil.example", ["127.0.0.1:*", "localhost:*"], False, id="foreign"),
+        pytest.param({"Authorization": "Bearer not-the-token"}, id="wrong-token"),
+        pytest.param({}, id="nothing"),
+        pytest.param("credential", id="a-credential-cannot-renew-itself"),
     ],
 )
-def test_the_host_rule_is_exact_or_any_port(host: str, allowed: list[str], ok: bool):
-    assert host_allowed(host, allowed) is ok
+def test_the_login_exchange_needs_the_token_itself(server: WebServer, credential: dict[str, str], headers):
+    sent = credential if headers == "credential" else headers
+    r = httpx.post(server.base + "/api/login", content="{}", headers={"Content-Type": "application/json", **sent})
+    assert r.status_code == 401
+    assert "credential" not in r.json()
+
+
+def test_a_page_credential_is_no_bearer_token_for_mcp_or_health(server: WebServer, credential: dict[str, str]):
+    value = credential[CREDENTIAL]
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    for auth in ({"Authorization": f"Bearer {value}"}, credential):
+        assert httpx.post(server.base + "/mcp", json=init, headers={**headers, **auth}).status_code == 401
+        assert httpx.get(server.base + "/health", headers=auth).status_code == 401
+
+
+@pytest.mark.parametrize("part", ["expiry", "nonce", "mac"])
+def test_a_credential_with_any_part_changed_is_refused(server: WebServer, credential: dict[str, str], part: str):
+    expiry, nonce, mac = credential[CREDENTIAL].split(".")
+    if part == "expiry":
+        expiry = str(int(expiry) + 365 * DAY)
+    elif part == "nonce":
+        nonce = nonce[::-1] + "x"
+    else:
+        mac = ("0" if mac[0] != "0" else "1") + mac[1:]
+    forged = f"{expiry}.{nonce}.{mac}"
+    assert httpx.get(server.base + "/api/overview", headers={CREDENTIAL: forged}).status_code == 401
+
+
+def test_the_old_login_cookie_opens_nothing_and_the_page_clears_it(server: WebServer):
+    """Earlier versions logged in with a cookie every port of the host received; it is worthless now."""
+    name = f"dsh_memory_session_{server.port}"
+    old_value = hmac.new(server.token.encode(), b"dsh-memory-mcp web session", hashlib.sha256).hexdigest()
+    with httpx.Client(base_url=server.base, cookies={name: old_value}) as c:
+        assert c.get("/api/overview").status_code == 401
+        page = c.get("/")
+    assert page.status_code == 200
+    cleared = page.headers["set-cookie"]
+    assert cleared.startswith(f"{name}=") and "max-age=0" in cleared.lower()
+
+
+def test_an_old_query_login_url_hands_the_token_to_the_fragment_and_a_wrong_one_gets_401(server: WebServer):
+    r = httpx.get(f"{server.base}/?token={server.token}")
+    assert r.status_code == 303 and r.headers["location"] == f"/#token={server.token}"
+    assert "set-cookie" not in r.headers
+    bad = httpx.get(server.base + "/?token=not-the-token")
+    assert bad.status_code == 401 and "登录链接无效" in bad.text and "set-cookie" not in bad.headers
+
+
+def test_a_page_credential_expires(tmp_path: Path):
+    with running_web(tmp_path / "store", tmp_path, DSH_MEMORY_WEB_LOGIN_SECS="5") as srv:
+        login = page_login(srv.base, srv.token)
+        expiry = int(login[CREDENTIAL].split(".")[0])
+        accepted_at = refused_at = None
+        deadline = time.monotonic() + 40
+        while refused_at is None and time.monotonic() < deadline:
+            asked = int(time.time() * 1000)
+            status = httpx.get(srv.base + "/api/version", headers=login, timeout=10).status_code
+            if status == 200 and accepted_at is None:
+                accepted_at = asked
+            elif status == 401:
+                refused_at = int(time.time() * 1000)
+            else:
+                time.sleep(0.2)
+        bearer = httpx.get(srv.base + "/api/version", headers={"Authorization": f"Bearer {srv.token}"}, timeout=10)
+    assert accepted_at is not None and accepted_at < expiry, "the fresh credential was never accepted"
+    assert refused_at is not None, "the credential was still accepted 40 s after it was issued"
+    assert refused_at >= expiry  # refused only once its time was up
+    assert bearer.status_code == 200  # the token itself still works
+
+
+def test_a_new_token_revokes_every_credential_and_the_same_token_keeps_them(tmp_path: Path):
+    store = tmp_path / "store"
+    with running_web(store, tmp_path, token="token-one-" + "x" * 24) as first:
+        login = page_login(first.base, first.token)
+        assert httpx.get(first.base + "/api/overview", headers=login).status_code == 200
+        port = first.port
+    with running_web(store, tmp_path, token="token-two-" + "y" * 24, port=port) as rotated:
+        assert httpx.get(rotated.base + "/api/overview", headers=login).status_code == 401
+    with running_web(store, tmp_path, token="token-one-" + "x" * 24, port=port) as same:
+        # A restart with the same token (DSH_MEMORY_TOKEN, or a kept token) keeps logins until they expire.
+        assert httpx.get(same.base + "/api/overview", headers=login).status_code == 200
+
+
+# -- the SDK's Host and Origin checks, as on /mcp -----------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["rebind.example", "rebind.example:80", "127.0.0.10", "evil.localhost"])
+def test_a_host_outside_the_allow_list_gets_421_on_the_page_and_its_api_even_with_the_token(
+    server: WebServer, host: str
+):
+    """DNS rebinding: a foreign name that resolves to loopback reaches the socket, not the page."""
+    auth = {"Authorization": f"Bearer {server.token}", "Host": host}
+    for method, path in [("GET", "/"), ("GET", "/api/overview"), ("POST", "/api/login"), ("GET", "/static/app.js")]:
+        r = httpx.request(
+            method, server.base + path, headers={**auth, "Content-Type": "application/json"}, content="{}"
+        )
+        assert r.status_code == 421, (path, r.status_code)
+        assert r.json()["code"] == "HOST_REFUSED"
+        assert "credential" not in r.text
+
+
+def test_loopback_names_with_serves_port_are_answered(server: WebServer):
+    auth = {"Authorization": f"Bearer {server.token}"}
+    for name in ("127.0.0.1", "localhost"):
+        r = httpx.get(server.base + "/api/overview", headers={**auth, "Host": f"{name}:{server.port}"})
+        assert r.status_code == 200, name
+
+
+def test_a_foreign_origin_is_refused_on_reads_too(server: WebServer, credential: dict[str, str]):
+    r = httpx.get(server.base + "/api/memories", headers={**credential, "Origin": "http://127.0.0.1:1"})
+    assert r.status_code == 403 and r.json()["code"] == "ORIGIN_REFUSED"
+    own = httpx.get(server.base + "/api/memories", headers={**credential, "Origin": server.base})
+    assert own.status_code == 200
+
+
+# -- refusal, headers --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("path", READS)
-def test_every_read_without_the_cookie_or_the_bearer_token_is_401(server: WebServer, path: str):
+def test_every_read_without_the_credential_or_the_bearer_token_is_401(server: WebServer, path: str):
     saved(server, "global", "只有登录的人能看到这条")
     r = httpx.get(server.base + path)
     assert r.status_code == 401
@@ -141,9 +259,11 @@ def test_every_read_without_the_cookie_or_the_bearer_token_is_401(server: WebSer
 
 
 @pytest.mark.parametrize("path", WRITES)
-def test_every_write_without_the_cookie_or_the_bearer_token_is_401(server: WebServer, path: str):
-    r = httpx.post(server.base + path, content="{}", headers={"Content-Type": "application/json"})
+def test_every_write_without_the_credential_or_the_bearer_token_is_401(server: WebServer, path: str):
+    before = store_bytes(server)
+    r = httpx.post(server.base + path, content='{"content": "x"}', headers={"Content-Type": "application/json"})
     assert r.status_code == 401
+    assert store_bytes(server) == before
 
 
 def test_the_page_itself_is_served_without_login_but_carries_no_data(server: WebServer):
@@ -154,7 +274,7 @@ def test_the_page_itself_is_served_without_login_but_carries_no_data(server: Web
     assert '<script src="/static/app.js"' in r.text
 
 
-def test_the_bearer_token_works_instead_of_the_cookie_and_a_wrong_one_does_not(server: WebServer):
+def test_the_bearer_token_works_instead_of_the_credential_and_a_wrong_one_does_not(server: WebServer):
     ok = httpx.get(server.base + "/api/overview", headers={"Authorization": f"Bearer {server.token}"})
     bad = httpx.get(server.base + "/api/overview", headers={"Authorization": "Bearer nope"})
     assert ok.status_code == 200 and ok.json()["ok"] is True
@@ -164,8 +284,8 @@ def test_the_bearer_token_works_instead_of_the_cookie_and_a_wrong_one_does_not(s
 @pytest.mark.parametrize(
     ("headers", "code"),
     [
-        pytest.param({"Origin": "http://evil.example"}, "CROSS_SITE", id="foreign-origin"),
-        pytest.param({"Origin": "null"}, "CROSS_SITE", id="null-origin"),
+        pytest.param({"Origin": "http://evil.example"}, "ORIGIN_REFUSED", id="foreign-origin"),
+        pytest.param({"Origin": "null"}, "ORIGIN_REFUSED", id="null-origin"),
         pytest.param({"Sec-Fetch-Site": "cross-site"}, "CROSS_SITE", id="sec-fetch-site"),
         pytest.param({"Content-Type": "text/plain"}, "CONTENT_TYPE", id="simple-content-type"),
         pytest.param({"Content-Type": "application/x-www-form-urlencoded"}, "CONTENT_TYPE", id="form"),
@@ -190,10 +310,8 @@ def test_a_post_from_the_pages_own_origin_is_accepted(server: WebServer, client:
 
 
 def test_every_answer_carries_the_csp_nosniff_and_no_referrer(server: WebServer, client: httpx.Client):
-    for path in ["/", "/static/app.js", "/static/app.css", "/api/overview", "/api/nothing-here-is-ours"]:
+    for path in ["/", "/static/app.js", "/static/i18n.js", "/static/app.css", "/api/overview"]:
         r = client.get(path)
-        if r.status_code == 404 and path.startswith("/api/nothing"):
-            continue  # not one of our routes: the host app answers
         csp = r.headers["content-security-policy"]
         assert "default-src 'self'" in csp and "script-src 'self'" in csp and "unsafe-inline" not in csp
         assert r.headers["x-content-type-options"] == "nosniff"
@@ -202,12 +320,32 @@ def test_every_answer_carries_the_csp_nosniff_and_no_referrer(server: WebServer,
     assert client.get("/static/../web.py").status_code == 404
 
 
-def test_the_page_has_no_inline_script_or_style_and_the_script_never_uses_innerhtml(server: WebServer):
+def test_the_page_has_no_inline_script_or_style_and_the_scripts_never_use_innerhtml(server: WebServer):
     page = httpx.get(server.base + "/").text
     assert "<script>" not in page and "<style" not in page and " style=" not in page and "onclick=" not in page
-    script = httpx.get(server.base + "/static/app.js").text
-    assert "innerHTML" not in script.replace("never through innerHTML", "")
-    assert "insertAdjacentHTML" not in script and "document.write" not in script and "eval(" not in script
+    for name in ("app.js", "i18n.js"):
+        script = httpx.get(f"{server.base}/static/{name}").text
+        assert "innerHTML" not in script.replace("never through innerHTML", "")
+        assert "insertAdjacentHTML" not in script and "document.write" not in script and "eval(" not in script
+        assert "outerHTML" not in script and 'setAttribute("style"' not in script
+
+
+def test_every_text_key_the_page_uses_exists_in_both_languages():
+    script = (STATIC / "app.js").read_text(encoding="utf-8")
+    texts = (STATIC / "i18n.js").read_text(encoding="utf-8")
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+    zh_part, en_part = texts.split("\n  en: {")
+    zh = set(re.findall(r'^\s+"([\w.]+)":', zh_part, re.M))
+    en = set(re.findall(r'^\s+"([\w.]+)":', en_part, re.M))
+    used = set(re.findall(r'"([a-z]+\.[A-Za-z]+)"', script))
+    used |= {f"kind.{k}" for k in ("fact", "decision", "preference", "procedure", "note", "rule")}
+    used |= {f"sort.{k}" for k in ("updated", "oldest", "importance", "access")}
+    static = set(re.findall(r'data-i18n(?:-[a-z-]+)?="([\w.]+)"', page))
+    assert used - zh == set(), "keys the script uses that have no Chinese text"
+    assert zh - en == set(), "Chinese texts without an English one"
+    assert static - en == set(), "static texts without an English one"
+    assert en - zh - static == set(), "English texts nothing uses"
+    assert {k for k in zh if k.startswith("code.")} == {k for k in en if k.startswith("code.")}
 
 
 def test_an_oversized_body_is_refused_with_413_before_anything_is_read(server: WebServer, client: httpx.Client):
@@ -216,7 +354,62 @@ def test_an_oversized_body_is_refused_with_413_before_anything_is_read(server: W
     assert r.json()["code"] == "BODY_TOO_LARGE"
 
 
-# -- the API -----------------------------------------------------------------------------------
+# -- a new memory --------------------------------------------------------------------------------
+
+
+def test_a_new_memory_from_the_page_is_a_memory_save_with_client_web(server: WebServer, client: httpx.Client):
+    body = {
+        "content": "用户喜欢深色主题",
+        "kind": "preference",
+        "tags": ["界面"],
+        "scope": "web-new",
+        "importance": "0.7",
+    }
+    r = post(client, "/api/memories", body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    records = on_disk(server, "web-new")
+    new = records[answer["id"]]
+    assert (new["content"], new["kind"], new["tags"], new["importance"]) == (
+        "用户喜欢深色主题",
+        "preference",
+        ["界面"],
+        0.7,
+    )
+    assert new["source"] == {"origin": "explicit", "client": "web"}
+    assert answer["record"]["id"] == answer["id"] and answer["record"]["client"]["key"] == "web"
+    again = post(client, "/api/memories", body).json()
+    assert again["deduped"] is True and again["id"] == answer["id"]
+    assert len(on_disk(server, "web-new")) == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        pytest.param({"content": "  "}, "CONTENT_EMPTY", id="empty"),
+        pytest.param({"content": "长" * 20_001}, "CONTENT_TOO_LONG", id="too-long"),
+        pytest.param({"content": "部署用 ghp_" + "Zx81Qw0aB7" * 4}, "CONTENT_SECRET", id="secret"),
+        pytest.param({"importance": "很重要"}, "IMPORTANCE_RANGE", id="importance-text"),
+        pytest.param({"importance": 7}, "IMPORTANCE_RANGE", id="importance-range"),
+        pytest.param({"kind": "opinion"}, "KIND_INVALID", id="kind"),
+        pytest.param({"tags": ["x" * 65]}, "TAGS_INVALID", id="tags"),
+        pytest.param({"scope": "all"}, "SCOPE_NOT_WRITABLE", id="scope-all"),
+        pytest.param({"scope": "a/b"}, "SCOPE_INVALID", id="scope-name"),
+    ],
+)
+def test_a_bad_new_memory_gets_memory_saves_code_and_writes_nothing(
+    server: WebServer, client: httpx.Client, change: dict, code: str
+):
+    before = store_bytes(server)
+    r = post(
+        client, "/api/memories", {"content": "一条新记忆", "kind": "note", "tags": [], "scope": "web-bad", **change}
+    )
+    assert r.status_code == 400, r.text
+    assert r.json()["ok"] is False and r.json()["code"] == code
+    assert store_bytes(server) == before
+
+
+# -- edit, forget, search, list (the tools underneath) -------------------------------------------
 
 
 def test_an_edit_is_a_supersede_new_id_on_disk_old_record_expired(server: WebServer, client: httpx.Client):
@@ -277,18 +470,31 @@ def test_a_search_from_the_page_finds_chinese_and_does_not_count_as_an_access(se
     hits = r.json()["records"]
     assert hits[0]["id"] == ident and hits[0]["score"] > 0
     assert hits[0]["accessCount"] == 0 and hits[0]["source"] == {"origin": "explicit"}
+    assert hits[0]["client"] == {"key": "-", "name": None, "full": None}
     time.sleep(2.6)  # longer than the store's touch delay (2 s): a touch would have been written by now
     assert on_disk(server)[ident]["accessCount"] == 0
 
 
-def test_the_list_is_newest_first_with_who_wrote_it_and_how_often_it_was_used(server: WebServer, client: httpx.Client):
-    scope = "web-list-order"
-    first = saved(server, scope, "列表里较早的一条")
-    time.sleep(0.01)
-    second = saved(server, scope, "列表里较新的一条")
-    r = client.get("/api/memories", params={"scope": scope})
-    assert [x["id"] for x in r.json()["records"]] == [second, first]
-    assert {"accessCount", "createdAt", "source", "updatedAt", "kind", "tags"} <= set(r.json()["records"][0])
+def test_the_pages_search_ranks_exactly_as_memory_search_and_marks_the_querys_terms(
+    server: WebServer, client: httpx.Client
+):
+    scope = "web-rank"
+    for i in range(25):
+        saved(server, scope, f"第 {i} 条:数据库迁移脚本" + (" 迁移前先备份" * (i % 4)) + (" 无关内容" * (i % 3)))
+    from dsh_memory_mcp.config import resolve_settings
+    from dsh_memory_mcp.service.compose import close_service, open_service
+
+    service = open_service(resolve_settings(store_dir=str(server.store_dir), env={"DSH_MEMORY_VECTOR": "off"}))
+    try:
+        tool = service.call("memory_search", {"query": "数据库迁移", "scope": scope, "topK": 20}).structured
+    finally:
+        close_service(service)
+    page = client.get("/api/memories", params={"q": "数据库迁移", "scope": scope, "limit": 20}).json()
+    assert [r["id"] for r in page["records"]] == [r["id"] for r in tool["records"]]
+    assert page["total"] == 25
+    rest = client.get("/api/memories", params={"q": "数据库迁移", "scope": scope, "offset": 20, "limit": 20}).json()
+    assert len(rest["records"]) == 5 and not {r["id"] for r in rest["records"]} & {r["id"] for r in page["records"]}
+    assert {"数据", "库迁", "迁移"} <= set(page["terms"])
 
 
 def test_forgetting_a_selection_removes_exactly_those_ids(server: WebServer, client: httpx.Client):
@@ -297,6 +503,230 @@ def test_forgetting_a_selection_removes_exactly_those_ids(server: WebServer, cli
     r = post(client, "/api/forget", {"ids": ids[:3]})
     assert r.status_code == 200 and r.json()["deleted"] == 3
     assert set(on_disk(server, scope)) == {ids[3]}
+
+
+# -- browsing: filters, sorts, paging --------------------------------------------------------------
+
+#: A fixed day (UTC midnight, 2025-10-10) so dates in these tests do not depend on the clock.
+BASE = 1_760_054_400_000
+CLIENTS = ["claude-code/1.0.3", "cursor/2.1", None, "web"]
+
+
+def _seed(i: int) -> dict:
+    return {
+        "content": f"浏览测试第 {i} 条",
+        "kind": ["fact", "rule", "note"][i % 3],
+        "tags": [["alpha"], ["beta", "Alpha"], []][i % 3],
+        "client": CLIENTS[i % 4],
+        "at": BASE + i * DAY + 5 * 3_600_000,  # day i at 05:00 UTC
+        "importance": None if i % 5 == 0 else (i % 7) / 10,
+        "access": (i * 7) % 11,
+    }
+
+
+@pytest.fixture(scope="module")
+def browse_scope(server: WebServer) -> tuple[str, dict[str, dict]]:
+    """14 records in one scope with known kinds, tags, clients, days, importance and access counts."""
+    scope = "web-browse"
+    seeds: dict[str, dict] = {}
+    records = []
+    for i in range(14):
+        seed = _seed(i)
+        source = {"origin": "explicit", **({"client": seed["client"]} if seed["client"] else {})}
+        rec = new_record(
+            scope=scope,
+            content=seed["content"],
+            kind=seed["kind"],
+            tags=seed["tags"],
+            importance=seed["importance"],
+            source=source,
+            now=seed["at"],
+        ).with_changes(accessCount=seed["access"])
+        seeds[rec.id] = seed
+        records.append(rec)
+    inserted(server, scope, records)
+    return scope, seeds
+
+
+def _ids(http: httpx.Client, **params) -> list[str]:
+    r = http.get("/api/memories", params=params)
+    assert r.status_code == 200, r.text
+    return [x["id"] for x in r.json()["records"]]
+
+
+def _date(day: int) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime((BASE + day * DAY) / 1000))
+
+
+@pytest.mark.parametrize(
+    ("params", "keep"),
+    [
+        pytest.param({"tag": "alpha"}, lambda s: "alpha" in [t.lower() for t in s["tags"]], id="tag-any-case"),
+        pytest.param({"tag": "beta"}, lambda s: "beta" in s["tags"], id="tag"),
+        pytest.param({"client": "claude-code"}, lambda s: s["client"] == "claude-code/1.0.3", id="client"),
+        pytest.param({"client": "-"}, lambda s: s["client"] is None, id="client-by-hand"),
+        pytest.param({"client": "web"}, lambda s: s["client"] == "web", id="client-web"),
+        pytest.param({"from": _date(3), "to": _date(6)}, lambda s: 3 <= (s["at"] - BASE) // DAY <= 6, id="dates"),
+        pytest.param({"from": _date(12)}, lambda s: (s["at"] - BASE) // DAY >= 12, id="from-only"),
+        pytest.param({"to": _date(1)}, lambda s: (s["at"] - BASE) // DAY <= 1, id="to-only"),
+        pytest.param({"kind": "rule", "tag": "alpha"}, lambda s: s["kind"] == "rule" and s["tags"], id="kind-and-tag"),
+    ],
+)
+def test_each_filter_keeps_exactly_the_matching_memories(client, browse_scope, params, keep):
+    scope, seeds = browse_scope
+    expected = {ident for ident, seed in seeds.items() if keep(seed)}
+    assert expected and expected != set(seeds)  # the filter really filters
+    assert set(_ids(client, scope=scope, tz=0, **params)) == expected
+
+
+def test_a_date_range_is_the_callers_local_days(client, browse_scope):
+    """05:00 UTC is 13:00 in UTC+8 (same day) and 22:00 the day before in UTC-7."""
+    scope, seeds = browse_scope
+    day4 = {i for i, s in seeds.items() if (s["at"] - BASE) // DAY == 4}
+    day5 = {i for i, s in seeds.items() if (s["at"] - BASE) // DAY == 5}
+    assert set(_ids(client, scope=scope, tz=480, **{"from": _date(4), "to": _date(4)})) == day4
+    assert set(_ids(client, scope=scope, tz=-420, **{"from": _date(4), "to": _date(4)})) == day5
+
+
+@pytest.mark.parametrize(
+    ("sort", "key"),
+    [
+        pytest.param("updated", lambda s: -s["at"], id="newest"),
+        pytest.param("oldest", lambda s: s["at"], id="oldest"),
+        pytest.param(
+            "importance",
+            lambda s: (-(s["importance"] if s["importance"] is not None else -1), -s["at"]),
+            id="importance",
+        ),
+        pytest.param("access", lambda s: (-s["access"], -s["at"]), id="access"),
+    ],
+)
+def test_each_sort_orders_as_a_person_expects(client, browse_scope, sort, key):
+    scope, seeds = browse_scope
+    expected = [ident for ident, _ in sorted(seeds.items(), key=lambda kv: key(kv[1]))]
+    assert _ids(client, scope=scope, sort=sort) == expected
+
+
+def test_an_unknown_sort_or_date_is_a_coded_400(client, browse_scope):
+    scope, _ = browse_scope
+    assert client.get("/api/memories", params={"scope": scope, "sort": "random"}).json()["code"] == "SORT_INVALID"
+    assert client.get("/api/memories", params={"scope": scope, "from": "yesterday"}).json()["code"] == "DATE_INVALID"
+    assert client.get("/api/memories", params={"scope": scope, "limit": "lots"}).status_code == 400
+
+
+def test_paging_walks_past_200_without_gaps_or_repeats(server: WebServer, client: httpx.Client):
+    scope = "web-paging"
+    inserted(server, scope, [new_record(scope=scope, content=f"分页 {i}", now=BASE + i * 60_000) for i in range(230)])
+    pages = [
+        client.get("/api/memories", params={"scope": scope, "offset": o, "limit": 100}).json() for o in (0, 100, 200)
+    ]
+    assert [len(p["records"]) for p in pages] == [100, 100, 30]
+    assert {p["total"] for p in pages} == {230}
+    contents = [r["content"] for p in pages for r in p["records"]]
+    assert contents == [f"分页 {i}" for i in reversed(range(230))]
+
+
+def test_the_activity_counts_match_the_scope_file(server: WebServer, client: httpx.Client):
+    """Per-day counts by client, computed here from the JSONL lines, not by the code under test."""
+    scope = "web-activity"
+    now = int(time.time() * 1000)
+    clients = ["claude-code/1.2", "cursor/0.4", None]
+    recs = []
+    for i, back in enumerate([0, 0, 1, 3, 3, 3, 10, 29, 30, 45]):
+        client_name = clients[i % 3]
+        source = {"origin": "explicit", **({"client": client_name} if client_name else {})}
+        recs.append(
+            new_record(
+                scope=scope, content=f"活动 {i}", kind=["fact", "rule"][i % 2], source=source, now=now - back * DAY
+            )
+        )
+    old = new_record(scope=scope, content="被取代的不算", now=now).with_changes(expiredAt=now - 5)
+    inserted(server, scope, [*recs, old])
+    tz = 480
+    answer = client.get("/api/activity", params={"scope": scope, "tz": tz}).json()
+    [row] = answer["activity"]
+    asked = int(time.time() * 1000)
+
+    expected: dict[tuple[str, str], int] = {}
+    kinds: dict[str, int] = {}
+    lines = (server.store_dir / scope_file_relpath(scope)).read_text(encoding="utf-8").splitlines()
+    today = (asked + tz * 60_000) // DAY
+    for line in lines:
+        data = json.loads(line)
+        if "expiredAt" in data and data["expiredAt"] < asked:
+            continue
+        kinds[data["kind"]] = kinds.get(data["kind"], 0) + 1
+        day = (data["updatedAt"] + tz * 60_000) // DAY
+        if today - 29 <= day <= today:
+            who = (data.get("source", {}).get("client") or "").split("/")[0] or "-"
+            date = time.strftime("%Y-%m-%d", time.gmtime(day * 86_400))
+            expected[(date, who)] = expected.get((date, who), 0) + 1
+    got = {(row["days"][i], c["key"]): n for c in row["clients"] for i, n in enumerate(c["counts"]) if n}
+    assert got == expected
+    assert sum(expected.values()) == row["recent"] == 8  # 30 and 45 days back are outside the window
+    assert row["kinds"] == kinds and row["live"] == 10
+    assert len(row["days"]) == 30 and row["days"][-1] == time.strftime("%Y-%m-%d", time.gmtime(today * 86_400))
+    facets = answer["facets"]
+    assert {c["key"]: c["count"] for c in facets["clients"]} == {"claude-code": 4, "cursor": 3, "-": 3}
+
+
+# -- recover --------------------------------------------------------------------------------------
+
+
+def _erase(server: WebServer, scope: str, keep_id: str) -> None:
+    """A whole-file rewrite from an old view, no lock: every line but `keep_id`'s is gone."""
+    path = server.store_dir / scope_file_relpath(scope)
+    [keep] = [line for line in path.read_text(encoding="utf-8").splitlines() if keep_id in line]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(keep + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def test_the_recover_preview_is_the_recover_commands_dry_run_and_apply_restores_it(
+    server: WebServer, client: httpx.Client
+):
+    scope = "web-vanished"
+    lost = [saved(server, scope, f"被不加锁的写入者覆盖掉的一条 {i}") for i in range(2)]
+    kept = saved(server, scope, "留下的一条")
+    _erase(server, scope, kept)
+    assert client.get("/api/overview").json()["vanished"] == 2
+    before = store_bytes(server)
+    preview = post(client, "/api/recover", {"dryRun": True}).json()
+    assert store_bytes(server) == before
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dsh_memory_mcp",
+            "recover",
+            "--dry-run",
+            "--json",
+            "--store-dir",
+            str(server.store_dir),
+        ],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=subprocess_env(DSH_MEMORY_VECTOR="off"),
+        timeout=60,
+    )
+    assert cli.returncode == 0, cli.stderr
+    restored = json.loads(cli.stdout)["restored"]
+    assert {s: sorted(ids) for s, ids in restored.items()} == {scope: sorted(lost)}
+    assert preview["total"] == 2 and preview["byScope"] == {scope: 2}
+    assert sorted(r["id"] for r in preview["records"]) == sorted(lost)
+    assert {r["content"] for r in preview["records"]} == {f"被不加锁的写入者覆盖掉的一条 {i}" for i in range(2)}
+    done = post(client, "/api/recover", {"dryRun": False}).json()
+    assert done["total"] == 2 and set(lost) <= set(on_disk(server, scope))
+    assert client.get("/api/overview").json()["vanished"] == 0
+
+
+def test_recover_refuses_a_cross_site_post(server: WebServer, client: httpx.Client):
+    r = post(client, "/api/recover", {"dryRun": False}, Origin="http://evil.example")
+    assert r.status_code == 403
+
+
+# -- import, export, version, overview -------------------------------------------------------------
 
 
 def test_import_dry_run_writes_nothing_and_apply_adds_exactly_what_it_announced(
@@ -311,13 +741,13 @@ def test_import_dry_run_writes_nothing_and_apply_adds_exactly_what_it_announced(
         "这一行不是 JSON",
     ]
     text = "\n".join(lines) + "\n"
-    files_before = {p: p.read_bytes() for p in server.store_dir.rglob("*.jsonl")}
+    files_before = store_bytes(server)
     dry = post(client, "/api/import", {"text": text, "scope": scope, "dryRun": True})
     assert dry.status_code == 200, dry.text
     preview = dry.json()
     assert (preview["added"], preview["existing"], preview["bad"]) == (3, 0, 1)
     assert preview["problems"] == ["第 4 行不是 JSON,已跳过:这一行不是 JSON"]
-    assert {p: p.read_bytes() for p in server.store_dir.rglob("*.jsonl")} == files_before
+    assert store_bytes(server) == files_before
     applied = post(client, "/api/import", {"text": text, "scope": scope, "dryRun": False}).json()
     assert (applied["added"], applied["existing"], applied["bad"]) == (3, 0, 1)
     contents = {r["content"] for r in on_disk(server, scope).values()}
@@ -394,25 +824,57 @@ def test_the_overview_counts_live_expired_and_corrupt_lines_per_scope(server: We
     assert keep in on_disk(server, scope)
 
 
-def test_the_overview_counts_acknowledged_records_another_writer_erased(server: WebServer, client: httpx.Client):
-    scope = "web-vanished"
-    lost = saved(server, scope, "被不加锁的写入者覆盖掉的一条")
-    kept = saved(server, scope, "留下的一条")
-    path = server.store_dir / scope_file_relpath(scope)
-    [keep] = [line for line in path.read_text(encoding="utf-8").splitlines() if kept in line]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(keep + "\n", encoding="utf-8")  # a whole-file rewrite from an old view, no lock
-    tmp.replace(path)
-    body = client.get("/api/overview").json()
-    assert body["vanished"] == 1
-    assert lost not in on_disk(server, scope)
+def test_the_vector_state_names_no_model_when_no_backend_is_configured(client: httpx.Client):
+    vectors = client.get("/api/overview").json()["vectors"]
+    assert vectors == {"state": "off", "reason": "DSH_MEMORY_VECTOR=off"}
 
 
-def test_a_real_serve_refuses_a_rebinding_host_on_the_page_and_its_api(server: WebServer):
-    """`serve` hands its own Host allow-list to the page: a DNS-rebinding name gets 421 on `/` and `/api`
-    as on `/mcp`, even with the token; loopback names on any port stay allowed."""
-    auth = {"Authorization": f"Bearer {server.token}"}
-    for path in ("/", "/api/overview"):
-        r = httpx.get(server.base + path, headers={"Host": "rebind.example", **auth})
-        assert r.status_code == 421, (path, r.status_code)
-    assert httpx.get(server.base + "/api/overview", headers={"Host": "localhost:9", **auth}).status_code == 200
+@pytest.mark.parametrize(
+    ("env", "state", "model"),
+    [
+        pytest.param({"DSH_MEMORY_VECTOR": "on"}, "off", None, id="nothing-configured"),
+        pytest.param(
+            {"DSH_MEMORY_VECTOR": "on", "DSH_MEMORY_EMBED_MODEL": "/nonexistent/qwen3-embedding-0.6b-Q8_0.gguf"},
+            "down",
+            "qwen3-embedding-0.6b",
+            id="configured-but-missing",
+        ),
+    ],
+)
+def test_the_vector_state_is_consistent_with_what_is_configured(tmp_path: Path, env, state, model):
+    with running_web(tmp_path / "store", tmp_path, **env) as srv:
+        auth = {"Authorization": f"Bearer {srv.token}"}
+        deadline = time.monotonic() + 30
+        while True:  # the backend's first bring-up runs in the background: wait for its answer
+            vectors = httpx.get(srv.base + "/api/overview", headers=auth).json()["vectors"]
+            if state == "off" or "模型" in (vectors.get("reason") or "") or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    assert vectors["state"] == state
+    assert vectors.get("model") == model  # a model is named only when a backend is configured
+    if state == "off":
+        assert vectors["reason"] == "未设置 DSH_MEMORY_EMBED_MODEL 或 DSH_MEMORY_EMBED_ENDPOINT"
+    else:
+        assert vectors["reason"].startswith("模型文件不存在") and "已退化" not in vectors["reason"]
+
+
+def test_highlight_terms_are_the_querys_words_and_bigrams_without_stop_words():
+    from dsh_memory_mcp.service.browse import highlight_terms
+
+    terms = highlight_terms("the deploy 数据库")
+    assert {"deploy", "数据", "据库"} <= set(terms)
+    assert "the" not in terms and "数" not in terms
+    assert highlight_terms("猫") == ["猫"]  # a query of one weak character still marks it
+
+
+@pytest.mark.parametrize(
+    ("date", "tz", "code"),
+    [("2026-02-30", 0, "DATE_INVALID"), ("tomorrow", 0, "DATE_INVALID"), ("2026-01-01", 900, "TZ_INVALID")],
+)
+def test_a_bad_date_or_time_zone_is_a_coded_error(date: str, tz: int, code: str):
+    from dsh_memory_mcp.errors import InvalidArgument
+    from dsh_memory_mcp.service.browse import day_bounds
+
+    with pytest.raises(InvalidArgument) as caught:
+        day_bounds(date, tz)
+    assert caught.value.code == code

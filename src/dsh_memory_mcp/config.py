@@ -310,6 +310,8 @@ class ServeSettings:
     max_tool_calls: int = 16
     #: 0 = no deadline.
     tool_deadline_secs: float = 300.0
+    #: How long a web page login lasts (`DSH_MEMORY_WEB_LOGIN_SECS`); then the login URL is needed again.
+    web_login_secs: float = 43_200.0
     #: Values that were not understood (the default was used); printed at start.
     warnings: tuple[str, ...] = ()
 
@@ -358,5 +360,6 @@ def resolve_serve_settings(
         session_init_secs=_float_env(env, "DSH_MEMORY_SESSION_INIT_SECS", 60.0, 0.1, 86400.0, problems),
         max_tool_calls=_int_env(env, "DSH_MEMORY_MAX_TOOL_CALLS", 16, 1, 1024, problems),
         tool_deadline_secs=_float_env(env, "DSH_MEMORY_TOOL_DEADLINE_SECS", 300.0, 0.0, 86400.0, problems),
+        web_login_secs=_float_env(env, "DSH_MEMORY_WEB_LOGIN_SECS", 43_200.0, 1.0, 30 * 86400.0, problems),
         warnings=tuple(problems),
     )

@@ -5,8 +5,8 @@ store dir). The process is `python -m dsh_memory_mcp serve --port 0` on loopback
 `DSH_MEMORY_TOKEN`; it is ready once `<store>/serve.json` names its pid and the login line is out.
 Stopped with SIGTERM (killed if it hangs) in ``finally``.
 
-`running_web_app` is the same for `tests/helpers/web_app.py`, a bare Starlette app with only
-`web_routes(...)`: for what `serve` does not pass in (the optional Host allow-list).
+`page_login(base, token)` does what the page's script does with the login URL: it exchanges the
+token for a page credential (``POST /api/login``) and returns the header to send it in.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from tests.conftest import subprocess_env
 
-HELPER = Path(__file__).resolve().parent / "web_app.py"
 START_SECONDS = 30
-#: The line `serve` prints once on stderr (cli/serve.py).
-LOGIN_LINE = re.compile(r"\[dsh-memory-mcp\] 网页\S*?(http://\S+/\?token=\S+)")
+#: The line `serve` prints once on stderr (cli/serve.py); the token is in the URL's fragment.
+LOGIN_LINE = re.compile(r"\[dsh-memory-mcp\] 网页\S*?(http://\S+/#token=\S+)")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,23 @@ class WebServer:
 
     def stderr_text(self) -> str:
         return self.stderr.read_text(encoding="utf-8", errors="replace")
+
+    @property
+    def port(self) -> int:
+        return int(self.base.rsplit(":", 1)[1])
+
+
+def page_login(base: str, token: str) -> dict[str, str]:
+    """The page's login: the token (as a bearer) in, ``{header: credential}`` out."""
+    r = httpx.post(
+        base + "/api/login",
+        content="{}",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Origin": base},
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    return {body["header"]: body["credential"]}
 
 
 def _env(token: str, logs: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -66,11 +84,13 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 
 @contextlib.contextmanager
-def running_web(store_dir: Path, logs: Path, *args: str, **env: str) -> Iterator[WebServer]:
-    """A real `serve` on this store (port chosen by the OS)."""
-    token = secrets.token_urlsafe(24)
-    errpath = logs / "serve.stderr"
-    cmd = [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store_dir), "--port", "0", *args]
+def running_web(
+    store_dir: Path, logs: Path, *args: str, token: str | None = None, port: int = 0, **env: str
+) -> Iterator[WebServer]:
+    """A real `serve` on this store (`port` 0: chosen by the OS), token `token` (default: a new one)."""
+    token = token or secrets.token_urlsafe(24)
+    errpath = logs / f"serve-{secrets.token_hex(4)}.stderr"
+    cmd = [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store_dir), "--port", str(port), *args]
     with errpath.open("w", encoding="utf-8") as err:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=_env(token, logs, env)
@@ -93,32 +113,3 @@ def running_web(store_dir: Path, logs: Path, *args: str, **env: str) -> Iterator
         yield WebServer(base, token, login.group(1), store_dir, errpath, proc)  # type: ignore[arg-type]
     finally:
         _stop(proc)
-
-
-@contextlib.contextmanager
-def running_web_app(store_dir: Path, logs: Path, *args: str, **env: str) -> Iterator[WebServer]:
-    """`web_routes(...)` alone in a Starlette app (tests/helpers/web_app.py), with `args` for it."""
-    token = secrets.token_urlsafe(24)
-    store_dir.mkdir(parents=True, exist_ok=True)
-    errpath = logs / "web-app.stderr"
-    with errpath.open("w", encoding="utf-8") as err:
-        proc = subprocess.Popen(
-            [sys.executable, str(HELPER), "--store-dir", str(store_dir), *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            encoding="utf-8",
-            env=_env(token, logs, env),
-        )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.fullmatch(r"PORT=(\d+)\n", line)
-        assert match, f"web app did not start: {line!r}\n{errpath.read_text(encoding='utf-8')}"
-        base = f"http://127.0.0.1:{match.group(1)}"
-        yield WebServer(base, token, f"{base}/?token={token}", store_dir, errpath, proc)
-    finally:
-        _stop(proc)
-        if proc.stdout is not None:
-            proc.stdout.close()

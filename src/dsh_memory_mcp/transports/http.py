@@ -37,6 +37,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from types import FrameType
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import uvicorn
@@ -84,6 +85,7 @@ from dsh_memory_mcp.transports.mcp_server import build_server
 __all__ = [
     "DRAIN_SECS",
     "MAX_BODY_BYTES",
+    "PageChecks",
     "RouteFactory",
     "ServeRefused",
     "build_app",
@@ -97,7 +99,28 @@ log = logging.getLogger("dsh_memory_mcp.transports.http")
 DRAIN_SECS = 10.0
 #: Request bodies above this are answered 413 before anything parses them (a memory is a sentence).
 MAX_BODY_BYTES = 1 << 20
-#: Extra routes next to `/mcp` (the web page): `factory(service, token, allowed_hosts=[…]) -> routes`.
+
+
+@dataclass(frozen=True)
+class PageChecks:
+    """What `serve` gives the routes it mounts next to `/mcp` (the web page): the SDK's own Host/Origin
+    and bearer checks, configured exactly as for `/mcp`, so a mounted page never re-implements them."""
+
+    security: TransportSecurityMiddleware
+    settings: ServeSettings
+    port: int
+
+    async def refused(self, request: Request) -> Response | None:
+        """The SDK's Host (421) / Origin (403) refusal for `request`, or None when it may pass."""
+        return await self.security.validate_request(request)
+
+    @staticmethod
+    def authenticated(request: Request) -> bool:
+        """Whether the SDK's bearer backend accepted this request's ``Authorization: Bearer <token>``."""
+        return is_authenticated(request.scope)
+
+
+#: Extra routes next to `/mcp` (the web page): `factory(service, token, checks=PageChecks) -> routes`.
 RouteFactory = Callable[..., Sequence[BaseRoute]]
 
 _CLIENT_ID = "dsh-memory-mcp"
@@ -662,11 +685,14 @@ def _serve_service(
             version=__version__,
             started_at=time.time_ns() // 1_000_000,
         )
-        # The page and its API get the same Host allow-list as /mcp (DNS rebinding → 421 there too).
-        page_hosts = security_settings(serve, port, user_token=user_token).allowed_hosts
+        # The page and its API get the SDK's Host/Origin checks with the same settings as /mcp
+        # (DNS rebinding → 421 there too) and the same bearer backend.
+        checks = PageChecks(
+            TransportSecurityMiddleware(security_settings(serve, port, user_token=user_token)), serve, port
+        )
         extra: list[BaseRoute] = []
         for factory in route_factories:
-            extra.extend(factory(service, token, allowed_hosts=page_hosts))
+            extra.extend(factory(service, token, checks=checks))
         app, state = build_app(service, serve, port=port, token=token, user_token=user_token, extra_routes=extra)
         claimed = serve_file.claim(settings.store_dir, info)
         if not claimed.ok:
@@ -704,7 +730,8 @@ def _serve_service(
                 serve.session_idle_secs,
             )
             if on_started is not None and extra:
-                on_started(f"{base}/?token={token}")
+                # The token travels in the fragment: never sent over the wire, read by the page's script.
+                on_started(f"{base}/#token={quote(token, safe='')}")
             server.run(sockets=[sock])  # blocking; uvicorn re-raises a caught signal after it: see _calm_signals
             if server.signalled:
                 log.info("收到退出信号,已停止")

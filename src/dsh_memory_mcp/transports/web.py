@@ -1,17 +1,30 @@
-"""The web page for people: browse, search, edit and forget memories (served by `serve` at ``/``).
+"""The web page for people: browse, search, add, edit and forget memories (served by `serve` at ``/``).
 
-`web_routes(service, token)` gives Starlette routes that `serve` mounts next to ``/mcp``:
+`web_routes(service, token, checks=...)` gives Starlette routes that `serve` mounts next to ``/mcp``:
 
-* ``/`` the page, ``/static/…`` its script and style (files in ``web_static/``, nothing from a
-  CDN); ``/?token=…`` logs in: an HttpOnly, SameSite=Strict cookie, then 303 to the clean URL.
-* ``/api/…`` a small JSON API over the *same* service functions as the MCP tools
-  (`MemoryService.call`): search is ``memory_search``, an edit is a ``memory_save`` with
-  ``supersedes``, forget is ``memory_forget``; export/import/health are `service.transfer` and
-  `service.health`, which the CLI uses too. A tool error comes back as its ``{ok, code, message}``.
+* ``/`` the page, ``/static/…`` its script and style (files in ``web_static/``, nothing from a CDN).
+* ``/api/…`` a small JSON API. Writes go through the *same* service functions as the MCP tools
+  (`MemoryService.call`): a new memory is ``memory_save``, an edit ``memory_save`` with
+  ``supersedes``, forget ``memory_forget``; export/import/health/recover are `service.transfer`,
+  `service.health` and the store's own `recover`, which the CLI uses too; browsing (filters, sorts,
+  paging, facets, per-day activity) is `service.browse`. A tool error comes back as its
+  ``{ok, code, message}``.
 
-Security: every API call needs the cookie or ``Authorization: Bearer <token>`` (else 401, reads
-included). A state-changing request must be ``Content-Type: application/json`` (not a "simple"
-request a foreign form can send) and, when the browser says where it comes from (``Origin``,
+Login. `serve` prints ``http://127.0.0.1:<port>/#token=…``. The fragment never leaves the browser;
+the page's own script reads it, removes it from the address bar and exchanges the token
+(``POST /api/login`` with ``Authorization: Bearer``) for a *page credential*, which it keeps in
+``localStorage`` and sends in the ``X-DSH-Page-Credential`` header. Web storage belongs to one
+origin — scheme, host **and port** — so no other port of 127.0.0.1 can read it, unlike a cookie,
+which the browser sends to every port of the host (SameSite does not separate ports). The
+credential is ``<expiry>.<nonce>.<HMAC(token-derived key)>``: it is not the token (no use for
+``/mcp``), it expires (`ServeSettings.web_login_secs`), and a new token revokes every one issued
+before.
+
+Security: Host and Origin are checked by the SDK's transport-security middleware with the same
+settings as ``/mcp`` (`PageChecks.refused`: 421 / 403), the bearer token by the SDK's bearer
+backend (`PageChecks.authenticated`). Every API call needs the credential or the bearer token
+(else 401, reads included). A state-changing request must also be ``Content-Type:
+application/json`` and, when the browser says where it comes from (``Origin``,
 ``Sec-Fetch-Site``), come from this page's own origin (else 403). Every answer carries a CSP
 without inline script, ``nosniff`` and ``no-referrer``; the page renders memory text with
 ``textContent`` only. Bodies are bounded; no answer carries a stack trace.
@@ -26,10 +39,11 @@ import hmac
 import json
 import logging
 import re
+import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from starlette.concurrency import run_in_threadpool
@@ -38,20 +52,25 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from dsh_memory_mcp import __version__
-from dsh_memory_mcp.service import health, transfer
+from dsh_memory_mcp.errors import DshMemoryError
+from dsh_memory_mcp.service import browse, health, transfer
 from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.render import ToolResult
 from dsh_memory_mcp.service.tools import MemoryService
+from dsh_memory_mcp.service.validate import ALL_SCOPES, PREFIX_MIN
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL
 
+if TYPE_CHECKING:
+    from dsh_memory_mcp.transports.http import PageChecks
+
 __all__ = [
-    "COOKIE_PREFIX",
+    "CREDENTIAL_HEADER",
     "IMPORT_MAX_BYTES",
     "JSON_MAX_BYTES",
+    "LEGACY_COOKIE_PREFIX",
     "SECURITY_HEADERS",
     "WEB_CLIENT",
-    "host_allowed",
     "web_routes",
 ]
 
@@ -59,8 +78,11 @@ log = logging.getLogger("dsh_memory_mcp.transports.web")
 
 #: The client name the page's calls carry (`CallContext.client`).
 WEB_CLIENT = "web"
-#: The session cookie's name is this plus the port: two `serve`s on one host keep their own.
-COOKIE_PREFIX = "dsh_memory_session_"
+#: The header the page's script sends its credential in (never a cookie: see the module docstring).
+CREDENTIAL_HEADER = "X-DSH-Page-Credential"
+#: Earlier versions logged the page in with a cookie of this name plus the port; it is cleared
+#: when seen and never accepted.
+LEGACY_COOKIE_PREFIX = "dsh_memory_session_"
 #: Largest JSON body of an ordinary API call, and of an import (the file travels inside the JSON,
 #: base64: a 16 MB file is ~21 MB of body).
 JSON_MAX_BYTES = 1 << 20
@@ -82,14 +104,18 @@ SECURITY_HEADERS: dict[str, str] = {
 _STATIC_TYPES = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
+    "i18n.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
 }
-_LIST_LIMIT_MAX = 200
+_PAGE_LIMIT_MAX = 500
 _FORGET_MAX = 500
+_RECOVER_SHOWN = 200
 # Tool codes that are the caller's mistake (400); the store being busy is 503; the rest 500.
 _BUSY_CODES = {"LOCK_TIMEOUT", "BUSY", "DEADLINE"}
 _SERVER_CODES = {"STORE_ERROR", "TOOL_ERROR", "INTERNAL_ERROR", "LOCK_RECURSION"}
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+_CREDENTIAL_CONTEXT = b"dsh-memory-mcp page credential v1"
+_UNAVAILABLE = re.compile(r"^\s*不可用\((.*)\)(?:,已退化为纯词法检索)?(.*)$", re.S)
 
 _LOGIN_FAILED_PAGE = """<!doctype html>
 <html lang="zh-CN"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -97,9 +123,10 @@ _LOGIN_FAILED_PAGE = """<!doctype html>
 <body><section class="login-needed"><h2>登录链接无效</h2>
 <p>链接里的令牌不对。serve 每次启动(没有设置 <code>DSH_MEMORY_TOKEN</code> 时)都会换一个新令牌:
 请用这次启动时终端里打印的登录地址,或记忆库目录下 <code>serve.json</code> 中的令牌。</p>
-<p><a href="/">返回</a></p></section></body></html>
+<p lang="en">The token in this link is wrong: use the login URL serve printed when it started, or the token in
+<code>serve.json</code> in the store directory.</p>
+<p><a href="/">返回 · Back</a></p></section></body></html>
 """
-
 
 _LOGIN_NEEDED = "需要登录:请用 serve 打印的登录地址打开页面,或带上 Bearer 令牌。"
 
@@ -121,10 +148,13 @@ def _error(status: int, code: str, message: str) -> Response:
     return _json({"ok": False, "code": code, "message": message}, status)
 
 
+def _status_of(code: str) -> int:
+    return 503 if code in _BUSY_CODES else 500 if code in _SERVER_CODES else 400
+
+
 def _tool_error(result: ToolResult) -> Response:
     code = str(result.structured.get("code", "TOOL_ERROR"))
-    status = 503 if code in _BUSY_CODES else 500 if code in _SERVER_CODES else 400
-    return _json(result.structured, status)
+    return _json(result.structured, _status_of(code))
 
 
 def _secured(response: Response) -> Response:
@@ -138,61 +168,69 @@ def _load_static() -> dict[str, bytes]:
     return {name: folder.joinpath(name).read_bytes() for name in _STATIC_TYPES}
 
 
-def _enrich(record: Record | None, entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A tool's record dict plus what a person wants to see (who wrote it, when, how often used)."""
-    out = dict(entry)
-    if record is None:
-        return out
-    data = record.data
-    out["createdAt"] = record.created_at
-    out["lastAccessedAt"] = record.last_accessed_at
-    out["accessCount"] = record.access_count
-    source = data.get("source")
-    out["source"] = source if isinstance(source, dict) else None
-    supersedes = data.get("supersedes")
-    out["supersedes"] = supersedes if isinstance(supersedes, str) else None
-    if record.expired_at is not None:
-        out["expiredAt"] = record.expired_at
-    return out
+def _int_param(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = params.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise _HttpError(400, "PARAM_INVALID", f"{name} 必须是整数(收到 {raw[:40]!r})。") from None
+    if not low <= value <= high:
+        raise _HttpError(400, "PARAM_INVALID", f"{name} 必须在 {low}~{high} 之间(收到 {value})。")
+    return value
 
 
-def host_allowed(host: str, allowed: Sequence[str]) -> bool:
-    """`host` (a Host header) is in `allowed`: exact, or ``name:*`` for any port (the SDK's rule)."""
-    if not host:
-        return False
-    if host in allowed:
-        return True
-    return any(entry.endswith(":*") and host.startswith(entry[:-1]) for entry in allowed)
+class _Credentials:
+    """Page credentials: ``<expiry ms>.<nonce>.<mac>``, the MAC keyed by a key derived from the token.
+
+    Stateless: any `serve` holding the same token accepts a credential until it expires; a serve
+    with another token (restart without `DSH_MEMORY_TOKEN`, a rotated token) accepts none of them.
+    """
+
+    def __init__(self, token: bytes, lifetime_ms: int, clock: Callable[[], int]) -> None:
+        self._key = hmac.new(token, _CREDENTIAL_CONTEXT, hashlib.sha256).digest()
+        self.lifetime_ms = lifetime_ms
+        self.clock = clock
+
+    def _mac(self, payload: str) -> str:
+        return hmac.new(self._key, payload.encode("ascii"), hashlib.sha256).hexdigest()
+
+    def issue(self) -> tuple[str, int]:
+        expires = self.clock() + self.lifetime_ms
+        payload = f"{expires}.{secrets.token_urlsafe(12)}"
+        return f"{payload}.{self._mac(payload)}", expires
+
+    def valid(self, value: str) -> bool:
+        expires, dot, rest = value.partition(".")
+        nonce, dot2, mac = rest.partition(".")
+        if not (dot and dot2 and expires.isdigit() and nonce and len(expires) < 20 and value.isascii()):
+            return False
+        if not hmac.compare_digest(mac.encode("ascii"), self._mac(f"{expires}.{nonce}").encode("ascii")):
+            return False
+        return int(expires) > self.clock()
 
 
 class _Web:
-    """The endpoints, sharing one service and one token."""
+    """The endpoints, sharing one service, one token and `serve`'s checks."""
 
-    def __init__(self, service: MemoryService, token: str, allowed_hosts: Sequence[str] | None = None) -> None:
+    def __init__(self, service: MemoryService, token: str, checks: PageChecks) -> None:
         if not token:
             raise ValueError("web_routes needs a non-empty token")
-        self.allowed_hosts = None if allowed_hosts is None else tuple(allowed_hosts)
         self.service = service
-        self.token = token.encode("utf-8")
-        # The cookie holds a value derived from the token, not the token: a leaked cookie is no
-        # bearer token for /mcp.
-        self.session_value = hmac.new(self.token, b"dsh-memory-mcp web session", hashlib.sha256).hexdigest()
+        self.checks = checks
+        self.token = token.encode("utf-8", "surrogateescape")
+        self.credentials = _Credentials(self.token, int(checks.settings.web_login_secs * 1000), service.clock)
         self.static = _load_static()
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def cookie_name(self, request: Request) -> str:
-        return f"{COOKIE_PREFIX}{request.url.port or 80}"
-
     def authorised(self, request: Request) -> bool:
-        auth = request.headers.get("authorization", "")
-        scheme, _, value = auth.partition(" ")
-        if scheme.lower() == "bearer" and value.strip():
-            return hmac.compare_digest(value.strip().encode("utf-8", "replace"), self.token)
-        cookie = request.cookies.get(self.cookie_name(request))
-        return cookie is not None and hmac.compare_digest(
-            cookie.encode("utf-8", "replace"), self.session_value.encode()
-        )
+        """The SDK's bearer check passed, or the request carries a valid page credential."""
+        if self.checks.authenticated(request):
+            return True
+        credential = request.headers.get(CREDENTIAL_HEADER)
+        return credential is not None and self.credentials.valid(credential.strip())
 
     @staticmethod
     def cross_site_refusal(request: Request) -> Response | None:
@@ -229,16 +267,34 @@ class _Web:
             raise _HttpError(400, "BAD_JSON", "请求体必须是 JSON 对象。")
         return value
 
+    def guarded(self, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        """The SDK's Host/Origin refusal (421/403, as on `/mcp`) in the page's coded form, then `endpoint`."""
+
+        async def checked(request: Request) -> Response:
+            refusal = await self.checks.refused(request)
+            if refusal is not None:
+                if refusal.status_code == 421:
+                    response = _error(421, "HOST_REFUSED", "拒绝:Host 不在允许列表里(防 DNS 重绑定)。")
+                else:
+                    response = _error(refusal.status_code, "ORIGIN_REFUSED", "拒绝:请求来自不被允许的网页(Origin)。")
+                return _secured(response)
+            return await endpoint(request)
+
+        return checked
+
     def api(
-        self, handler: Callable[[Request], Awaitable[Response]], *, writes: bool = False
+        self,
+        handler: Callable[[Request], Awaitable[Response]],
+        *,
+        writes: bool = False,
+        bearer_only: bool = False,
     ) -> Callable[[Request], Awaitable[Response]]:
         """Auth (and for writes the cross-site checks), coded errors, security headers."""
 
         async def endpoint(request: Request) -> Response:
-            if not self.authorised(request):
-                response = _error(
-                    401, "UNAUTHORIZED", "需要登录:请用 serve 打印的登录地址打开页面,或带上 Bearer 令牌。"
-                )
+            allowed = self.checks.authenticated(request) if bearer_only else self.authorised(request)
+            if not allowed:
+                response = _error(401, "UNAUTHORIZED", _LOGIN_NEEDED)
                 response.headers["WWW-Authenticate"] = "Bearer"
                 return _secured(response)
             if writes:
@@ -249,27 +305,14 @@ class _Web:
                 response = await handler(request)
             except _HttpError as exc:
                 response = _error(exc.status, exc.code, exc.message)
+            except DshMemoryError as exc:
+                response = _error(_status_of(exc.code), exc.code, exc.message)
             except Exception:
                 log.exception("web API %s %s failed", request.method, request.url.path)
                 response = _error(500, "INTERNAL_ERROR", "服务内部错误,记忆库未被改动。详情见 serve 的 stderr。")
             return _secured(response)
 
         return endpoint
-
-    def host_checked(
-        self, endpoint: Callable[[Request], Awaitable[Response]]
-    ) -> Callable[[Request], Awaitable[Response]]:
-        """421 for a Host outside `allowed_hosts` (a rebinding name pointing at loopback)."""
-        if self.allowed_hosts is None:
-            return endpoint
-        allowed = self.allowed_hosts
-
-        async def checked(request: Request) -> Response:
-            if not host_allowed(request.headers.get("host", ""), allowed):
-                return _secured(_error(421, "HOST_REFUSED", "拒绝:Host 不在允许列表里(防 DNS 重绑定)。"))
-            return await endpoint(request)
-
-        return checked
 
     def context(self) -> CallContext:
         """A person at the page: the server's project, client ``web``, and searches that are no recall."""
@@ -278,41 +321,43 @@ class _Web:
     def call(self, name: str, args: Mapping[str, Any]) -> ToolResult:
         return self.service.call(name, args, self.context())
 
-    def lookup(self, entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """Tool record dicts enriched from the records on disk (same snapshots, no extra parse)."""
-        by_scope: dict[str, dict[str, Record]] = {}
-        out = []
-        for entry in entries:
-            scope = str(entry.get("scope", ""))
-            if scope not in by_scope:
-                by_scope[scope] = {r.id: r for r in self.service.store.snapshot(scope).records}
-            out.append(_enrich(by_scope[scope].get(str(entry.get("id", ""))), entry))
-        return out
+    def scopes_of(self, scope: str | None) -> list[str]:
+        """Scope keys for a page's scope choice, by the tools' own rules; ``all`` → every scope on disk.
 
-    def resolve_scopes(self, scope: str | None) -> list[str] | ToolResult:
-        """Scope keys for a page's scope choice, by the tools' own rules; ``all`` → every scope."""
-        if scope is None or scope.strip().lower() in ("", "all", "*"):
+        :raises DshMemoryError: the tools' codes for a scope they would refuse.
+        """
+        if scope is None or scope.strip().lower() in ("", *ALL_SCOPES):
             return self.service.store.discover_scopes()
-        result = self.call("memory_list", {"scope": scope, "limit": 1})
-        if result.is_error:
-            return result
-        return [s for s in result.structured["scopes"] if isinstance(s, str)]
+        return self.service.read_scopes(scope, None, self.context())
+
+    def record(self, ident: str) -> Record | None:
+        """The record with this id (or unique ≥ 8-character prefix), expired ones included."""
+        ident = ident.strip()
+        if len(ident) < PREFIX_MIN:
+            return None
+        found = {r.id: r for r in self.service.store.find([ident]).get(ident, [])}
+        if ident in found:
+            return found[ident]
+        return next(iter(found.values())) if len(found) == 1 else None
 
     # -- the page ----------------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
         token = request.query_params.get("token")
         if token is not None:
+            # A login URL of earlier versions (`/?token=…`): hand the token to the page's script in
+            # the fragment, which is the only way the page logs in now.
             if not hmac.compare_digest(token.encode("utf-8", "replace"), self.token):
                 return _secured(Response(_LOGIN_FAILED_PAGE, status_code=401, media_type="text/html; charset=utf-8"))
-            response = Response(status_code=303, headers={"Location": "/", "Cache-Control": "no-store"})
-            response.set_cookie(
-                self.cookie_name(request), self.session_value, httponly=True, samesite="strict", path="/"
-            )
-            return _secured(response)
-        page = Response(self.static["index.html"], media_type=_STATIC_TYPES["index.html"])
-        page.headers["Cache-Control"] = "no-store"
-        return _secured(page)
+            location = f"/#token={quote(token, safe='')}"
+            response = Response(status_code=303, headers={"Location": location, "Cache-Control": "no-store"})
+        else:
+            response = Response(self.static["index.html"], media_type=_STATIC_TYPES["index.html"])
+            response.headers["Cache-Control"] = "no-store"
+        for name in request.cookies:
+            if name.startswith(LEGACY_COOKIE_PREFIX):
+                response.delete_cookie(name, path="/")
+        return _secured(response)
 
     async def static_file(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -324,6 +369,21 @@ class _Web:
 
     async def favicon(self, request: Request) -> Response:
         return _secured(Response(status_code=204))
+
+    # -- login -------------------------------------------------------------------------------
+
+    async def login(self, request: Request) -> Response:
+        """Bearer token in, page credential out (the page keeps it in its own origin's storage)."""
+        credential, expires = self.credentials.issue()
+        return _json(
+            {
+                "ok": True,
+                "credential": credential,
+                "header": CREDENTIAL_HEADER,
+                "expiresAt": expires,
+                "lifetimeSecs": self.credentials.lifetime_ms // 1000,
+            }
+        )
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -349,6 +409,7 @@ class _Web:
             return {
                 "ok": True,
                 "storeDir": store.root,
+                "project": self.service.current_project,
                 "scopes": rows,
                 "totals": totals,
                 "aliases": store.read_aliases(),
@@ -356,6 +417,7 @@ class _Web:
                 "vectors": self.vector_state(),
                 "vanished": self.vanished(),
                 "importMaxBytes": IMPORT_MAX_BYTES // 2,
+                "contentMax": self.service.settings.max_content,
             }
 
         return _json(await run_in_threadpool(work))
@@ -369,69 +431,133 @@ class _Web:
             return None
 
     def vector_state(self) -> dict[str, Any]:
+        """One consistent answer: off (no backend configured: no model named), ready (model,
+        coverage), or down (a configured backend that does not answer, and why)."""
+        settings = self.service.settings.vector
         channel = self.service.vectors
-        if channel is None:
-            reason = self.service.settings.vector.unavailable_reason
-            return {"enabled": False, "reason": reason}
+        configured = settings.enabled and (settings.model is not None or settings.endpoint is not None)
+        if channel is None or not configured:
+            return {"state": "off", "reason": settings.unavailable_reason}
         stats = channel.stats()
-        return {
-            "enabled": True,
-            "state": str(stats.get("status") or ""),
-            "model": stats.get("model"),
-            "dims": stats.get("dims"),
-            "backfilled": stats.get("backfilled"),
-            "backfillPending": stats.get("pending"),
-        }
+        status = str(stats.get("status") or "")
+        common = {"model": stats.get("model"), "dims": stats.get("dims")}
+        if stats.get("ready"):
+            return {"state": "ready", **common, "backfillPending": stats.get("pending")}
+        reason = status.split(":", 1)[1] if status.startswith("向量检索:") else status
+        # "不可用(<why>),已退化为纯词法检索" → "<why>": the page says the rest in its own words.
+        unavailable = _UNAVAILABLE.match(reason)
+        if unavailable:
+            reason = unavailable.group(1) + unavailable.group(2)
+        return {"state": "down", **common, "reason": reason}
 
-    async def records_of(self, tool: str, args: dict[str, Any]) -> Response:
-        """A listing tool's answer, its records enriched from disk (`lookup`), or its coded error."""
+    def filters(self, params: Mapping[str, str], tz: int) -> browse.Filters:
+        def text(name: str) -> str | None:
+            value = (params.get(name) or "").strip()
+            return value or None
+
+        kind = text("kind")
+        since = until = None
+        if text("from"):
+            since = browse.day_bounds(str(text("from")), tz)[0]
+        if text("to"):
+            until = browse.day_bounds(str(text("to")), tz)[1]
+        client = text("client")
+        return browse.Filters(
+            kind=kind.lower() if kind else None,
+            tag=text("tag"),
+            client=client.casefold() if client else None,
+            since=since,
+            until=until,
+        )
+
+    async def memories(self, request: Request) -> Response:
+        """The list (or, with ``q``, a search) with filters, a sort and paging."""
+        return await self.listing(request.query_params)
+
+    async def search(self, request: Request) -> Response:
+        """``/api/search?q=…&topK=…``: the listing with a query (``topK`` = the page size)."""
+        params = dict(request.query_params)
+        if not (params.get("q") or "").strip():
+            return _error(400, "QUERY_EMPTY", "检索词不能为空。")
+        if params.get("topK") and not params.get("limit"):
+            params["limit"] = params["topK"]
+        return await self.listing(params)
+
+    async def listing(self, params: Mapping[str, str]) -> Response:
+        tz = _int_param(params, "tz", 0, -browse.TZ_MINUTES_MAX, browse.TZ_MINUTES_MAX)
+        offset = _int_param(params, "offset", 0, 0, 10_000_000)
+        limit = _int_param(params, "limit", 100, 1, _PAGE_LIMIT_MAX)
+        query = (params.get("q") or "").strip()
+        filters = self.filters(params, tz)
 
         def work() -> Response:
-            result = self.call(tool, args)
-            if result.is_error:
-                return _tool_error(result)
-            out = dict(result.structured)
-            out["records"] = self.lookup(result.structured["records"])
-            return _json(out)
+            scopes = self.scopes_of(params.get("scope"))
+            if query:
+                sort = (params.get("sort") or "relevance").strip()
+                page = browse.search(self.service, query, scopes, filters, sort=sort, offset=offset, limit=limit)
+                terms = browse.highlight_terms(query)
+            else:
+                sort = (params.get("sort") or "updated").strip()
+                now = self.service.clock()
+                page = browse.browse(
+                    self.service.store, scopes, filters, sort=sort, offset=offset, limit=limit, now=now
+                )
+                terms = []
+            records = [browse.card(r, score=page.scores.get(r.id)) for r in page.records]
+            return _json(
+                {
+                    "ok": True,
+                    "query": query,
+                    "sort": sort,
+                    "scopes": scopes,
+                    "offset": offset,
+                    "count": len(records),
+                    "total": page.total,
+                    "terms": terms,
+                    "records": records,
+                }
+            )
 
         return await run_in_threadpool(work)
 
-    async def memories(self, request: Request) -> Response:
+    async def activity(self, request: Request) -> Response:
+        """Per scope of the page's choice: memories saved per day by client (last 30 days), kinds;
+        and the facets (tags, clients, kinds) of its live records for the filter menus."""
         params = request.query_params
-        args: dict[str, Any] = {"scope": params.get("scope") or "all", "limit": params.get("limit") or _LIST_LIMIT_MAX}
-        if params.get("kind"):
-            args["kind"] = params["kind"]
+        tz = _int_param(params, "tz", 0, -browse.TZ_MINUTES_MAX, browse.TZ_MINUTES_MAX)
 
-        return await self.records_of("memory_list", args)
+        def work() -> Response:
+            scopes = self.scopes_of(params.get("scope"))
+            now = self.service.clock()
+            return _json(
+                {
+                    "ok": True,
+                    "tz": tz,
+                    "activity": browse.activity(self.service.store, scopes, now=now, tz_minutes=tz),
+                    "facets": browse.facets(browse.live_records(self.service.store, scopes, now)),
+                }
+            )
 
-    async def search(self, request: Request) -> Response:
-        params = request.query_params
-        args: dict[str, Any] = {"query": params.get("q", ""), "scope": params.get("scope") or "all"}
-        if params.get("topK"):
-            args["topK"] = params["topK"]
-
-        return await self.records_of("memory_search", args)
+        return await run_in_threadpool(work)
 
     async def memory(self, request: Request) -> Response:
         ident = request.path_params["ident"]
 
         def work() -> Response:
-            result = self.call("memory_get", {"ids": [ident]})
-            if result.is_error:
-                return _tool_error(result)
-            found = result.structured["records"]
-            if not found:
-                return _error(404, "NOT_FOUND", f"没有找到 id 为 {ident} 的记忆(可能已被删除)。")
-            return _json({"ok": True, "record": self.lookup(found)[0]})
+            record = self.record(ident)
+            if record is None:
+                return _error(404, "NOT_FOUND", f"没有找到 id 为 {ident[:40]} 的记忆(可能已被删除)。")
+            out = browse.card(record)
+            out["content"] = record.content
+            out.pop("truncated", None)
+            return _json({"ok": True, "record": out})
 
         return await run_in_threadpool(work)
 
     async def export(self, request: Request) -> Response:
         scope = request.query_params.get("scope")
-        resolved = await run_in_threadpool(self.resolve_scopes, scope)
-        if not isinstance(resolved, list):
-            return _tool_error(resolved)
-        label = "all" if scope is None or scope.strip().lower() in ("", "all", "*") else scope
+        resolved = await run_in_threadpool(self.scopes_of, scope)
+        label = "all" if scope is None or scope.strip().lower() in ("", *ALL_SCOPES) else scope
         slug = _SAFE_NAME.sub("-", label).strip("-")[:40] or "scope"
         filename = f"dsh-memory-{slug}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
         store = self.service.store
@@ -451,26 +577,44 @@ class _Web:
 
     # -- writes ------------------------------------------------------------------------------
 
+    async def create(self, request: Request) -> Response:
+        """A new memory from the page's form: ``memory_save`` (same checks and codes), client ``web``."""
+        body = await self.json_body(request, JSON_MAX_BYTES)
+        args = {key: body.get(key) for key in ("content", "kind", "tags", "scope", "importance")}
+
+        def work() -> Response:
+            result = self.call("memory_save", args)
+            if result.is_error:
+                return _tool_error(result)
+            out = dict(result.structured)
+            record = self.record(str(out["id"]))
+            if record is not None:
+                out["record"] = browse.card(record)
+            short = str(out["id"])[:8]
+            if out.get("deduped"):
+                out["message"] = f"内容与已有记忆 {short} 相同,没有重复保存"
+            else:
+                out["message"] = f"已保存新记忆 {short}(作用域 {out['scope']})"
+            return _json(out)
+
+        return await run_in_threadpool(work)
+
     async def edit(self, request: Request) -> Response:
         ident = request.path_params["ident"]
         body = await self.json_body(request, JSON_MAX_BYTES)
 
         def work() -> Response:
-            current = self.call("memory_get", {"ids": [ident]})
-            if current.is_error:
-                return _tool_error(current)
             now = self.service.clock()
-            live = [r for r in current.structured["records"] if not _expired(r, now)]
-            if not live:
+            found = self.record(ident)
+            if found is None or found.is_expired(now):
                 return _error(409, "GONE", "这条记忆已被删除或已被别处的修改取代:请刷新后再编辑。")
-            old = live[0]
             args: dict[str, Any] = {
                 "content": body.get("content"),
                 "kind": body.get("kind"),
                 "tags": body.get("tags"),
                 "importance": body.get("importance"),
-                "scope": old["scope"],
-                "supersedes": old["id"],
+                "scope": found.scope,
+                "supersedes": found.id,
             }
             result = self.call("memory_save", args)
             if result.is_error:
@@ -478,12 +622,12 @@ class _Web:
             out = result.structured
             new_id, superseded = str(out["id"]), out.get("superseded")
             if superseded is None:
-                message = f"已保存 {new_id[:8]},但旧记录 {old['shortId']} 已不在(可能刚被别处修改)"
+                message = f"已保存 {new_id[:8]},但旧记录 {found.short_id} 已不在(可能刚被别处修改)"
             elif out.get("deduped"):
-                message = f"内容与已有记忆 {new_id[:8]} 相同:旧记录 {old['shortId']} 已并入它,不再出现在检索中"
+                message = f"内容与已有记忆 {new_id[:8]} 相同:旧记录 {found.short_id} 已并入它,不再出现在检索中"
             else:
-                message = f"已保存:新记录 {new_id[:8]} 取代了旧记录 {old['shortId']}(旧记录仍留在磁盘上)"
-            return _json({**out, "old": old["id"], "message": message})
+                message = f"已保存:新记录 {new_id[:8]} 取代了旧记录 {found.short_id}(旧记录仍留在磁盘上)"
+            return _json({**out, "old": found.id, "message": message})
 
         return await run_in_threadpool(work)
 
@@ -516,6 +660,29 @@ class _Web:
 
         return await run_in_threadpool(work)
 
+    async def recover(self, request: Request) -> Response:
+        """The store's own `recover` (the `recover` command's): ``dryRun`` (default) previews."""
+        body = await self.json_body(request, JSON_MAX_BYTES)
+        dry_run = body.get("dryRun", True) is not False
+
+        def work() -> Response:
+            found = self.service.store.recover(None, dry_run=dry_run)
+            rows = browse.recover_entries(found)
+            total = len(rows)
+            verb = "将恢复" if dry_run else "已恢复"
+            return _json(
+                {
+                    "ok": True,
+                    "dryRun": dry_run,
+                    "total": total,
+                    "byScope": {scope: len(entries) for scope, entries in found.items()},
+                    "records": rows[:_RECOVER_SHOWN],
+                    "message": f"{verb} {total} 条被覆盖的记忆" if total else "没有需要恢复的记忆",
+                }
+            )
+
+        return await run_in_threadpool(work)
+
     async def import_(self, request: Request) -> Response:
         body = await self.json_body(request, IMPORT_MAX_BYTES)
         data = _import_bytes(body)
@@ -529,11 +696,9 @@ class _Web:
             plan = transfer.plan_import(data, transfer.Checks.of(self.service.settings))
             target = GLOBAL
             if plan.graph:
-                if scope.strip().lower() in ("all", "*"):
+                if scope.strip().lower() in ALL_SCOPES:
                     return _error(400, "SCOPE_NOT_WRITABLE", "all 是只读范围:请选一个作用域。")
-                resolved = self.resolve_scopes(scope)
-                if not isinstance(resolved, list):
-                    return _tool_error(resolved)
+                resolved = self.scopes_of(scope)
                 if len(resolved) != 1:
                     return _error(400, "SCOPE_NOT_WRITABLE", "导入只能写入一个作用域。")
                 target = resolved[0]
@@ -577,34 +742,31 @@ def _import_bytes(body: Mapping[str, Any]) -> bytes | None:
     return None
 
 
-def _expired(entry: Mapping[str, Any], now: int) -> bool:
-    expired = entry.get("expiredAt")
-    return isinstance(expired, int) and expired < now
-
-
-def web_routes(service: MemoryService, token: str, *, allowed_hosts: Sequence[str] | None = None) -> list[BaseRoute]:
+def web_routes(service: MemoryService, token: str, *, checks: PageChecks) -> list[BaseRoute]:
     """The page, its files and its API, for `serve` to mount next to ``/mcp``.
 
     :param service: the one service `serve` shares with its MCP sessions.
-    :param token: the same token ``/mcp`` requires; it logs a browser in (``/?token=…``).
-    :param allowed_hosts: Host headers to answer (``name`` / ``name:port`` / ``name:*``, the SDK's
-        `TransportSecuritySettings.allowed_hosts` form); any other Host gets 421 (DNS rebinding).
-        None: no Host check here (the caller does it).
+    :param token: the same token ``/mcp`` requires; the page exchanges it for a page credential.
+    :param checks: `serve`'s SDK checks (Host/Origin, bearer) and settings (`http.PageChecks`).
     """
-    web = _Web(service, token, allowed_hosts)
+    web = _Web(service, token, checks)
     table: list[tuple[str, Callable[[Request], Awaitable[Response]], str]] = [
         ("/", web.index, "GET"),
         ("/favicon.ico", web.favicon, "GET"),
         ("/static/{name}", web.static_file, "GET"),
+        ("/api/login", web.api(web.login, writes=True, bearer_only=True), "POST"),
         ("/api/session", web.api(web.session), "GET"),
         ("/api/version", web.api(web.version), "GET"),
         ("/api/overview", web.api(web.overview), "GET"),
+        ("/api/activity", web.api(web.activity), "GET"),
         ("/api/memories", web.api(web.memories), "GET"),
+        ("/api/memories", web.api(web.create, writes=True), "POST"),
         ("/api/search", web.api(web.search), "GET"),
         ("/api/export", web.api(web.export), "GET"),
         ("/api/memories/{ident}", web.api(web.memory), "GET"),
         ("/api/memories/{ident}/edit", web.api(web.edit, writes=True), "POST"),
         ("/api/forget", web.api(web.forget, writes=True), "POST"),
+        ("/api/recover", web.api(web.recover, writes=True), "POST"),
         ("/api/import", web.api(web.import_, writes=True), "POST"),
     ]
-    return [Route(path, web.host_checked(endpoint), methods=[method]) for path, endpoint, method in table]
+    return [Route(path, web.guarded(endpoint), methods=[method]) for path, endpoint, method in table]

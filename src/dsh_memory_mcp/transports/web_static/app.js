@@ -1,16 +1,16 @@
 // dsh-memory-mcp web page. Plain JavaScript, no library, nothing from the network but our own API.
 // Memory text is untrusted (any agent can write it): it only ever reaches the page through
-// textContent / value, never through innerHTML or a URL.
+// textContent / value / text nodes, never through innerHTML or a URL.
+//
+// Login: serve prints http://127.0.0.1:<port>/#token=…; the fragment never leaves the browser.
+// This script trades the token for a page credential (POST /api/login) and keeps it in
+// localStorage, which belongs to this origin only (scheme, host and port): another port of
+// 127.0.0.1 can neither read it nor receive it, unlike a cookie. Every API call sends it in a
+// header.
 "use strict";
 
-const KIND_LABELS = {
-  fact: "事实",
-  decision: "决定",
-  preference: "偏好",
-  procedure: "步骤",
-  note: "笔记",
-  rule: "规则",
-};
+const KINDS = ["fact", "decision", "preference", "procedure", "note", "rule"];
+const SORTS = ["updated", "oldest", "importance", "access"];
 // Which form field a tool error code belongs to (the same codes memory_save returns).
 const FIELD_OF_CODE = {
   CONTENT_EMPTY: "content",
@@ -19,42 +19,59 @@ const FIELD_OF_CODE = {
   KIND_INVALID: "kind",
   TAGS_INVALID: "tags",
   IMPORTANCE_RANGE: "importance",
+  SCOPE_INVALID: "scope",
+  SCOPE_NOT_WRITABLE: "scope",
+  SCOPE_NAME_INVALID: "scope",
+  SCOPE_NAME_TAKEN: "scope",
+  PATH_INVALID: "scope",
 };
 const POLL_MS = 2000;
-const LIST_LIMIT = 200;
-const SEARCH_TOP_K = 20;
+const PAGE_SIZE = 100;
+const SEARCH_PAGE = 20;
+const LOGIN_KEY = "dsh-memory-mcp.login";
+const LANG_KEY = "dsh-memory-mcp.lang";
+const MANUAL = "-";
+const SVG_NS = "http://www.w3.org/2000/svg";
+const PALETTE = ["#2457c5", "#d97706", "#0f8a5f", "#b42318", "#7c3aed", "#0e7490", "#a16207", "#be185d"];
+const OTHERS_COLOR = "#8a94a6";
+const CHARTS_MAX = 6;
+// An environment variable's name: shown whole, never broken mid-word.
+const ENV_NAME = /([A-Z][A-Z0-9]*_[A-Z0-9_]+)/;
 
 const state = {
+  lang: "zh",
   scope: "all",
   query: "",
   kind: "",
+  tag: "",
+  client: "",
+  from: "",
+  to: "",
+  sort: "",
   records: [],
   total: 0,
+  terms: [],
   selected: new Set(),
+  expanded: new Set(),
+  full: new Map(),
   overview: null,
+  insights: null,
   version: null,
   listKey: "",
   detail: null,
   pendingForget: [],
   importText: null,
   importName: "",
-  polling: false,
+  started: false,
+  listSeq: 0,
+  insightsSeq: 0,
 };
 
 const $ = (id) => document.getElementById(id);
 
 function el(tag, props, ...children) {
   const node = document.createElement(tag);
-  if (props) {
-    for (const [key, value] of Object.entries(props)) {
-      if (value === undefined || value === null || value === false) continue;
-      if (key === "class") node.className = value;
-      else if (key === "text") node.textContent = value;
-      else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-      else if (key in node && typeof value !== "string") node[key] = value;
-      else node.setAttribute(key, value === true ? "" : String(value));
-    }
-  }
+  setProps(node, props);
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
     node.append(typeof child === "string" ? document.createTextNode(child) : child);
@@ -62,10 +79,180 @@ function el(tag, props, ...children) {
   return node;
 }
 
+function setProps(node, props) {
+  if (!props) return;
+  for (const [key, value] of Object.entries(props)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.setAttribute("class", value);
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key in node && typeof value !== "string") node[key] = value;
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+}
+
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value !== undefined && value !== null) node.setAttribute(key, String(value));
+  }
+  for (const child of children) if (child) node.append(typeof child === "string" ? document.createTextNode(child) : child);
+  return node;
+}
+
+// Text with `code` spans and environment-variable names as <code> (built as nodes, never as HTML).
+function richText(node, text) {
+  const parts = [];
+  String(text)
+    .split(/`([^`]*)`/)
+    .forEach((piece, i) => {
+      if (i % 2 === 1) {
+        parts.push(el("code", { text: piece }));
+        return;
+      }
+      piece.split(ENV_NAME).forEach((bit, j) => {
+        if (j % 2 === 1) parts.push(el("code", { class: "env", text: bit }));
+        else if (bit) parts.push(document.createTextNode(bit));
+      });
+    });
+  node.replaceChildren(...parts);
+  return node;
+}
+
+// -- language -----------------------------------------------------------------------------------
+
+const ORIGINAL = new Map(); // element → {text, attrs}: the Chinese written in index.html
+
+function t(key, params) {
+  const table = window.I18N[state.lang] || window.I18N.zh;
+  let text = table[key];
+  if (text === undefined) text = window.I18N.zh[key];
+  if (text === undefined) text = key;
+  if (params) text = text.replace(/\{(\w+)\}/g, (m, name) => (name in params ? String(params[name]) : m));
+  return text;
+}
+
+function chooseLanguage() {
+  let saved = null;
+  try {
+    saved = localStorage.getItem(LANG_KEY);
+  } catch (err) {
+    saved = null;
+  }
+  if (saved === "zh" || saved === "en") return saved;
+  for (const tag of navigator.languages || [navigator.language || ""]) {
+    const low = String(tag).toLowerCase();
+    if (low.startsWith("zh")) return "zh";
+    if (low.startsWith("en")) return "en";
+  }
+  return "zh";
+}
+
+function applyLanguage() {
+  document.documentElement.lang = state.lang === "en" ? "en" : "zh-CN";
+  $("lang").value = state.lang;
+  const attrs = ["placeholder", "aria-label", "title"];
+  for (const node of document.querySelectorAll("[data-i18n], [data-i18n-placeholder], [data-i18n-aria-label]")) {
+    if (!ORIGINAL.has(node)) {
+      const saved = { text: node.textContent, attrs: {} };
+      for (const name of attrs) if (node.hasAttribute(name)) saved.attrs[name] = node.getAttribute(name);
+      ORIGINAL.set(node, saved);
+    }
+    const original = ORIGINAL.get(node);
+    const en = state.lang === "en" ? window.I18N.en : null;
+    if (node.dataset.i18n) {
+      const text = en && en[node.dataset.i18n] !== undefined ? en[node.dataset.i18n] : original.text;
+      if (node.tagName === "TITLE") node.textContent = text;
+      else richText(node, text);
+    }
+    for (const name of attrs) {
+      const key = node.getAttribute(`data-i18n-${name}`);
+      if (!key) continue;
+      const text = en && en[key] !== undefined ? en[key] : original.attrs[name];
+      if (text !== undefined) node.setAttribute(name, text);
+    }
+  }
+  $("login-example").textContent = `${location.origin}/#token=…`;
+  fillChoices();
+}
+
+function setLanguage(lang) {
+  state.lang = lang === "en" ? "en" : "zh";
+  try {
+    localStorage.setItem(LANG_KEY, state.lang);
+  } catch (err) {
+    // storage may be off: the switch still works for this page
+  }
+  applyLanguage();
+  if (state.started) {
+    renderScopes();
+    renderHealth();
+    renderFacets();
+    renderCharts();
+    renderList({ total: state.total });
+    updateExportLink();
+  }
+}
+
+// -- login and the API --------------------------------------------------------------------------
+
 class AuthError extends Error {}
 
+function storedLogin() {
+  try {
+    const value = JSON.parse(localStorage.getItem(LOGIN_KEY) || "null");
+    if (value && typeof value.credential === "string" && typeof value.header === "string") return value;
+  } catch (err) {
+    // unreadable: log in again
+  }
+  return null;
+}
+
+function dropLogin() {
+  try {
+    localStorage.removeItem(LOGIN_KEY);
+  } catch (err) {
+    // nothing stored
+  }
+}
+
+function authHeaders() {
+  const login = storedLogin();
+  return login ? { [login.header]: login.credential } : {};
+}
+
+// The token from the login URL's fragment → a page credential in this origin's storage.
+async function loginFromFragment() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const token = params.get("token");
+  if (token === null) return "none";
+  // Off the address bar (and out of the history entry) before anything else happens.
+  history.replaceState(history.state, "", location.pathname + location.search);
+  let res;
+  try {
+    res = await fetch("/api/login", {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+      body: "{}",
+    });
+  } catch (err) {
+    return "bad";
+  }
+  if (!res.ok) return "bad";
+  const body = await res.json();
+  try {
+    localStorage.setItem(
+      LOGIN_KEY,
+      JSON.stringify({ credential: body.credential, header: body.header, expiresAt: body.expiresAt }),
+    );
+  } catch (err) {
+    return "bad";
+  }
+  return "ok";
+}
+
 async function api(path, options = {}) {
-  const init = { method: options.method || "GET", credentials: "same-origin", headers: {} };
+  const init = { method: options.method || "GET", headers: authHeaders() };
   if (options.body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(options.body);
@@ -74,17 +261,56 @@ async function api(path, options = {}) {
   try {
     res = await fetch(path, init);
   } catch (err) {
-    return { ok: false, code: "NETWORK", message: "连不上服务:它可能已经停止。重新启动 serve 后刷新本页。" };
+    return { ok: false, code: "NETWORK", message: t("error.network") };
   }
   if (res.status === 401) {
-    showLogin();
+    const hadLogin = storedLogin() !== null;
+    dropLogin();
+    showLogin(hadLogin ? "expired" : "needed");
     throw new AuthError("401");
   }
   try {
     return await res.json();
   } catch (err) {
-    return { ok: false, code: `HTTP_${res.status}`, message: `服务返回了无法解析的回答(HTTP ${res.status})。` };
+    return { ok: false, code: `HTTP_${res.status}`, message: t("error.unreadable", { status: res.status }) };
   }
+}
+
+async function download(path, fallback) {
+  let res;
+  try {
+    res = await fetch(path, { headers: authHeaders() });
+  } catch (err) {
+    toast(t("error.network"), true);
+    return;
+  }
+  if (res.status === 401) {
+    dropLogin();
+    showLogin("expired");
+    return;
+  }
+  if (!res.ok) {
+    const body = await res.json().catch(() => ({}));
+    toast(body.message || t("error.unreadable", { status: res.status }), true);
+    return;
+  }
+  const disposition = res.headers.get("Content-Disposition") || "";
+  const match = /filename="([^"]+)"/.exec(disposition);
+  const url = URL.createObjectURL(await res.blob());
+  const link = el("a", { href: url, download: match ? match[1] : fallback, hidden: true });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
+}
+
+function showLogin(why) {
+  $("app").hidden = true;
+  $("login-needed").hidden = false;
+  $("login-bad").hidden = why !== "bad";
+  $("login-expired").hidden = why !== "expired";
+  $("live-status").textContent = t("live.loggedOut");
+  document.documentElement.dataset.ready = "login";
 }
 
 // -- formatting ---------------------------------------------------------------------------------
@@ -99,6 +325,24 @@ function fmtTime(ms) {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
 }
 
+function relTime(ms) {
+  if (!ms || ms <= 0) return "-";
+  const seconds = Math.round((ms - Date.now()) / 1000);
+  const fmt = new Intl.RelativeTimeFormat(state.lang === "en" ? "en" : "zh-CN", { numeric: "auto" });
+  const abs = Math.abs(seconds);
+  if (abs < 45) return t("time.justNow");
+  if (abs < 3600) return fmt.format(Math.round(seconds / 60), "minute");
+  if (abs < 86400) return fmt.format(Math.round(seconds / 3600), "hour");
+  if (abs < 86400 * 30) return fmt.format(Math.round(seconds / 86400), "day");
+  return fmtTime(ms).slice(0, 10);
+}
+
+function timeNode(ms, label) {
+  const node = el("time", { title: fmtTime(ms), text: label ? `${label} ${relTime(ms)}` : relTime(ms) });
+  if (ms > 0) node.dateTime = new Date(ms).toISOString();
+  return node;
+}
+
 function fmtSize(n) {
   if (n < 1024) return `${n} B`;
   if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
@@ -106,7 +350,7 @@ function fmtSize(n) {
 }
 
 function kindLabel(kind) {
-  return KIND_LABELS[kind] || kind;
+  return KINDS.includes(kind) ? t(`kind.${kind}`) : kind;
 }
 
 function snippet(text, n = 40) {
@@ -115,20 +359,22 @@ function snippet(text, n = 40) {
 }
 
 function scopeInfo(scope) {
-  if (scope === "global") return { name: "global", type: "全局(所有项目共享)" };
-  if (scope.startsWith("project:")) return { name: scope.slice("project:".length), type: "项目" };
-  if (scope.startsWith("session:")) return { name: scope.slice("session:".length), type: "会话" };
-  return { name: scope, type: "自定义作用域" };
+  if (scope === "global") return { name: "global", type: t("scope.global") };
+  if (scope.startsWith("project:")) return { name: scope.slice("project:".length), type: t("scope.project") };
+  if (scope.startsWith("session:")) return { name: scope.slice("session:".length), type: t("scope.session") };
+  return { name: scope, type: t("scope.custom") };
 }
 
-function sourceLabel(source) {
-  if (!source || typeof source !== "object") return "";
-  const parts = [];
-  for (const key of ["client", "host", "agent", "app", "by", "origin"]) {
-    const value = source[key];
-    if (typeof value === "string" && value.trim() && !parts.includes(value.trim())) parts.push(value.trim());
-  }
-  return parts.join(" · ");
+function clientLabel(key, name) {
+  if (!key || key === MANUAL) return t("client.manual");
+  if (key === "web") return t("client.web");
+  return name || key;
+}
+
+function colorOf(key) {
+  const keys = ((state.insights && state.insights.facets.clients) || []).map((c) => c.key);
+  const i = keys.indexOf(key);
+  return i >= 0 && i < PALETTE.length ? PALETTE[i] : OTHERS_COLOR;
 }
 
 let toastTimer = null;
@@ -141,12 +387,81 @@ function toast(message, isError = false) {
   toastTimer = setTimeout(() => box.classList.remove("show"), isError ? 7000 : 3500);
 }
 
-// -- login --------------------------------------------------------------------------------------
+// -- the URL holds the view (so it can be bookmarked) ------------------------------------------
 
-function showLogin() {
-  $("app").hidden = true;
-  $("login-needed").hidden = false;
-  $("live-status").textContent = "未登录";
+const VIEW_KEYS = ["scope", "q", "kind", "tag", "client", "from", "to", "sort"];
+
+function readUrl() {
+  const params = new URLSearchParams(location.search);
+  state.scope = params.get("scope") || "all";
+  state.query = params.get("q") || "";
+  state.kind = params.get("kind") || "";
+  state.tag = params.get("tag") || "";
+  state.client = params.get("client") || "";
+  state.from = params.get("from") || "";
+  state.to = params.get("to") || "";
+  state.sort = params.get("sort") || "";
+  if (!KINDS.includes(state.kind)) state.kind = "";
+  if (state.sort && !SORTS.includes(state.sort) && state.sort !== "relevance") state.sort = "";
+  state.from = normalDate(state.from) || "";
+  state.to = normalDate(state.to) || "";
+}
+
+function writeUrl(push) {
+  const values = {
+    scope: state.scope === "all" ? "" : state.scope,
+    q: state.query,
+    kind: state.kind,
+    tag: state.tag,
+    client: state.client,
+    from: state.from,
+    to: state.to,
+    sort: state.sort,
+  };
+  const params = new URLSearchParams();
+  for (const key of VIEW_KEYS) if (values[key]) params.set(key, values[key]);
+  const search = params.toString();
+  const url = `${location.pathname}${search ? `?${search}` : ""}`;
+  if (url === location.pathname + location.search) return;
+  if (push) history.pushState(null, "", url);
+  else history.replaceState(null, "", url);
+}
+
+function syncControls() {
+  $("q").value = state.query;
+  $("kind-filter").value = state.kind;
+  fillSort();
+  $("from-filter").value = state.from;
+  $("to-filter").value = state.to;
+  renderFacets();
+  for (const btn of document.querySelectorAll(".scope-btn")) {
+    btn.setAttribute("aria-current", btn.dataset.scope === state.scope ? "true" : "false");
+  }
+  updateExportLink();
+}
+
+function fillChoices() {
+  const keepKind = state.kind;
+  $("kind-filter").replaceChildren(
+    el("option", { value: "", text: t("filter.allKinds") }),
+    ...KINDS.map((k) => el("option", { value: k, text: kindLabel(k) })),
+  );
+  $("kind-filter").value = keepKind;
+  for (const id of ["edit-kind", "new-kind"]) {
+    const select = $(id);
+    const keep = select.value;
+    select.replaceChildren(...KINDS.map((k) => el("option", { value: k, text: `${kindLabel(k)}(${k})` })));
+    if (keep) select.value = keep;
+  }
+  fillSort();
+}
+
+function fillSort() {
+  const options = [];
+  if (state.query) options.push(el("option", { value: "relevance", text: t("sort.relevance") }));
+  for (const key of SORTS) options.push(el("option", { value: key, text: t(`sort.${key}`) }));
+  $("sort").replaceChildren(...options);
+  $("sort").value = state.sort || (state.query ? "relevance" : "updated");
 }
 
 // -- overview: scopes and health ----------------------------------------------------------------
@@ -154,32 +469,34 @@ function showLogin() {
 async function loadOverview() {
   const data = await api("/api/overview");
   if (!data.ok) {
-    toast(data.message || "读取记忆库状态失败", true);
+    toast(data.message || t("error.overview"), true);
     return;
   }
   state.overview = data;
-  $("store-path").textContent = `记忆库目录:${data.storeDir}`;
   renderScopes();
   renderHealth();
 }
 
 function renderScopes() {
   const data = state.overview;
+  if (!data) return;
+  $("store-path").textContent = t("store.path", { dir: data.storeDir });
   const list = $("scope-list");
   const aliasesOf = {};
   for (const [name, key] of Object.entries(data.aliases || {})) (aliasesOf[key] = aliasesOf[key] || []).push(name);
-  const items = [{ scope: "all", name: "全部作用域", type: `${data.scopes.length} 个作用域`, live: data.totals.live }];
+  const items = [
+    { scope: "all", name: t("scope.all"), type: t("scope.count", { n: data.scopes.length }), live: data.totals.live },
+  ];
   for (const row of data.scopes) {
     const info = scopeInfo(row.scope);
     const aliases = aliasesOf[row.scope];
     items.push({
       scope: row.scope,
       name: info.name,
-      type: aliases ? `${info.type} · 别名 ${aliases.join("、")}` : info.type,
+      type: aliases ? `${info.type} · ${t("scope.aliases", { names: aliases.join("、") })}` : info.type,
       live: row.live,
     });
   }
-  if (!items.some((item) => item.scope === state.scope)) state.scope = "all";
   list.replaceChildren(
     ...items.map((item) =>
       el(
@@ -192,7 +509,7 @@ function renderScopes() {
             class: "scope-btn",
             "data-scope": item.scope,
             "aria-current": item.scope === state.scope ? "true" : "false",
-            "aria-label": `${item.name}(${item.type}),${item.live} 条有效记忆`,
+            "aria-label": t("scope.aria", { name: item.name, type: item.type, n: item.live }),
             onclick: () => selectScope(item.scope),
           },
           el("span", { class: "scope-name" }, item.name, el("span", { class: "scope-type", text: item.type })),
@@ -201,126 +518,391 @@ function renderScopes() {
       ),
     ),
   );
-  const select = $("import-scope");
-  const keep = select.value || "global";
   const writable = data.scopes.map((row) => row.scope);
   if (!writable.includes("global")) writable.unshift("global");
+  const select = $("import-scope");
+  const keep = select.value || "global";
   select.replaceChildren(
-    ...writable.map((scope) => el("option", { value: scope, text: scope === "global" ? "global(全局)" : scope })),
+    ...writable.map((scope) => el("option", { value: scope, text: scope === "global" ? t("scope.globalOption") : scope })),
   );
   select.value = writable.includes(keep) ? keep : "global";
+  $("new-scope-list").replaceChildren(...writable.map((scope) => el("option", { value: scope })));
 }
 
 function renderHealth() {
   const data = state.overview;
-  const t = data.totals;
+  if (!data) return;
+  const tt = data.totals;
   const rows = [
-    ["有效记忆", `${t.live} 条`],
-    ["过期/被取代", `${t.expired} 条(留在磁盘上)`],
-    ["损坏行", `${t.corrupt} 行${t.corrupt ? "(原样保留,未读取)" : ""}`],
-    ["文件大小", fmtSize(t.bytes)],
+    [t("health.live"), t("health.liveValue", { n: tt.live })],
+    [t("health.expired"), t("health.expiredValue", { n: tt.expired })],
+    [t("health.corrupt"), t(tt.corrupt ? "health.corruptValueSome" : "health.corruptValue", { n: tt.corrupt })],
+    [t("health.size"), fmtSize(tt.bytes)],
   ];
-  const vec = data.vectors || {};
-  if (vec.enabled) {
-    rows.push(["向量模型", vec.model ? `${vec.model}${vec.dims ? `(${vec.dims} 维)` : ""}` : "未就绪"]);
-    rows.push(["向量覆盖", `${t.covered}/${t.live} 条`]);
-    if (vec.state) rows.push(["向量通道", vec.state]);
-    if (typeof vec.backfillPending === "number" && vec.backfillPending > 0) {
-      rows.push(["后台补齐", `还剩 ${vec.backfillPending} 条`]);
+  const nodes = rows.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]);
+  if (typeof data.vanished === "number") {
+    const dd = el("dd", { class: "vanished" }, el("span", { text: t("health.vanishedValue", { n: data.vanished }) }));
+    if (data.vanished > 0) {
+      dd.append(el("button", { type: "button", class: "small", id: "recover-open", text: t("recover.button"), onclick: askRecover }));
     }
-  } else {
-    rows.push(["向量检索", "关闭(仅词法检索)"]);
-    if (vec.reason) rows.push(["原因", vec.reason]);
+    nodes.push(el("dt", { text: t("health.vanished") }), dd);
   }
-  if (typeof data.vanished === "number") rows.push(["被覆盖丢失", `${data.vanished} 条`]);
-  $("health").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
+  $("health").replaceChildren(...nodes);
+  renderVectors(data.vectors || {}, tt);
   const warnings = [];
-  if (t.corrupt) warnings.push(`有 ${t.corrupt} 行损坏的记录:已原样保留,可用 doctor 检查。`);
-  if (data.vanished) {
-    warnings.push(`${data.vanished} 条确认保存过的记忆被别的写入者覆盖掉了:运行 dsh-memory-mcp recover 可按原样找回。`);
-  }
-  for (const path of data.unattributedFiles || []) warnings.push(`无法确定作用域的文件:${path}`);
+  if (tt.corrupt) warnings.push(t("warn.corrupt", { n: tt.corrupt }));
+  if (data.vanished) warnings.push(t("warn.vanished", { n: data.vanished }));
+  for (const path of data.unattributedFiles || []) warnings.push(t("warn.unattributed", { path }));
   $("health-warnings").replaceChildren(...warnings.map((w) => el("li", { text: w })));
+}
+
+// One consistent vector panel: off (no model named), ready (model, coverage), or down (why).
+function renderVectors(vec, totals) {
+  const box = $("vectors");
+  const parts = [];
+  const line = (label, value) => el("p", { class: "vec-line" }, el("span", { class: "vec-label", text: label }), value);
+  if (vec.state === "ready") {
+    parts.push(line(t("vec.title"), el("span", { class: "vec-ok", text: t("vec.ready") })));
+    parts.push(line(t("vec.model"), el("span", { text: vec.dims ? `${vec.model}(${vec.dims})` : String(vec.model) })));
+    parts.push(line(t("vec.coverage"), el("span", { text: t("vec.coverageValue", { a: totals.covered, b: totals.live }) })));
+    if (typeof vec.backfillPending === "number" && vec.backfillPending > 0) {
+      parts.push(line(t("vec.backfill"), el("span", { text: t("vec.backfillValue", { n: vec.backfillPending }) })));
+    }
+  } else if (vec.state === "down") {
+    parts.push(line(t("vec.title"), el("span", { class: "vec-warn", text: t("vec.down") })));
+    if (vec.model) parts.push(line(t("vec.configured"), el("span", { text: String(vec.model) })));
+    if (vec.reason) parts.push(richText(el("p", { class: "vec-reason" }), vec.reason));
+  } else {
+    parts.push(line(t("vec.title"), el("span", { text: t("vec.off") })));
+    if (vec.reason) parts.push(richText(el("p", { class: "vec-reason" }), vec.reason));
+  }
+  box.replaceChildren(...parts);
 }
 
 function selectScope(scope) {
   state.scope = scope;
   state.selected.clear();
-  for (const btn of document.querySelectorAll(".scope-btn")) {
-    btn.setAttribute("aria-current", btn.dataset.scope === scope ? "true" : "false");
-  }
-  updateExportLink();
+  syncControls();
+  writeUrl(true);
+  loadInsights();
   loadList();
 }
 
 function updateExportLink() {
-  const link = $("export-link");
-  link.href = `/api/export?scope=${encodeURIComponent(state.scope)}`;
-  link.textContent = state.scope === "all" ? "导出全部" : "导出当前作用域";
+  $("export-link").textContent = state.scope === "all" ? t("toolbar.exportAll") : t("toolbar.exportScope");
+}
+
+// -- facets (filter menus) and charts -----------------------------------------------------------
+
+async function loadInsights() {
+  const params = new URLSearchParams({ scope: state.scope, tz: String(-new Date().getTimezoneOffset()) });
+  const seq = ++state.insightsSeq;
+  const data = await api(`/api/activity?${params}`);
+  if (seq !== state.insightsSeq) return; // a newer request is on its way: this answer is stale
+  if (!data.ok) {
+    toast(data.message || t("error.overview"), true);
+    return;
+  }
+  state.insights = data;
+  renderFacets();
+  renderCharts();
+}
+
+function renderFacets() {
+  const facets = (state.insights && state.insights.facets) || { tags: [], clients: [] };
+  const tags = facets.tags.map((row) => ({ value: row.name, label: `#${row.name}(${row.count})` }));
+  if (state.tag && !tags.some((row) => row.value.toLowerCase() === state.tag.toLowerCase())) {
+    tags.unshift({ value: state.tag, label: `#${state.tag}` });
+  }
+  $("tag-filter").replaceChildren(
+    el("option", { value: "", text: t("filter.allTags") }),
+    ...tags.map((row) => el("option", { value: row.value, text: row.label })),
+  );
+  const matchTag = tags.find((row) => row.value.toLowerCase() === state.tag.toLowerCase());
+  $("tag-filter").value = matchTag ? matchTag.value : "";
+  const clients = facets.clients.map((row) => ({
+    value: row.key,
+    label: `${clientLabel(row.key, row.name)}(${row.count})`,
+  }));
+  if (state.client && !clients.some((row) => row.value === state.client)) {
+    clients.unshift({ value: state.client, label: clientLabel(state.client, state.client) });
+  }
+  $("client-filter").replaceChildren(
+    el("option", { value: "", text: t("filter.allClients") }),
+    ...clients.map((row) => el("option", { value: row.value, text: row.label })),
+  );
+  $("client-filter").value = state.client;
+}
+
+function renderCharts() {
+  const box = $("charts");
+  const data = state.insights;
+  if (!data) return;
+  const all = data.activity.filter((row) => row.live > 0);
+  if (!all.length) {
+    box.replaceChildren(el("p", { class: "hint", text: t("chart.empty") }));
+    return;
+  }
+  // The busiest scopes first; a store with many projects shows a few charts, not a wall of them.
+  const rows = [...all].sort((a, b) => b.recent - a.recent || b.live - a.live).slice(0, CHARTS_MAX);
+  const legend = el(
+    "ul",
+    { class: "legend", "aria-label": t("chart.legend") },
+    ...data.facets.clients.slice(0, PALETTE.length).map((c) =>
+      el("li", null, el("span", { class: "swatch", "data-color": colorOf(c.key) }), clientLabel(c.key, c.name)),
+    ),
+  );
+  if (data.facets.clients.length > PALETTE.length) {
+    legend.append(el("li", null, el("span", { class: "swatch", "data-color": OTHERS_COLOR }), t("chart.others")));
+  }
+  for (const swatch of legend.querySelectorAll(".swatch")) swatch.style.backgroundColor = swatch.dataset.color;
+  const grid = el("div", { class: "chart-grid" }, ...rows.map(chartFor));
+  const rest = all.length - rows.length;
+  box.replaceChildren(legend, grid, rest > 0 ? el("p", { class: "hint", text: t("chart.more", { n: rest }) }) : null);
+}
+
+function chartFor(row) {
+  const days = row.days.length;
+  const width = 300;
+  const height = 110;
+  const top = 14;
+  const base = 88;
+  const step = width / days;
+  const totals = row.days.map((_, i) => row.clients.reduce((sum, c) => sum + c.counts[i], 0));
+  const peak = Math.max(1, ...totals);
+  const info = scopeInfo(row.scope);
+  const chart = svg("svg", {
+    viewBox: `0 0 ${width} ${height}`,
+    class: "activity",
+    role: "img",
+    "aria-label": t("chart.aria", { scope: info.name, n: row.recent, days }),
+    "data-scope": row.scope,
+  });
+  chart.append(svg("line", { x1: 0, y1: base + 0.5, x2: width, y2: base + 0.5, class: "axis" }));
+  chart.append(svg("text", { x: 0, y: 10, class: "tick" }, String(peak)));
+  row.days.forEach((day, i) => {
+    let y = base;
+    const column = svg("g", { class: "day", "data-day": day });
+    column.append(svg("title", {}, `${day}:${t("chart.dayTotal", { n: totals[i] })}`));
+    column.append(svg("rect", { x: i * step, y: top, width: step, height: base - top, class: "hit" }));
+    for (const c of row.clients) {
+      const n = c.counts[i];
+      if (!n) continue;
+      const h = ((base - top) * n) / peak;
+      y -= h;
+      const bar = svg("rect", {
+        x: (i * step + 1).toFixed(2),
+        y: y.toFixed(2),
+        width: Math.max(1, step - 2).toFixed(2),
+        height: h.toFixed(2),
+        fill: colorOf(c.key),
+        class: "bar",
+        "data-day": day,
+        "data-client": c.key,
+        "data-count": n,
+      });
+      bar.append(svg("title", {}, `${day} · ${clientLabel(c.key, c.name)}:${n}`));
+      column.append(bar);
+    }
+    column.addEventListener("click", () => filterDay(day));
+    chart.append(column);
+  });
+  chart.append(svg("text", { x: 0, y: height - 4, class: "tick" }, row.days[0].slice(5)));
+  chart.append(svg("text", { x: width, y: height - 4, class: "tick end" }, row.days[days - 1].slice(5)));
+  const kinds = Object.entries(row.kinds);
+  const kindBar = svg("svg", {
+    viewBox: "0 0 300 12",
+    preserveAspectRatio: "none",
+    class: "kinds",
+    role: "img",
+    "aria-label": kinds.map(([k, n]) => `${kindLabel(k)} ${n}`).join(","),
+  });
+  let x = 0;
+  kinds.forEach(([kind, n]) => {
+    const w = (300 * n) / Math.max(1, row.live);
+    const seg = svg("rect", {
+      x: x.toFixed(2),
+      y: 0,
+      width: w.toFixed(2),
+      height: 12,
+      class: `kind-seg kind-${KINDS.includes(kind) ? kind : "other"}`,
+      "data-kind": kind,
+      "data-count": n,
+    });
+    seg.append(svg("title", {}, `${kindLabel(kind)}:${n}`));
+    kindBar.append(seg);
+    x += w;
+  });
+  const kindList = el(
+    "ul",
+    { class: "kind-list" },
+    ...kinds.map(([kind, n]) =>
+      el("li", { "data-kind": kind }, el("span", { class: `badge kind-${kind}`, text: kindLabel(kind) }), ` ${n}`),
+    ),
+  );
+  return el(
+    "figure",
+    { class: "chart", "data-scope": row.scope },
+    el("figcaption", null, el("strong", { text: info.name }), ` ${t("chart.caption", { n: row.recent, live: row.live })}`),
+    chart,
+    kindBar,
+    kindList,
+  );
+}
+
+function filterDay(day) {
+  state.from = day;
+  state.to = day;
+  syncControls();
+  writeUrl(true);
+  loadList();
 }
 
 // -- the list -----------------------------------------------------------------------------------
 
-async function loadList(options = {}) {
-  const params = new URLSearchParams({ scope: state.scope });
-  let path;
-  if (state.query) {
-    params.set("q", state.query);
-    params.set("topK", String(SEARCH_TOP_K));
-    path = `/api/search?${params}`;
-  } else {
-    params.set("limit", String(LIST_LIMIT));
-    if (state.kind) params.set("kind", state.kind);
-    path = `/api/memories?${params}`;
+function listParams(offset, limit) {
+  const params = new URLSearchParams({ scope: state.scope, offset: String(offset), limit: String(limit) });
+  params.set("tz", String(-new Date().getTimezoneOffset()));
+  for (const [key, value] of [
+    ["q", state.query],
+    ["kind", state.kind],
+    ["tag", state.tag],
+    ["client", state.client],
+    ["from", state.from],
+    ["to", state.to],
+    ["sort", state.sort],
+  ]) {
+    if (value) params.set(key, value);
   }
-  const data = await api(path);
+  return params;
+}
+
+async function loadList(options = {}) {
+  const pageSize = state.query ? SEARCH_PAGE : PAGE_SIZE;
+  const limit = options.quiet ? Math.max(pageSize, state.records.length) : pageSize;
+  const params = listParams(0, Math.min(limit, 500));
+  const seq = ++state.listSeq;
+  const data = await api(`/api/memories?${params}`);
+  if (seq !== state.listSeq) return; // the view changed while this was on its way
   if (!data.ok) {
-    $("list-note").textContent = `${data.code || "错误"}:${data.message || "读取失败"}`;
+    $("list-note").textContent = data.message || t("error.list");
+    $("list-note").title = data.code || "";
     state.records = [];
     state.listKey = "";
     $("memory-list").replaceChildren();
+    $("load-more").hidden = true;
     return;
   }
-  let records = data.records;
-  if (state.query && state.kind) records = records.filter((r) => r.kind === state.kind);
-  const key = JSON.stringify([path, state.kind, records]);
+  const key = JSON.stringify([String(params), data.records, data.total]);
   if (options.quiet && key === state.listKey) return;
   state.listKey = key;
-  state.records = records;
-  const ids = new Set(records.map((r) => r.id));
+  state.records = data.records;
+  state.terms = data.terms || [];
+  const ids = new Set(state.records.map((r) => r.id));
   for (const id of [...state.selected]) if (!ids.has(id)) state.selected.delete(id);
   renderList(data);
 }
 
-function renderList(data) {
-  state.total = data.total;
-  const where = state.scope === "all" ? "全部作用域" : scopeInfo(state.scope).name;
-  const kind = state.kind ? kindLabel(state.kind) : "";
-  if (state.query) {
-    $("list-title").textContent = `检索「${state.query}」`;
-    $("list-note").textContent = state.records.length
-      ? `在${where}中找到 ${state.records.length} 条${kind}记忆,按相关度排序(与 memory_search 相同的排序)`
-      : `在${where}中没有找到相关${kind}记忆`;
-  } else {
-    $("list-title").textContent = `${where}的${kind}记忆`;
-    const more = data.total > state.records.length ? `,显示最新 ${state.records.length} 条;用检索缩小范围` : "";
-    $("list-note").textContent = state.records.length
-      ? `共 ${data.total} 条,按最近更新排序${more}`
-      : `这里还没有${kind}记忆`;
+async function loadMore() {
+  const pageSize = state.query ? SEARCH_PAGE : PAGE_SIZE;
+  const seq = state.listSeq;
+  const data = await api(`/api/memories?${listParams(state.records.length, pageSize)}`);
+  if (seq !== state.listSeq) return;
+  if (!data.ok) {
+    toast(data.message || t("error.list"), true);
+    return;
   }
+  const known = new Set(state.records.map((r) => r.id));
+  const fresh = data.records.filter((r) => !known.has(r.id));
+  state.records = state.records.concat(fresh);
+  state.listKey = "";
+  const list = $("memory-list");
+  const first = list.querySelector(".empty");
+  if (first) first.remove();
+  const cards = fresh.map(renderCard);
+  list.append(...cards);
+  for (const node of cards) markOverflow(node);
+  renderNote(data.total);
+  updateSelection();
+  if (cards.length) cards[0].querySelector("[data-role=open]").focus();
+}
+
+function filtersActive() {
+  return Boolean(state.kind || state.tag || state.client || state.from || state.to);
+}
+
+function renderNote(total) {
+  state.total = total;
+  const shown = state.records.length;
+  const note = $("list-note");
+  note.title = "";
+  if (state.query) {
+    note.textContent = shown ? t("list.foundNote", { n: total, shown }) : t("list.noHits");
+  } else {
+    const sort = t(`sort.${state.sort || "updated"}`);
+    const sortName = state.lang === "en" ? sort.toLowerCase() : sort;
+    note.textContent = shown ? t("list.note", { n: total, shown, sort: sortName }) : t("list.none");
+  }
+  const more = $("load-more");
+  const left = total - shown;
+  more.hidden = left <= 0;
+  more.textContent = t("list.more", { n: Math.min(left, state.query ? SEARCH_PAGE : PAGE_SIZE), left });
+}
+
+function renderList(data) {
+  const where = state.scope === "all" ? t("scope.all") : scopeInfo(state.scope).name;
+  $("list-title").textContent = state.query
+    ? t("list.searchTitle", { q: state.query })
+    : t(filtersActive() ? "list.filteredTitle" : "list.title", { where });
+  renderNote(data.total);
   const focused = document.activeElement;
   const focusKey = focused && focused.dataset ? [focused.dataset.id, focused.dataset.role] : null;
   const list = $("memory-list");
   if (!state.records.length) {
-    list.replaceChildren(el("li", { class: "empty", text: state.query ? "换个说法再试试" : "没有记忆" }));
+    list.replaceChildren(el("li", { class: "empty", text: state.query ? t("list.tryOther") : t("list.empty") }));
   } else {
     list.replaceChildren(...state.records.map(renderCard));
+    for (const node of list.children) markOverflow(node);
   }
   if (focusKey && focusKey[0]) {
     const again = list.querySelector(`[data-id="${CSS.escape(focusKey[0])}"][data-role="${focusKey[1]}"]`);
     if (again) again.focus();
   }
   updateSelection();
+}
+
+// Content with the search terms as <mark> elements (text nodes only, no HTML).
+function highlighted(text, terms) {
+  const out = [];
+  if (!terms || !terms.length || !text) return [document.createTextNode(text)];
+  const low = text.toLowerCase();
+  const marks = new Array(text.length).fill(false);
+  for (const term of terms) {
+    const needle = term.toLowerCase();
+    if (!needle) continue;
+    for (let at = low.indexOf(needle); at >= 0; at = low.indexOf(needle, at + 1)) {
+      for (let i = at; i < at + needle.length && i < marks.length; i++) marks[i] = true;
+    }
+  }
+  let start = 0;
+  for (let i = 1; i <= text.length; i++) {
+    if (i === text.length || marks[i] !== marks[start]) {
+      const piece = text.slice(start, i);
+      out.push(marks[start] ? el("mark", { text: piece }) : document.createTextNode(piece));
+      start = i;
+    }
+  }
+  return out;
+}
+
+function relevance(score) {
+  const pct = Math.round(Math.min(1, Math.max(0, score)) * 100);
+  return el(
+    "span",
+    { class: "relevance", title: t("card.relevanceTitle", { pct }) },
+    el("meter", { min: 0, max: 100, value: pct, "aria-label": t("card.relevance") }),
+    el("span", { text: t("card.relevanceValue", { pct }) }),
+  );
 }
 
 function renderCard(r) {
@@ -331,7 +913,7 @@ function renderCard(r) {
     checked,
     "data-id": r.id,
     "data-role": "select",
-    "aria-label": `选择这条记忆:${short}`,
+    "aria-label": t("card.select", { text: short }),
     onchange: (ev) => {
       if (ev.target.checked) state.selected.add(r.id);
       else state.selected.delete(r.id);
@@ -339,23 +921,57 @@ function renderCard(r) {
       updateSelection();
     },
   });
+  const text = state.full.get(r.id) || r.content;
+  const expanded = state.expanded.has(r.id);
+  const content = el("p", { class: expanded ? "content" : "content clamped" }, ...highlighted(text, state.terms));
   const meta = el("p", { class: "meta" });
-  if (typeof r.score === "number") meta.append(el("span", { class: "score", text: `相关度 ${r.score.toFixed(4)}` }));
+  if (typeof r.score === "number") meta.append(relevance(r.score));
   meta.append(el("span", { class: `badge kind-${r.kind}`, title: r.kind, text: kindLabel(r.kind) }));
   meta.append(el("span", { class: "scope", title: r.scope, text: scopeInfo(r.scope).name }));
-  if (r.tags && r.tags.length) meta.append(el("span", { class: "tag", text: r.tags.map((t) => `#${t}`).join(" ") }));
-  if (typeof r.importance === "number") meta.append(el("span", { text: `重要度 ${r.importance.toFixed(2)}` }));
-  meta.append(el("span", { text: `更新 ${fmtTime(r.updatedAt)}` }));
-  meta.append(el("span", { text: `访问 ${r.accessCount || 0} 次` }));
-  const who = sourceLabel(r.source);
-  if (who) meta.append(el("span", { text: `来源 ${who}` }));
-  if (r.truncated) meta.append(el("span", { text: `全文 ${r.contentChars} 字,点「查看/编辑」看全部` }));
+  if (r.tags && r.tags.length) {
+    meta.append(
+      el(
+        "span",
+        { class: "tags" },
+        ...r.tags.map((tag) =>
+          el("button", {
+            type: "button",
+            class: "tag",
+            "data-tag": tag,
+            "aria-label": t("card.tagFilter", { tag }),
+            text: `#${tag}`,
+            onclick: () => {
+              state.tag = tag;
+              syncControls();
+              writeUrl(true);
+              loadList();
+            },
+          }),
+        ),
+      ),
+    );
+  }
+  if (typeof r.importance === "number") meta.append(el("span", { text: t("card.importance", { v: r.importance.toFixed(2) }) }));
+  meta.append(timeNode(r.updatedAt, t("card.updated")));
+  meta.append(el("span", { text: t("card.access", { n: r.accessCount || 0 }) }));
+  const client = r.client || {};
+  meta.append(el("span", { class: "source", title: client.full || "", text: t("card.source", { who: clientLabel(client.key, client.name) }) }));
   meta.append(el("code", { text: r.shortId }));
+  const toggle = el("button", {
+    type: "button",
+    class: "link expand",
+    "data-id": r.id,
+    "data-role": "expand",
+    "aria-expanded": expanded ? "true" : "false",
+    hidden: true,
+    text: expanded ? t("card.collapse") : t("card.expand"),
+    onclick: () => toggleExpand(r, content, toggle),
+  });
   return el(
     "li",
-    { class: checked ? "card selected" : "card", "data-record": r.id },
+    { class: checked ? "card selected" : "card", "data-record": r.id, "data-truncated": r.truncated ? "true" : "false" },
     box,
-    el("div", { class: "body" }, el("p", { class: "content", text: r.content }), meta),
+    el("div", { class: "body" }, content, toggle, meta),
     el(
       "div",
       { class: "actions" },
@@ -364,8 +980,8 @@ function renderCard(r) {
         class: "small",
         "data-id": r.id,
         "data-role": "open",
-        "aria-label": `查看或编辑:${short}`,
-        text: "查看/编辑",
+        "aria-label": t("card.openAria", { text: short }),
+        text: t("card.open"),
         onclick: () => openDetail(r.id),
       }),
       el("button", {
@@ -373,22 +989,92 @@ function renderCard(r) {
         class: "small danger",
         "data-id": r.id,
         "data-role": "forget",
-        "aria-label": `删除:${short}`,
-        text: "删除",
+        "aria-label": t("card.forgetAria", { text: short }),
+        text: t("card.forget"),
         onclick: () => askForget([r]),
       }),
     ),
   );
 }
 
+// Shows "展开" on a card whose text is clamped or was cut by the server.
+function markOverflow(card) {
+  const content = card.querySelector(".content");
+  const toggle = card.querySelector("[data-role=expand]");
+  if (!content || !toggle) return;
+  const id = card.dataset.record;
+  const cut = card.dataset.truncated === "true" && !state.full.has(id);
+  toggle.hidden = !(state.expanded.has(id) || cut || content.scrollHeight > content.clientHeight + 1);
+}
+
+async function toggleExpand(r, content, toggle) {
+  if (state.expanded.has(r.id)) {
+    state.expanded.delete(r.id);
+    content.classList.add("clamped");
+    toggle.textContent = t("card.expand");
+    toggle.setAttribute("aria-expanded", "false");
+    return;
+  }
+  if (r.truncated && !state.full.has(r.id)) {
+    const data = await api(`/api/memories/${encodeURIComponent(r.id)}`);
+    if (!data.ok) {
+      toast(data.message || t("error.record"), true);
+      return;
+    }
+    state.full.set(r.id, data.record.content);
+    content.replaceChildren(...highlighted(data.record.content, state.terms));
+  }
+  state.expanded.add(r.id);
+  content.classList.remove("clamped");
+  toggle.textContent = t("card.collapse");
+  toggle.setAttribute("aria-expanded", "true");
+}
+
 function updateSelection() {
   const n = state.selected.size;
   const btn = $("forget-selected");
   btn.disabled = n === 0;
-  btn.textContent = n ? `删除所选(${n})` : "删除所选";
+  btn.textContent = n ? t("toolbar.forgetN", { n }) : t("toolbar.forget");
   const all = $("select-all");
   all.checked = n > 0 && n === state.records.length;
   all.indeterminate = n > 0 && n < state.records.length;
+}
+
+// -- field errors (shared by the edit and the new-memory forms) --------------------------------
+
+function clearErrors(form, prefix) {
+  for (const node of form.querySelectorAll(".field-error, .form-error")) {
+    node.textContent = "";
+    node.removeAttribute("title");
+  }
+  for (const node of form.querySelectorAll(".invalid")) {
+    node.classList.remove("invalid");
+    node.removeAttribute("aria-invalid");
+  }
+  return prefix;
+}
+
+// A person reads a sentence in their language; the code is in the tooltip for whoever needs it.
+function showError(prefix, data) {
+  const field = FIELD_OF_CODE[data.code] || "form";
+  const target = $(`err-${prefix}${field}`) || $(`err-${prefix}form`);
+  const known = `code.${data.code}`;
+  const text = t(known) !== known ? t(known) : data.message || t("error.save");
+  target.textContent = text;
+  target.title = data.code || "";
+  const input = field !== "form" ? $(`${prefix === "" ? "edit-" : prefix}${field}`) : null;
+  if (input) {
+    input.classList.add("invalid");
+    input.setAttribute("aria-invalid", "true");
+    input.focus();
+  }
+}
+
+function splitTags(text) {
+  return text
+    .split(/[,,、]/)
+    .map((tag) => tag.trim())
+    .filter(Boolean);
 }
 
 // -- detail and edit ----------------------------------------------------------------------------
@@ -396,54 +1082,39 @@ function updateSelection() {
 async function openDetail(id) {
   const data = await api(`/api/memories/${encodeURIComponent(id)}`);
   if (!data.ok) {
-    toast(data.message || "读取这条记忆失败", true);
+    toast(data.message || t("error.record"), true);
     return;
   }
   const r = data.record;
   state.detail = r;
-  clearErrors();
-  $("detail-title").textContent = `记忆 ${r.shortId}`;
+  clearErrors($("edit-form"), "");
+  $("detail-title").textContent = t("edit.title", { id: r.shortId });
   $("edit-content").value = r.content;
   $("edit-kind").value = r.kind;
   $("edit-tags").value = (r.tags || []).join(", ");
   $("edit-importance").value = typeof r.importance === "number" ? String(r.importance) : "";
+  const client = r.client || {};
   const facts = [
     ["id", r.id],
-    ["作用域", r.scope],
-    ["创建", fmtTime(r.createdAt)],
-    ["更新", fmtTime(r.updatedAt)],
-    ["最近访问", fmtTime(r.lastAccessedAt)],
-    ["访问次数", String(r.accessCount || 0)],
+    [t("fact.scope"), r.scope],
+    [t("fact.created"), fmtTime(r.createdAt)],
+    [t("fact.updated"), fmtTime(r.updatedAt)],
+    [t("fact.accessed"), fmtTime(r.lastAccessedAt)],
+    [t("fact.count"), String(r.accessCount || 0)],
+    [t("fact.source"), client.full ? `${clientLabel(client.key, client.name)}(${client.full})` : clientLabel(client.key)],
   ];
-  const who = sourceLabel(r.source);
-  if (who) facts.push(["来源", who]);
-  if (r.supersedes) facts.push(["取代了", r.supersedes]);
+  if (r.supersedes) facts.push([t("fact.supersedes"), r.supersedes]);
   $("detail-facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
   const dialog = $("detail-dialog");
   if (!dialog.open) dialog.showModal();
   $("edit-content").focus();
 }
 
-function clearErrors() {
-  for (const name of ["content", "kind", "tags", "importance", "form"]) $(`err-${name}`).textContent = "";
-  for (const node of document.querySelectorAll("#edit-form .invalid")) {
-    node.classList.remove("invalid");
-    node.removeAttribute("aria-invalid");
-  }
-}
-
-function splitTags(text) {
-  return text
-    .split(/[,,、]/)
-    .map((t) => t.trim())
-    .filter(Boolean);
-}
-
 async function saveEdit(ev) {
   ev.preventDefault();
   const r = state.detail;
   if (!r) return;
-  clearErrors();
+  clearErrors($("edit-form"), "");
   const importance = $("edit-importance").value.trim();
   const body = {
     content: $("edit-content").value,
@@ -455,23 +1126,75 @@ async function saveEdit(ev) {
   try {
     const data = await api(`/api/memories/${encodeURIComponent(r.id)}/edit`, { method: "POST", body });
     if (!data.ok) {
-      const field = FIELD_OF_CODE[data.code] || "form";
-      $(`err-${field}`).textContent = `${data.code}:${data.message}`;
-      if (field !== "form") {
-        const input = $(`edit-${field}`);
-        input.classList.add("invalid");
-        input.setAttribute("aria-invalid", "true");
-        input.focus();
-      }
+      showError("", data);
       return;
     }
     $("detail-dialog").close();
     state.detail = null;
-    toast(data.message);
+    const old = r.shortId;
+    const now = String(data.id).slice(0, 8);
+    toast(data.superseded ? (data.deduped ? t("edit.merged", { old, now }) : t("edit.saved", { old, now })) : t("edit.orphan", { now }));
     await refreshAll();
   } finally {
     $("edit-save").disabled = false;
   }
+}
+
+// -- new memory ---------------------------------------------------------------------------------
+
+function openNew() {
+  const form = $("new-form");
+  clearErrors(form, "new-");
+  $("new-content").value = "";
+  $("new-kind").value = "note";
+  $("new-tags").value = "";
+  $("new-importance").value = "";
+  $("new-scope").value = state.scope !== "all" ? state.scope : "global";
+  $("new-dialog").showModal();
+  $("new-content").focus();
+}
+
+async function saveNew(ev) {
+  ev.preventDefault();
+  clearErrors($("new-form"), "new-");
+  const importance = $("new-importance").value.trim();
+  const body = {
+    content: $("new-content").value,
+    kind: $("new-kind").value,
+    tags: splitTags($("new-tags").value),
+    scope: $("new-scope").value.trim() || "global",
+    importance: importance === "" ? null : importance,
+  };
+  $("new-save").disabled = true;
+  try {
+    const data = await api("/api/memories", { method: "POST", body });
+    if (!data.ok) {
+      showError("new-", data);
+      return;
+    }
+    $("new-dialog").close();
+    const short = String(data.id).slice(0, 8);
+    toast(data.deduped ? t("new.deduped", { id: short }) : t("new.saved", { id: short }));
+    if (data.record) showNewCard(data.record);
+    await refreshAll();
+  } finally {
+    $("new-save").disabled = false;
+  }
+}
+
+// The new memory at the top of the list at once, before the next refresh.
+function showNewCard(record) {
+  if (state.records.some((r) => r.id === record.id)) return;
+  state.records = [record, ...state.records];
+  state.listKey = "";
+  const list = $("memory-list");
+  const empty = list.querySelector(".empty");
+  if (empty) empty.remove();
+  const node = renderCard(record);
+  node.classList.add("fresh");
+  list.prepend(node);
+  markOverflow(node);
+  renderNote(state.total + 1);
 }
 
 // -- forget -------------------------------------------------------------------------------------
@@ -479,11 +1202,10 @@ async function saveEdit(ev) {
 function askForget(records) {
   if (!records.length) return;
   state.pendingForget = records;
-  $("confirm-title").textContent = records.length === 1 ? "删除这条记忆?" : `删除 ${records.length} 条记忆?`;
-  $("confirm-text").textContent =
-    records.length === 1 ? "下面这条记忆将被删除:" : `下面 ${records.length} 条记忆将被删除:`;
+  $("confirm-title").textContent = records.length === 1 ? t("forget.titleOne") : t("forget.titleN", { n: records.length });
+  $("confirm-text").textContent = records.length === 1 ? t("forget.textOne") : t("forget.textN", { n: records.length });
   const shown = records.slice(0, 8).map((r) => el("li", { text: `${snippet(r.content, 80)}(${r.shortId})` }));
-  if (records.length > 8) shown.push(el("li", { text: `…以及另外 ${records.length - 8} 条` }));
+  if (records.length > 8) shown.push(el("li", { text: t("forget.more", { n: records.length - 8 }) }));
   $("confirm-items").replaceChildren(...shown);
   $("confirm-dialog").showModal();
   $("confirm-cancel").focus();
@@ -496,14 +1218,48 @@ async function doForget() {
   if (!records.length) return;
   const data = await api("/api/forget", { method: "POST", body: { ids: records.map((r) => r.id) } });
   if (!data.ok) {
-    toast(`${data.code}:${data.message}`, true);
+    toast(data.message || t("error.forget"), true);
     return;
   }
   for (const r of records) state.selected.delete(r.id);
   if ($("detail-dialog").open) $("detail-dialog").close();
-  toast(data.message);
+  toast(data.missing && data.missing.length ? t("forget.doneMissing", { n: data.deleted, m: data.missing.length }) : t("forget.done", { n: data.deleted }));
   await refreshAll();
   $("memory-list").focus();
+}
+
+// -- recover ------------------------------------------------------------------------------------
+
+async function askRecover() {
+  const data = await api("/api/recover", { method: "POST", body: { dryRun: true } });
+  if (!data.ok) {
+    toast(data.message || t("error.recover"), true);
+    return;
+  }
+  $("recover-text").textContent = data.total ? t("recover.preview", { n: data.total }) : t("recover.nothing");
+  const items = [];
+  for (const [scope, n] of Object.entries(data.byScope)) {
+    const ids = data.records.filter((r) => r.scope === scope).map((r) => r.shortId);
+    items.push(el("li", { class: "recover-scope", text: `${scope}:${t("recover.count", { n })} ${ids.join(",")}` }));
+  }
+  for (const r of data.records.slice(0, 20)) {
+    items.push(el("li", { "data-id": r.id, text: `${snippet(r.content, 80)}(${r.shortId} @ ${r.scope})` }));
+  }
+  $("recover-items").replaceChildren(...items);
+  $("recover-ok").disabled = data.total === 0;
+  $("recover-dialog").showModal();
+  $("recover-cancel").focus();
+}
+
+async function doRecover() {
+  $("recover-dialog").close();
+  const data = await api("/api/recover", { method: "POST", body: { dryRun: false } });
+  if (!data.ok) {
+    toast(data.message || t("error.recover"), true);
+    return;
+  }
+  toast(t("recover.done", { n: data.total }));
+  await refreshAll();
 }
 
 // -- import -------------------------------------------------------------------------------------
@@ -511,6 +1267,7 @@ async function doForget() {
 function openImport() {
   state.importText = null;
   $("import-file").value = "";
+  $("import-file-name").textContent = t("import.none");
   $("import-preview").replaceChildren();
   $("import-error").textContent = "";
   $("import-apply").disabled = true;
@@ -524,7 +1281,7 @@ async function readImportFile() {
   if (!file) return null;
   const limit = (state.overview && state.overview.importMaxBytes) || 32 * 1024 * 1024;
   if (file.size > limit) {
-    $("import-error").textContent = `文件太大(${fmtSize(file.size)}),一次最多导入 ${fmtSize(limit)}。`;
+    $("import-error").textContent = t("import.tooBig", { size: fmtSize(file.size), limit: fmtSize(limit) });
     return null;
   }
   // The exact bytes, base64: the server checks UTF-8 line by line, as the import command does
@@ -545,7 +1302,7 @@ async function runImport(dryRun) {
   if (dryRun) {
     const picked = await readImportFile();
     if (!picked) {
-      if (!$("import-error").textContent) $("import-error").textContent = "请先选择要导入的文件。";
+      if (!$("import-error").textContent) $("import-error").textContent = t("import.pick");
       return;
     }
     state.importText = picked.data;
@@ -555,7 +1312,8 @@ async function runImport(dryRun) {
   const body = { data: state.importText, scope: $("import-scope").value, dryRun };
   const data = await api("/api/import", { method: "POST", body });
   if (!data.ok) {
-    $("import-error").textContent = `${data.code}:${data.message}`;
+    $("import-error").textContent = data.message || t("error.import");
+    $("import-error").title = data.code || "";
     $("import-apply").disabled = true;
     return;
   }
@@ -566,31 +1324,44 @@ async function runImport(dryRun) {
   } else {
     state.importText = null;
     $("import-apply").disabled = true;
-    toast(data.message);
+    toast(importSummary(data));
     await refreshAll();
   }
 }
 
+function importSummary(data) {
+  const key = data.dryRun ? "import.previewSummary" : "import.doneSummary";
+  let text = t(key, { added: data.added, existing: data.existing, bad: data.bad });
+  if (data.refused) text += t("import.refusedSummary", { n: data.refused });
+  return text;
+}
+
 function renderImportResult(data) {
-  const parts = [el("p", { class: "summary", text: data.message })];
+  const parts = [el("p", { class: "summary", text: importSummary(data) })];
   if (data.byScope && data.byScope.length) {
     parts.push(
       el(
         "ul",
-        { "aria-label": "按作用域" },
+        { "aria-label": t("import.byScope") },
         ...data.byScope.map((row) =>
-          el("li", { text: `${row.scope}:${data.dryRun ? "将新增" : "新增"} ${row.added} 条,已存在 ${row.existing} 条` }),
+          el("li", { text: t(data.dryRun ? "import.scopeWill" : "import.scopeDid", { scope: row.scope, added: row.added, existing: row.existing }) }),
         ),
       ),
     );
   }
   if (data.problems && data.problems.length) {
-    parts.push(el("p", { text: `跳过的行(共 ${data.bad} 行):` }));
-    parts.push(el("ul", { "aria-label": "跳过的行" }, ...data.problems.map((p) => el("li", { text: p }))));
+    parts.push(el("p", { text: t("import.skipped", { n: data.bad }) }));
+    parts.push(el("ul", { "aria-label": t("import.skippedAria") }, ...data.problems.map((p) => el("li", { text: p }))));
   }
   if (data.refusals && data.refusals.length) {
-    parts.push(el("p", { text: `被拒绝的记录(共 ${data.refused} 条,不会写入):` }));
-    parts.push(el("ul", { "aria-label": "被拒绝的记录" }, ...data.refusals.map((r) => el("li", { text: r.text }))));
+    parts.push(el("p", { text: t("import.refused", { n: data.refused }) }));
+    parts.push(
+      el(
+        "ul",
+        { "aria-label": t("import.refusedAria") },
+        ...data.refusals.map((r) => el("li", { title: r.code, text: r.text })),
+      ),
+    );
   }
   $("import-preview").replaceChildren(...parts);
 }
@@ -599,14 +1370,15 @@ function renderImportResult(data) {
 
 async function refreshAll() {
   await loadOverview();
+  await loadInsights();
   await loadList({ quiet: true });
 }
 
 async function poll() {
   try {
     const data = await api("/api/version");
+    const status = $("live-status");
     if (data.ok) {
-      const status = $("live-status");
       status.classList.remove("stale");
       if (state.version !== null && data.version !== state.version) {
         state.version = data.version;
@@ -615,10 +1387,10 @@ async function poll() {
         state.version = data.version;
       }
       const now = new Date();
-      status.textContent = `实时同步 · ${pad(now.getHours())}:${pad(now.getMinutes())}:${pad(now.getSeconds())}`;
+      status.textContent = t("live.synced", { time: `${pad(now.getHours())}:${pad(now.getMinutes())}:${pad(now.getSeconds())}` });
     } else {
-      $("live-status").textContent = "与服务的连接中断,正在重试…";
-      $("live-status").classList.add("stale");
+      status.textContent = t("live.lost");
+      status.classList.add("stale");
     }
   } catch (err) {
     if (err instanceof AuthError) return; // stop polling: the login view is shown
@@ -628,27 +1400,93 @@ async function poll() {
 
 // -- start --------------------------------------------------------------------------------------
 
+// A date as a person types it (2026-07-01, 2026/7/1, 2026年7月1日) → YYYY-MM-DD, "" for none, null if unreadable.
+function normalDate(text) {
+  const value = text.trim();
+  if (!value) return "";
+  const m = /^(\d{4})\s*[-/.年]\s*(\d{1,2})\s*[-/.月]\s*(\d{1,2})\s*日?$/.exec(value);
+  if (!m) return null;
+  const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const date = new Date(Date.UTC(y, mo - 1, d));
+  if (date.getUTCFullYear() !== y || date.getUTCMonth() !== mo - 1 || date.getUTCDate() !== d) return null;
+  return `${m[1]}-${pad(mo)}-${pad(d)}`;
+}
+
+function readDate(id) {
+  const input = $(id);
+  const value = normalDate(input.value);
+  input.classList.toggle("invalid", value === null);
+  if (value === null) {
+    input.setAttribute("aria-invalid", "true");
+    input.title = t("filter.badDate");
+    return null;
+  }
+  input.removeAttribute("aria-invalid");
+  input.removeAttribute("title");
+  input.value = value;
+  return value;
+}
+
+function applyFilters(push) {
+  const from = readDate("from-filter");
+  const to = readDate("to-filter");
+  if (from === null || to === null) return;
+  state.kind = $("kind-filter").value;
+  state.tag = $("tag-filter").value;
+  state.client = $("client-filter").value;
+  state.from = from;
+  state.to = to;
+  state.sort = $("sort").value;
+  if (state.sort === (state.query ? "relevance" : "updated")) state.sort = "";
+  state.selected.clear();
+  writeUrl(push);
+  loadList();
+}
+
+// Typing in a field that was marked wrong takes the mark away (the next save checks again).
+function clearFieldError(ev) {
+  const input = ev.target;
+  if (!input.classList || !input.classList.contains("invalid")) return;
+  input.classList.remove("invalid");
+  input.removeAttribute("aria-invalid");
+  const error = input.getAttribute("aria-describedby");
+  if (error && $(error)) {
+    $(error).textContent = "";
+    $(error).removeAttribute("title");
+  }
+}
+
 function wire() {
-  const kinds = Object.keys(KIND_LABELS);
-  $("kind-filter").append(...kinds.map((k) => el("option", { value: k, text: `${KIND_LABELS[k]}(${k})` })));
-  $("edit-kind").append(...kinds.map((k) => el("option", { value: k, text: `${KIND_LABELS[k]}(${k})` })));
+  $("lang").addEventListener("change", () => setLanguage($("lang").value));
+  for (const form of ["edit-form", "new-form"]) {
+    $(form).addEventListener("input", clearFieldError);
+    $(form).addEventListener("change", clearFieldError);
+  }
   $("search-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
-    state.query = $("q").value.trim();
-    state.kind = $("kind-filter").value;
-    state.selected.clear();
-    loadList();
+    const query = $("q").value.trim();
+    if (query !== state.query && state.sort === "relevance") state.sort = "";
+    state.query = query;
+    if (!state.query && state.sort === "relevance") state.sort = "";
+    fillSort();
+    applyFilters(true);
   });
-  $("kind-filter").addEventListener("change", () => {
-    state.kind = $("kind-filter").value;
-    loadList();
-  });
+  for (const id of ["kind-filter", "tag-filter", "client-filter", "from-filter", "to-filter", "sort"]) {
+    $(id).addEventListener("change", () => applyFilters(true));
+  }
   $("clear-search").addEventListener("click", () => {
     $("q").value = "";
     state.query = "";
-    state.selected.clear();
-    loadList();
+    if (state.sort === "relevance") state.sort = "";
+    fillSort();
+    applyFilters(true);
   });
+  $("clear-filters").addEventListener("click", () => {
+    state.kind = state.tag = state.client = state.from = state.to = "";
+    syncControls();
+    applyFilters(true);
+  });
+  $("load-more").addEventListener("click", loadMore);
   $("select-all").addEventListener("change", (ev) => {
     if (ev.target.checked) for (const r of state.records) state.selected.add(r.id);
     else state.selected.clear();
@@ -662,13 +1500,24 @@ function wire() {
   $("detail-forget").addEventListener("click", () => {
     if (state.detail) askForget([state.detail]);
   });
+  $("new-open").addEventListener("click", openNew);
+  $("new-form").addEventListener("submit", saveNew);
+  $("new-close").addEventListener("click", () => $("new-dialog").close());
   $("confirm-cancel").addEventListener("click", () => {
     state.pendingForget = [];
     $("confirm-dialog").close();
   });
   $("confirm-ok").addEventListener("click", doForget);
+  $("recover-cancel").addEventListener("click", () => $("recover-dialog").close());
+  $("recover-ok").addEventListener("click", doRecover);
+  $("export-link").addEventListener("click", () => {
+    const slug = state.scope === "all" ? "all" : "scope";
+    download(`/api/export?${new URLSearchParams({ scope: state.scope })}`, `dsh-memory-${slug}.jsonl`);
+  });
   $("import-open").addEventListener("click", openImport);
   $("import-file").addEventListener("change", () => {
+    const file = $("import-file").files[0];
+    $("import-file-name").textContent = file ? file.name : t("import.none");
     state.importText = null;
     $("import-apply").disabled = true;
     $("import-preview").replaceChildren();
@@ -680,6 +1529,13 @@ function wire() {
   $("import-dry").addEventListener("click", () => runImport(true));
   $("import-apply").addEventListener("click", () => runImport(false));
   $("import-close").addEventListener("click", () => $("import-dialog").close());
+  window.addEventListener("popstate", () => {
+    const scope = state.scope;
+    readUrl();
+    syncControls();
+    if (scope !== state.scope) loadInsights();
+    loadList();
+  });
   document.addEventListener("keydown", (ev) => {
     const typing = ev.target instanceof HTMLInputElement || ev.target instanceof HTMLTextAreaElement;
     if (ev.key === "/" && !typing && !document.querySelector("dialog[open]")) {
@@ -687,28 +1543,51 @@ function wire() {
       $("q").focus();
     }
   });
-  updateExportLink();
 }
 
 async function start() {
+  state.lang = chooseLanguage();
+  applyLanguage();
   wire();
+  const login = await loginFromFragment();
+  if (login === "bad") {
+    dropLogin();
+    showLogin("bad");
+    return;
+  }
+  readUrl();
   try {
     const session = await api("/api/session");
     if (!session.ok) {
-      toast(session.message || "服务不可用", true);
+      toast(session.message || t("error.unavailable"), true);
       return;
     }
     $("app").hidden = false;
+    $("login-needed").hidden = true;
     state.version = session.version;
+    syncControls();
     await loadOverview();
+    await loadInsights();
+    syncControls();
     await loadList();
-    $("live-status").textContent = "实时同步";
+    state.started = true;
+    $("live-status").textContent = t("live.on");
     setTimeout(poll, POLL_MS);
     document.documentElement.dataset.ready = "true";
   } catch (err) {
     if (!(err instanceof AuthError)) throw err;
-    document.documentElement.dataset.ready = "login";
   }
 }
+
+// A login URL opened in a tab already showing this page changes only the fragment: no new page load.
+window.addEventListener("hashchange", async () => {
+  if (!new URLSearchParams(location.hash.slice(1)).has("token")) return;
+  const login = await loginFromFragment();
+  if (login === "ok") location.reload();
+  else {
+    dropLogin();
+    showLogin("bad");
+  }
+});
 
 document.addEventListener("DOMContentLoaded", start);
