@@ -713,6 +713,7 @@ def test_the_recover_preview_is_the_recover_commands_dry_run_and_apply_restores_
     assert cli.returncode == 0, cli.stderr
     restored = json.loads(cli.stdout)["restored"]
     assert {s: sorted(ids) for s, ids in restored.items()} == {scope: sorted(lost)}
+    assert json.loads(cli.stdout)["refused"] == {} and preview["refused"] == [] and preview["refusedTotal"] == 0
     assert preview["total"] == 2 and preview["byScope"] == {scope: 2}
     assert sorted(r["id"] for r in preview["records"]) == sorted(lost)
     assert {r["content"] for r in preview["records"]} == {f"被不加锁的写入者覆盖掉的一条 {i}" for i in range(2)}

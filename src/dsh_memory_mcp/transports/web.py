@@ -666,9 +666,16 @@ class _Web:
         dry_run = body.get("dryRun", True) is not False
 
         def work() -> Response:
-            found = self.service.store.recover(None, dry_run=dry_run)
+            store = self.service.store
+            found = store.recover(None, dry_run=dry_run)
             rows = browse.recover_entries(found)
             total = len(rows)
+            # What recover leaves alone because it cannot rule out a removal (the command lists them too).
+            refused = [
+                {"scope": scope, "id": d.entry.id, "shortId": d.entry.id[:8], "reason": d.reason}
+                for scope, doubts in store.doubtful(None).items()
+                for d in doubts
+            ]
             verb = "将恢复" if dry_run else "已恢复"
             return _json(
                 {
@@ -677,6 +684,8 @@ class _Web:
                     "total": total,
                     "byScope": {scope: len(entries) for scope, entries in found.items()},
                     "records": rows[:_RECOVER_SHOWN],
+                    "refused": refused[:_RECOVER_SHOWN],
+                    "refusedTotal": len(refused),
                     "message": f"{verb} {total} 条被覆盖的记忆" if total else "没有需要恢复的记忆",
                 }
             )

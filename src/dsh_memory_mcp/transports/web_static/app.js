@@ -871,6 +871,13 @@ function renderList(data) {
   updateSelection();
 }
 
+const IDEOGRAPH = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}]/u;
+const WORD_CHAR = /[\p{L}\p{N}_]/u;
+
+function isWordChar(ch) {
+  return WORD_CHAR.test(ch) && !IDEOGRAPH.test(ch);
+}
+
 // Content with the search terms as <mark> elements (text nodes only, no HTML).
 function highlighted(text, terms) {
   const out = [];
@@ -880,8 +887,12 @@ function highlighted(text, terms) {
   for (const term of terms) {
     const needle = term.toLowerCase();
     if (!needle) continue;
+    const word = !IDEOGRAPH.test(needle); // a word (maybe a stem: "migrat") marks whole words it starts
     for (let at = low.indexOf(needle); at >= 0; at = low.indexOf(needle, at + 1)) {
-      for (let i = at; i < at + needle.length && i < marks.length; i++) marks[i] = true;
+      if (word && at > 0 && isWordChar(text[at - 1])) continue;
+      let end = at + needle.length;
+      if (word) while (end < text.length && isWordChar(text[end])) end++;
+      for (let i = at; i < end && i < marks.length; i++) marks[i] = true;
     }
   }
   let start = 0;
@@ -1244,6 +1255,12 @@ async function askRecover() {
   }
   for (const r of data.records.slice(0, 20)) {
     items.push(el("li", { "data-id": r.id, text: `${snippet(r.content, 80)}(${r.shortId} @ ${r.scope})` }));
+  }
+  if (data.refusedTotal) {
+    items.push(el("li", { class: "recover-scope", text: t("recover.refused", { n: data.refusedTotal }) }));
+    for (const r of data.refused.slice(0, 20)) {
+      items.push(el("li", { class: "refused", "data-id": r.id, text: `${r.scope}:${r.shortId} — ${r.reason}` }));
+    }
   }
   $("recover-items").replaceChildren(...items);
   $("recover-ok").disabled = data.total === 0;
