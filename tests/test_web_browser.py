@@ -997,6 +997,9 @@ def test_the_wording_is_for_people(page: Any, server: WebServer):
     when = card(page, ident).locator("time")
     assert when.inner_text().startswith("更新 ") and "刚刚" in when.inner_text()
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", when.get_attribute("title") or "")
+    # No placeholder of the script's leaks into the page.
+    text = page.inner_text("#app")
+    assert "undefined" not in text and "NaN" not in text and "null" not in text and "{" not in text
     # With vectors off, the panel names no model and no coverage.
     vectors = page.inner_text("#vectors")
     assert "关闭" in vectors and "模型" not in vectors and "覆盖" not in vectors

@@ -658,7 +658,8 @@ function renderCharts() {
   for (const swatch of legend.querySelectorAll(".swatch")) swatch.style.backgroundColor = swatch.dataset.color;
   const grid = el("div", { class: "chart-grid" }, ...rows.map(chartFor));
   const rest = all.length - rows.length;
-  box.replaceChildren(legend, grid, rest > 0 ? el("p", { class: "hint", text: t("chart.more", { n: rest }) }) : null);
+  box.replaceChildren(legend, grid);
+  if (rest > 0) box.append(el("p", { class: "hint", text: t("chart.more", { n: rest }) }));
 }
 
 function chartFor(row) {
