@@ -151,28 +151,21 @@ def test_answers_for_ids_the_host_did_not_send_and_stray_notifications_never_rea
 
 def _silent(h: Handler, m: dict[str, Any]) -> None:
     h.head(200, SSE_HEAD)
-    h.server.release.wait(120)  # type: ignore[attr-defined]
+    h.server.release.wait(120)
 
 
 def test_a_call_serve_never_answers_while_its_health_does_is_given_up_at_its_deadline_plus_the_grace(
     tmp_path: Path, store_dir: Path
 ):
-    import threading
-
     from dsh_memory_mcp.transports.relay import CALL_GRACE
 
-    fake = FakeServe(store_dir, _silent, deadline=0.5)
-    fake.server.release = threading.Event()  # type: ignore[attr-defined]
-    try:
-        with fake, RawHost(store_dir, tmp_path / "relay.log") as host:
-            host.initialize()
-            started = time.monotonic()
-            host.send(_save())
-            answer = host.wait_for(lambda m: m.get("id") == 7, timeout=60)
-            waited = time.monotonic() - started
-            assert host.close() == 0
-    finally:
-        fake.server.release.set()  # type: ignore[attr-defined]
+    with FakeServe(store_dir, _silent, deadline=0.5), RawHost(store_dir, tmp_path / "relay.log") as host:
+        host.initialize()
+        started = time.monotonic()
+        host.send(_save())
+        answer = host.wait_for(lambda m: m.get("id") == 7, timeout=60)
+        waited = time.monotonic() - started
+        assert host.close() == 0
     assert answer["result"]["structuredContent"]["ok"] is True
     assert "截止时间" in host.stderr() and "改为直连模式" in host.stderr()
     assert 0.5 + CALL_GRACE - 1 < waited < 0.5 + CALL_GRACE + 20, waited
@@ -191,3 +184,59 @@ def test_an_over_long_host_line_gets_an_error_and_the_relay_goes_on(tmp_path: Pa
         assert host.close() == 0
     assert refused["error"]["code"] == -32600
     assert all(len(json.dumps(m)) < 1 << 20 for _, m in fake.seen)  # the long line never went to serve
+
+
+def test_a_wedged_serve_whose_health_stops_answering_is_given_up_after_a_few_checks(tmp_path: Path, store_dir: Path):
+    from dsh_memory_mcp.transports.relay import LIVENESS_AFTER, LIVENESS_EVERY, LIVENESS_FAILURES, LIVENESS_TIMEOUT
+
+    with FakeServe(store_dir, _silent) as fake, RawHost(store_dir, tmp_path / "relay.log") as host:
+        host.initialize()
+        fake.server.health_hangs.set()  # the process lives and accepts connections, but answers nothing
+        started = time.monotonic()
+        host.send(_save())
+        answer = host.wait_for(lambda m: m.get("id") == 7, timeout=90)
+        waited = time.monotonic() - started
+        assert host.close() == 0
+    assert answer["result"]["structuredContent"]["ok"] is True
+    assert "/health 没有应答" in host.stderr() and "改为直连模式" in host.stderr()
+    noticed = LIVENESS_AFTER + LIVENESS_FAILURES * (LIVENESS_TIMEOUT + LIVENESS_EVERY) + LIVENESS_EVERY
+    assert waited < noticed + 20, waited  # the checks, then the direct child's cold start and the save
+
+
+def test_a_call_the_host_cancels_gets_no_answer_and_costs_no_fallback(tmp_path: Path, store_dir: Path):
+    with FakeServe(store_dir, _silent) as fake, RawHost(store_dir, tmp_path / "relay.log") as host:
+        host.initialize()
+        host.send(_save())
+        deadline = time.monotonic() + 30
+        while not any(m.get("method") == "tools/call" for _, m in fake.seen) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        host.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
+        host.send({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {}})
+        assert host.wait_for(lambda m: m.get("id") == 8)["result"] == {}
+        started = time.monotonic()
+        assert host.close() == 0
+        closed_in = time.monotonic() - started
+    assert [m.get("id") for m in host.messages()] == [0, 8]  # nothing for the cancelled 7
+    assert "改为直连模式" not in host.stderr()
+    assert closed_in < 20, closed_in  # the drain does not wait for a call the host gave up on
+    cancels = [m for _, m in fake.seen if m.get("method") == "notifications/cancelled"]
+    assert cancels and cancels[0]["params"]["requestId"] == 7  # serve was told too (it has a session)
+
+
+def test_a_2026_request_goes_to_serve_with_its_routing_headers_and_no_session(tmp_path: Path, store_dir: Path):
+    def answer(h: Handler, m: dict[str, Any]) -> None:
+        h.json_answer({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [], "resultType": "complete"}})
+
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    call = {"jsonrpc": "2.0", "id": "m1", "method": "tools/call", "params": SAVE | {"name": "记忆", "_meta": meta}}
+    with FakeServe(store_dir, answer) as fake, RawHost(store_dir, tmp_path / "relay.log") as host:
+        host.send(call)  # no initialize: the per-request era has none
+        assert host.wait_for(lambda m: m.get("id") == "m1")["result"]["resultType"] == "complete"
+        host.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "gone"}})
+        assert host.close() == 0
+    (headers, _), *rest = fake.seen
+    lower = {k.lower(): v for k, v in headers.items()}
+    assert lower["mcp-protocol-version"] == "2026-07-28" and lower["mcp-method"] == "tools/call"
+    assert lower["mcp-name"] == "=?base64?6K6w5b+G?="  # "记忆", as the SDK encodes a non-ASCII name
+    assert "mcp-session-id" not in lower
+    assert rest == []  # a cancel for a request not in flight, with no session, is not posted

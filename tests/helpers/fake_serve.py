@@ -71,6 +71,9 @@ class Handler(BaseHTTPRequestHandler):
         if not self._authorized():
             return
         if self.path == "/health":
+            if self.server.health_hangs.is_set():
+                self.server.release.wait(120)  # accepted, never answered: a wedged serve
+                return
             self.json_answer(
                 {"ok": True, "name": "dsh-memory-mcp", "pid": os.getpid(), "toolCalls": {"deadlineSecs": self.server.deadline}}
             )
@@ -113,6 +116,8 @@ class _Server(ThreadingHTTPServer):
     deadline: float
     on_call: Callable[[Handler, dict[str, Any]], None]
     seen: list[tuple[dict[str, str], dict[str, Any]]]
+    health_hangs: threading.Event  # set: /health stops answering
+    release: threading.Event  # set: every held handler returns
 
 
 class FakeServe:
@@ -127,6 +132,8 @@ class FakeServe:
         self.server.deadline = deadline
         self.server.on_call = on_call
         self.server.seen = []
+        self.server.health_hangs = threading.Event()
+        self.server.release = threading.Event()
         self.thread = threading.Thread(target=self.server.serve_forever, name="fake-serve", daemon=True)
 
     @property
@@ -144,6 +151,7 @@ class FakeServe:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.server.release.set()
         self.server.shutdown()
         self.server.server_close()
         (self.store_dir / "serve.json").unlink(missing_ok=True)

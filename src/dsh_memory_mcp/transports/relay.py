@@ -62,9 +62,10 @@ PROBE_TIMEOUT = 1.5
 LIVENESS_AFTER = 2.0
 #: … every this many seconds, each check allowed this long …
 LIVENESS_EVERY = 1.0
-LIVENESS_TIMEOUT = 2.5
-#: … and this many failed checks in a row mean serve is stopped or wedged: fall back.
-LIVENESS_FAILURES = 2
+LIVENESS_TIMEOUT = 3.0
+#: … and this many failed checks in a row mean serve is wedged: fall back. (A serve process the
+#: system shows as stopped — SIGSTOP, Ctrl+Z — is given up on at the first check.)
+LIVENESS_FAILURES = 3
 #: A tool call still unanswered this long after serve's own deadline means serve is not answering.
 CALL_GRACE = 10.0
 #: serve's tool deadline when its `/health` does not say (older serve): the documented default.
@@ -142,6 +143,18 @@ def _abort(conn: http.client.HTTPConnection | None) -> None:
             pass
 
 
+def process_stopped(pid: int) -> bool:
+    """Whether the system shows process `pid` as stopped (job control or a debugger); False where it
+    cannot tell (no `/proc`)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read(4096)
+    except OSError:
+        return False
+    fields = stat.rpartition(b")")[2].split()  # after "pid (comm)", which may hold spaces
+    return bool(fields) and fields[0] in (b"T", b"t")
+
+
 class _ServeGone(Exception):
     """`serve` failed or sent what the host must not see: fall back to a direct server."""
 
@@ -214,6 +227,7 @@ class Relay:
         self._inflight: dict[http.client.HTTPConnection, float] = {}  # POSTs being answered, watched ones
         self._get_conn: http.client.HTTPConnection | None = None
         self._told: set[str] = set()
+        self._cancelled: set[str] = set()  # id keys of requests the host cancelled (answers to drop quietly)
         self._gone = False
         self._stop = threading.Event()
         self._child: subprocess.Popen[bytes] | None = None
@@ -247,7 +261,7 @@ class Relay:
             with self._lock:
                 target = self._calls.get(key) if key is not None else None
                 if target is None or target.target != origin:
-                    dropped = True
+                    dropped = key not in self._cancelled  # an answer after the host's cancel: expected
                 else:
                     dropped = False
                     del self._calls[target.key]
@@ -521,6 +535,9 @@ class Relay:
             if now - oldest < LIVENESS_AFTER:
                 failures = 0
                 continue
+            if process_stopped(self.info.pid):
+                self._serve_failed(f"serve 进程 {self.info.pid} 已被暂停(SIGSTOP / Ctrl+Z)")
+                return
             if serve_file.health(self.info, timeout=LIVENESS_TIMEOUT) is not None:
                 failures = 0
                 continue
@@ -660,6 +677,10 @@ class Relay:
         key = wire.id_key(params.get("requestId")) if isinstance(params, dict) else None
         with self._lock:
             call = self._calls.pop(key, None) if key is not None else None
+            if call is not None:
+                if len(self._cancelled) > 1024:
+                    self._cancelled.clear()
+                self._cancelled.add(call.key)
             self._idle.notify_all()
         if call is not None and call.target == "serve":
             _abort(call.conn)  # the per-request era cancels by closing the request's stream
