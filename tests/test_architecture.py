@@ -96,6 +96,9 @@ MODULES: dict[str, str] = {
     "cli.setup": "the setup subcommand: merge/remove our entry in each host's config",
     "cli.main": "main(): argv -> help/version, a subcommand or the server",
     "cli.serve": "the serve subcommand: flags -> ServeSettings -> transports.http, diagnostics",
+    "cli.serve_token": "the token serve keeps per store across restarts (user state dir, 0600), rotation",
+    "cli.probe": "GET /health of a serve URL with a given header: ok / 401 / down / not ours",
+    "cli.service": "serve as a login service: systemd unit, launchd agent, Task Scheduler XML, their commands",
     "cli.commands": "human subcommands",
     "cli.doctor": "read-only deployment check",
 }

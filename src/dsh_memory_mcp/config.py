@@ -298,8 +298,11 @@ class ServeSettings:
 
     host: str = DEFAULT_SERVE_HOST
     port: int = DEFAULT_SERVE_PORT
-    #: `DSH_MEMORY_TOKEN`, or None: `serve` then generates one (and trusts only loopback names).
+    #: `DSH_MEMORY_TOKEN`, or None: `serve` then uses `kept_token` (and trusts only loopback names).
     token: str | None = None
+    #: Without `DSH_MEMORY_TOKEN`: the token kept for this store across restarts (the CLI reads it
+    #: from the user's state dir); None → a fresh one per start. Not a user-set token.
+    kept_token: str | None = None
     #: `DSH_MEMORY_ALLOWED_HOSTS` items (host or host:port), honoured only with a user-set token.
     allowed_hosts: tuple[str, ...] = ()
     #: `DSH_MEMORY_ALLOWED_ORIGINS` items (scheme://host[:port]).

@@ -63,8 +63,8 @@ class Serve:
         return dict(r.json())
 
 
-def spawn_serve(store_dir: Path, errlog: Path, *args: str, **env: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store_dir), "--port", "0", *args]
+def spawn_serve(store_dir: Path, errlog: Path, *args: str, port: int = 0, **env: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store_dir), "--port", str(port), *args]
     err = errlog.open("w", encoding="utf-8")
     try:
         return subprocess.Popen(
@@ -97,8 +97,8 @@ def wait_listening(proc: subprocess.Popen[str], store_dir: Path, errlog: Path, t
 
 
 @contextmanager
-def running_serve(store_dir: Path, errlog: Path, *args: str, **env: str) -> Iterator[Serve]:
-    proc = spawn_serve(store_dir, errlog, *args, **env)
+def running_serve(store_dir: Path, errlog: Path, *args: str, port: int = 0, **env: str) -> Iterator[Serve]:
+    proc = spawn_serve(store_dir, errlog, *args, port=port, **env)
     try:
         info = wait_listening(proc, store_dir, errlog)
         yield Serve(proc=proc, store_dir=store_dir, errlog=errlog, info=info)

@@ -143,10 +143,18 @@ _SAVE_SCOPE = Option(
 
 _DRY_RUN = Option(("--dry-run",), "dry_run", help="只打印将要做的修改(diff),不写任何文件")
 _REMOVE = Option(("--remove",), "remove", help="从宿主配置里移除 dsh-memory 条目")
-_URL = Option(("--url",), "url", True, "URL", "写成 URL 条目,连接正在运行的 serve(如 http://127.0.0.1:8765/mcp)")
+_URL = Option(
+    ("--url",),
+    "url",
+    True,
+    "URL",
+    f"写成 URL 条目,连接正在运行的 serve(如 http://127.0.0.1:{config.DEFAULT_SERVE_PORT}/mcp)",
+)
+_SERVE_SERVICE = Option(("--serve",), "serve", help="把 serve 装成登录时自动启动的服务(与 --remove 合用则撤销)")
 _SERVE_OPTIONS = (
     Option(("--host",), "host", True, "HOST", "监听地址(缺省 127.0.0.1;非回环地址必须设 DSH_MEMORY_TOKEN)"),
     Option(("--port",), "port", True, "N", f"监听端口(缺省 {config.DEFAULT_SERVE_PORT};0 = 任取一个空闲端口)"),
+    Option(("--new-token",), "new_token", help="换一个新令牌(旧令牌立即失效),之后重启照样沿用新令牌"),
 )
 
 
@@ -271,14 +279,17 @@ _BUILTIN: tuple[Command, ...] = (
         "为各宿主(Claude Code、Cursor、VS Code、Codex、Trae、ZCode…)写入 MCP 配置",
         in_module("dsh_memory_mcp.cli.setup"),
         accepts_args=True,
-        extra_options=(_DRY_RUN, _REMOVE, _URL),
-        usage=("setup [HOST …] [--dry-run] [--remove] [--url URL]",),
+        extra_options=(_DRY_RUN, _REMOVE, _URL, _SERVE_SERVICE),
+        usage=("setup [HOST …] [--dry-run] [--remove] [--url URL]", "setup --serve [--remove] [--dry-run]"),
         details="HOST:claude-code claude-desktop cursor vscode codex trae workbuddy zcode;\n"
         "不写就是本机发现的全部宿主。写入本程序的绝对路径和 --store-dir(缺省:沿用其它宿主已配的目录,\n"
         "否则 ~/.dsh-memory-store),不写 --project。只改 dsh-memory 这一条,其它内容逐字节保留;\n"
         "改之前先备份(<文件>.dsh-memory-mcp-<时间>.bak);再运行一次不改任何东西。--remove 原样撤销。\n"
         "--url:写成连接正在运行的 serve 的 URL 条目(带 Authorization: Bearer 令牌,令牌取自 <store>/serve.json\n"
-        "或 DSH_MEMORY_TOKEN;文件改为 0600);不支持 URL 的宿主照旧写 stdio 命令(它会自动中继到 serve)。",
+        "或 DSH_MEMORY_TOKEN,或 serve 为这个存储目录保存的令牌;文件改为 0600),写之前向那个地址发一次 /health\n"
+        "核对地址和令牌,不对就 ⚠️;不支持 URL 的宿主照旧写 stdio 命令(它会自动中继到 serve)。\n"
+        "--serve:把 serve --store-dir <存储目录> 装成登录时自动启动的服务(Linux systemd 用户服务、\n"
+        "macOS launchd、Windows 任务计划程序),--serve --remove 撤销。",
     ),
     Command(
         "recover",
@@ -301,10 +312,13 @@ _BUILTIN: tuple[Command, ...] = (
         "一个进程为多个宿主提供 MCP(Streamable HTTP,/mcp)",
         _serve,
         extra_options=_SERVE_OPTIONS,
-        usage=("serve [--host 127.0.0.1] [--port 7766]",),
+        usage=(f"serve [--host 127.0.0.1] [--port {config.DEFAULT_SERVE_PORT}] [--new-token]",),
         details="一个进程、一份缓存、一个记忆库视图,所有会话共享:一个会话保存的记忆其它会话立刻可见。\n"
-        "每个请求都要 Authorization: Bearer <令牌>:DSH_MEMORY_TOKEN,没设就自动生成,\n"
-        "写在 <存储目录>/serve.json(0600,退出时删除)。同一个存储目录只能有一个 serve。\n"
+        "每个请求都要 Authorization: Bearer <令牌>:DSH_MEMORY_TOKEN;没设就用 serve 为这个存储目录保存的令牌\n"
+        "(用户状态目录下 serve-tokens/,0600;第一次启动时生成,重启后不变,--new-token 换一个),\n"
+        "也写在 <存储目录>/serve.json(0600,退出时删除)。端口缺省固定为 "
+        f"{config.DEFAULT_SERVE_PORT},所以 setup --url 写下的配置在 serve 重启后照样能用。\n"
+        "同一个存储目录只能有一个 serve。setup --serve 把它装成登录时自动启动的服务。\n"
         "只会 stdio 的宿主照常启动 dsh-memory-mcp,它发现 serve.json 就把会话转发过来。\n"
         "环境变量:DSH_MEMORY_TOKEN、DSH_MEMORY_ALLOWED_HOSTS、DSH_MEMORY_ALLOWED_ORIGINS、\n"
         "DSH_MEMORY_SESSION_IDLE_SECS(600)、DSH_MEMORY_MAX_TOOL_CALLS(16)、DSH_MEMORY_TOOL_DEADLINE_SECS(300)。\n"

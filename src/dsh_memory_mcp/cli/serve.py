@@ -7,6 +7,7 @@ without `DSH_MEMORY_TOKEN`). The SDK is imported only here, when `serve` actuall
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import importlib
 import os
@@ -14,6 +15,7 @@ from typing import Any
 
 from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import diagnostics, logs
+from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, EXIT_USAGE, PROG, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Invocation
 from dsh_memory_mcp.cli.runtime import log_settings
@@ -54,6 +56,20 @@ def _run(invocation: Invocation, debug: bool) -> int:
     except Exception as exc:
         diagnostics.report_unexpected(exc, debug, started=False)
         return EXIT_STARTUP
+    rotate = invocation.options.get("new_token") is True
+    if serve.token is None:
+        kept = _kept_token(settings.store_dir, rotate=rotate)
+        if kept is None:
+            return EXIT_STARTUP
+        serve = dataclasses.replace(serve, kept_token=kept)
+    elif rotate:
+        write_stderr_lines(
+            [
+                t("❌ 参数错误:设了 DSH_MEMORY_TOKEN 时 --new-token 不起作用(令牌就是它的值)"),
+                t("⇒ 换令牌就改 DSH_MEMORY_TOKEN 的值;要用 serve 自己保存的令牌就去掉这个变量"),
+            ]
+        )
+        return EXIT_USAGE
     try:
         http = importlib.import_module("dsh_memory_mcp.transports.http")
     except Exception as exc:
@@ -80,6 +96,43 @@ def _run(invocation: Invocation, debug: bool) -> int:
     except Exception as exc:
         return _failure(exc, settings, serve, debug)
     return EXIT_OK
+
+
+def _kept_token(store_dir: str, *, rotate: bool) -> str | None:
+    """The token this store's serve keeps across restarts (made or, with `rotate`, replaced now);
+    None after a diagnostic when the state dir cannot hold it."""
+    from dsh_memory_mcp.cli import serve_token
+
+    try:
+        kept = serve_token.rotate(store_dir) if rotate else serve_token.keep(store_dir)
+    except OSError as exc:
+        write_stderr_lines(
+            [
+                t(
+                    "❌ 启动失败:无法保存令牌({path}:{why})",
+                    path=serve_token.path_for(store_dir),
+                    why=exc.strerror or exc,
+                ),
+                t("⇒ 让用户状态目录可写,或设 DSH_MEMORY_TOKEN 指定令牌"),
+            ]
+        )
+        return None
+    lines = []
+    if kept.replaced_because:
+        lines.append(
+            t(
+                "⚠️ 没有沿用保存的令牌({why}),换了一个新的;用 setup --url 的宿主配置需要重新运行 setup --url",
+                why=kept.replaced_because,
+            )
+        )
+    if rotate:
+        lines.append(t("已换新令牌(--new-token):旧令牌立即失效;用 {prog} setup --url … 更新 URL 型宿主的配置"))
+    elif kept.created:
+        lines.append(t("令牌已保存在 {path}(0600),serve 重启后沿用;{prog} serve --new-token 换一个", path=kept.path))
+    else:
+        lines.append(t("令牌沿用 {path}(serve 重启后不变;{prog} serve --new-token 换一个)", path=kept.path))
+    write_stderr_lines(lines)
+    return kept.token
 
 
 def _web_routes() -> list[Any]:

@@ -38,8 +38,10 @@ from typing import Any, TextIO
 from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import confedit, hosts, hostwrite
 from dsh_memory_mcp.cli.hosts import SERVER_NAME, Host
+from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.output import PROG
 from dsh_memory_mcp.cli.parser import Invocation
+from dsh_memory_mcp.store import fileio
 
 __all__ = ["EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "Outcome", "launch_command", "main", "plan"]
 
@@ -81,8 +83,16 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
         if host not in chosen:
             chosen.append(host)
     if url is not None and not _valid_url(url):
-        err.write(f"[{PROG}] ❌ 参数错误:--url {url} 不是 http(s) 地址(应形如 http://127.0.0.1:8765/mcp)\n")
+        err.write(
+            f"[{PROG}] ❌ 参数错误:--url {url} 不是 http(s) 地址"
+            f"(应形如 http://127.0.0.1:{config.DEFAULT_SERVE_PORT}/mcp)\n"
+        )
         return EXIT_USAGE
+    if options.get("serve") is True:
+        if url is not None or chosen:
+            err.write(f"[{PROG}] ❌ 参数错误:--serve 只安装登录时启动的 serve,不能同时给宿主或 --url\n")
+            return EXIT_USAGE
+        return setup_service(invocation, settings, env, platform, dry_run=dry_run, remove=remove, out=out)
     explicit = bool(chosen)
     targets: list[tuple[Host, str]] = []
     missing: list[Host] = []
@@ -115,7 +125,12 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
             token, source = find_token(store, env)
             out.write(f"  URL:{url}" + (f"(令牌取自 {source})" if token else "") + "\n")
             if token is None:
-                out.write(f"  ⚠️ 没有令牌:{store}/serve.json 不可用,{TOKEN_ENV} 也没设;URL 条目不带 Authorization 头\n")
+                out.write(
+                    f"  ⚠️ 没有令牌:{store}/serve.json 不可用,{TOKEN_ENV} 也没设,serve 也还没为这个存储目录保存过令牌;"
+                    f"URL 条目不带 Authorization 头 ⇒ 先运行一次 {PROG} serve --store-dir {store}\n"
+                )
+            for line in check_url(url, store, token):
+                out.write(f"  {line}\n")
     if not targets:
         out.write(
             "没有发现已安装的宿主(" + "、".join(h.name for h in missing) + f");指名就会写入,例如 {PROG} setup cursor\n"
@@ -239,7 +254,9 @@ def choose_store(
 
 
 def find_token(store: str, env: Mapping[str, str]) -> tuple[str | None, str]:
-    """The bearer token for `--url`: a trustworthy ``<store>/serve.json``, else ``$DSH_MEMORY_TOKEN``."""
+    """The bearer token for `--url`: a trustworthy ``<store>/serve.json`` of a live serve, else
+    ``$DSH_MEMORY_TOKEN``, else the token serve keeps for this store across restarts."""
+    from dsh_memory_mcp.cli import serve_token
     from dsh_memory_mcp.transports import serve_file  # stdlib only
 
     info, _why = serve_file.read(store)
@@ -248,7 +265,57 @@ def find_token(store: str, env: Mapping[str, str]) -> tuple[str | None, str]:
     token = (env.get(TOKEN_ENV) or "").strip()
     if token:
         return token, TOKEN_ENV
+    kept, _why = serve_token.read(store)
+    if kept is not None:
+        return kept, serve_token.path_for(store)
     return None, ""
+
+
+def check_url(url: str, store: str, token: str | None) -> list[str]:
+    """Lines about `url` against the running serve of `store` (its ``serve.json``) and a real
+    ``GET /health`` there with `token`: ⚠️ when a host with this entry would not get through."""
+    from dsh_memory_mcp.cli import probe
+    from dsh_memory_mcp.transports import serve_file
+
+    lines = []
+    info, _why = serve_file.read(store)
+    running = info if info is not None and info.alive else None
+    if running is not None and not probe.same_serve(url, running.url):
+        lines.append(
+            t(
+                "⚠️ 这个存储目录的 serve 正在 {actual} 运行(pid {pid}),不是 --url 的 {url}:宿主会连不上"
+                " ⇒ 改用 --url {actual}",
+                actual=running.url,
+                pid=running.pid,
+                url=url,
+            )
+        )
+    answer = probe.health(url, {"Authorization": f"Bearer {token}"} if token else {})
+    if answer.state == "ok":
+        lines.append(
+            t("✅ 已验证:{url} 上的 serve(v{version})接受这个令牌", url=url, version=answer.data.get("version"))
+        )
+    elif answer.state == "unauthorized":
+        lines.append(
+            t(
+                "⚠️ {url} 上的 serve 不接受这个令牌({detail}):它用的是别的令牌(另一个存储目录的 serve,"
+                "或设了 DSH_MEMORY_TOKEN)⇒ 用同一个 --store-dir,或带上同样的 DSH_MEMORY_TOKEN 再运行 setup --url",
+                url=url,
+                detail=answer.detail,
+            )
+        )
+    elif answer.state == "down":
+        lines.append(
+            t(
+                "⚠️ {url} 现在没有 serve 在应答;条目照样写入,serve 启动后即可用(令牌重启后不变)"
+                " ⇒ {prog} serve --store-dir {store},或 {prog} setup --serve 让它登录时自动启动",
+                url=url,
+                store=store,
+            )
+        )
+    else:
+        lines.append(t("⚠️ {url} 上应答的不是 dsh-memory-mcp serve({detail})", url=url, detail=answer.detail))
+    return lines
 
 
 def _valid_url(url: str) -> bool:
@@ -417,3 +484,101 @@ def _quote(word: str) -> str:
 def stores_of(entries: Sequence[hosts.Configured]) -> Counter[str]:
     """How many entries select each store (normalised; entries without one are left out)."""
     return Counter(_norm(e.store) for e in entries if e.store)
+
+
+# --------------------------------------------------------------------------------------------
+# --serve: serve as a login service
+# --------------------------------------------------------------------------------------------
+
+
+def setup_service(
+    invocation: Invocation,
+    settings: config.Settings,
+    env: Mapping[str, str],
+    platform: str,
+    *,
+    dry_run: bool,
+    remove: bool,
+    out: TextIO,
+) -> int:
+    """``setup --serve [--remove] [--dry-run]``: write (or delete) the OS's login service for
+    ``serve --store-dir <store>`` and load (or unload) it with the OS's own tool."""
+    from dsh_memory_mcp.cli import service
+    from dsh_memory_mcp.transports import serve_file
+
+    command, args = launch_command()
+    store, why = choose_store(invocation, settings, env, platform)
+    argv = [command, *args, "serve", "--store-dir", store]
+    spec = service.spec(platform, env, argv)
+    head = t("(预演:--dry-run,不写任何文件)") if dry_run else ""
+    if remove:
+        out.write(t("{prog} setup --serve --remove:撤销登录时启动的 serve{head}\n", head=head))
+        if not os.path.lexists(spec.path):
+            out.write(t("= {path} 不存在,没有安装过\n", path=spec.path))
+            return EXIT_OK
+        if dry_run:
+            out.write(t("~ 将停掉并删除 {path}\n", path=spec.path))
+            return EXIT_OK
+        failed = _run_commands(spec.remove, out)
+        os.unlink(spec.path)
+        out.write(t("✅ 已删除 {path}{note}\n", path=spec.path, note=t("(停用命令有失败,见上)") if failed else ""))
+        return EXIT_OK
+    out.write(t("{prog} setup --serve:让 serve 在登录时自动启动({kind}){head}\n", kind=spec.kind, head=head))
+    out.write(t("  命令:{argv}\n", argv=" ".join(_quote(w) for w in argv)))
+    out.write(t("  存储目录:{store}({why})\n", store=store, why=why))
+    if dry_run:
+        text = spec.content.decode("utf-16" if spec.kind == "schtasks" else "utf-8")
+        out.write(t("~ 将写入 {path}:\n", path=spec.path) + text)
+        for cmd in spec.install:
+            out.write(t("~ 然后运行:{cmd}\n", cmd=" ".join(_quote(w) for w in [cmd[0].lstrip("-"), *cmd[1:]])))
+        return EXIT_OK
+    os.makedirs(os.path.dirname(spec.path), mode=0o700, exist_ok=True)
+    fd, tmp = fileio.new_tmp(spec.path)
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, 0o644)  # a unit/agent file: readable, it holds no secret
+    fileio.commit(fd, tmp, spec.path, spec.content)
+    out.write(t("✅ 已写入 {path}\n", path=spec.path))
+    install = spec.install
+    live = serve_file.owner(store)
+    if live is not None and spec.kind == "systemd":
+        # Starting a second serve for this store now would fail (one per store) and retry.
+        install = tuple(tuple(w for w in cmd if w != "--now") for cmd in install)
+        out.write(t("  ℹ️ serve 已经在运行(pid {pid}):只设为登录时启动,现在不再启动第二个\n", pid=live.pid))
+    if _run_commands(install, out):
+        return EXIT_FAIL
+    out.write(t("  日志:{logs};网页登录地址也在那里\n", logs=spec.logs))
+    return EXIT_OK
+
+
+def _run_commands(commands: Sequence[Sequence[str]], out: TextIO) -> bool:
+    """Run each command (a name starting with ``-`` may fail); True when one that must work did not."""
+    import subprocess
+
+    failed = False
+    for cmd in commands:
+        optional = cmd[0].startswith("-")
+        argv = [cmd[0].lstrip("-"), *cmd[1:]]
+        shown = " ".join(_quote(w) for w in argv)
+        exe = shutil.which(argv[0])
+        if exe is None:
+            if not optional:
+                failed = True
+                out.write(t("  ⚠️ 找不到 {name},请手动运行:{cmd}\n", name=argv[0], cmd=shown))
+            continue
+        problem = ""
+        try:
+            done: subprocess.CompletedProcess[str] | None = subprocess.run(
+                [exe, *argv[1:]], capture_output=True, text=True, timeout=60
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            done = None
+            problem = str(exc)
+        if done is not None:
+            said = (done.stderr or done.stdout).strip().splitlines()
+            problem = said[0] if said else f"退出码 {done.returncode}"
+        if done is not None and done.returncode == 0:
+            out.write(t("  ✅ {cmd}\n", cmd=shown))
+        elif not optional:
+            failed = True
+            out.write(t("  ⚠️ {cmd} 失败({problem});请在你的登录会话里手动运行它\n", cmd=shown, problem=problem))
+    return failed

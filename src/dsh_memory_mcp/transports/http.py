@@ -673,7 +673,7 @@ def _serve_service(
     on_started: Callable[[str], None] | None,
 ) -> None:
     user_token = serve.token is not None
-    token = serve.token or secrets.token_urlsafe(32)
+    token = serve.token or serve.kept_token or secrets.token_urlsafe(32)
     sock = _bind(serve.host, serve.port)
     try:
         port = int(sock.getsockname()[1])

@@ -1,0 +1,124 @@
+"""The token `serve` keeps across restarts, one per store, in the user's state dir.
+
+Without ``DSH_MEMORY_TOKEN`` a `serve` used to make up a new token at every start, so a host
+configured with ``setup --url`` got 401 after serve restarted. Now the first start writes a token to
+``<user state dir>/serve-tokens/<sha1(store)>.json`` (0600, directory 0700) and every later start of
+a serve for that store uses it again; ``serve --new-token`` replaces it (the old one stops working at
+once: URL host configs need ``setup --url`` again). ``DSH_MEMORY_TOKEN`` still wins when set; the file
+is then neither read nor written. `setup --url` and `doctor` read the same file.
+
+A file that is not ours, not a regular file, or that others may read or write is not used (its token
+may be known to someone else): a fresh token replaces it and serve says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import stat
+import sys
+import time
+from dataclasses import dataclass
+
+from dsh_memory_mcp.store import fileio
+
+__all__ = ["KeptToken", "keep", "path_for", "read", "rotate"]
+
+_MAX_BYTES = 4096
+
+
+def _state_dir() -> str:
+    import platformdirs  # pure: computing the path creates nothing
+
+    return platformdirs.user_state_dir("dsh-memory-mcp", appauthor=False)
+
+
+def _store_key(store_dir: str) -> str:
+    normal = os.path.normcase(os.path.normpath(os.path.abspath(os.path.expanduser(store_dir))))
+    return hashlib.sha1(normal.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def path_for(store_dir: str) -> str:
+    """Where the kept token of `store_dir` lives (computing it creates nothing)."""
+    return os.path.join(_state_dir(), "serve-tokens", _store_key(store_dir) + ".json")
+
+
+@dataclass(frozen=True)
+class KeptToken:
+    token: str
+    path: str
+    #: Why an existing file was not used ("" when it was fine or there was none).
+    replaced_because: str = ""
+    created: bool = False
+
+
+def _untrusted(st: os.stat_result) -> str | None:
+    if not stat.S_ISREG(st.st_mode):
+        return "不是普通文件"
+    if sys.platform != "win32":
+        if st.st_uid != os.geteuid():
+            return f"属于另一个用户(uid {st.st_uid})"
+        if st.st_mode & 0o077:
+            return f"同组或其他用户可读写(权限 {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def read(store_dir: str) -> tuple[str | None, str]:
+    """`(token, why)`: the kept token of `store_dir`, or None and why not (Chinese; "" = no file)."""
+    path = path_for(store_dir)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None, ""
+    except OSError as exc:
+        return None, f"读不了 {path}({exc.strerror or exc})"
+    try:
+        problem = _untrusted(os.fstat(fd))
+        if problem is not None:
+            return None, f"{path} 不可信:{problem}"
+        data = os.read(fd, _MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    try:
+        token = json.loads(data.decode("utf-8")).get("token") if len(data) <= _MAX_BYTES else None
+    except (UnicodeDecodeError, ValueError, AttributeError):
+        token = None
+    if not isinstance(token, str) or len(token) < 32 or not token.isascii() or not token.isprintable():
+        return None, f"{path} 内容无法解析"
+    return token, ""
+
+
+def _write(store_dir: str, token: str) -> str:
+    path = path_for(store_dir)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with contextlib.suppress(OSError):
+        os.chmod(os.path.dirname(path), 0o700)
+    record = {"store": os.path.abspath(store_dir), "token": token, "createdAt": time.time_ns() // 1_000_000}
+    fd, tmp = fileio.new_tmp(path)  # 0600
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.lstat(path).st_mode):  # a link or FIFO planted there: ours replaces it
+            os.unlink(path)
+    fileio.commit(fd, tmp, path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
+    return path
+
+
+def keep(store_dir: str) -> KeptToken:
+    """The kept token of `store_dir`, made (and written) on first use or when the file is unusable.
+
+    :raises OSError: the state dir cannot be written (serve then cannot promise a lasting token).
+    """
+    token, why = read(store_dir)
+    if token is not None:
+        return KeptToken(token, path_for(store_dir))
+    fresh = secrets.token_urlsafe(32)
+    return KeptToken(fresh, _write(store_dir, fresh), replaced_because=why, created=True)
+
+
+def rotate(store_dir: str) -> KeptToken:
+    """A new kept token for `store_dir`, replacing the old one (``serve --new-token``)."""
+    fresh = secrets.token_urlsafe(32)
+    return KeptToken(fresh, _write(store_dir, fresh), created=True)
