@@ -241,3 +241,44 @@ def test_setup_serve_without_systemctl_writes_the_unit_and_says_what_to_run(tmp_
     assert result.returncode == 1
     assert (home / ".config" / "systemd" / "user" / "dsh-memory-mcp.service").is_file()
     assert "找不到 systemctl,请手动运行:systemctl --user enable --now dsh-memory-mcp.service" in result.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# doctor sees serve, the relay decision and whether each URL host config gets through
+
+
+def _doctor(env: dict[str, str], store: Path) -> dict[str, str]:
+    result = _cli(env, "doctor", "--store-dir", str(store))
+    return {line.split(":", 1)[0]: line for line in result.stdout.splitlines() if ":" in line}
+
+
+def test_doctor_without_serve_says_stdio_hosts_open_the_store_themselves(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    lines = _doctor(_env(_home(tmp_path)), store)
+    assert lines["✅ serve"] == "✅ serve:没有在运行(没有运行中的 serve)"
+    assert lines["✅ stdio 宿主"].startswith("✅ stdio 宿主:直连记忆库")
+
+
+@pytest.mark.slow
+def test_doctor_reports_a_running_serve_the_relay_and_a_url_config_whose_token_is_stale(tmp_path: Path) -> None:
+    store, home, port = tmp_path / "store", _home(tmp_path), free_port()
+    env = _env(home)
+    (home / ".codex").mkdir()
+    with running_serve(store, tmp_path / "serve1.err", port=port) as first:
+        url = first.url
+        assert _cli(env, "setup", "cursor", "codex", "--store-dir", str(store), "--url", url).returncode == 0
+        lines = _doctor(env, store)
+        pid, sessions = first.proc.pid, first.health()["sessions"]
+        assert lines["✅ serve"].startswith(f"✅ serve:运行中:{url},pid {pid},v")
+        assert f"{sessions} 个会话" in lines["✅ serve"]
+        assert lines["✅ stdio 宿主"] == f"✅ stdio 宿主:会中继到 {url}(不打开记忆库、不加载 SDK;--no-relay 可强制直连)"
+        assert "令牌有效" in lines["✅ 宿主 Cursor"] and "令牌有效" in lines["✅ 宿主 Codex"]
+        relay_off = _doctor({**env, "DSH_MEMORY_RELAY": "off"}, store)
+        assert "DSH_MEMORY_RELAY=off" in relay_off["⚠️ stdio 宿主"]
+    with running_serve(store, tmp_path / "serve2.err", "--new-token", port=port):
+        stale = _doctor(env, store)
+        assert "令牌已失效(HTTP 401)" in stale["❌ 宿主 Cursor"]
+        assert f"⇒ 重新运行 dsh-memory-mcp setup cursor --url {url}" in stale["❌ 宿主 Cursor"]
+    gone = _doctor(env, store)
+    assert "现在没有 serve 在应答" in gone["⚠️ 宿主 Cursor"]

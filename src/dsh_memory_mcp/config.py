@@ -28,6 +28,7 @@ __all__ = [
     "env_flag",
     "infer_pooling",
     "model_id_from_path",
+    "relay_off",
     "resolve_serve_settings",
     "resolve_settings",
     "resolve_vector_settings",
@@ -71,6 +72,11 @@ def _env(env: Mapping[str, str], name: str) -> str | None:
         return None
     value = value.strip()
     return value or None
+
+
+def relay_off(env: Mapping[str, str]) -> bool:
+    """``DSH_MEMORY_RELAY=off`` (or 0/false/no/disabled): stdio starts never relay to a serve."""
+    return (_env(env, "DSH_MEMORY_RELAY") or "").lower() in _OFF
 
 
 def ui_language(env: Mapping[str, str]) -> Literal["zh", "en"]:

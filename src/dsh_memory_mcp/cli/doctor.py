@@ -6,9 +6,14 @@ hold a store, is it the default one that DSH may not be using), the vector setup
 found, model present, pooling, someone already answering on the port, the endpoint's dimension)
 and the sidecar headers against the active model.
 
+It also reports the store's running `serve` (url, pid, version, sessions, from its ``serve.json``
+and ``GET /health``), whether a stdio host started now would relay to it, and for every URL host
+config whether its token gets through (a real ``GET /health`` at its URL with its headers).
+
 Read-only by design: it creates and writes nothing (no store directory, no log, no lock, no
-sidecar) and never spawns a process. The only network traffic goes to the configured endpoint or
-to ``127.0.0.1:<port>``, with short timeouts. The SDK is located (`importlib.util.find_spec`), never
+sidecar) and never spawns a process. The only network traffic goes to the configured endpoint, to
+``127.0.0.1:<port>``, to the serve ``serve.json`` names and to the URLs host configs name, with
+short timeouts. The SDK is located (`importlib.util.find_spec`), never
 imported; httpx is reached through `embedding` and numpy through `sidecar`, both imported lazily
 and only when there is something to probe or read.
 
@@ -34,6 +39,7 @@ from dsh_memory_mcp.store import scopes
 from dsh_memory_mcp.store.layout import StoreLayout
 
 if TYPE_CHECKING:
+    from dsh_memory_mcp.cli.hosts import Configured
     from dsh_memory_mcp.search.embedding import EmbeddingClient
 
 __all__ = [
@@ -123,6 +129,7 @@ def run_checks(settings: config.Settings, *, env: Mapping[str, str] = os.environ
         ("记忆库完整性", lambda: check_store_health(settings)),
         ("project", lambda: iter([_check_project(settings)])),
         ("环境变量", lambda: iter(Check("warn", "环境变量", w, "改成合法的值或删掉它") for w in settings.warnings)),
+        ("serve", lambda: check_serve(settings, env)),
         ("宿主配置", lambda: check_hosts(settings, env)),
     ]
     for title, step in steps:
@@ -697,7 +704,7 @@ def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str
     for entry in entries:
         title = f"宿主 {entry.host.name}"
         if entry.url is not None:
-            yield Check("ok", title, f"{entry.path}:{entry.name} → URL {entry.url}(连接正在运行的 serve)")
+            yield check_url_entry(entry)
             continue
         store = norm(entry.store)
         where = f"{entry.path}:{entry.name} → 可执行文件 {entry.command or '?'},存储 {store}" + (
@@ -723,3 +730,84 @@ def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str
             f"宿主都用存储 {usual},本次检查的是 {settings.store_dir}",
             f"用 {PROG} doctor --store-dir {usual} 检查宿主实际用的库",
         )
+
+
+# --------------------------------------------------------------------------------------------
+# serve: is one running, will stdio hosts relay to it, do URL host configs get through
+# --------------------------------------------------------------------------------------------
+
+
+def check_serve(settings: config.Settings, env: Mapping[str, str]) -> Iterator[Check]:
+    """The store's `serve` (from its ``serve.json`` and a ``GET /health`` there, as the relay
+    decides) and what a stdio host started now would do: relay to it or open the store itself."""
+    from dsh_memory_mcp.transports import relay, serve_file
+
+    found, why = relay.find_serve(settings.store_dir)
+    info, _ = serve_file.read(settings.store_dir)
+    if found is None:
+        if info is not None and info.alive:
+            yield Check(
+                "warn",
+                "serve",
+                f"serve.json 记录的 pid {info.pid} 还在,但 {info.url} 没有用文件里的令牌应答({why})",
+                f"那个进程若已不是 serve,删除 {serve_file.path_for(settings.store_dir)};否则重启 serve",
+            )
+        else:
+            yield Check("ok", "serve", f"没有在运行({why})")
+        yield Check(
+            "ok",
+            "stdio 宿主",
+            "直连记忆库(每个宿主一个进程);要共享一个进程就运行 " + f"{PROG} serve 或 {PROG} setup --serve",
+        )
+        return
+    live = found.info
+    data = serve_file.health(live) or {}
+    raw_calls = data.get("toolCalls")
+    calls: dict[str, object] = raw_calls if isinstance(raw_calls, dict) else {}
+    version = data.get("version", live.version)
+    running, queued, limit = (calls.get(k, "?") for k in ("running", "queued", "limit"))
+    detail = (
+        f"运行中:{live.url},pid {live.pid},v{version},{data.get('sessions', '?')} 个会话,"
+        f"工具调用 {running} 个在跑 / {queued} 个排队(上限 {limit})"
+    )
+    if version != __version__:
+        yield Check("warn", "serve", f"{detail};本程序是 v{__version__}", "重启 serve 换成同一个版本")
+    else:
+        yield Check("ok", "serve", detail)
+    if config.relay_off(env):
+        yield Check(
+            "warn", "stdio 宿主", "DSH_MEMORY_RELAY=off:不中继,每个宿主直连记忆库", "去掉 DSH_MEMORY_RELAY=off 就会中继"
+        )
+    else:
+        yield Check("ok", "stdio 宿主", f"会中继到 {live.url}(不打开记忆库、不加载 SDK;--no-relay 可强制直连)")
+
+
+def check_url_entry(entry: Configured) -> Check:
+    """A URL host config: a real ``GET /health`` at its URL with the headers it holds."""
+    from dsh_memory_mcp.cli import probe
+
+    assert entry.url is not None
+    title = f"宿主 {entry.host.name}"
+    where = f"{entry.path}:{entry.name} → URL {entry.url}"
+    redo = f"{PROG} setup {entry.host.id} --url {entry.url}"
+    answer = probe.health(entry.url, dict(entry.headers), timeout=HEALTH_TIMEOUT * 2)
+    if answer.state == "ok":
+        return Check("ok", title, f"{where}(令牌有效,serve v{answer.data.get('version', '?')} 在应答)")
+    if answer.state == "unauthorized":
+        what = "令牌已失效" if entry.headers else "条目没有 Authorization 头"
+        return Check(
+            "fail",
+            title,
+            f"{where};serve 在应答,但{what}({answer.detail}):serve 换过令牌(--new-token)或连的是另一个存储目录的 serve",
+            f"重新运行 {redo}",
+        )
+    if answer.state == "down":
+        return Check(
+            "warn",
+            title,
+            f"{where};现在没有 serve 在应答({answer.detail}),宿主连不上",
+            f"启动 serve({PROG} serve,或 {PROG} setup --serve 让它登录时自动启动)",
+        )
+    return Check(
+        "warn", title, f"{where};应答的不是 dsh-memory-mcp serve({answer.detail})", f"检查地址,或重新运行 {redo}"
+    )

@@ -224,6 +224,9 @@ class Configured:
     args: tuple[str, ...]
     url: str | None
     store: str | None
+    #: The HTTP headers a URL entry sends (``headers`` / Codex's ``http_headers``; Codex's
+    #: ``bearer_token_env_var`` resolved from the environment when set).
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def _looks_like_ours(name: str, entry: Mapping[str, Any]) -> bool:
@@ -255,8 +258,9 @@ def _servers(host: Host, document: Any) -> Mapping[str, Any]:
     return node if isinstance(node, Mapping) else {}
 
 
-def read_entries(host: Host, path: str, text: str) -> list[Configured]:
+def read_entries(host: Host, path: str, text: str, env: Mapping[str, str] | None = None) -> list[Configured]:
     """Our entries in one config file's text (raises `confedit.ConfigSyntaxError` / ValueError)."""
+    env = os.environ if env is None else env
     document = load_toml(text) if host.format == "toml" else confedit.parse_json(text)
     out = []
     for name, entry in _servers(host, document).items():
@@ -264,6 +268,15 @@ def read_entries(host: Host, path: str, text: str) -> list[Configured]:
             continue
         command = entry.get("command")
         url = entry.get("url") or entry.get("serverUrl")
+        raw_headers = entry.get("headers") or entry.get("http_headers") or {}
+        headers = (
+            tuple((str(k), str(v)) for k, v in raw_headers.items() if isinstance(v, str))
+            if isinstance(raw_headers, Mapping)
+            else ()
+        )
+        env_var = entry.get("bearer_token_env_var")
+        if isinstance(env_var, str) and env.get(env_var):
+            headers = (*headers, ("Authorization", f"Bearer {env[env_var]}"))
         out.append(
             Configured(
                 host=host,
@@ -273,6 +286,7 @@ def read_entries(host: Host, path: str, text: str) -> list[Configured]:
                 args=tuple(a for a in entry.get("args") or [] if isinstance(a, str)),
                 url=url if isinstance(url, str) else None,
                 store=entry_store(entry),
+                headers=headers,
             )
         )
     return out
@@ -347,7 +361,7 @@ def configured(env: Mapping[str, str], platform: str) -> tuple[list[Configured],
                 text = read_config(path)
                 if text is None:
                     continue
-                entries.extend(read_entries(host, path, text[0]))
+                entries.extend(read_entries(host, path, text[0], env))
             except (OSError, ValueError) as exc:
                 broken.append((host, path, describe_problem(exc)))
     return entries, broken
