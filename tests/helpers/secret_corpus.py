@@ -691,3 +691,108 @@ def corpus(seed: int = 20261201, draws: int = 6) -> list[Sample]:
     generated keys and JWTs, database URLs, passwords in variables and prose; then the look-alikes."""
     g = _Gen(random.Random(seed))
     return _secret_samples(g, draws) + _benign_samples(g, draws)
+
+
+# -- a held-out set ---------------------------------------------------------------------------------
+# Written after the detector was first tuned on `corpus()` and before it was measured on this:
+# other sentence shapes, files and tools, and formats `corpus()` does not have. Its first
+# measurement is the honest "not tuned against" figure (see tests/test_secrets.py).
+
+
+def holdout(seed: int = 7, draws: int = 3) -> list[Sample]:
+    """Secrets and look-alikes in shapes `corpus()` does not use."""
+    g = _Gen(random.Random(seed))
+    out: list[Sample] = []
+
+    def secret(vendor: str, *texts: str) -> None:
+        out.extend(Sample(vendor, True, text) for text in texts)
+
+    def benign(vendor: str, *texts: str) -> None:
+        out.extend(Sample(vendor, False, text) for text in texts)
+
+    for _ in range(draws):
+        aws_id, aws_secret = "AKIA" + g.chars(BASE32, 16), g.b64(30)
+        secret("holdout: AI provider keys",
+               f"帮我记一下:新的 OpenAI key {'sk-proj-' + g.chars(B64URL, 58) + 'T3BlbkFJ' + g.chars(B64URL, 58)}",
+               f"openai:\n  api_key: sk-{g.chars(ALNUM, 20)}T3BlbkFJ{g.chars(ALNUM, 20)}",
+               f"[anthropic]\napi_key = \"sk-ant-api03-{g.chars(B64URL, 93)}AA\"",
+               f"OpenRouter: sk-or-v1-{g.hex(64)}")
+        secret("holdout: cloud credentials",
+               f"[default]\naws_access_key_id={aws_id}\naws_secret_access_key={aws_secret}",
+               f"Secret Access Key 是 {g.b64(30)}",
+               f"AWS key pair {aws_id}:{aws_secret}",
+               f"阿里云 RAM 用户 AccessKey LTAI{g.chars(ALNUM, 20)}",
+               f"gcloud 服务账号 key 的 private_key_id 是 {g.hex(40)},私钥见附件")
+        secret("holdout: code hosting and CI",
+               f"git remote set-url origin https://x-access-token:ghs_{g.chars(ALNUM, 36)}@github.com/acme/app",
+               f"my slack token xoxp-{g.digits(12)}-{g.digits(12)}-{g.digits(13)}-{g.hex(32)}",
+               f"CI 里的 GitLab deploy token gldt-{g.chars(B64URL, 20)}",
+               f"npm config set //registry.npmjs.org/:_authToken npm_{g.chars(ALNUM, 36)}")
+        secret("holdout: SaaS keys in code and headers",
+               f"Stripe::setApiKey('sk_live_{g.chars(ALNUM, 24)}');",
+               f"curl -H \"X-Shopify-Access-Token: shpat_{g.hex(32)}\" https://acme.myshopify.com/admin/api/2024-01/shop.json",
+               f"curl -u me@corp.com:ATATT3xFfGF0{g.chars(B64URL, 170)}={g.chars('0123456789ABCDEF', 8)} https://acme.atlassian.net/rest/api/3/myself",
+               f"export VAULT_TOKEN=hvs.CAES{g.chars(B64URL, 88)}",
+               f"curl -H 'Authorization: Bearer EAAA{g.chars(B64URL, 60)}' https://connect.squareup.com/v2/locations",
+               f"mailchimp.setConfig({{apiKey: \"{g.hex(32)}-us6\", server: \"us6\"}})",
+               f"TWILIO_ACCOUNT_SID=AC{g.hex(32)}\nTWILIO_AUTH_TOKEN={g.hex(32)}",
+               f"discord bot token: {base64.b64encode(g.digits(18).encode()).decode().rstrip('=')}.{g.chars(B64URL, 6)}.{g.chars(B64URL, 38)}")
+        secret("holdout: webhooks with a secret path",
+               f"Teams 通知 https://acme.webhook.office.com/webhookb2/{uuid.UUID(bytes=g.rng.randbytes(16), version=4)}@{uuid.UUID(bytes=g.rng.randbytes(16), version=4)}/IncomingWebhook/{g.hex(32)}/{uuid.UUID(bytes=g.rng.randbytes(16), version=4)}",
+               f"飞书机器人 https://open.feishu.cn/open-apis/bot/v2/hook/{uuid.UUID(bytes=g.rng.randbytes(16), version=4)}",
+               f"钉钉群机器人 https://oapi.dingtalk.com/robot/send?access_token={g.hex(64)}",
+               f"企业微信机器人 https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key={uuid.UUID(bytes=g.rng.randbytes(16), version=4)}")
+        pw = g.password()
+        secret("holdout: passwords in commands",
+               f"docker login -u deploy -p '{pw}' registry.acme.cn",
+               f"curl -u admin:{pw} https://jenkins.acme.dev/api/json",
+               f"redis-cli -h cache -a '{pw}' ping",
+               f"mysql -uroot -p{pw} -h 10.0.0.5 shop",
+               f"kubectl create secret generic db --from-literal=password={pw}")
+        secret("holdout: passwords in files",
+               f"stringData:\n  username: app\n  password: {g.password()}",
+               f"[pypi]\nusername = __token__\npassword = {g.password()}",
+               f"spring.datasource.password={g.password()}",
+               f"\"db\": {{\"host\": \"10.1.2.3\", \"user\": \"app\", \"pass\": \"{g.password()}\"}}",
+               f"<add key=\"DbPassword\" value=\"{g.password()}\" />")
+        secret("holdout: passwords in prose",
+               f"the root pw is {g.password()}",
+               f"服务器登录:ssh root@10.0.0.{g.rng.randint(2, 250)},密码 {g.password()}",
+               f"邮箱授权码 {g.chars(string.ascii_lowercase, 16)}",
+               f"微信公众号 AppSecret 是 {g.hex(32)}",
+               f"VPN 账号 zhang.san,口令 {g.password()}",
+               f"I set the router admin password to {g.password()} yesterday",
+               f"新密码:{g.password()}(下次登录要改)")
+        secret("holdout: keys without a PEM header",
+               "支付宝应用私钥 MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQ" + g.chars(B64, 300))
+
+        benign("holdout: keys named or described, no value",
+               "把 OPENAI_API_KEY 配成 sk-proj- 开头的那个(在 1Password)",
+               "API key 格式:sk-ant-api03- 后面 93 个字符再加 AA",
+               "pk_live_ keys are safe to expose in the browser",
+               "GitHub Actions 里用 ${{ secrets.GITHUB_TOKEN }} 就行",
+               "Slack 频道 #alerts 的 webhook 放在 Vault 里",
+               "我们用 HMAC-SHA256 签名,密钥轮换周期 90 天",
+               "token 刷新逻辑在 auth/refresh.py,过期前 5 分钟刷新",
+               "the token endpoint returns {\"access_token\": \"...\", \"expires_in\": 3600}")
+        benign("holdout: identifiers and numbers",
+               "Stripe 测试卡号 4242 4242 4242 4242,有效期任意未来日期",
+               f"AWS 账号 ID {g.digits(12)}",
+               f"commit {g.hex(7)} 修复了 token 刷新",
+               f"heroku app id {uuid.UUID(bytes=g.rng.randbytes(16), version=4)}",
+               f"Twilio 消息 SID SM{g.hex(32)} 发送失败",
+               f"Vault 路径 secret/data/{g.chars(string.ascii_lowercase, 6)}/db,版本 {g.rng.randint(2, 40)}",
+               f"文件 sha1 {hashlib.sha1(g.rng.randbytes(20)).hexdigest()}",
+               "JWT 头部 eyJhbGciOiJIUzI1NiJ9 就是 {\"alg\":\"HS256\"}",
+               "配置的 base64:" + base64.b64encode(json.dumps({"retries": 3, "region": "cn-hangzhou"}).encode()).decode(),
+               f"ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ{g.chars(B64, 200)} dev@mbp")
+        benign("holdout: local defaults and schemas",
+               "docker run -e POSTGRES_PASSWORD=postgres postgres:16",
+               "MYSQL_ROOT_PASSWORD=root 只用于本地测试",
+               "password: {type: string, format: password, minLength: 12}",
+               "本地 redis://localhost:6379/0 不需要密码",
+               "测试库 mysql://test:test@127.0.0.1:3306/test_db",
+               "`--password` 参数已废弃,改用 `--password-file`",
+               "登录失败提示「用户名或密码错误」",
+               "the password field is hidden behind a toggle")
+    return out
