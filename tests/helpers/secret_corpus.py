@@ -721,8 +721,7 @@ def holdout(seed: int = 7, draws: int = 3) -> list[Sample]:
                f"[default]\naws_access_key_id={aws_id}\naws_secret_access_key={aws_secret}",
                f"Secret Access Key 是 {g.b64(30)}",
                f"AWS key pair {aws_id}:{aws_secret}",
-               f"阿里云 RAM 用户 AccessKey LTAI{g.chars(ALNUM, 20)}",
-               f"gcloud 服务账号 key 的 private_key_id 是 {g.hex(40)},私钥见附件")
+               f"阿里云 RAM 用户 AccessKey LTAI{g.chars(ALNUM, 20)}")
         secret("holdout: code hosting and CI",
                f"git remote set-url origin https://x-access-token:ghs_{g.chars(ALNUM, 36)}@github.com/acme/app",
                f"my slack token xoxp-{g.digits(12)}-{g.digits(12)}-{g.digits(13)}-{g.hex(32)}",
@@ -783,6 +782,9 @@ def holdout(seed: int = 7, draws: int = 3) -> list[Sample]:
                f"Twilio 消息 SID SM{g.hex(32)} 发送失败",
                f"Vault 路径 secret/data/{g.chars(string.ascii_lowercase, 6)}/db,版本 {g.rng.randint(2, 40)}",
                f"文件 sha1 {hashlib.sha1(g.rng.randbytes(20)).hexdigest()}",
+               # Labelled a secret when this set was first measured; it is the key's *id* (the
+               # private key itself is another field), so it moved here.
+               f"gcloud 服务账号 key 的 private_key_id 是 {g.hex(40)},私钥见附件",
                "JWT 头部 eyJhbGciOiJIUzI1NiJ9 就是 {\"alg\":\"HS256\"}",
                "配置的 base64:" + base64.b64encode(json.dumps({"retries": 3, "region": "cn-hangzhou"}).encode()).decode(),
                f"ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ{g.chars(B64, 200)} dev@mbp")
