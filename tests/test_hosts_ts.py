@@ -270,7 +270,7 @@ def test_no_schema_uses_a_type_array():
 
 def test_ci_installs_the_typescript_package_with_npm_ci():
     run = (TS_DIR.parent.parent / ".ci" / "run").read_text(encoding="utf-8")
-    assert "npm ci --prefix tests/ts" in run and "export DSH_CI_REQUIRE_TS=1" in run
+    assert "npm ci --prefix tests/ts" in run and "export CI=true" in run
     assert "node_modules" in (TS_DIR.parent.parent / ".gitignore").read_text(encoding="utf-8")
 
 

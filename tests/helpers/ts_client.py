@@ -4,7 +4,7 @@ The scripts use the official TypeScript MCP SDK client — what Claude Code, Cur
 the Inspector are built on — against the real server. Each reads one JSON config file and
 prints one JSON document on stdout; `run_node` writes the config, runs `node`, and returns the
 parsed document. `.ci/run` installs the package with `npm ci`; without it the tests skip locally
-and FAIL in CI (`CI=true`, or `DSH_CI_REQUIRE_TS=1` which `.ci/run` sets), so the suite cannot pass there without having run.
+and FAIL in CI (`CI=true`, which `.ci/run` exports; `tests/helpers/require.py`), so the suite cannot pass there without having run.
 
 Reusable by any test: `stdio_target(...)` describes a spawned `python -m dsh_memory_mcp`,
 `http_target(url)` a running Streamable HTTP endpoint; `drive(target, steps)` runs
@@ -22,9 +22,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.conftest import subprocess_env
+from tests.helpers.require import require
 
 TS_DIR = Path(__file__).resolve().parent.parent / "ts"
 SDK_PACKAGE = TS_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
@@ -38,10 +37,7 @@ def require_ts_client() -> str:
         problem = "node is not on PATH"
     elif not SDK_PACKAGE.is_file():
         problem = f"{TS_DIR}/node_modules is not installed (run: npm ci --prefix {TS_DIR})"
-    if problem is not None:
-        if os.environ.get("CI", "").lower() == "true" or os.environ.get("DSH_CI_REQUIRE_TS") == "1":
-            pytest.fail(f"TypeScript host tests cannot run in CI: {problem}")
-        pytest.skip(problem)
+    require(problem is None, f"the TypeScript host tests need node and tests/ts/node_modules: {problem}")
     assert node is not None
     return node
 
