@@ -7,14 +7,9 @@ parser, not ours), and removal against the original bytes.
 from __future__ import annotations
 
 import json
-import sys
+import tomllib
 
 import pytest
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser, from PyPI (test extra)
-    import tomli as tomllib
 
 from dsh_memory_mcp.cli import confedit, hosts
 

@@ -160,7 +160,7 @@ def test_every_llms_txt_link_points_at_a_file_that_exists():
 def test_the_changelog_has_unreleased_and_the_current_version():
     text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    match = re.search(r'^version = "([^"]+)"$', pyproject, flags=re.M)  # no tomllib on Python 3.10
+    match = re.search(r'^version = "([^"]+)"$', pyproject, flags=re.M)
     assert match
     version = match.group(1)
     assert version == __version__

@@ -81,8 +81,8 @@ class _NotLlama(BaseHTTPRequestHandler):
 def test_a_python_below_the_floor_fails_and_names_the_floor():
     check = doctor.check_python((3, 9, 18))
     assert check.status == "fail"
-    assert "3.9.18" in check.detail and ">= 3.10" in check.detail
-    assert check.fix and "3.10" in check.fix
+    assert "3.9.18" in check.detail and ">= 3.11" in check.detail
+    assert check.fix and "3.11" in check.fix
 
 
 def test_the_running_python_the_sdk_and_the_dependencies_pass_with_where_they_come_from(tmp_path):
@@ -101,7 +101,7 @@ def test_the_sdk_is_located_without_being_imported():
         "import sys; from dsh_memory_mcp.cli import doctor; doctor.check_sdk(); doctor.check_dependencies();"
         "print(sorted(m for m in ('mcp','numpy','httpx','pydantic') if m in sys.modules))"
     )
-    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=subprocess_env(), timeout=60)
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -506,7 +506,7 @@ def test_check_install_reports_and_creates_nothing(tmp_path, store, code, marker
     out = subprocess.run(
         [sys.executable, str(SCRIPT), "--store-dir", str(work / store), "--project", str(work)],
         capture_output=True,
-        text=True,
+        text=True, encoding="utf-8",
         env=env,
         cwd=str(work),
         timeout=60,

@@ -13,17 +13,12 @@ import json
 import os
 import re
 import subprocess
-import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser, from PyPI (test extra)
-    import tomli as tomllib
 
 from tests.conftest import PYTHON, subprocess_env
 

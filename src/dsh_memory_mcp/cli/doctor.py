@@ -53,7 +53,7 @@ __all__ = [
 
 Status = Literal["ok", "warn", "fail"]
 
-PYTHON_FLOOR = (3, 10)
+PYTHON_FLOOR = (3, 11)
 SDK_REQUIREMENT = config.SDK_REQUIREMENT
 DEPENDENCIES = config.DEPENDENCIES
 HEALTH_TIMEOUT = 1.0
@@ -117,8 +117,9 @@ def main(args: Sequence[str], settings: config.Settings, *, out: TextIO, err: Te
 # --------------------------------------------------------------------------------------------
 
 
-def run_checks(settings: config.Settings, *, env: Mapping[str, str] = os.environ) -> list[Check]:
+def run_checks(settings: config.Settings, *, env: Mapping[str, str] | None = None) -> list[Check]:
     """Every check, in report order. Creates nothing, spawns nothing; never raises."""
+    env = config.environ() if env is None else env
     checks: list[Check] = []
     steps: list[tuple[str, Callable[[], Iterator[Check]]]] = [
         ("Python", lambda: iter([check_python(tuple(sys.version_info[:3]), sys.executable)])),

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -36,7 +35,6 @@ __all__ = [
     "ZCODE_KEYS",
     "Configured",
     "Host",
-    "TomlUnavailable",
     "by_name",
     "candidates",
     "configured",
@@ -292,23 +290,14 @@ def read_entries(host: Host, path: str, text: str, env: Mapping[str, str] | None
     return out
 
 
-class TomlUnavailable(ValueError):
-    """No TOML parser in this Python (3.10 without `tomli`)."""
-
-
 def load_toml(text: str) -> dict[str, Any]:
-    """Parse TOML with the standard library (3.11+) or `tomli`; ValueError when neither exists."""
-    if sys.version_info >= (3, 11):
-        import tomllib as toml_reader
-    else:  # Python 3.10
-        try:
-            import tomli as toml_reader  # type: ignore[import-not-found,unused-ignore]
-        except ModuleNotFoundError as exc:
-            raise TomlUnavailable("Python 3.10 没有 tomllib(装 tomli 即可读 Codex 配置)") from exc
+    """Parse TOML with the standard library; ValueError when it is not valid TOML."""
+    import tomllib
+
     try:
-        document: dict[str, Any] = toml_reader.loads(text)
+        document: dict[str, Any] = tomllib.loads(text)
         return document
-    except toml_reader.TOMLDecodeError as exc:
+    except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"不是合法的 TOML:{exc}") from exc
 
 
