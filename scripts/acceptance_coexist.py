@@ -126,7 +126,7 @@ def spawn(mode: str, root: Path, tag: str, count: int, go: Path, delay: float) -
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
+        text=True, encoding="utf-8",
         env=child_env(),
     )
 

@@ -320,7 +320,7 @@ def test_our_llama_server_dies_with_us_even_when_we_are_sigkilled(
         time.sleep(120)
         """
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, encoding="utf-8")
     child: int | None = None
     try:
         assert proc.stdout is not None

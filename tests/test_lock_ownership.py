@@ -38,7 +38,7 @@ class Child:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=worker_env(),
-            text=True,
+            text=True, encoding="utf-8",
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self._pump_thread = threading.Thread(target=self._pump, daemon=True)

@@ -83,7 +83,7 @@ def run_cli(store_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [PYTHON, "-m", "dsh_memory_mcp", *args, "--store-dir", str(store_dir)],
         capture_output=True,
-        text=True,
+        text=True, encoding="utf-8",
         env=subprocess_env(),
         timeout=60,
         input="",
@@ -115,7 +115,7 @@ def test_the_coexist_scenario_loses_acknowledged_saves_and_recover_brings_every_
     proc = subprocess.run(
         [PYTHON, str(script), "--writers", "4", "--per-writer", "6", "--unlocked", "10", "--rounds", "1"],
         capture_output=True,
-        text=True,
+        text=True, encoding="utf-8",
         env=subprocess_env(),
         timeout=300,
     )

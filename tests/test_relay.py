@@ -216,7 +216,7 @@ def test_a_relayed_host_gets_an_answer_for_every_line(tmp_path: Path, store_dir:
             [sys.executable, "-m", "dsh_memory_mcp", "--store-dir", str(store_dir)],
             input="\n".join(lines) + "\n",
             capture_output=True,
-            text=True,
+            text=True, encoding="utf-8",
             env=subprocess_env(),
             timeout=60,
         )

@@ -196,7 +196,7 @@ def test_two_processes_starting_together_spawn_one_llama_server(
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=subprocess_env(),
-            text=True,
+            text=True, encoding="utf-8",
         )
         for _ in range(2)
     ]

@@ -73,7 +73,7 @@ def spawn_serve(store_dir: Path, errlog: Path, *args: str, port: int = 0, **env:
             stdout=subprocess.DEVNULL,
             stderr=err,
             env=subprocess_env(**env),
-            text=True,
+            text=True, encoding="utf-8",
         )
     finally:
         err.close()
