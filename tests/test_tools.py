@@ -136,16 +136,29 @@ def test_project_results_rank_before_global_on_equal_scores(svc, project):
     assert [r["scope"] for r in records] == [f"project:{project}", "global"]
 
 
-def test_list_is_newest_first_filters_by_kind_and_honours_limit(svc):
-    ids = [
-        svc.call("memory_save", {"content": f"item {i}", "kind": "fact" if i % 2 else "rule"}).structured["id"]
-        for i in range(5)
-    ]
-    listed = svc.call("memory_list", {"limit": 2}).structured
-    assert listed["count"] == 2 and listed["total"] == 5
-    assert {r["id"] for r in listed["records"]} <= set(ids)
-    rules = svc.call("memory_list", {"kind": "RULE"}).structured
-    assert {r["kind"] for r in rules["records"]} == {"rule"} and rules["count"] == 3
+def test_list_is_newest_first_filters_by_kind_and_honours_limit(store_dir, project):
+    # An injected clock a second apart per reading: every save has its own updatedAt, so only a
+    # newest-first sort gives this order (ids are random uuid4s, so an id order would not).
+    ticks = iter(range(1_700_000_000_000, 1_800_000_000_000, 1000))
+    settings = resolve_settings(store_dir=str(store_dir), project_dir=str(project), env={}, cwd=str(project))
+    store = SharedStore(settings.store_dir, clock=lambda: next(ticks))
+    store.prepare()
+    svc = MemoryService(settings=settings, store=store)
+    try:
+        ids = [
+            svc.call("memory_save", {"content": f"item {i}", "kind": "fact" if i % 2 else "rule"}).structured["id"]
+            for i in range(5)
+        ]
+        listed = svc.call("memory_list", {"limit": 2}).structured
+        assert listed["count"] == 2 and listed["total"] == 5
+        assert [r["id"] for r in listed["records"]] == [ids[4], ids[3]]
+        every = svc.call("memory_list", {}).structured
+        assert [r["id"] for r in every["records"]] == ids[::-1]
+        rules = svc.call("memory_list", {"kind": "RULE"}).structured
+        assert [r["id"] for r in rules["records"]] == [ids[4], ids[2], ids[0]]
+        assert {r["kind"] for r in rules["records"]} == {"rule"} and rules["count"] == 3
+    finally:
+        store.close()
 
 
 def test_numbers_as_strings_and_lists_as_json_text_are_accepted(svc):

@@ -7,8 +7,9 @@ server cannot be made to do on purpose. The stand-in imports nothing heavy.
     python tests/helpers/cli_fake_server.py MODE [cli args...]
 
 MODE: `ignore-stdin` (never reads stdin, sleeps until interrupted), `stuck` (never reads stdin
-and swallows KeyboardInterrupt: a shutdown that hangs) or `leave-thread` (starts a non-daemon
-thread that never ends, then returns as if stdin had closed).
+and swallows KeyboardInterrupt: a shutdown that hangs), `slow-cleanup` (the first interrupt starts a
+30 s cleanup, announced on stderr, that only another interrupt cuts short; the hard deadline is 60 s)
+or `leave-thread` (starts a non-daemon thread that never ends, then returns as if stdin had closed).
 """
 
 from __future__ import annotations
@@ -38,6 +39,13 @@ def _serve(settings: Settings) -> None:
                 time.sleep(0.05)
             except KeyboardInterrupt:
                 pass
+    elif MODE == "slow-cleanup":
+        try:
+            while True:
+                time.sleep(0.05)
+        except KeyboardInterrupt:
+            print("cleanup started", file=sys.stderr, flush=True)
+            time.sleep(30)
     elif MODE == "leave-thread":
         threading.Thread(target=time.sleep, args=(3600,), name="never-ends").start()
     else:
@@ -50,5 +58,5 @@ if __name__ == "__main__":
     module.serve = _serve  # type: ignore[attr-defined]
     sys.modules["dsh_memory_mcp.transports.mcp_server"] = module
     runtime.STOP_ESCALATION_SECONDS = 0.3
-    runtime.HARD_EXIT_SECONDS = 1.0
+    runtime.HARD_EXIT_SECONDS = 60.0 if MODE == "slow-cleanup" else 1.0
     sys.exit(cli.main(sys.argv[2:]))
