@@ -7,32 +7,45 @@ the store directory is created and checked when the server actually starts, so `
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "DEFAULT_EMBED_MODEL_ID",
     "DEFAULT_EMBED_PORT",
     "DEFAULT_EMBED_THREADS",
     "DEPENDENCIES",
+    "OFF_WORDS",
+    "ON_WORDS",
     "SDK_REQUIREMENT",
+    "VARIABLES",
+    "EnvVar",
     "ServeSettings",
     "Settings",
     "VectorSettings",
+    "debug_enabled",
     "default_store_dir",
+    "digest_enabled",
     "env_flag",
+    "env_help_lines",
+    "env_table_markdown",
+    "environ",
     "infer_pooling",
     "model_id_from_path",
+    "read",
+    "relay_enabled",
     "relay_off",
     "resolve_serve_settings",
     "resolve_settings",
     "resolve_vector_settings",
     "ui_language",
+    "variable",
 ]
 
 #: The runtime dependencies as pip requirements, quoted by the CLI's import diagnostics and by
@@ -45,24 +58,334 @@ DEPENDENCIES: tuple[tuple[str, str], ...] = (
     ("platformdirs", "platformdirs>=4"),
 )
 
-#: Longest `content` a save accepts unless `DSH_MEMORY_MAX_CONTENT` says otherwise.
-DEFAULT_MAX_CONTENT = 20_000
-DEFAULT_EMBED_PORT = 8199
-DEFAULT_EMBED_THREADS = 6
-#: `memory_forget` by query deletes up to this many matches without `confirm: true` (issue 15).
-DEFAULT_FORGET_CONFIRM_OVER = 3
-FORGET_CONFIRM_MAX = 1_000_000
 #: DSH's own default; sidecars written by DSH start with `#qwen3-embedding-0.6b\t1024`.
 DEFAULT_EMBED_MODEL_ID = "qwen3-embedding-0.6b"
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_OFF = frozenset({"off", "0", "false", "no", "disabled"})
-_POOLINGS = frozenset({"none", "mean", "cls", "last", "rank"})
+#: The one truthiness vocabulary of every on/off variable (any case, surrounding blanks ignored).
+ON_WORDS = frozenset({"1", "true", "yes", "on"})
+OFF_WORDS = frozenset({"0", "false", "no", "off", "disabled"})
+_POOLINGS = ("none", "mean", "cls", "last", "rank")
+
+Kind = Literal["path", "text", "list", "on", "off", "int", "float", "choice"]
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One environment variable: the only place its name, type, default, range and meaning are written.
+
+    `kind`: `path`/`text` (a string, empty = unset), `list` (comma-separated), `on` (a switch that is off
+    unless set to an ON word), `off` (a switch that is on unless set to an OFF word), `int`/`float`
+    (a number in [`low`, `high`]), `choice` (one of `choices`). A value that does not fit is ignored —
+    the default applies — and `Settings.warnings` says so; nothing is ever half-applied.
+    """
+
+    name: str
+    kind: Kind
+    #: The typed default (`None` for "unset"); `shown` is how the docs write it when that is not the value.
+    default: object
+    doc: str
+    #: Who reads it: `server` (the stdio server and serve), `serve`, `cli` (start-up and subcommands), `vectors`.
+    readers: str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+    shown: str | None = None
+
+    @property
+    def shown_default(self) -> str:
+        if self.shown is not None:
+            return self.shown
+        if self.kind == "on":
+            return "关"
+        if self.kind == "off":
+            return "开"
+        if self.default is None:
+            return "—"
+        return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
+
+
+#: Every `DSH_MEMORY_*` variable the program reads, in the order the README and `--help` list them.
+#: `tests/test_config.py` checks that the README's table and `--help` are generated from this table and that no
+#: other module reads the environment.
+VARIABLES: tuple[EnvVar, ...] = (
+    EnvVar(
+        "DSH_MEMORY_STORE_DIR",
+        "path",
+        None,
+        "记忆存储目录,同 `--store-dir`;与 DSH 记忆插件共用时指向插件的 storeDir",
+        "server, cli",
+        shown="`~/.dsh-memory-store`",
+    ),
+    EnvVar(
+        "DSH_MEMORY_PROJECT",
+        "path",
+        None,
+        "当前工作区,同 `--project`;决定 project 作用域",
+        "server, cli",
+        shown="当前目录",
+    ),
+    EnvVar("DSH_MEMORY_SCOPE_ALL", "on", False, "开 ⇒ `memory_save` 省略 scope 时写 project 而不是 global", "server"),
+    EnvVar("DSH_MEMORY_RELAY", "off", True, "关 ⇒ 等价于 `--no-relay`:有运行中的 serve 也直接打开记忆库", "cli"),
+    EnvVar("DSH_MEMORY_DIGEST", "off", True, "关 ⇒ `instructions` 只含用法说明,不附记忆摘要", "server"),
+    EnvVar("DSH_MEMORY_VECTOR", "off", True, "关 ⇒ 完全关闭向量:不联网、不写 `.vec`,只用词法检索", "vectors"),
+    EnvVar(
+        "DSH_MEMORY_EMBED_ENDPOINT",
+        "text",
+        None,
+        "已有的 embedding 服务(llama-server / Ollama / LM Studio / vLLM…);设了就永不 spawn、永不 kill",
+        "vectors",
+    ),
+    EnvVar(
+        "DSH_MEMORY_EMBED_EXE",
+        "text",
+        "llama-server",
+        "llama-server 可执行文件",
+        "vectors",
+        shown="PATH 上的 `llama-server`",
+    ),
+    EnvVar(
+        "DSH_MEMORY_EMBED_MODEL",
+        "path",
+        None,
+        "GGUF 嵌入模型文件;它和 `DSH_MEMORY_EMBED_ENDPOINT` 都没设时向量不可用(stderr 提示一次)",
+        "vectors",
+    ),
+    EnvVar(
+        "DSH_MEMORY_EMBED_PORT",
+        "int",
+        8199,
+        "自己拉起的 llama-server 的端口(避开 DSH 的 8078)",
+        "vectors",
+        low=1,
+        high=65535,
+    ),
+    EnvVar("DSH_MEMORY_EMBED_THREADS", "int", 6, "llama-server 线程数", "vectors", low=1, high=512),
+    EnvVar(
+        "DSH_MEMORY_EMBED_POOLING",
+        "choice",
+        None,
+        "池化方式;缺省按模型推断(qwen3-embedding → last,bge → cls,nomic/minilm/e5/gte → mean,其它由 GGUF 决定)。"
+        "选错不会报错,只会悄悄毁掉召回",
+        "vectors",
+        choices=_POOLINGS,
+        shown="按模型推断",
+    ),
+    EnvVar(
+        "DSH_MEMORY_TOUCH_INTERVAL_SECS",
+        "int",
+        30,
+        "检索命中的访问计数在后台写回时,同一作用域文件最多每这么多秒整份重写一次(退出时总会写回)",
+        "server",
+        low=0,
+        high=86_400,
+    ),
+    EnvVar(
+        "DSH_MEMORY_FORGET_CONFIRM_OVER",
+        "int",
+        3,
+        "`memory_forget` 按 query 匹配超过这么多条时先返回 `CONFIRM_REQUIRED` 预览,不删除",
+        "server",
+        low=0,
+        high=1_000_000,
+    ),
+    EnvVar(
+        "DSH_MEMORY_MAX_CONTENT",
+        "int",
+        20_000,
+        "`memory_save` 的 content 字符上限,超过报 `CONTENT_TOO_LONG`",
+        "server",
+        low=1,
+        high=10_000_000,
+    ),
+    EnvVar(
+        "DSH_MEMORY_ALLOW_SECRETS",
+        "on",
+        False,
+        "开 ⇒ 关闭凭据检查,允许保存像密钥/口令的内容(默认报 `CONTENT_SECRET`)",
+        "server",
+    ),
+    EnvVar("DSH_MEMORY_DEBUG", "on", False, "开 ⇒ 启动失败时附完整调用栈,日志含调试信息", "cli"),
+    EnvVar(
+        "DSH_MEMORY_TOKEN",
+        "text",
+        None,
+        "`serve` 的 bearer 令牌;设了才放行非回环地址与 `DSH_MEMORY_ALLOWED_HOSTS`",
+        "serve, cli",
+        shown="自动生成",
+    ),
+    EnvVar(
+        "DSH_MEMORY_ALLOWED_HOSTS",
+        "list",
+        (),
+        "`serve` 额外放行的 Host(逗号分隔,`主机` 或 `主机:端口`),只在设了令牌时生效",
+        "serve",
+    ),
+    EnvVar("DSH_MEMORY_ALLOWED_ORIGINS", "list", (), "`serve` 额外放行的浏览器 Origin(逗号分隔)", "serve"),
+    EnvVar(
+        "DSH_MEMORY_SESSION_IDLE_SECS",
+        "float",
+        600.0,
+        "`serve` 回收空闲会话的秒数(正在运行的调用不算空闲)",
+        "serve",
+        low=0.1,
+        high=7 * 86_400,
+    ),
+    EnvVar(
+        "DSH_MEMORY_SESSION_INIT_SECS",
+        "float",
+        60.0,
+        "`serve` 回收始终没完成握手的会话的秒数",
+        "serve",
+        low=0.1,
+        high=86_400,
+    ),
+    EnvVar(
+        "DSH_MEMORY_MAX_TOOL_CALLS", "int", 16, "`serve` 同时运行的工具调用上限,多出的排队", "serve", low=1, high=1024
+    ),
+    EnvVar(
+        "DSH_MEMORY_WEB_LOGIN_SECS",
+        "float",
+        43_200.0,
+        "网页登录的有效秒数(12 小时);过期后要重新打开登录地址",
+        "serve",
+        low=1.0,
+        high=30 * 86_400,
+    ),
+    EnvVar(
+        "DSH_MEMORY_TOOL_DEADLINE_SECS",
+        "float",
+        300.0,
+        "`serve` 每个调用排队 + 执行的截止时间(0 = 不限)",
+        "serve",
+        low=0.0,
+        high=86_400,
+    ),
+)
+_BY_NAME = {var.name: var for var in VARIABLES}
+
+#: Defaults other modules quote (from the table, never written twice).
+DEFAULT_MAX_CONTENT: int = _BY_NAME["DSH_MEMORY_MAX_CONTENT"].default  # type: ignore[assignment]
+DEFAULT_EMBED_PORT: int = _BY_NAME["DSH_MEMORY_EMBED_PORT"].default  # type: ignore[assignment]
+DEFAULT_EMBED_THREADS: int = _BY_NAME["DSH_MEMORY_EMBED_THREADS"].default  # type: ignore[assignment]
+DEFAULT_FORGET_CONFIRM_OVER: int = _BY_NAME["DSH_MEMORY_FORGET_CONFIRM_OVER"].default  # type: ignore[assignment]
+
+
+def environ() -> Mapping[str, str]:
+    """The process environment. Every module that needs it gets it from here (or as a parameter)."""
+    return os.environ
+
+
+def variable(name: str) -> EnvVar:
+    return _BY_NAME[name]
+
+
+def read(name: str, env: Mapping[str, str] | None = None, problems: list[str] | None = None) -> Any:
+    """The typed value of one variable of `VARIABLES`: unset or empty → its default; a value that does not
+    fit its kind → its default, with one Chinese line appended to `problems`."""
+    var = _BY_NAME[name]
+    raw = _env(environ() if env is None else env, name)
+    if raw is None:
+        return var.default
+    if var.kind in ("path", "text"):
+        return raw
+    if var.kind == "list":
+        return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
+    if var.kind in ("on", "off"):
+        word = raw.lower()
+        if word in ON_WORDS:
+            return True
+        if word in OFF_WORDS:
+            return False
+        _warn(
+            problems,
+            f"{name}={raw!r} 不是开关值(开:1/true/yes/on,关:0/false/no/off/disabled),已忽略,"
+            f"按缺省({var.shown_default})",
+        )
+        return var.default
+    if var.kind == "choice":
+        if raw.lower() in var.choices:
+            return raw.lower()
+        _warn(problems, f"{name}={raw!r} 不是 {'/'.join(var.choices)} 之一,已忽略")
+        return var.default
+    assert var.low is not None and var.high is not None
+    if var.kind == "int":
+        try:
+            number: float = int(raw)
+        except ValueError:
+            number = math.nan
+        if math.isfinite(number) and var.low <= number <= var.high:
+            return int(number)
+        _warn(problems, f"{name}={raw!r} 不是 {var.low:g}~{var.high:g} 之间的整数,已忽略,改用缺省值 {var.default}")
+        return var.default
+    try:
+        number = float(raw)
+    except ValueError:
+        number = math.nan
+    if math.isfinite(number) and var.low <= number <= var.high:
+        return number
+    _warn(problems, f"{name}={raw!r} 不是 {var.low:g}~{var.high:g} 之间的数字,已忽略,改用缺省值 {var.default:g}")
+    return var.default
+
+
+def _warn(problems: list[str] | None, line: str) -> None:
+    if problems is not None:
+        problems.append(line)
 
 
 def env_flag(value: str | None) -> bool:
-    """Whether an environment value means "on" (1/true/yes/on, any case, padded)."""
-    return value is not None and value.strip().lower() in _TRUE
+    """Whether a raw environment value is an ON word (1/true/yes/on, any case, padded)."""
+    return value is not None and value.strip().lower() in ON_WORDS
+
+
+def debug_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """`DSH_MEMORY_DEBUG`: read before anything else, so start-up failures can show their traceback."""
+    return bool(read("DSH_MEMORY_DEBUG", env))
+
+
+def relay_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """`DSH_MEMORY_RELAY` (on unless an OFF word): may the stdio server relay to a running `serve`."""
+    return bool(read("DSH_MEMORY_RELAY", env))
+
+
+def relay_off(env: Mapping[str, str] | None = None) -> bool:
+    """`DSH_MEMORY_RELAY` is an OFF word: stdio starts never relay to a serve."""
+    return not relay_enabled(env)
+
+
+def digest_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """`DSH_MEMORY_DIGEST` (on unless an OFF word): the memory digest in `instructions`."""
+    return bool(read("DSH_MEMORY_DIGEST", env))
+
+
+def env_table_markdown() -> str:
+    """The README's environment table, generated from `VARIABLES` (tests/test_config.py keeps them equal)."""
+    rows = ["| 变量 | 默认 | 说明 | 用于 |", "|---|---|---|---|"]
+    for var in VARIABLES:
+        users = "、".join(_READERS[r.strip()] for r in var.readers.split(","))
+        rows.append(f"| `{var.name}` | {var.shown_default} | {var.doc}{_range_note(var)} | {users} |")
+    return "\n".join(rows)
+
+
+_READERS = {"server": "MCP 服务", "serve": "serve", "cli": "命令行", "vectors": "向量通道"}
+
+
+def env_help_lines() -> list[str]:
+    """`--help`'s environment list, generated from `VARIABLES`: one line per variable."""
+    width = max(len(var.name) for var in VARIABLES) + 2
+    return [
+        f"  {var.name:<{width}}{_plain(var.doc)}(缺省 {_plain(var.shown_default)}{_range_note(var)})"
+        for var in VARIABLES
+    ]
+
+
+def _range_note(var: EnvVar) -> str:
+    if var.kind in ("int", "float") and var.low is not None and var.high is not None:
+        return f";范围 {var.low:g}~{var.high:g}"
+    return ""
+
+
+def _plain(text: str) -> str:
+    return text.replace("`", "")
 
 
 def _env(env: Mapping[str, str], name: str) -> str | None:
@@ -72,11 +395,6 @@ def _env(env: Mapping[str, str], name: str) -> str | None:
         return None
     value = value.strip()
     return value or None
-
-
-def relay_off(env: Mapping[str, str]) -> bool:
-    """``DSH_MEMORY_RELAY=off`` (or 0/false/no/disabled): stdio starts never relay to a serve."""
-    return (_env(env, "DSH_MEMORY_RELAY") or "").lower() in _OFF
 
 
 def ui_language(env: Mapping[str, str]) -> Literal["zh", "en"]:
@@ -92,7 +410,7 @@ def ui_language(env: Mapping[str, str]) -> Literal["zh", "en"]:
 
 def default_store_dir(env: Mapping[str, str] | None = None) -> str:
     """`~/.dsh-memory-store`, the same on every platform (the DSH plugin's documented default)."""
-    env = os.environ if env is None else env
+    env = environ() if env is None else env
     home = _env(env, "HOME") or _env(env, "USERPROFILE") or str(Path.home())
     return os.path.join(home, ".dsh-memory-store")
 
@@ -152,6 +470,10 @@ class Settings:
     #: `memory_forget` by query deletes at most this many matches without `confirm: true`
     #: (`DSH_MEMORY_FORGET_CONFIRM_OVER`); more → `CONFIRM_REQUIRED` with the list, nothing deleted.
     forget_confirm_over: int = DEFAULT_FORGET_CONFIRM_OVER
+    #: `DSH_MEMORY_DIGEST`: the memory digest in `instructions` (off: usage guidance only).
+    digest: bool = True
+    #: `DSH_MEMORY_RELAY`: the stdio server may relay to a running `serve` (off: always direct).
+    relay: bool = True
     #: Environment values that were invalid and replaced by their default (one Chinese line each;
     #: the CLI prints them at start, `doctor` lists them). Includes `vector.warnings`.
     warnings: tuple[str, ...] = ()
@@ -190,24 +512,23 @@ def infer_pooling(model_id: str) -> str | None:
 
 
 def resolve_vector_settings(env: Mapping[str, str], cwd: str) -> VectorSettings:
-    """Vector backend settings from the environment (SPEC §2, §8)."""
-    raw = _env(env, "DSH_MEMORY_VECTOR")
-    if raw is not None and raw.lower() in _OFF:
+    """Vector backend settings from the environment."""
+    problems: list[str] = []
+    if not read("DSH_MEMORY_VECTOR", env, problems):
         return VectorSettings(enabled=False, unavailable_reason="DSH_MEMORY_VECTOR=off")
-    endpoint = _env(env, "DSH_MEMORY_EMBED_ENDPOINT")
+    endpoint = read("DSH_MEMORY_EMBED_ENDPOINT", env)
     if endpoint is not None:
         endpoint = endpoint.rstrip("/")
-    exe = _env(env, "DSH_MEMORY_EMBED_EXE") or "llama-server"
-    model = _env(env, "DSH_MEMORY_EMBED_MODEL")
+    exe = read("DSH_MEMORY_EMBED_EXE", env)
+    model = read("DSH_MEMORY_EMBED_MODEL", env)
     if model is not None:
         model = _absolute(model, cwd)
-    problems: list[str] = []
-    port = _int_env(env, "DSH_MEMORY_EMBED_PORT", DEFAULT_EMBED_PORT, 1, 65535, problems)
-    threads = _int_env(env, "DSH_MEMORY_EMBED_THREADS", DEFAULT_EMBED_THREADS, 1, 512, problems)
+    port = read("DSH_MEMORY_EMBED_PORT", env, problems)
+    threads = read("DSH_MEMORY_EMBED_THREADS", env, problems)
     model_id = model_id_from_path(model) if model else DEFAULT_EMBED_MODEL_ID
-    pooling_raw = _env(env, "DSH_MEMORY_EMBED_POOLING")
-    pooling = pooling_raw.lower() if pooling_raw and pooling_raw.lower() in _POOLINGS else None
-    invalid_pooling = pooling_raw if pooling_raw is not None and pooling is None else None
+    pooling_problems: list[str] = []
+    pooling = read("DSH_MEMORY_EMBED_POOLING", env, pooling_problems)
+    invalid_pooling = _env(env, "DSH_MEMORY_EMBED_POOLING") if pooling_problems else None
     if pooling is None and model:
         pooling = infer_pooling(model_id)
     reason = None
@@ -228,24 +549,6 @@ def resolve_vector_settings(env: Mapping[str, str], cwd: str) -> VectorSettings:
     )
 
 
-def _int_env(
-    env: Mapping[str, str], name: str, default: int, low: int, high: int, problems: list[str] | None = None
-) -> int:
-    """An integer variable in [low, high]; anything else is the default, and `problems` says so."""
-    raw = _env(env, name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = None
-    if value is not None and low <= value <= high:
-        return value
-    if problems is not None:
-        problems.append(f"{name}={raw!r} 不是 {low}~{high} 之间的整数,已忽略,改用缺省值 {default}")
-    return default
-
-
 def resolve_settings(
     *,
     store_dir: str | None = None,
@@ -258,39 +561,35 @@ def resolve_settings(
     Flags win over environment variables, which win over defaults. Relative paths resolve
     against `cwd`. Creates nothing.
     """
-    env = os.environ if env is None else env
+    env = environ() if env is None else env
     cwd = os.getcwd() if cwd is None else cwd
     is_default = False
-    store = store_dir if store_dir is not None else _env(env, "DSH_MEMORY_STORE_DIR")
+    store = store_dir if store_dir is not None else read("DSH_MEMORY_STORE_DIR", env)
     if store is None:
         store = default_store_dir(env)
         is_default = True
-    project = project_dir if project_dir is not None else _env(env, "DSH_MEMORY_PROJECT")
+    project = project_dir if project_dir is not None else read("DSH_MEMORY_PROJECT", env)
     source: Literal["flag", "env", "cwd"] = "flag" if project_dir is not None else "env"
     if project is None:
         project = cwd
         source = "cwd"
     problems: list[str] = []
-    confirm_over = _int_env(
-        env, "DSH_MEMORY_FORGET_CONFIRM_OVER", DEFAULT_FORGET_CONFIRM_OVER, 0, FORGET_CONFIRM_MAX, problems
-    )
-    touch_interval = _int_env(env, "DSH_MEMORY_TOUCH_INTERVAL_SECS", 30, 0, 86_400, problems)
-    max_content = _int_env(env, "DSH_MEMORY_MAX_CONTENT", DEFAULT_MAX_CONTENT, 1, 10_000_000, problems)
-    vector = resolve_vector_settings(env, cwd)
-    return Settings(
+    settings = Settings(
         store_dir=_absolute(store, cwd),
         project_dir=_absolute(project, cwd),
         store_dir_is_default=is_default,
-        scope_all=env_flag(env.get("DSH_MEMORY_SCOPE_ALL")),
-        debug=env_flag(env.get("DSH_MEMORY_DEBUG")),
-        vector=vector,
-        max_content=max_content,
-        allow_secrets=env_flag(env.get("DSH_MEMORY_ALLOW_SECRETS")),
+        scope_all=read("DSH_MEMORY_SCOPE_ALL", env, problems),
+        debug=read("DSH_MEMORY_DEBUG", env, problems),
+        max_content=read("DSH_MEMORY_MAX_CONTENT", env, problems),
+        allow_secrets=read("DSH_MEMORY_ALLOW_SECRETS", env, problems),
         project_source=source,
-        touch_interval=touch_interval,
-        forget_confirm_over=confirm_over,
-        warnings=(*problems, *vector.warnings),
+        touch_interval=read("DSH_MEMORY_TOUCH_INTERVAL_SECS", env, problems),
+        forget_confirm_over=read("DSH_MEMORY_FORGET_CONFIRM_OVER", env, problems),
+        digest=read("DSH_MEMORY_DIGEST", env, problems),
+        relay=read("DSH_MEMORY_RELAY", env, problems),
     )
+    vector = resolve_vector_settings(env, cwd)
+    return dataclasses.replace(settings, vector=vector, warnings=(*problems, *vector.warnings))
 
 
 DEFAULT_SERVE_HOST = "127.0.0.1"
@@ -329,46 +628,28 @@ class ServeSettings:
         return self.host.strip().lower() in LOOPBACK_HOSTS
 
 
-def _list_env(env: Mapping[str, str], name: str) -> tuple[str, ...]:
-    raw = _env(env, name)
-    if raw is None:
-        return ()
-    return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
-
-
-def _float_env(
-    env: Mapping[str, str], name: str, default: float, low: float, high: float, problems: list[str]
-) -> float:
-    """A number in [low, high]; anything else is the default, and `problems` says so."""
-    raw = _env(env, name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if math.isfinite(value) and low <= value <= high:
-        return value
-    problems.append(f"{name}={raw!r} 不是 {low:g}~{high:g} 之间的数字,已忽略,改用缺省值 {default:g}")
-    return default
-
-
 def resolve_serve_settings(
     *, host: str | None = None, port: int | None = None, env: Mapping[str, str] | None = None
 ) -> ServeSettings:
     """`serve`'s settings from its flags and the environment; an out-of-range number keeps its default."""
-    env = os.environ if env is None else env
+    env = environ() if env is None else env
     problems: list[str] = []
     return ServeSettings(
         host=(host or DEFAULT_SERVE_HOST).strip(),
         port=DEFAULT_SERVE_PORT if port is None else port,
-        token=_env(env, "DSH_MEMORY_TOKEN"),
-        allowed_hosts=_list_env(env, "DSH_MEMORY_ALLOWED_HOSTS"),
-        allowed_origins=tuple(o.rstrip("/") for o in _list_env(env, "DSH_MEMORY_ALLOWED_ORIGINS")),
-        session_idle_secs=_float_env(env, "DSH_MEMORY_SESSION_IDLE_SECS", 600.0, 0.1, 7 * 86400.0, problems),
-        session_init_secs=_float_env(env, "DSH_MEMORY_SESSION_INIT_SECS", 60.0, 0.1, 86400.0, problems),
-        max_tool_calls=_int_env(env, "DSH_MEMORY_MAX_TOOL_CALLS", 16, 1, 1024, problems),
-        tool_deadline_secs=_float_env(env, "DSH_MEMORY_TOOL_DEADLINE_SECS", 300.0, 0.0, 86400.0, problems),
-        web_login_secs=_float_env(env, "DSH_MEMORY_WEB_LOGIN_SECS", 43_200.0, 1.0, 30 * 86400.0, problems),
+        token=read("DSH_MEMORY_TOKEN", env),
+        allowed_hosts=read("DSH_MEMORY_ALLOWED_HOSTS", env),
+        allowed_origins=tuple(o.rstrip("/") for o in read("DSH_MEMORY_ALLOWED_ORIGINS", env)),
+        session_idle_secs=read("DSH_MEMORY_SESSION_IDLE_SECS", env, problems),
+        session_init_secs=read("DSH_MEMORY_SESSION_INIT_SECS", env, problems),
+        max_tool_calls=read("DSH_MEMORY_MAX_TOOL_CALLS", env, problems),
+        tool_deadline_secs=read("DSH_MEMORY_TOOL_DEADLINE_SECS", env, problems),
+        web_login_secs=read("DSH_MEMORY_WEB_LOGIN_SECS", env, problems),
         warnings=tuple(problems),
     )
+
+
+if __name__ == "__main__":  # `python -m dsh_memory_mcp.config`: the README's environment table
+    import sys
+
+    sys.stdout.write(env_table_markdown() + "\n")

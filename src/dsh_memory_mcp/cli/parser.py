@@ -322,23 +322,8 @@ stdin 关闭、SIGINT、SIGTERM 都会干净退出(退出码 0),自己拉起的 
   -v, --version                      打印版本后退出(0)
   未知参数(如 --store_dir、--storedir)、多余的位置参数、缺值都会报错退出(2),不会被忽略。
 
-环境变量:
-  DSH_MEMORY_STORE_DIR       存储目录,等价于 --store-dir(缺省 ~/.dsh-memory-store)
-  DSH_MEMORY_PROJECT         工作区目录,等价于 --project(缺省 当前目录)
-  DSH_MEMORY_SCOPE_ALL       1/true/yes/on ⇒ memory_save 省略 scope 时写 project 而不是 global
-  DSH_MEMORY_RELAY           off ⇒ 等价于 --no-relay(有运行中的 serve 也直连)
-  DSH_MEMORY_VECTOR          off/0/false/no/disabled ⇒ 完全关闭向量,只用词法检索
-  DSH_MEMORY_EMBED_ENDPOINT  已有的 embedding 服务(llama-server 或 OpenAI 兼容的 /v1/embeddings);
-                             设了它就永不 spawn、永不 kill
-  DSH_MEMORY_EMBED_EXE       llama-server 可执行文件(缺省 PATH 上的 llama-server)
-  DSH_MEMORY_EMBED_MODEL     GGUF 嵌入模型文件;它和 DSH_MEMORY_EMBED_ENDPOINT 都没设 ⇒ 没有向量,
-                             只用词法检索
-  DSH_MEMORY_EMBED_PORT      自己拉起 llama-server 时用的端口(缺省 {config.DEFAULT_EMBED_PORT})
-  DSH_MEMORY_EMBED_THREADS   llama-server 线程数(缺省 {config.DEFAULT_EMBED_THREADS})
-  DSH_MEMORY_EMBED_POOLING   池化方式(缺省按模型推断:bge → cls,nomic → mean,Qwen3-Embedding → last);
-                             池化选错会悄悄毁掉召回,换模型时务必确认
-  DSH_MEMORY_FORGET_CONFIRM_OVER  memory_forget 按 query 匹配超过这么多条时只预览不删除,要 confirm(缺省 3)
-  DSH_MEMORY_DEBUG           1 ⇒ 启动失败时额外打印完整调用栈,日志含调试信息
+环境变量(开关:开 = 1/true/yes/on,关 = 0/false/no/off/disabled;值不合法时用缺省值并警告):
+{_env_list()}
 
 退出码:
   0  正常退出(--help / --version;服务在 stdin 关闭或收到 SIGINT / SIGTERM 后)
@@ -366,6 +351,11 @@ MCP 配置示例(mcp.json;Claude Code、Cursor、Trae 等格式相同):
 验证部署(stdin 喂空,服务读到 EOF 即以 0 退出;stderr 出现「已启动 {PROG} v{__version__}(stdio)」即成功):
   echo '' | {PROG} --store-dir /tmp/dsh-probe
 """
+
+
+def _env_list() -> str:
+    """The environment variables, from the configuration table (never listed by hand)."""
+    return "\n".join(config.env_help_lines())
 
 
 def _command_list(commands: Mapping[str, Command]) -> str:

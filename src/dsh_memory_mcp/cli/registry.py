@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import sys
 from collections.abc import Callable
 from typing import Protocol, TextIO, cast
@@ -39,7 +38,7 @@ class Body(Protocol):
 
 def _run_guarded(name: str, invocation: Invocation, load: Callable[[], Body]) -> int:
     """Resolve settings, import the body (`load`), run it; never a bare traceback."""
-    debug = config.env_flag(os.environ.get("DSH_MEMORY_DEBUG"))
+    debug = config.debug_enabled()
     logs.configure_stderr_logging(debug)
     # A human command prints its own results; only the store's and vector channel's warnings
     # (corrupt lines, backend trouble) come through the logger.

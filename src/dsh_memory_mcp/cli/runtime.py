@@ -327,7 +327,7 @@ def log_settings(settings: config.Settings) -> None:
 
 
 def _start(invocation: Invocation, serve: ServeFn | None, started: StartedFlag, guard: SignalGuard) -> int:
-    debug = config.env_flag(os.environ.get("DSH_MEMORY_DEBUG"))
+    debug = config.debug_enabled()
     logs.configure_stderr_logging(debug, started)
     try:
         settings = config.resolve_settings(store_dir=invocation.store_dir, project_dir=invocation.project_dir)
@@ -383,7 +383,7 @@ def _try_relay(invocation: Invocation, settings: config.Settings, guard: SignalG
     if invocation.no_relay:
         _cli_log.info("连接方式 = direct(--no-relay)")
         return None
-    if (os.environ.get("DSH_MEMORY_RELAY") or "").strip().lower() in ("off", "0", "false", "no", "disabled"):
+    if not settings.relay:
         _cli_log.info("连接方式 = direct(DSH_MEMORY_RELAY=off)")
         return None
     from dsh_memory_mcp.transports import relay

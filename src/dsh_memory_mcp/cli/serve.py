@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import errno
 import importlib
-import os
 from typing import Any
 
 from dsh_memory_mcp import config
@@ -31,7 +30,7 @@ _ADDRESS_ERRORS = {
 
 def run(invocation: Invocation) -> int:
     """Serve until SIGINT/SIGTERM; returns the exit code."""
-    debug = config.env_flag(os.environ.get("DSH_MEMORY_DEBUG"))
+    debug = config.debug_enabled()
     logs.configure_stderr_logging(debug)
     try:
         return _run(invocation, debug)

@@ -66,7 +66,7 @@ class Outcome:
 
 def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err: TextIO) -> int:
     """Run `setup`; 0 when every file is as asked, 1 when one could not be written, 2 usage."""
-    env: Mapping[str, str] = os.environ
+    env: Mapping[str, str] = config.environ()
     platform = sys.platform
     options = invocation.options
     dry_run = options.get("dry_run") is True
@@ -369,10 +369,7 @@ def plan_text(host: Host, read: tuple[str, bool] | None, ours: Mapping[str, Any]
     """`plan` on a file's (text, BOM) as read (None: no file)."""
     before, bom = read if read is not None else (None, False)
     text = before or ""
-    try:
-        old_doc = _load(host, text)
-    except hosts.TomlUnavailable:
-        return _plan_text_only(host, before, bom, ours)
+    old_doc = _load(host, text)
     current = _ours(host, old_doc)
     entry = None if ours is None else hosts.merged(host, current, ours)
     if entry is not None and current == entry:
@@ -393,15 +390,6 @@ def plan_text(host: Host, read: tuple[str, bool] | None, ours: Mapping[str, Any]
         hint = f"请手动{'删除' if entry is None else '加入'} {SERVER_NAME} 条目"
         raise ValueError(f"的写法我们没法安全修改(改完再读,其它内容或我们的条目不对),{hint}")
     return Outcome(before, after, bom, entry)
-
-
-def _plan_text_only(host: Host, before: str | None, bom: bool, ours: Mapping[str, Any] | None) -> Outcome:
-    """Python 3.10 without `tomli`: our ``[mcp_servers.dsh-memory]`` section is replaced or removed
-    as text, unverified and without keeping keys the user added to it."""
-    text = before or ""
-    key = (*host.table, SERVER_NAME)
-    after = confedit.toml_remove_table(text, key) if ours is None else confedit.toml_set_table(text, key, ours)
-    return Outcome(before, after, bom, None if ours is None else dict(ours))
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from dsh_memory_mcp import config
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL
 from dsh_memory_mcp.store.snapshots import identity_of
@@ -55,8 +56,8 @@ _HEADER = "用户的长期记忆摘要(规则、偏好、决定与重要记忆,�
 
 
 def digest_enabled(env: Mapping[str, str]) -> bool:
-    """False when `DSH_MEMORY_DIGEST` is off/0/false/no."""
-    return env.get("DSH_MEMORY_DIGEST", "").strip().lower() not in ("off", "0", "false", "no")
+    """False when `DSH_MEMORY_DIGEST` is an OFF word (the configuration table's vocabulary)."""
+    return config.digest_enabled(env)
 
 
 def _rank(record: Record) -> tuple[float, int, int, str]:

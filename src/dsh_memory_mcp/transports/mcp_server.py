@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import os
 import time
 import weakref
 from collections.abc import Callable, Mapping
@@ -50,7 +49,7 @@ from mcp.types import (
 )
 from pydantic import ConfigDict
 
-from dsh_memory_mcp import __version__
+from dsh_memory_mcp import __version__, config
 from dsh_memory_mcp.config import Settings
 from dsh_memory_mcp.service import digest, feed
 from dsh_memory_mcp.service.compose import close_service, open_service
@@ -204,7 +203,7 @@ class _MemoryServer(MCPServer[Any]):
         )
         self._service = service
         self._base = base_context or (lambda _ctx: service.default_context)
-        self._digest_on = digest.digest_enabled(os.environ) if digest_on is None else digest_on
+        self._digest_on = config.digest_enabled() if digest_on is None else digest_on
         self._sessions: weakref.WeakKeyDictionary[Any, _Session] = weakref.WeakKeyDictionary()
         self._digest_cache = digest_cache
         #: The digest keys (project scope key or None) `initialize` used: refreshed at exit.

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -44,8 +43,9 @@ import time
 import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 
+from dsh_memory_mcp import config
 from dsh_memory_mcp.transports import relay_wire as wire
 from dsh_memory_mcp.transports import serve_file
 from dsh_memory_mcp.transports.serve_file import ServeInfo
@@ -567,7 +567,7 @@ class Relay:
             if self._child is not None or self._child_dead:
                 return
             self.log(f"serve 不可用({why}),改为直连模式继续服务(记忆库相同)")
-            env = dict(os.environ if self.env is None else self.env)
+            env = dict(config.environ() if self.env is None else self.env)
             env["DSH_MEMORY_RELAY"] = "off"
             try:
                 child = subprocess.Popen(
