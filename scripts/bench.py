@@ -335,7 +335,7 @@ def server_children() -> list[int]:
         if not entry.isdigit():
             continue
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
+            stat = Path(f"/proc/{entry}/stat").read_text(encoding="utf-8")
             ppid = int(stat.rsplit(")", 1)[1].split()[1])
             if ppid != me:
                 continue
@@ -349,7 +349,7 @@ def server_children() -> list[int]:
 
 def vm_hwm_kb(pid: int) -> int | None:
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1])
     except OSError:
@@ -648,7 +648,7 @@ async def hybrid_search(
 # -- the shared server over Streamable HTTP ---------------------------------------------------
 def vm_rss_kb(pid: int) -> int | None:
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     except OSError:

@@ -157,7 +157,7 @@ class _Server:
 
     def log_tail(self) -> str:
         try:
-            return self.log_path.read_text(errors="replace")[-3000:]
+            return self.log_path.read_text(errors="replace", encoding="utf-8")[-3000:]
         except OSError:
             return ""
 
@@ -268,7 +268,7 @@ def test_llama_server_embeddings_match_a_numpy_bert_forward_pass_of_the_original
         k.removeprefix("bert."): v.astype(np.float64)
         for k, v in load_file(str(minilm_dir / "model.safetensors")).items()
     }
-    config = json.loads((minilm_dir / "config.json").read_text())
+    config = json.loads((minilm_dir / "config.json").read_text(encoding="utf-8"))
     eps, n_heads = config["layer_norm_eps"], config["num_attention_heads"]
     erf = np.frompyfunc(math.erf, 1, 1)
 

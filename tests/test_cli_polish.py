@@ -23,7 +23,7 @@ P = "[dsh-memory-mcp] "
 
 def _run(args: list[str], env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:
     command = [PYTHON, "-m", "dsh_memory_mcp", *args]
-    return subprocess.run(command, input=stdin, capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(command, input=stdin, capture_output=True, text=True, encoding="utf-8", env=env, timeout=60)
 
 
 def test_the_help_shows_a_uvx_config_that_works_for_a_package_not_on_pypi(capsys):

@@ -116,7 +116,7 @@ def test_the_human_forget_previews_exits_1_and_deletes_with_confirm(tmp_path, st
 
     def forget(*extra: str) -> subprocess.CompletedProcess[str]:
         command = [PYTHON, "-m", "dsh_memory_mcp", "forget", "--query", "java", "--scope", "global", *extra]
-        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+        return subprocess.run(command, capture_output=True, text=True, encoding="utf-8", env=env, timeout=60)
 
     preview = forget()
     assert preview.returncode == 1 and "CONFIRM_REQUIRED" in preview.stderr

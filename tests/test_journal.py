@@ -59,7 +59,7 @@ def test_old_and_excess_segments_are_pruned_but_never_the_newest(tmp_path: Path)
     journal = Journal(str(tmp_path), max_bytes=2000, segment_bytes=500)
     folder = tmp_path / ".journal"
     folder.mkdir(mode=0o700)
-    (folder / "20000101.ndjson").write_text('{"t":1,"op":"save","scope":"global","id":"old","line":"{}"}\n')
+    (folder / "20000101.ndjson").write_text('{"t":1,"op":"save","scope":"global","id":"old","line":"{}"}\n', encoding="utf-8")
     for i in range(40):
         journal.saved("global", [(f"id-{i}", f'{{"id":"id-{i}","pad":"{"x" * 40}"}}')])
     journal.prune()
@@ -77,12 +77,12 @@ def test_segments_of_past_days_keep_only_the_saves_that_are_still_live(tmp_path:
         '{"t":1,"op":"save","scope":"global","id":"kept","line":"{\\"id\\":\\"kept\\"}"}\n'
         '{"t":2,"op":"save","scope":"global","id":"secret","line":"{\\"id\\":\\"secret\\",\\"content\\":\\"pin 1234\\"}"}\n'
         '{"t":3,"op":"forget","scope":"global","ids":["secret"]}\n'
-    )
+    , encoding="utf-8")
     os.utime(folder / "20000101.ndjson", (946684800, 946684800))  # really written that day
     journal = Journal(str(tmp_path), max_age=1e6)
     journal.saved("global", [("today", '{"id":"today"}')])
     journal.prune()
-    old = (folder / "20000101.ndjson").read_text()
+    old = (folder / "20000101.ndjson").read_text(encoding="utf-8")
     assert "pin 1234" not in old and '"kept"' in old
     fresh = Journal(str(tmp_path))
     fresh.refresh()
@@ -132,7 +132,7 @@ def test_a_superseded_record_keeps_its_text_in_its_scope_file_only(store: Shared
     journal = Journal(str(store_dir))
     journal.refresh()
     assert old.id not in journal.live("global")
-    lines = [json.loads(line) for p in (store_dir / ".journal").glob("*.ndjson") for line in p.read_text().split("\n") if line.strip()]
+    lines = [json.loads(line) for p in (store_dir / ".journal").glob("*.ndjson") for line in p.read_text(encoding="utf-8").split("\n") if line.strip()]
     (scrubbed,) = [item for item in lines if item.get("id") == old.id]
     assert scrubbed["scrubbed"] == "supersede" and "line" not in scrubbed
     assert scrubbed["sha256"] == hashlib.sha256(old.raw.encode("utf-8")).hexdigest()
@@ -249,11 +249,11 @@ def test_a_directory_or_symlink_at_todays_segment_is_skipped_for_the_next_one(st
     (store_dir / ".journal").mkdir(mode=0o700, exist_ok=True)
     today_segment(store_dir).mkdir()
     outside = store_dir.parent / "elsewhere.ndjson"
-    outside.write_text("")
+    outside.write_text("", encoding="utf-8")
     first_next = today_segment(store_dir).with_name(today_segment(store_dir).name.replace(".ndjson", ".1.ndjson"))
     first_next.symlink_to(outside)
     rid = store.save("global", "journalled past a directory and a symlink").record.id
-    assert outside.read_text() == ""  # never written through the link
+    assert outside.read_text(encoding="utf-8") == ""  # never written through the link
     journal = Journal(str(store_dir))
     journal.refresh()
     assert rid in journal.live("global")

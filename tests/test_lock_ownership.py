@@ -87,7 +87,7 @@ def children() -> Iterator[list[Child]]:
 def wait_stopped(pid: int) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
             if f.read().rsplit(")", 1)[1].split()[0] == "T":
                 return
         time.sleep(0.01)

@@ -71,13 +71,13 @@ def test_an_empty_directory_at_the_lock_path_is_removed_after_the_grace(tmp_path
 def test_a_directory_with_content_at_the_lock_path_times_out_within_the_budget_naming_it(tmp_path: Path):
     manager, path = manager_and_path(tmp_path, timeout=1.0, unreadable_grace=0.2)
     path.mkdir()
-    (path / "keep").write_text("x")
+    (path / "keep").write_text("x", encoding="utf-8")
     start = time.monotonic()
     with pytest.raises(LockTimeout) as info, manager.hold("global"):
         pass
     assert time.monotonic() - start < 2.0
     assert str(path) in info.value.message and "手动删除" in info.value.message
-    assert (path / "keep").read_text() == "x"
+    assert (path / "keep").read_text(encoding="utf-8") == "x"
 
 
 @posix_only

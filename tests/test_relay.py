@@ -166,7 +166,7 @@ def test_a_restarted_serve_gets_a_new_session_and_the_hosts_call_succeeds(tmp_pa
     def start(log: Path) -> subprocess.Popen[str]:
         with log.open("w", encoding="utf-8") as err:
             proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env, text=True
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env, text=True, encoding="utf-8"
             )
         wait_listening(proc, store_dir, log)
         return proc

@@ -79,7 +79,7 @@ def test_garbage_lines_and_wrong_widths_are_skipped_not_fatal(tmp_path: Path) ->
     path = tmp_path / "s.vec"
     good = sidecar.entry_line("ok", unit(1, 1, 1, 1))
     short = "short\t" + base64.b64encode(struct.pack("<2f", 1, 0)).decode() + "\n"
-    path.write_text(f"#all-minilm-l6-v2\t4\n{good}not a vector line\n{short}x\t!!!notbase64\n#all-minilm-l6-v2\t4\n")
+    path.write_text(f"#all-minilm-l6-v2\t4\n{good}not a vector line\n{short}x\t!!!notbase64\n#all-minilm-l6-v2\t4\n", encoding="utf-8")
     got = sidecar.read(str(path))
     assert got is not None and got.ids == ["ok"]
 
@@ -119,12 +119,12 @@ def test_removing_ids_keeps_every_other_line_byte_for_byte(tmp_path: Path) -> No
     sidecar.write(str(path), HEADER, [("a", unit(1, 0, 0, 0)), ("b", unit(0, 1, 0, 0))])
     with open(path, "a", encoding="utf-8", newline="\n") as fh:
         fh.write(foreign)
-    before = path.read_text()
+    before = path.read_text(encoding="utf-8")
     assert not sidecar.remove_ids(str(path), ["nope"])
-    assert path.read_text() == before
+    assert path.read_text(encoding="utf-8") == before
     inode = path.stat().st_ino
     assert sidecar.remove_ids(str(path), ["a"])
-    assert path.read_text() == before.replace(sidecar.entry_line("a", unit(1, 0, 0, 0)), "")
+    assert path.read_text(encoding="utf-8") == before.replace(sidecar.entry_line("a", unit(1, 0, 0, 0)), "")
     assert path.stat().st_ino != inode  # replaced whole, never edited in place
     assert [p.name for p in tmp_path.iterdir()] == ["s.vec"]  # no tmp left behind
 

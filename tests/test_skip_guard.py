@@ -34,7 +34,7 @@ def _run(tmp_path: Path, body: str, ci: str) -> subprocess.CompletedProcess[str]
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "tests.helpers.skip_guard", "-p", "no:cacheprovider",
          "--rootdir", str(tmp_path), "-c", "/dev/null", str(test_file)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env=env, capture_output=True, text=True, encoding="utf-8", timeout=120,
     )
 
 
