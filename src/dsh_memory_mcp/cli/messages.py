@@ -16,7 +16,6 @@ lines), and `config`'s warnings. `tests/test_messages.py` checks that every CJK 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 from dsh_memory_mcp import __version__, config
@@ -36,7 +35,7 @@ GLOBALS: Mapping[str, object] = {
 
 def english(env: Mapping[str, str] | None = None) -> bool:
     """Whether the human CLI speaks English now (the locale asks for ``en*``)."""
-    return config.ui_language(os.environ if env is None else env) == "en"
+    return config.ui_language(config.environ() if env is None else env) == "en"
 
 
 def N_(zh: str) -> str:
