@@ -56,6 +56,7 @@ DEPENDENCIES: tuple[tuple[str, str], ...] = (
     ("httpx", "httpx>=0.27,<1"),
     ("filelock", "filelock>=3.13"),
     ("platformdirs", "platformdirs>=4"),
+    ("snowballstemmer", "snowballstemmer>=2.2,<4"),
 )
 
 #: DSH's own default; sidecars written by DSH start with `#qwen3-embedding-0.6b\t1024`.
@@ -101,7 +102,11 @@ class EnvVar:
             return "开"
         if self.default is None:
             return "—"
-        return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
+        return (
+            _num(self.default)
+            if isinstance(self.default, (int, float)) and not isinstance(self.default, bool)
+            else str(self.default)
+        )
 
 
 #: Every `DSH_MEMORY_*` variable the program reads, in the order the README and `--help` list them.
@@ -315,7 +320,9 @@ def read(name: str, env: Mapping[str, str] | None = None, problems: list[str] | 
             number = math.nan
         if math.isfinite(number) and var.low <= number <= var.high:
             return int(number)
-        _warn(problems, f"{name}={raw!r} 不是 {var.low:g}~{var.high:g} 之间的整数,已忽略,改用缺省值 {var.default}")
+        _warn(
+            problems, f"{name}={raw!r} 不是 {_num(var.low)}~{_num(var.high)} 之间的整数,已忽略,改用缺省值 {var.default}"
+        )
         return var.default
     try:
         number = float(raw)
@@ -323,8 +330,17 @@ def read(name: str, env: Mapping[str, str] | None = None, problems: list[str] | 
         number = math.nan
     if math.isfinite(number) and var.low <= number <= var.high:
         return number
-    _warn(problems, f"{name}={raw!r} 不是 {var.low:g}~{var.high:g} 之间的数字,已忽略,改用缺省值 {var.default:g}")
+    _warn(
+        problems,
+        f"{name}={raw!r} 不是 {_num(var.low)}~{_num(var.high)} 之间的数字,已忽略,改用缺省值 {_num(var.default)}",
+    )
     return var.default
+
+
+def _num(value: object) -> str:
+    """A number as people write it: 1000000, 0.1, 604800 (never 1e+06)."""
+    assert isinstance(value, (int, float))
+    return str(int(value)) if float(value).is_integer() else f"{value}"
 
 
 def _warn(problems: list[str] | None, line: str) -> None:
@@ -380,7 +396,7 @@ def env_help_lines() -> list[str]:
 
 def _range_note(var: EnvVar) -> str:
     if var.kind in ("int", "float") and var.low is not None and var.high is not None:
-        return f";范围 {var.low:g}~{var.high:g}"
+        return f";范围 {_num(var.low)}~{_num(var.high)}"
     return ""
 
 
