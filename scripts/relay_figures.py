@@ -63,7 +63,7 @@ class Serve:
         self.store = store
         store.mkdir(parents=True, exist_ok=True)
         self.errlog = store.parent / f"serve-{os.getpid()}-{id(self)}.log"
-        with self.errlog.open("w") as err:
+        with self.errlog.open("w", encoding="utf-8") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "dsh_memory_mcp", "serve", "--port", "0", "--store-dir", str(store)],
                 env=env_for(src, store),
@@ -74,13 +74,13 @@ class Serve:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                self.info = json.loads((store / "serve.json").read_text())
-                if self.info.get("pid") == self.proc.pid and "已启动" in self.errlog.read_text():
+                self.info = json.loads((store / "serve.json").read_text(encoding="utf-8"))
+                if self.info.get("pid") == self.proc.pid and "已启动" in self.errlog.read_text(encoding="utf-8"):
                     return
             except (OSError, ValueError):
                 pass
             if self.proc.poll() is not None:
-                raise SystemExit(f"serve exited: {self.errlog.read_text()}")
+                raise SystemExit(f"serve exited: {self.errlog.read_text(encoding='utf-8')}")
             time.sleep(0.05)
         raise SystemExit("serve did not start")
 
@@ -116,7 +116,7 @@ async def _session(src: str, store: Path, mode: str, roots_dir: Path, cwd: Path,
     async def list_roots(_ctx: Any) -> ListRootsResult:
         return ListRootsResult(roots=[Root(uri=roots_dir.as_uri())])
 
-    with open(os.devnull, "w") as devnull:
+    with open(os.devnull, "w", encoding="utf-8") as devnull:
         async with Client(
             stdio_client(params, errlog=devnull), mode=mode, list_roots_callback=list_roots  # type: ignore[arg-type]
         ) as client:
@@ -188,7 +188,7 @@ def _inspector_search(src: str, store: Path, work: Path, relay: bool) -> float:
     cmd = [node, str(INSPECTOR_JS), "--cli", *env_args, *server, "--method", "tools/call"]
     cmd += ["--tool-name", "memory_search", "--tool-arg", "query=部署"]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, encoding="utf-8", timeout=120, check=False)
     took = time.perf_counter() - start
     if proc.returncode != 0 or '"isError": false' not in proc.stdout:
         raise SystemExit(f"inspector failed: {proc.stdout[-500:]} {proc.stderr[-1500:]}")

@@ -62,7 +62,7 @@ def measure(srcs: list[str], runs: int, interval_ms: float, mode: str) -> dict[s
                     str(home / "stop"),
                 ],
                 stdout=subprocess.PIPE,
-                text=True,
+                text=True, encoding="utf-8",
                 cwd=str(ROOT),
                 env={**os.environ, "PYTHONPATH": str(ROOT)},
             )

@@ -54,7 +54,7 @@ def env_for(tree: Path, **extra: str) -> dict[str, str]:
 
 def run_py(tree: Path, code: str, *args: str, timeout: float = 600, **kw: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [PYTHON, "-c", code, *args], capture_output=True, text=True, env=env_for(tree), timeout=timeout, **kw
+        [PYTHON, "-c", code, *args], capture_output=True, text=True, encoding="utf-8", env=env_for(tree), timeout=timeout, **kw
     )
 
 
@@ -62,7 +62,7 @@ def cli(tree: Path, store: Path, *args: str, timeout: float = 600) -> subprocess
     return subprocess.run(
         [PYTHON, "-m", "dsh_memory_mcp", *args, "--store-dir", str(store)],
         capture_output=True,
-        text=True,
+        text=True, encoding="utf-8",
         env=env_for(tree),
         timeout=timeout,
         input="",
@@ -162,7 +162,7 @@ def make_store(store: Path, live: int, journal_mb: int) -> list[str]:
             if segments:
                 segments[-1].close()
             n = len(segments)
-            segments.append((store / ".journal" / (f"{day}.{n}.ndjson" if n else f"{day}.ndjson")).open("w"))
+            segments.append((store / ".journal" / (f"{day}.{n}.ndjson" if n else f"{day}.ndjson")).open("w", encoding="utf-8"))
             sizes[0] = 0
         return segments[-1]
 
@@ -368,7 +368,7 @@ def get20(tree: Path, work: Path) -> str:
     answer, took = server.tool("memory_get", {"ids": [rid]})
     server.close()
     client = subprocess.run(
-        [PYTHON, "-c", _CLIENT_GET, str(store), rid], capture_output=True, text=True, env=env_for(tree), timeout=900
+        [PYTHON, "-c", _CLIENT_GET, str(store), rid], capture_output=True, text=True, encoding="utf-8", env=env_for(tree), timeout=900
     )
     end_to_end = client.stdout.strip() or f"failed: {client.stderr[-200:]}"
     return f"raw stdio {took:.2f} s, answer {len(answer) / 1e6:.2f} MB; official client end to end {end_to_end} s"

@@ -188,6 +188,7 @@ LANDS = {
     "DSH_MEMORY_SESSION_INIT_SECS": (_SERVE, lambda s: s.session_init_secs),
     "DSH_MEMORY_MAX_TOOL_CALLS": (_SERVE, lambda s: s.max_tool_calls),
     "DSH_MEMORY_TOOL_DEADLINE_SECS": (_SERVE, lambda s: s.tool_deadline_secs),
+    "DSH_MEMORY_WEB_LOGIN_SECS": (_SERVE, lambda s: s.web_login_secs),
 }
 # A valid value per kind, what it reads as, and a value the kind refuses (None: nothing is refused).
 SAMPLES = {

@@ -159,7 +159,7 @@ def torn(store: SharedStore, store_dir: Path) -> dict[str, Record]:
     proc = subprocess.run(
         [PYTHON, "-c", _LIMITED_SAVE, str(store_dir), "torn-tail memory c", "40"],
         capture_output=True,
-        text=True,
+        text=True, encoding="utf-8",
         env=subprocess_env(),
         timeout=60,
     )
@@ -205,7 +205,7 @@ def run_limited(store_dir: Path, room: int, *args: str) -> subprocess.CompletedP
     return subprocess.run(
         [PYTHON, "-m", "dsh_memory_mcp", *args, "--store-dir", str(store_dir)],
         capture_output=True,
-        text=True,
+        text=True, encoding="utf-8",
         env=subprocess_env(),
         timeout=60,
         input="",

@@ -180,7 +180,7 @@ def test_a_serve_that_answers_keeps_its_store_however_old_its_file(tmp_path: Pat
         second = subprocess.run(
             [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store), "--port", "0"],
             capture_output=True,
-            text=True,
+            text=True, encoding="utf-8",
             env=subprocess_env(),
             timeout=60,
         )

@@ -556,7 +556,7 @@ def _run_commands(commands: Sequence[Sequence[str]], out: TextIO) -> bool:
         problem = ""
         try:
             done: subprocess.CompletedProcess[str] | None = subprocess.run(
-                [exe, *argv[1:]], capture_output=True, text=True, timeout=60
+                [exe, *argv[1:]], capture_output=True, text=True, encoding="utf-8", timeout=60
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             done = None
