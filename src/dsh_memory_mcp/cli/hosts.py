@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import confedit
 from dsh_memory_mcp.cli.confedit import ConfigSyntaxError
 from dsh_memory_mcp.cli.output import PROG
@@ -258,7 +259,7 @@ def _servers(host: Host, document: Any) -> Mapping[str, Any]:
 
 def read_entries(host: Host, path: str, text: str, env: Mapping[str, str] | None = None) -> list[Configured]:
     """Our entries in one config file's text (raises `confedit.ConfigSyntaxError` / ValueError)."""
-    env = os.environ if env is None else env
+    env = config.environ() if env is None else env
     document = load_toml(text) if host.format == "toml" else confedit.parse_json(text)
     out = []
     for name, entry in _servers(host, document).items():
