@@ -629,8 +629,9 @@ def test_forget_a_selection_removes_exactly_the_checked_ones(page: Any, server: 
 
 # -- find and see: filters, sorts, paging, expand, chart ------------------------------------------
 
-#: A fixed day (UTC midnight, 2025-10-10): the filter tests do not depend on the clock.
-BASE = 1_760_054_400_000
+#: UTC midnight 20 days ago (fixed at import): the records fall in the charts' last 30 days, and each
+#: sits at noon UTC, so its date is the same in every time zone within ±11 h.
+BASE = (int(time.time() * 1000) // DAY - 20) * DAY
 CLIENTS = ["claude-code/1.0.3", "cursor/2.1", None, "web"]
 
 
@@ -1036,10 +1037,17 @@ def test_the_page_is_readable_in_a_400px_window(page: Any, server: WebServer, sh
     page.reload()
     page.wait_for_selector("html[data-ready=true]")
     assert page.evaluate("document.documentElement.scrollWidth") <= 400
+    # The filters and the charts start folded, so the first memory is on the first screen.
+    assert page.locator("#tag-filter").is_hidden() and page.locator("#charts").is_hidden()
+    assert page.locator("li.card >> nth=0").bounding_box()["y"] < 900
+    page.screenshot(path=str(shots / "narrow-400.png"))
+    page.click("#filters-box summary")
+    page.click("#insights summary")
+    page.wait_for_selector("#charts svg.activity", state="visible")
     for selector in ["#q", "#scope-list", "#memory-list", "li.card >> nth=0", "#new-open", "#charts", "#tag-filter"]:
         box = page.locator(selector).bounding_box()
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 400, selector
+    assert page.evaluate("document.documentElement.scrollWidth") <= 400
     size = page.evaluate("parseFloat(getComputedStyle(document.querySelector('.card .content')).fontSize)")
     assert size >= 14
-    page.screenshot(path=str(shots / "narrow-400.png"))
     page.screenshot(path=str(shots / "narrow-400-full.png"), full_page=True)

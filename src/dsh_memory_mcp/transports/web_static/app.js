@@ -1563,6 +1563,14 @@ function wire() {
   });
 }
 
+// On a phone-sized window the filters and the charts start folded (unless a filter is in use),
+// so the memories come first.
+function foldForNarrow() {
+  if (!window.matchMedia("(max-width: 760px)").matches) return;
+  if (!filtersActive()) $("filters-box").open = false;
+  $("insights").open = false;
+}
+
 async function start() {
   state.lang = chooseLanguage();
   applyLanguage();
@@ -1574,6 +1582,7 @@ async function start() {
     return;
   }
   readUrl();
+  foldForNarrow();
   try {
     const session = await api("/api/session");
     if (!session.ok) {
