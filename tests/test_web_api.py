@@ -214,6 +214,23 @@ def test_a_new_token_revokes_every_credential_and_the_same_token_keeps_them(tmp_
         assert httpx.get(same.base + "/api/overview", headers=login).status_code == 200
 
 
+def test_serve_new_token_revokes_page_logins_and_a_plain_restart_keeps_them(tmp_path: Path):
+    store = tmp_path / "store"
+    with running_web(store, tmp_path, kept_token=True) as first:
+        login = page_login(first.base, first.token)
+        port = first.port
+    with running_web(store, tmp_path, kept_token=True, port=port) as again:
+        assert again.token == first.token  # serve kept its token over the restart
+        assert httpx.get(again.base + "/api/overview", headers=login).status_code == 200
+    with running_web(store, tmp_path, "--new-token", kept_token=True, port=port) as rotated:
+        assert rotated.token != first.token
+        assert httpx.get(rotated.base + "/api/overview", headers=login).status_code == 401
+        assert (
+            httpx.get(rotated.base + "/api/overview", headers=page_login(rotated.base, rotated.token)).status_code
+            == 200
+        )
+
+
 # -- the SDK's Host and Origin checks, as on /mcp -----------------------------------------------
 
 

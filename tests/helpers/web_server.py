@@ -62,10 +62,12 @@ def page_login(base: str, token: str) -> dict[str, str]:
     return {body["header"]: body["credential"]}
 
 
-def _env(token: str, logs: Path, extra: dict[str, str]) -> dict[str, str]:
+def _env(token: str | None, logs: Path, extra: dict[str, str]) -> dict[str, str]:
     # Module-scoped servers start before the per-test env isolation: strip DSH_MEMORY_* here too.
     env = {k: v for k, v in subprocess_env().items() if not k.startswith("DSH_MEMORY_")}
-    env.update(DSH_MEMORY_TOKEN=token, DSH_MEMORY_VECTOR="off", XDG_STATE_HOME=str(logs / "xdg-state"))
+    env.update(DSH_MEMORY_VECTOR="off", XDG_STATE_HOME=str(logs / "xdg-state"))
+    if token is not None:
+        env["DSH_MEMORY_TOKEN"] = token
     # Access counts of searches are flushed only at exit: a timed flush in the middle of a module would
     # change bytes that tests compare ("nothing written").
     env["DSH_MEMORY_TOUCH_INTERVAL_SECS"] = "86400"
@@ -85,10 +87,17 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 @contextlib.contextmanager
 def running_web(
-    store_dir: Path, logs: Path, *args: str, token: str | None = None, port: int = 0, **env: str
+    store_dir: Path,
+    logs: Path,
+    *args: str,
+    token: str | None = None,
+    port: int = 0,
+    kept_token: bool = False,
+    **env: str,
 ) -> Iterator[WebServer]:
-    """A real `serve` on this store (`port` 0: chosen by the OS), token `token` (default: a new one)."""
-    token = token or secrets.token_urlsafe(24)
+    """A real `serve` on this store (`port` 0: chosen by the OS), token `token` (default: a new one) in
+    `DSH_MEMORY_TOKEN`; `kept_token`: no `DSH_MEMORY_TOKEN`, serve's own kept token (read from serve.json)."""
+    token = None if kept_token else token or secrets.token_urlsafe(24)
     errpath = logs / f"serve-{secrets.token_hex(4)}.stderr"
     cmd = [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store_dir), "--port", str(port), *args]
     with errpath.open("w", encoding="utf-8") as err:
@@ -110,6 +119,6 @@ def running_web(
                 break
             time.sleep(0.05)
         base = str(info["url"]).rsplit("/mcp", 1)[0]
-        yield WebServer(base, token, login.group(1), store_dir, errpath, proc)  # type: ignore[arg-type]
+        yield WebServer(base, token or str(info["token"]), login.group(1), store_dir, errpath, proc)  # type: ignore[arg-type]
     finally:
         _stop(proc)

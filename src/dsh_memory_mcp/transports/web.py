@@ -121,9 +121,10 @@ _LOGIN_FAILED_PAGE = """<!doctype html>
 <html lang="zh-CN"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>登录链接无效 · dsh-memory-mcp</title><link rel="stylesheet" href="/static/app.css"></head>
 <body><section class="login-needed"><h2>登录链接无效</h2>
-<p>链接里的令牌不对。serve 每次启动(没有设置 <code>DSH_MEMORY_TOKEN</code> 时)都会换一个新令牌:
-请用这次启动时终端里打印的登录地址,或记忆库目录下 <code>serve.json</code> 中的令牌。</p>
-<p lang="en">The token in this link is wrong: use the login URL serve printed when it started, or the token in
+<p>链接里的令牌不对(令牌可能已被 <code>serve --new-token</code> 或 <code>DSH_MEMORY_TOKEN</code> 换掉):
+请用 serve 启动时终端里打印的登录地址,或记忆库目录下 <code>serve.json</code> 中的令牌。</p>
+<p lang="en">The token in this link is wrong (it may have been replaced by <code>serve --new-token</code> or
+<code>DSH_MEMORY_TOKEN</code>): use the login URL serve printed when it started, or the token in
 <code>serve.json</code> in the store directory.</p>
 <p><a href="/">返回 · Back</a></p></section></body></html>
 """
