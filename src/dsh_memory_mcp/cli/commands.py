@@ -90,7 +90,9 @@ class Call:
         self.err.flush()
 
     def usage(self, message: str) -> int:
-        self.note(f"❌ 参数错误:{message}", f"⇒ 用 {PROG} {self.name} --help 查看用法")
+        self.note(
+            t("❌ 参数错误:{message}", message=message), t("⇒ 用 {prog} {command} --help 查看用法", command=self.name)
+        )
         return EXIT_USAGE
 
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from dsh_memory_mcp.cli import parser, runtime
 from dsh_memory_mcp.cli.diagnostics import explain_store_problem
+from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, EXIT_USAGE, harden_stderr, write_stderr_lines, write_stdout
 from dsh_memory_mcp.cli.parser import OPTIONS, Command, Invocation, Option, UsageError
 from dsh_memory_mcp.cli.registry import COMMANDS
@@ -67,7 +68,13 @@ def main(argv: Sequence[str] | None = None, *, serve: ServeFn | None = None) -> 
     try:
         invocation = parse_args(words)
     except UsageError as exc:
-        write_stderr_lines([f"❌ 参数错误:{exc.message}", *(f"⇒ {hint}" for hint in exc.hints), "⇒ 用 --help 查看用法"])
+        write_stderr_lines(
+            [
+                t("❌ 参数错误:{message}", message=exc.message),
+                *(f"⇒ {hint}" for hint in exc.hints),
+                t("⇒ 用 --help 查看用法"),
+            ]
+        )
         return EXIT_USAGE
     if invocation.help:
         command = COMMANDS.get(invocation.command) if invocation.command is not None else None

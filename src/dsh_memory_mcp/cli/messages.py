@@ -14,6 +14,7 @@ lines), and `config`'s warnings. `tests/test_messages.py` checks that every CJK 
 ``cli/`` goes through `t`/`N_` and has an English entry with the same fields.
 """
 
+# ruff: noqa: E501 - one message per line, however long: the table reads as pairs
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -21,7 +22,7 @@ from collections.abc import Mapping
 from dsh_memory_mcp import __version__, config
 from dsh_memory_mcp.cli.output import PROG
 
-__all__ = ["EN", "GLOBALS", "N_", "english", "t"]
+__all__ = ["EN", "GLOBALS", "HELP_EN", "HELP_ZH", "N_", "english", "t"]
 
 #: Fields every template may use without the caller passing them.
 GLOBALS: Mapping[str, object] = {
@@ -52,5 +53,258 @@ def t(zh: str, /, **values: object) -> str:
     return template.format_map({**GLOBALS, **values})
 
 
+#: The `--help` text (a template: {prog}, {version}, {tagline}, {commands}, {log_file}, the ports).
+HELP_ZH = """\
+{prog} {version} — {tagline}
+
+用法:
+  {prog} [--store-dir DIR] [--project DIR]
+  python -m dsh_memory_mcp [--store-dir DIR] [--project DIR]
+  {prog} <子命令> [参数…] [--store-dir DIR] [--project DIR]
+  {prog} --help | --version
+
+不带子命令就是 stdio MCP 服务。给人用的子命令(输出到 stdout,加 --json 输出结构化结果;
+{prog} <子命令> --help 看各自的用法):
+{commands}
+
+由 IDE 的 MCP 配置启动(stdio 传输):stdout 只输出 MCP 协议消息,日志走 stderr 和日志文件。
+stdin 关闭、SIGINT、SIGTERM 都会干净退出(退出码 0),自己拉起的 llama-server 一并停掉。
+
+参数(都支持 --key value 与 --key=value 两种写法;相对路径按当前目录解析):
+  --store-dir DIR, --store DIR       记忆存储目录。与 DSH 记忆插件共用记忆时必须显式给,
+                                     指向插件的 storeDir。
+                                     缺省:$DSH_MEMORY_STORE_DIR → ~/.dsh-memory-store
+  --project DIR, --project-dir DIR   当前工作区目录,决定 project 作用域(project:<路径>)。
+                                     缺省:$DSH_MEMORY_PROJECT → 当前目录
+  --no-relay                         不转发给运行中的 serve(见 dsh-memory-mcp serve),直接打开记忆库
+  -h, --help                         打印本帮助后退出(0)
+  -v, --version                      打印版本后退出(0)
+  未知参数(如 --store_dir、--storedir)、多余的位置参数、缺值都会报错退出(2),不会被忽略。
+
+环境变量(开关:开 = 1/true/yes/on,关 = 0/false/no/off/disabled;值不合法时用缺省值并警告):
+{env}
+
+退出码:
+  0  正常退出(--help / --version;服务在 stdin 关闭或收到 SIGINT / SIGTERM 后)
+  1  启动失败(存储目录不可用、缺依赖等),stderr 上有可操作的中文诊断
+  2  参数错误(未知参数、未知子命令、多余参数、缺值),不启动服务、不碰磁盘
+  子命令:0 成功,1 失败(工具报错、记忆库目录不存在、向量不可用……),2 参数错误;
+  save 另有 3:内容被拒绝(CONTENT_EMPTY / CONTENT_TOO_LONG / CONTENT_SECRET)
+
+日志文件:{log_file}(1 MB × 3 轮转)
+
+MCP 配置示例(mcp.json;Claude Code、Cursor、Trae 等格式相同):
+  {{
+    "mcpServers": {{
+      "dsh-memory": {{
+        "command": "{prog}",
+        "args": ["--store-dir", "/path/to/.dsh-memory-store"]
+      }}
+    }}
+  }}
+  用 uvx 时(本包不在 PyPI 上,--from 指向源码目录或 git 地址):
+    "command": "uvx",
+    "args": ["--from", "/path/to/dsh-memory-mcp", "{prog}", "--store-dir", "/path/to/.dsh-memory-store"]
+  最省事:{prog} setup 把这一条写进本机各宿主的配置(先加 --dry-run 看 diff)。
+  IDE 不以工作区为当前目录时,再加 "--project", "<工作区目录>"。
+
+验证部署(stdin 喂空,服务读到 EOF 即以 0 退出;stderr 出现「已启动 {prog} v{version}(stdio)」即成功):
+  echo '' | {prog} --store-dir /tmp/dsh-probe
+"""
+
+HELP_EN = """\
+{prog} {version} — {tagline}
+
+Usage:
+  {prog} [--store-dir DIR] [--project DIR]
+  python -m dsh_memory_mcp [--store-dir DIR] [--project DIR]
+  {prog} <command> [args…] [--store-dir DIR] [--project DIR]
+  {prog} --help | --version
+
+Without a command it is the stdio MCP server. Commands for people (output on stdout, --json for
+structured output; {prog} <command> --help for each one's usage):
+{commands}
+
+Started by an IDE's MCP config (stdio transport): stdout carries only MCP protocol messages, logs go
+to stderr and the log file. Closing stdin, SIGINT and SIGTERM all exit cleanly (exit code 0), and a
+llama-server it started is stopped too.
+
+Options (both --key value and --key=value work; relative paths resolve against the current directory):
+  --store-dir DIR, --store DIR       the memory store directory. Give it explicitly to share memories
+                                     with the DSH memory plugin: point it at the plugin's storeDir.
+                                     Default: $DSH_MEMORY_STORE_DIR → ~/.dsh-memory-store
+  --project DIR, --project-dir DIR   the current workspace; decides the project scope (project:<path>).
+                                     Default: $DSH_MEMORY_PROJECT → the current directory
+  --no-relay                         do not relay to a running serve (see dsh-memory-mcp serve); open the store directly
+  -h, --help                         print this help and exit (0)
+  -v, --version                      print the version and exit (0)
+  Unknown options (like --store_dir, --storedir), stray positional words and missing values are
+  errors (exit 2), never ignored.
+
+Environment (switches: on = 1/true/yes/on, off = 0/false/no/off/disabled; an invalid value falls back to the
+default with a warning; the descriptions come from the configuration table, in Chinese):
+{env}
+  LANG / LC_ALL / LC_MESSAGES  en* ⇒ this command line speaks English (the tools' texts stay as they are)
+
+Exit codes:
+  0  normal exit (--help / --version; the server after stdin closed or SIGINT / SIGTERM)
+  1  start-up failure (store directory unusable, a dependency missing…), with a diagnostic on stderr
+  2  usage error (unknown option or command, stray words, missing value); nothing started, nothing touched
+  commands: 0 done, 1 failed (a tool error, no store directory, vectors unusable…), 2 usage error;
+  save also has 3: the content was refused (CONTENT_EMPTY / CONTENT_TOO_LONG / CONTENT_SECRET)
+
+Log file: {log_file} (1 MB × 3, rotated)
+
+An MCP config (mcp.json; Claude Code, Cursor, Trae… use the same shape):
+  {{
+    "mcpServers": {{
+      "dsh-memory": {{
+        "command": "{prog}",
+        "args": ["--store-dir", "/path/to/.dsh-memory-store"]
+      }}
+    }}
+  }}
+  With uvx (this package is not on PyPI: --from points at the source directory or a git URL):
+    "command": "uvx",
+    "args": ["--from", "/path/to/dsh-memory-mcp", "{prog}", "--store-dir", "/path/to/.dsh-memory-store"]
+  Easiest: {prog} setup writes this entry into every host on this machine (try --dry-run first for the diff).
+  When the IDE does not start it in the workspace, add "--project", "<workspace>".
+
+Check a deployment (empty stdin: the server exits 0 at EOF; success is the stderr line
+"已启动 {prog} v{version}(stdio)" — the server's own log lines are always in Chinese):
+  echo '' | {prog} --store-dir /tmp/dsh-probe
+"""
+
 #: Chinese template → English template. Keep the fields the same on both sides.
-EN: dict[str, str] = {}
+EN: dict[str, str] = {
+    HELP_ZH: HELP_EN,
+    "标准输入超过 {limit} 个字符的上限(DSH_MEMORY_MAX_CONTENT):一条记忆应是一句自包含的陈述;长文档请存成文件,记忆里只记它在哪、讲什么": "standard input is over the {limit}-character limit (DSH_MEMORY_MAX_CONTENT): a memory should be one self-contained statement; keep long documents in files and remember where they are and what they say",
+    "❌ 参数错误:{message}": "❌ usage error: {message}",
+    "⇒ 用 {prog} {command} --help 查看用法": "⇒ see {prog} {command} --help",
+    "缺少查询词:search 关键词…(多个词用空格连成一句查询)": "no query: search WORDS… (several words make one query)",
+    '内容只能是一个参数(收到 {count} 个);含空格的内容请加引号:save "用户喜欢深色主题"': 'the content must be one argument (got {count}); quote content with spaces: save "the user prefers dark mode"',
+    "标准输入不是 UTF-8 文本(第 {offset} 个字节起),没有保存": "standard input is not UTF-8 text (from byte {offset}); nothing saved",
+    '缺少要保存的内容:save "内容",或 save - 从标准输入读': 'nothing to save: save "CONTENT", or save - to read standard input',
+    "⇒ 用 --help 查看用法": "⇒ see --help",
+    "把 DSH 的长期记忆库暴露成独立 MCP 服务(stdio)": "DSH's long-term memory store as a standalone MCP server (stdio)",
+    "地址": "address",
+    "目录": "directory",
+    "数字": "number",
+    "作用域": "scope",
+    "类型": "kind",
+    "文本": "text",
+    "标签": "tags",
+    "值": "value",
+    "记忆存储目录": "the memory store directory",
+    "当前工作区目录(决定 project 作用域)": "the current workspace (decides the project scope)",
+    "目录请用 --store-dir <目录> / --project <目录> 传,不要直接写在命令行末尾": "give directories as --store-dir <dir> / --project <dir>, not as bare words at the end",
+    "多余的参数 {word}:{prog} 不接受位置参数": "stray argument {word}: {prog} takes no positional arguments",
+    "未知的子命令或多余的参数 {word}(可用子命令:{names})": "unknown command or stray argument {word} (commands: {names})",
+    "{name} <{what}> 或 {name}=<{what}>": "{name} <{what}> or {name}=<{what}>",
+    "用法:": "Usage:",
+    "不转发给运行中的 serve,直接打开记忆库(直连模式)": "do not relay to a running serve; open the store directly",
+    "打印用法后退出(0)": "print the usage and exit (0)",
+    "打印版本后退出(0)": "print the version and exit (0)",
+    "子命令 {command} 不接受位置参数:多余的 {word}": "{command} takes no positional arguments: stray {word}",
+    "你是不是想用子命令 {name}?": "did you mean the command {name}?",
+    "记忆存储目录(缺省 $DSH_MEMORY_STORE_DIR → ~/.dsh-memory-store)": "the memory store directory (default $DSH_MEMORY_STORE_DIR → ~/.dsh-memory-store)",
+    "当前工作区,决定 project 作用域(缺省 $DSH_MEMORY_PROJECT → 当前目录)": "the current workspace, decides the project scope (default $DSH_MEMORY_PROJECT → the current directory)",
+    "打印本帮助后退出(0)": "print this help and exit (0)",
+    "参数:": "Options:",
+    "未知参数 {word}": "unknown option {word}",
+    "参数 {name} 重复出现(之前已给过 {before})": "{name} given twice (already given as {before})",
+    "参数 {name} 的值为空": "{name} has an empty value",
+    "用 {prog} {command} --help 查看它的用法": "see {prog} {command} --help for its usage",
+    "你是不是想写 {guess}?": "did you mean {guess}?",
+    "{command} 的参数见 {prog} {command} --help": "{command}'s options: {prog} {command} --help",
+    "参数 {name} 不接受值:{word}": "{name} takes no value: {word}",
+    "参数 {name} 缺少值": "{name} needs a value",
+    "{names} 只能给一次": "{names} may be given only once",
+    "参数 {name} 缺少值:后面紧跟的 {value} 是另一个参数,不会被当成{what}": "{name} needs a value: the next word {value} is another option, not taken as a {what}",
+    "应写成 {form}": "write {form}",
+    "只写 {name}": "write just {name}",
+    "应写成 {form}(名字真以 - 开头时用 {name}=<{what}>)": "write {form} (for a name that really starts with -, {name}=<{what}>)",
+    "--scope 与 --path 的规则与 MCP 工具的 scope / path 参数完全相同(见 README「作用域」)。": "--scope and --path follow exactly the rules of the MCP tools' scope / path arguments (README, 「作用域」).",
+    "作用域:global / project / project:<路径> / session:<id> / 自定义名 / all": "scope: global / project / project:<path> / session:<id> / a custom name / all",
+    "按工作区路径指定作用域(等价于 project:<路径>)": "the scope of a workspace path (same as project:<path>)",
+    "只看一种:fact / decision / preference / procedure / note / rule": "only one kind: fact / decision / preference / procedure / note / rule",
+    "最多显示几条,1~200(缺省 50),最新的在前": "how many to show, 1–200 (default 50), newest first",
+    "只看该客户端写入的(source.client 含此文本,如 claude-code)": "only those a client wrote (source.client contains this text, e.g. claude-code)",
+    "最多返回几条,1~20(缺省 5)": "how many results at most, 1–20 (default 5)",
+    "要删除的记忆 id(完整 id 或至少 8 位前缀,任意作用域)": "the id to forget (whole id or a prefix of 8 or more, any scope)",
+    "删除内容包含该文本的记忆(只在一个作用域内,缺省当前项目)": "forget memories whose content contains this text (in one scope, default the current project)",
+    "种类:fact / decision / preference / procedure / note / rule(缺省 note)": "kind: fact / decision / preference / procedure / note / rule (default note)",
+    "标签,逗号分隔(如 python,部署);最多 32 个,每个 ≤ 64 字": "tags, comma-separated (e.g. python,deploy); at most 32, each ≤ 64 characters",
+    "重要度,0~1 之间的数字(缺省不写)": "importance, a number from 0 to 1 (default: none)",
+    "写入的作用域:global / project / project:<路径> / 自定义名(缺省同 memory_save)": "the scope to write: global / project / project:<path> / a custom name (default as memory_save)",
+    "写成 URL 条目,连接正在运行的 serve(如 http://127.0.0.1:{serve_port}/mcp)": "write a URL entry that connects to serve (e.g. http://127.0.0.1:{serve_port}/mcp)",
+    "输出 JSON(与 MCP 工具的 structuredContent 相同)而不是文本": "print JSON (the MCP tool's structuredContent) instead of text",
+    "--query 匹配超过阈值时确认删除(先不加它看预览)": "confirm a --query forget above the threshold (run without it first for the preview)",
+    "只打印将要做的修改(diff),不写任何文件": "only print the changes (a diff); write nothing",
+    "从宿主配置里移除 dsh-memory 条目": "take the dsh-memory entry out of the host configs",
+    "把 serve 装成登录时自动启动的服务(与 --remove 合用则撤销)": "install serve as a service started at login (with --remove: uninstall it)",
+    "监听地址(缺省 127.0.0.1;非回环地址必须设 DSH_MEMORY_TOKEN)": "the address to listen on (default 127.0.0.1; a non-loopback address needs DSH_MEMORY_TOKEN)",
+    "监听端口(缺省 {serve_port};0 = 任取一个空闲端口)": "the port (default {serve_port}; 0 = any free port)",
+    "列出记忆(最新在前)": "list memories (newest first)",
+    "保存一条记忆(与 memory_save 相同)": "save a memory (memory_save itself)",
+    "检索记忆": "search memories",
+    "按 id 取完整记忆": "get whole memories by id",
+    "删除记忆": "forget memories",
+    "导出全部记忆为 JSONL(stdout)": "export every memory as JSONL (stdout)",
+    "从 JSONL 导入记忆": "import memories from JSONL",
+    "记忆库统计:每个作用域的记录数、过期数、损坏行、文件大小、向量": "store statistics: records, expired, corrupt lines, size and vectors per scope",
+    "用当前嵌入模型重建向量边车(.vec)": "rebuild the vector sidecars (.vec) with the current embedding model",
+    "为各宿主(Claude Code、Cursor、VS Code、Codex、Trae、ZCode…)写入 MCP 配置": "write the MCP config of each host (Claude Code, Cursor, VS Code, Codex, Trae, ZCode…)",
+    "恢复被不加锁的写入者覆盖掉的记忆(按写入日志原样恢复)": "restore memories an unlocked writer erased (from the write journal, as written)",
+    "一个进程为多个宿主提供 MCP(Streamable HTTP,/mcp)": "one process serving MCP to many hosts (Streamable HTTP, /mcp)",
+    "检查安装、配置、记忆库与向量后端": "check the installation, configuration, store and vector backend",
+    "换一个新令牌(旧令牌立即失效),之后重启照样沿用新令牌": "switch to a new token (the old one stops working at once); later restarts keep the new one",
+    "与 memory_get 工具相同:完整 id 或至少 8 位前缀,任意作用域,过期记录也能取到。": "As the memory_get tool: a whole id or a prefix of 8 or more, any scope, expired records too.",
+    "只列出会恢复哪些记忆,不写任何文件": "only list what would be restored; write nothing",
+    "只读:不建目录、不写文件、不启动进程。有问题时退出码 1。": "Read-only: creates no directory, writes no file, starts no process. Exit code 1 when something is broken.",
+    "缺省统计磁盘上的所有作用域。只读:不加锁、不写任何文件、不连嵌入服务。": "Every scope on disk by default. Read-only: no lock, no file written, no embedding service contacted.",
+    "与 memory_list 工具相同:缺省列出当前项目 + global 的有效记忆(过期/被取代的不显示)。\n": "As the memory_list tool: by default the live memories of the current project + global (expired/superseded ones are not shown).\n",
+    'save "内容" [--kind KIND] [--tags a,b] [--scope SCOPE | --path DIR] [--importance X] [--json]': 'save "CONTENT" [--kind KIND] [--tags a,b] [--scope SCOPE | --path DIR] [--importance X] [--json]',
+    "save - [--kind KIND] …  < 文件": "save - [--kind KIND] …  < FILE",
+    "search 查询词… [--scope SCOPE | --path DIR] [--top-k N] [--json]": "search WORDS… [--scope SCOPE | --path DIR] [--top-k N] [--json]",
+    "forget --query 文本 [--scope SCOPE | --path DIR] [--confirm] [--json]": "forget --query TEXT [--scope SCOPE | --path DIR] [--confirm] [--json]",
+    "(预演:--dry-run,不写任何文件)": " (dry run: --dry-run, nothing written)",
+    "{prog} setup --serve:让 serve 在登录时自动启动({kind}){head}\n": "{prog} setup --serve: start serve at login ({kind}){head}\n",
+    "  命令:{argv}\n": "  command: {argv}\n",
+    "  存储目录:{store}({why})\n": "  store: {store} ({why})\n",
+    "✅ 已写入 {path}\n": "✅ written: {path}\n",
+    "  日志:{logs};网页登录地址也在那里\n": "  logs: {logs}; the web page's login URL is there too\n",
+    "⚠️ 这个存储目录的 serve 正在 {actual} 运行(pid {pid}),不是 --url 的 {url}:宿主会连不上 ⇒ 改用 --url {actual}": "⚠️ this store's serve runs at {actual} (pid {pid}), not at --url {url}: the host would not get through ⇒ use --url {actual}",
+    "✅ 已验证:{url} 上的 serve(v{version})接受这个令牌": "✅ checked: the serve at {url} (v{version}) takes this token",
+    "{prog} setup --serve --remove:撤销登录时启动的 serve{head}\n": "{prog} setup --serve --remove: stop starting serve at login{head}\n",
+    "✅ 已删除 {path}{note}\n": "✅ removed {path}{note}\n",
+    "  ℹ️ serve 已经在运行(pid {pid}):只设为登录时启动,现在不再启动第二个\n": "  ℹ️ serve is already running (pid {pid}): enabled for login only, no second one started now\n",
+    "⚠️ {url} 上的 serve 不接受这个令牌({detail}):它用的是别的令牌(另一个存储目录的 serve,或设了 DSH_MEMORY_TOKEN)⇒ 用同一个 --store-dir,或带上同样的 DSH_MEMORY_TOKEN 再运行 setup --url": "⚠️ the serve at {url} does not take this token ({detail}): it uses another one (another store's serve, or DSH_MEMORY_TOKEN) ⇒ run setup --url with the same --store-dir or the same DSH_MEMORY_TOKEN",
+    "= {path} 不存在,没有安装过\n": "= {path} does not exist: not installed\n",
+    "~ 将停掉并删除 {path}\n": "~ would stop and delete {path}\n",
+    "~ 将写入 {path}:\n": "~ would write {path}:\n",
+    "~ 然后运行:{cmd}\n": "~ then run: {cmd}\n",
+    "  ✅ {cmd}\n": "  ✅ {cmd}\n",
+    "⚠️ {url} 现在没有 serve 在应答;条目照样写入,serve 启动后即可用(令牌重启后不变) ⇒ {prog} serve --store-dir {store},或 {prog} setup --serve 让它登录时自动启动": "⚠️ nothing answers at {url} now; the entry is written anyway and works once serve runs (its token survives restarts) ⇒ {prog} serve --store-dir {store}, or {prog} setup --serve to start it at login",
+    "⚠️ {url} 上应答的不是 dsh-memory-mcp serve({detail})": "⚠️ what answers at {url} is not a dsh-memory-mcp serve ({detail})",
+    "  ⚠️ 找不到 {name},请手动运行:{cmd}\n": "  ⚠️ {name} not found; run it yourself: {cmd}\n",
+    "  ⚠️ {cmd} 失败({problem});请在你的登录会话里手动运行它\n": "  ⚠️ {cmd} failed ({problem}); run it yourself in your login session\n",
+    "(停用命令有失败,见上)": " (a stop command failed, see above)",
+    "已换新令牌(--new-token):旧令牌立即失效;用 {prog} setup --url … 更新 URL 型宿主的配置": "new token (--new-token): the old one stops working now; update URL host configs with {prog} setup --url …",
+    "令牌已保存在 {path}(0600),serve 重启后沿用;{prog} serve --new-token 换一个": "token saved in {path} (0600), kept across serve restarts; {prog} serve --new-token makes a new one",
+    "令牌沿用 {path}(serve 重启后不变;{prog} serve --new-token 换一个)": "token kept from {path} (the same across restarts; {prog} serve --new-token makes a new one)",
+    "❌ 参数错误:设了 DSH_MEMORY_TOKEN 时 --new-token 不起作用(令牌就是它的值)": "❌ usage error: --new-token does nothing while DSH_MEMORY_TOKEN is set (the token is its value)",
+    "⇒ 换令牌就改 DSH_MEMORY_TOKEN 的值;要用 serve 自己保存的令牌就去掉这个变量": "⇒ change DSH_MEMORY_TOKEN to change the token; unset it to use the token serve keeps",
+    "❌ 启动失败:无法保存令牌({path}:{why})": "❌ start-up failed: cannot save the token ({path}: {why})",
+    "⇒ 让用户状态目录可写,或设 DSH_MEMORY_TOKEN 指定令牌": "⇒ make the user state directory writable, or set DSH_MEMORY_TOKEN",
+    "与 memory_forget 工具相同:按 id 删一条(任意作用域),或按内容子串在一个作用域内批量删除\n(缺省当前项目;不能用 all)。--query 匹配超过 3 条(DSH_MEMORY_FORGET_CONFIRM_OVER)时什么都不删,\n列出将被删除的记忆并以 1 退出(CONFIRM_REQUIRED);看过后加 --confirm 再运行即删除那时仍匹配的记忆。": "As the memory_forget tool: one memory by id (any scope), or by a content substring within one scope\n(default the current project; not all). When --query matches more than 3 (DSH_MEMORY_FORGET_CONFIRM_OVER)\nnothing is deleted: the matches are listed and it exits 1 (CONFIRM_REQUIRED); run it again with --confirm\nto delete what matches then.",
+    "每个作用域的每条记录(含已过期/被取代的)按磁盘上的原样输出一行,是无损备份,可用 import 恢复。\n解析不了的损坏行不导出(仍留在记忆库文件里),数目报告在 stderr。缺省导出所有作用域。": "Every record of each scope (expired/superseded too) as one line exactly as on disk: a lossless backup that\nimport restores. Corrupt lines are not exported (they stay in the store files); their count goes to stderr.\nEvery scope by default.",
+    '逐行自动识别两种格式:\n  1. 本服务 export 的记录行:原样写回它自己的作用域(id 与所有字段保留);\n     id 已存在、或同一作用域已有相同内容的有效记忆 → 记为「已存在」,不重复写入。\n  2. 官方 MCP memory 服务器的知识图谱 JSONL({{"type":"entity",…}} / {{"type":"relation",…}}):\n     每条 observation 成为一条记忆「<name>: <observation>」(kind=fact,tags=[entityType, mcp-memory-import]),\n     每条关系成为一条记忆「<from> <relationType> <to>」(kind=fact,tags=[relation, mcp-memory-import]),\n     写入 --scope / --path 指定的作用域(缺省 global)。\n无效行在 stderr 报出行号并跳过,不影响其它行。FILE 为 - 时读标准输入。': 'Two formats, recognised line by line:\n  1. record lines from this server\'s export: written back to their own scope (id and every field kept);\n     an id already there, or live identical content in that scope → counted as "already there", not written.\n  2. the reference MCP memory server\'s knowledge graph JSONL ({{"type":"entity",…}} / {{"type":"relation",…}}):\n     each observation becomes a memory "<name>: <observation>" (kind=fact, tags=[entityType, mcp-memory-import]),\n     each relation a memory "<from> <relationType> <to>" (kind=fact, tags=[relation, mcp-memory-import]),\n     written to the scope --scope / --path name (default global).\nBad lines are reported on stderr with their line number and skipped. FILE - reads standard input.',
+    "为每条有效记录重新计算向量并整份重写 .vec(缺省所有作用域),进度条输出到 stderr。\n需要可用的向量后端(DSH_MEMORY_EMBED_ENDPOINT,或 DSH_MEMORY_EMBED_MODEL + llama-server;\n后者没在运行时会临时拉起,结束时停掉)。": "Embeds every live record again and rewrites each .vec whole (every scope by default), with a progress bar on stderr.\nNeeds a usable vector backend (DSH_MEMORY_EMBED_ENDPOINT, or DSH_MEMORY_EMBED_MODEL + llama-server;\na llama-server that is not running is started for the job and stopped after).",
+    "HOST:claude-code claude-desktop cursor vscode codex trae workbuddy zcode;\n不写就是本机发现的全部宿主。写入本程序的绝对路径和 --store-dir(缺省:沿用其它宿主已配的目录,\n否则 ~/.dsh-memory-store),不写 --project。只改 dsh-memory 这一条,其它内容逐字节保留;\n改之前先备份(<文件>.dsh-memory-mcp-<时间>.bak);再运行一次不改任何东西。--remove 原样撤销。\n--url:写成连接正在运行的 serve 的 URL 条目(带 Authorization: Bearer 令牌,令牌取自 <store>/serve.json\n或 DSH_MEMORY_TOKEN,或 serve 为这个存储目录保存的令牌;文件改为 0600),写之前向那个地址发一次 /health\n核对地址和令牌,不对就 ⚠️;不支持 URL 的宿主照旧写 stdio 命令(它会自动中继到 serve)。\n--serve:把 serve --store-dir <存储目录> 装成登录时自动启动的服务(Linux systemd 用户服务、\nmacOS launchd、Windows 任务计划程序),--serve --remove 撤销。": "HOST: claude-code claude-desktop cursor vscode codex trae workbuddy zcode;\nnone given: every host found on this machine. Writes this program's absolute path and --store-dir (default: the\nstore other hosts already use, else ~/.dsh-memory-store), never --project. Only the dsh-memory entry changes,\nevery other byte stays; the old file is backed up first (<file>.dsh-memory-mcp-<time>.bak); running it again\nchanges nothing. --remove undoes it exactly. A host rewriting its file meanwhile makes the edit start over\nfrom its newest bytes; owner, group and mode are kept.\n--url: a URL entry for serve (Authorization: Bearer token from <store>/serve.json, DSH_MEMORY_TOKEN, or the\ntoken serve keeps for this store; the file becomes 0600), checked first with a GET /health there (⚠️ when\nit would not work); hosts without URL entries get the stdio command (it relays to serve by itself).\n--serve: install serve --store-dir <store> as a service started at login (Linux systemd user unit,\nmacOS launchd, Windows Task Scheduler); --serve --remove uninstalls it.",
+    "本服务每次确认的保存、取代、删除都先记入记忆库里的写入日志(.journal/)。不加锁、整份重写文件的\n写入者(如用旧快照覆盖文件的 DSH 插件)可能把它们抹掉;recover 在作用域锁内把「确认保存过、从未被本服务\n删除或取代、如今不在文件里」的记录按写入时的原样追加回去。被删除或取代的记录永远不会被带回。\n缺省处理所有作用域。stats 与 doctor 会报告有多少条可恢复。": "Every save, supersede and forget this server acknowledges is first written to the store's journal (.journal/).\nA writer that rewrites files without the lock (the DSH plugin writing an old snapshot) may erase them; recover\nappends back, inside the scope lock and exactly as written, the records that were acknowledged, never removed\nor superseded by us, and are no longer in the file. Forgotten or superseded records never come back.\nEvery scope by default. stats and doctor say how many can be restored.",
+    "一个进程、一份缓存、一个记忆库视图,所有会话共享:一个会话保存的记忆其它会话立刻可见。\n每个请求都要 Authorization: Bearer <令牌>:DSH_MEMORY_TOKEN;没设就用 serve 为这个存储目录保存的令牌\n(用户状态目录下 serve-tokens/,0600;第一次启动时生成,重启后不变,--new-token 换一个),\n也写在 <存储目录>/serve.json(0600,退出时删除)。端口缺省固定为 {serve_port},所以 setup --url 写下的配置在 serve 重启后照样能用。\n同一个存储目录只能有一个 serve。setup --serve 把它装成登录时自动启动的服务。\n只会 stdio 的宿主照常启动 dsh-memory-mcp,它发现 serve.json 就把会话转发过来。\n环境变量:DSH_MEMORY_TOKEN、DSH_MEMORY_ALLOWED_HOSTS、DSH_MEMORY_ALLOWED_ORIGINS、\nDSH_MEMORY_SESSION_IDLE_SECS(600)、DSH_MEMORY_MAX_TOOL_CALLS(16)、DSH_MEMORY_TOOL_DEADLINE_SECS(300)。\nSIGINT / SIGTERM:正在运行的工具调用最多再等 10 秒,然后退出(0)。": "One process, one cache, one view of the store for every session: what one session saves the others see at once.\nEvery request needs Authorization: Bearer <token>: DSH_MEMORY_TOKEN; without it, the token serve keeps for this\nstore (serve-tokens/ in the user state directory, 0600; made at the first start, the same after restarts,\n--new-token makes a new one), also written to <store>/serve.json (0600, removed at exit). The default port is\nalways {serve_port}, so configs written by setup --url keep working after serve restarts.\nOne serve per store. setup --serve installs it as a service started at login.\nHosts that only speak stdio start dsh-memory-mcp as before: it finds serve.json and relays their session.\nEnvironment: DSH_MEMORY_TOKEN, DSH_MEMORY_ALLOWED_HOSTS, DSH_MEMORY_ALLOWED_ORIGINS,\nDSH_MEMORY_SESSION_IDLE_SECS (600), DSH_MEMORY_MAX_TOOL_CALLS (16), DSH_MEMORY_TOOL_DEADLINE_SECS (300).\nSIGINT / SIGTERM: running tool calls get up to 10 more seconds, then it exits (0).",
+    '与 memory_save 工具相同的检查、错误码和作用域规则(同一个函数)。成功时 stdout 只打印新记忆的完整 id\n(--json:与工具相同的结构化结果),stderr 打印工具的那句话;内容已存在时打印已有记忆的 id。\n内容为 - 时从标准输入读(UTF-8);以 - 开头的内容写在 -- 之后:save -- "-5 度以下不跑步"。\n退出码:0 已保存(或已存在),2 参数错误(缺内容、多余参数、--kind/--tags/--importance/--scope 的值不合规),\n3 内容被拒绝(CONTENT_EMPTY、CONTENT_TOO_LONG、CONTENT_SECRET:原样再试也会被拒),1 其它失败(记忆库、锁)。\n': "memory_save's own checks, codes and scope rules (the same function). On success stdout gets only the new\nmemory's whole id (--json: the tool's structured result), stderr the tool's sentence; content already there\nprints the existing memory's id. CONTENT - reads standard input (UTF-8); content starting with - goes after --:\nsave -- \"-5 °C or colder: no running\".\nExit codes: 0 saved (or already there), 2 usage error (no content, stray words, a bad --kind/--tags/\n--importance/--scope value), 3 content refused (CONTENT_EMPTY, CONTENT_TOO_LONG, CONTENT_SECRET: the same\ncontent is refused again), 1 other failures (store, lock).\n",
+    "与 memory_search 工具相同(多个词用空格连成一句查询)。向量检索只用已在运行的嵌入服务\n(DSH_MEMORY_EMBED_ENDPOINT,或端口上已在运行的 llama-server),从不为一次检索拉起 llama-server;\n后端没就绪就只用词法检索。命中会像工具一样累加 accessCount。\n": "As the memory_search tool (several words make one query). Vectors only from an embedding service already\nrunning (DSH_MEMORY_EMBED_ENDPOINT, or a llama-server already on the port); a search never starts llama-server;\nwithout a ready backend the search is lexical. Hits count as accesses, as with the tool.\n",
+    "⚠️ 没有沿用保存的令牌({why}),换了一个新的;用 setup --url 的宿主配置需要重新运行 setup --url": "⚠️ the saved token was not used ({why}); a new one was made: URL host configs need setup --url again",
+}

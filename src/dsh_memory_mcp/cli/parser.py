@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from dsh_memory_mcp import __version__, config
 from dsh_memory_mcp.cli.logs import log_file_hint
+from dsh_memory_mcp.cli.messages import HELP_ZH, N_, t
 from dsh_memory_mcp.cli.output import PROG
 
 __all__ = [
@@ -31,7 +32,7 @@ __all__ = [
     "version_text",
 ]
 
-TAGLINE = "把 DSH 的长期记忆库暴露成独立 MCP 服务(stdio)"
+TAGLINE = N_("把 DSH 的长期记忆库暴露成独立 MCP 服务(stdio)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -51,11 +52,11 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option(("--store-dir", "--store"), "store_dir", True, "DIR", "记忆存储目录"),
-    Option(("--project", "--project-dir"), "project_dir", True, "DIR", "当前工作区目录(决定 project 作用域)"),
-    Option(("--no-relay",), "no_relay", help="不转发给运行中的 serve,直接打开记忆库(直连模式)"),
-    Option(("-h", "--help"), "help", help="打印用法后退出(0)"),
-    Option(("-v", "--version"), "version", help="打印版本后退出(0)"),
+    Option(("--store-dir", "--store"), "store_dir", True, "DIR", N_("记忆存储目录")),
+    Option(("--project", "--project-dir"), "project_dir", True, "DIR", N_("当前工作区目录(决定 project 作用域)")),
+    Option(("--no-relay",), "no_relay", help=N_("不转发给运行中的 serve,直接打开记忆库(直连模式)")),
+    Option(("-h", "--help"), "help", help=N_("打印用法后退出(0)")),
+    Option(("-v", "--version"), "version", help=N_("打印版本后退出(0)")),
 )
 _BY_NAME: dict[str, Option] = {name: opt for opt in OPTIONS for name in opt.names}
 
@@ -94,7 +95,8 @@ class Command:
     accepts_args: bool = False
     extra_options: tuple[Option, ...] = field(default_factory=tuple)
     usage: tuple[str, ...] = ()
-    details: str = ""
+    #: Paragraphs (each a `messages.N_` template) or one string.
+    details: str | tuple[str, ...] = ""
 
 
 class UsageError(Exception):
@@ -167,21 +169,21 @@ _SYNONYMS = {
 def _stray(word: str, command: Command | None, commands: Mapping[str, Command]) -> UsageError:
     if command is not None:
         return UsageError(
-            f"子命令 {command.name} 不接受位置参数:多余的 {word}",
+            t("子命令 {command} 不接受位置参数:多余的 {word}", command=command.name, word=word),
             word=word,
-            hints=[f"用 {PROG} {command.name} --help 查看它的用法"],
+            hints=[t("用 {prog} {command} --help 查看它的用法", command=command.name)],
         )
-    hints = ["目录请用 --store-dir <目录> / --project <目录> 传,不要直接写在命令行末尾"]
+    hints = [t("目录请用 --store-dir <目录> / --project <目录> 传,不要直接写在命令行末尾")]
     synonym = _SYNONYMS.get(word.lower())
     close = difflib.get_close_matches(word, list(commands), n=1, cutoff=0.6) if commands else []
     if synonym in commands:
-        hints.insert(0, f"你是不是想用子命令 {synonym}?")
+        hints.insert(0, t("你是不是想用子命令 {name}?", name=synonym))
     elif close:
-        hints.insert(0, f"你是不是想用子命令 {close[0]}?")
+        hints.insert(0, t("你是不是想用子命令 {name}?", name=close[0]))
     if not commands:
-        message = f"多余的参数 {word}:{PROG} 不接受位置参数"
+        message = t("多余的参数 {word}:{prog} 不接受位置参数", word=word)
     else:
-        message = f"未知的子命令或多余的参数 {word}(可用子命令:{', '.join(sorted(commands))})"
+        message = t("未知的子命令或多余的参数 {word}(可用子命令:{names})", word=word, names=", ".join(sorted(commands)))
     return UsageError(message, word=word, hints=hints)
 
 
@@ -222,38 +224,54 @@ def parse_args(argv: Sequence[str], commands: Mapping[str, Command]) -> Invocati
             hints = []
             guess = suggest_option(word, command.extra_options if command is not None else ())
             if guess is not None:
-                hints.append(f"你是不是想写 {guess}?")
+                hints.append(t("你是不是想写 {guess}?", guess=guess))
             if command is not None:
-                hints.append(f"{command.name} 的参数见 {PROG} {command.name} --help")
-            raise UsageError(f"未知参数 {word}", word=word, hints=hints)
+                hints.append(t("{command} 的参数见 {prog} {command} --help", command=command.name))
+            raise UsageError(t("未知参数 {word}", word=word), word=word, hints=hints)
         if opt.dest in seen:
             raise UsageError(
-                f"参数 {name} 重复出现(之前已给过 {seen[opt.dest]})",
+                t("参数 {name} 重复出现(之前已给过 {before})", name=name, before=seen[opt.dest]),
                 word=name,
-                hints=[f"{' / '.join(opt.names)} 只能给一次"],
+                hints=[t("{names} 只能给一次", names=" / ".join(opt.names))],
             )
         seen[opt.dest] = name
         if not opt.takes_value:
             if has_inline:
-                raise UsageError(f"参数 {name} 不接受值:{word}", word=word, hints=[f"只写 {name}"])
+                raise UsageError(
+                    t("参数 {name} 不接受值:{word}", name=name, word=word),
+                    word=word,
+                    hints=[t("只写 {name}", name=name)],
+                )
             values[opt.dest] = True
             continue
-        form = f"{name} <{_metavar_zh(opt)}> 或 {name}=<{_metavar_zh(opt)}>"
+        form = t("{name} <{what}> 或 {name}=<{what}>", name=name, what=_metavar_zh(opt))
         if has_inline:
             value = inline
         elif i >= len(argv):
-            raise UsageError(f"参数 {name} 缺少值", word=name, hints=[f"应写成 {form}"])
+            raise UsageError(t("参数 {name} 缺少值", name=name), word=name, hints=[t("应写成 {form}", form=form)])
         else:
             value = argv[i]
             if value.startswith("-"):
                 raise UsageError(
-                    f"参数 {name} 缺少值:后面紧跟的 {value} 是另一个参数,不会被当成{_metavar_zh(opt)}",
+                    t(
+                        "参数 {name} 缺少值:后面紧跟的 {value} 是另一个参数,不会被当成{what}",
+                        name=name,
+                        value=value,
+                        what=_metavar_zh(opt),
+                    ),
                     word=name,
-                    hints=[f"应写成 {form}(名字真以 - 开头时用 {name}=<{_metavar_zh(opt)}>)"],
+                    hints=[
+                        t(
+                            "应写成 {form}(名字真以 - 开头时用 {name}=<{what}>)",
+                            form=form,
+                            name=name,
+                            what=_metavar_zh(opt),
+                        )
+                    ],
                 )
             i += 1
         if not value.strip():
-            raise UsageError(f"参数 {name} 的值为空", word=name, hints=[f"应写成 {form}"])
+            raise UsageError(t("参数 {name} 的值为空", name=name), word=name, hints=[t("应写成 {form}", form=form)])
         values[opt.dest] = value
     store_dir = values.get("store_dir")
     project_dir = values.get("project_dir")
@@ -271,20 +289,20 @@ def parse_args(argv: Sequence[str], commands: Mapping[str, Command]) -> Invocati
 
 
 def _metavar_zh(opt: Option) -> str:
-    return _METAVARS_ZH.get(opt.metavar, opt.metavar or "值")
+    return t(_METAVARS_ZH.get(opt.metavar, opt.metavar or N_("值")))
 
 
 _METAVARS_ZH = {
-    "HOST": "地址",
-    "DIR": "目录",
-    "N": "数字",
-    "SCOPE": "作用域",
-    "KIND": "类型",
+    "HOST": N_("地址"),
+    "DIR": N_("目录"),
+    "N": N_("数字"),
+    "SCOPE": N_("作用域"),
+    "KIND": N_("类型"),
     "ID": "id",
-    "TEXT": "文本",
-    "URL": "地址",
-    "TAGS": "标签",
-    "X": "数字",
+    "TEXT": N_("文本"),
+    "URL": N_("地址"),
+    "TAGS": N_("标签"),
+    "X": N_("数字"),
 }
 
 
@@ -295,62 +313,7 @@ _METAVARS_ZH = {
 
 def help_text(commands: Mapping[str, Command]) -> str:
     """The `--help` text; its first line is `dsh-memory-mcp X.Y.Z — …`."""
-    return f"""\
-{PROG} {__version__} — {TAGLINE}
-
-用法:
-  {PROG} [--store-dir DIR] [--project DIR]
-  python -m dsh_memory_mcp [--store-dir DIR] [--project DIR]
-  {PROG} <子命令> [参数…] [--store-dir DIR] [--project DIR]
-  {PROG} --help | --version
-
-不带子命令就是 stdio MCP 服务。给人用的子命令(输出到 stdout,加 --json 输出结构化结果;
-{PROG} <子命令> --help 看各自的用法):
-{_command_list(commands)}
-
-由 IDE 的 MCP 配置启动(stdio 传输):stdout 只输出 MCP 协议消息,日志走 stderr 和日志文件。
-stdin 关闭、SIGINT、SIGTERM 都会干净退出(退出码 0),自己拉起的 llama-server 一并停掉。
-
-参数(都支持 --key value 与 --key=value 两种写法;相对路径按当前目录解析):
-  --store-dir DIR, --store DIR       记忆存储目录。与 DSH 记忆插件共用记忆时必须显式给,
-                                     指向插件的 storeDir。
-                                     缺省:$DSH_MEMORY_STORE_DIR → ~/.dsh-memory-store
-  --project DIR, --project-dir DIR   当前工作区目录,决定 project 作用域(project:<路径>)。
-                                     缺省:$DSH_MEMORY_PROJECT → 当前目录
-  --no-relay                         不转发给运行中的 serve(见 dsh-memory-mcp serve),直接打开记忆库
-  -h, --help                         打印本帮助后退出(0)
-  -v, --version                      打印版本后退出(0)
-  未知参数(如 --store_dir、--storedir)、多余的位置参数、缺值都会报错退出(2),不会被忽略。
-
-环境变量(开关:开 = 1/true/yes/on,关 = 0/false/no/off/disabled;值不合法时用缺省值并警告):
-{_env_list()}
-
-退出码:
-  0  正常退出(--help / --version;服务在 stdin 关闭或收到 SIGINT / SIGTERM 后)
-  1  启动失败(存储目录不可用、缺依赖等),stderr 上有可操作的中文诊断
-  2  参数错误(未知参数、未知子命令、多余参数、缺值),不启动服务、不碰磁盘
-  子命令:0 成功,1 失败(工具报错、记忆库目录不存在、向量不可用……),2 参数错误
-
-日志文件:{log_file_hint()}(1 MB × 3 轮转)
-
-MCP 配置示例(mcp.json;Claude Code、Cursor、Trae 等格式相同):
-  {{
-    "mcpServers": {{
-      "dsh-memory": {{
-        "command": "{PROG}",
-        "args": ["--store-dir", "/path/to/.dsh-memory-store"]
-      }}
-    }}
-  }}
-  用 uvx 时(本包不在 PyPI 上,--from 指向源码目录或 git 地址):
-    "command": "uvx",
-    "args": ["--from", "/path/to/dsh-memory-mcp", "{PROG}", "--store-dir", "/path/to/.dsh-memory-store"]
-  最省事:{PROG} setup 把这一条写进本机各宿主的配置(先加 --dry-run 看 diff)。
-  IDE 不以工作区为当前目录时,再加 "--project", "<工作区目录>"。
-
-验证部署(stdin 喂空,服务读到 EOF 即以 0 退出;stderr 出现「已启动 {PROG} v{__version__}(stdio)」即成功):
-  echo '' | {PROG} --store-dir /tmp/dsh-probe
-"""
+    return t(HELP_ZH, tagline=t(TAGLINE), commands=_command_list(commands), env=_env_list(), log_file=log_file_hint())
 
 
 def _env_list() -> str:
@@ -360,24 +323,25 @@ def _env_list() -> str:
 
 def _command_list(commands: Mapping[str, Command]) -> str:
     width = max((len(name) for name in commands), default=0)
-    return "\n".join(f"  {name.ljust(width)}  {cmd.summary}" for name, cmd in commands.items())
+    return "\n".join(f"  {name.ljust(width)}  {t(cmd.summary)}" for name, cmd in commands.items())
 
 
 def command_help_text(command: Command) -> str:
     """``<command> --help``: synopsis, what it does, its options, the shared ones."""
-    lines = [f"{PROG} {command.name} — {command.summary}", "", "用法:"]
+    lines = [f"{PROG} {command.name} — {t(command.summary)}", "", t("用法:")]
     for form in command.usage or (command.name,):
-        lines.append(f"  {PROG} {form} [--store-dir DIR] [--project DIR]")
+        lines.append(f"  {PROG} {t(form)} [--store-dir DIR] [--project DIR]")
     if command.details:
-        lines += ["", command.details.rstrip("\n")]
-    rows = [(", ".join(o.names) + (f" {o.metavar}" if o.takes_value else ""), o.help) for o in command.extra_options]
+        parts = (command.details,) if isinstance(command.details, str) else command.details
+        lines += ["", "".join(t(part) for part in parts).rstrip("\n")]
+    rows = [(", ".join(o.names) + (f" {o.metavar}" if o.takes_value else ""), t(o.help)) for o in command.extra_options]
     rows += [
-        ("--store-dir DIR, --store DIR", "记忆存储目录(缺省 $DSH_MEMORY_STORE_DIR → ~/.dsh-memory-store)"),
-        ("--project DIR, --project-dir DIR", "当前工作区,决定 project 作用域(缺省 $DSH_MEMORY_PROJECT → 当前目录)"),
-        ("-h, --help", "打印本帮助后退出(0)"),
+        ("--store-dir DIR, --store DIR", t("记忆存储目录(缺省 $DSH_MEMORY_STORE_DIR → ~/.dsh-memory-store)")),
+        ("--project DIR, --project-dir DIR", t("当前工作区,决定 project 作用域(缺省 $DSH_MEMORY_PROJECT → 当前目录)")),
+        ("-h, --help", t("打印本帮助后退出(0)")),
     ]
-    width = max(len(left) for left, _ in rows)
-    lines += ["", "参数:"] + [f"  {left.ljust(width)}  {right}" for left, right in rows]
+    width = max(len(left) for left in (r[0] for r in rows))
+    lines += ["", t("参数:")] + [f"  {left.ljust(width)}  {right}" for left, right in rows]
     return "\n".join(lines) + "\n"
 
 

@@ -21,6 +21,7 @@ from typing import Protocol, TextIO, cast
 
 from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import diagnostics, logs
+from dsh_memory_mcp.cli.messages import N_
 from dsh_memory_mcp.cli.output import EXIT_STARTUP, PipeSafe, describe, flush_std, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Command, Invocation, Option
 
@@ -110,50 +111,50 @@ def in_module(module: str, function: str = "main") -> Callable[[Invocation], int
     return run
 
 
-_JSON = Option(("--json",), "json", help="输出 JSON(与 MCP 工具的 structuredContent 相同)而不是文本")
+_JSON = Option(("--json",), "json", help=N_("输出 JSON(与 MCP 工具的 structuredContent 相同)而不是文本"))
 _SCOPE = Option(
     ("--scope",),
     "scope",
     True,
     "SCOPE",
-    "作用域:global / project / project:<路径> / session:<id> / 自定义名 / all",
+    N_("作用域:global / project / project:<路径> / session:<id> / 自定义名 / all"),
 )
-_PATH = Option(("--path",), "path", True, "DIR", "按工作区路径指定作用域(等价于 project:<路径>)")
-_KIND = Option(("--kind",), "kind", True, "KIND", "只看一种:fact / decision / preference / procedure / note / rule")
-_LIMIT = Option(("--limit",), "limit", True, "N", "最多显示几条,1~200(缺省 50),最新的在前")
-_CLIENT = Option(("--client",), "client", True, "NAME", "只看该客户端写入的(source.client 含此文本,如 claude-code)")
-_TOPK = Option(("--top-k", "--topk"), "top_k", True, "N", "最多返回几条,1~20(缺省 5)")
-_ID = Option(("--id",), "id", True, "ID", "要删除的记忆 id(完整 id 或至少 8 位前缀,任意作用域)")
-_CONFIRM = Option(("--confirm", "--yes"), "confirm", help="--query 匹配超过阈值时确认删除(先不加它看预览)")
-_QUERY = Option(("--query",), "query", True, "TEXT", "删除内容包含该文本的记忆(只在一个作用域内,缺省当前项目)")
+_PATH = Option(("--path",), "path", True, "DIR", N_("按工作区路径指定作用域(等价于 project:<路径>)"))
+_KIND = Option(("--kind",), "kind", True, "KIND", N_("只看一种:fact / decision / preference / procedure / note / rule"))
+_LIMIT = Option(("--limit",), "limit", True, "N", N_("最多显示几条,1~200(缺省 50),最新的在前"))
+_CLIENT = Option(("--client",), "client", True, "NAME", N_("只看该客户端写入的(source.client 含此文本,如 claude-code)"))
+_TOPK = Option(("--top-k", "--topk"), "top_k", True, "N", N_("最多返回几条,1~20(缺省 5)"))
+_ID = Option(("--id",), "id", True, "ID", N_("要删除的记忆 id(完整 id 或至少 8 位前缀,任意作用域)"))
+_CONFIRM = Option(("--confirm", "--yes"), "confirm", help=N_("--query 匹配超过阈值时确认删除(先不加它看预览)"))
+_QUERY = Option(("--query",), "query", True, "TEXT", N_("删除内容包含该文本的记忆(只在一个作用域内,缺省当前项目)"))
 
 _SAVE_KIND = Option(
-    ("--kind",), "kind", True, "KIND", "种类:fact / decision / preference / procedure / note / rule(缺省 note)"
+    ("--kind",), "kind", True, "KIND", N_("种类:fact / decision / preference / procedure / note / rule(缺省 note)")
 )
-_TAGS = Option(("--tags",), "tags", True, "TAGS", "标签,逗号分隔(如 python,部署);最多 32 个,每个 ≤ 64 字")
-_IMPORTANCE = Option(("--importance",), "importance", True, "X", "重要度,0~1 之间的数字(缺省不写)")
+_TAGS = Option(("--tags",), "tags", True, "TAGS", N_("标签,逗号分隔(如 python,部署);最多 32 个,每个 ≤ 64 字"))
+_IMPORTANCE = Option(("--importance",), "importance", True, "X", N_("重要度,0~1 之间的数字(缺省不写)"))
 _SAVE_SCOPE = Option(
     ("--scope",),
     "scope",
     True,
     "SCOPE",
-    "写入的作用域:global / project / project:<路径> / 自定义名(缺省同 memory_save)",
+    N_("写入的作用域:global / project / project:<路径> / 自定义名(缺省同 memory_save)"),
 )
 
-_DRY_RUN = Option(("--dry-run",), "dry_run", help="只打印将要做的修改(diff),不写任何文件")
-_REMOVE = Option(("--remove",), "remove", help="从宿主配置里移除 dsh-memory 条目")
+_DRY_RUN = Option(("--dry-run",), "dry_run", help=N_("只打印将要做的修改(diff),不写任何文件"))
+_REMOVE = Option(("--remove",), "remove", help=N_("从宿主配置里移除 dsh-memory 条目"))
 _URL = Option(
     ("--url",),
     "url",
     True,
     "URL",
-    f"写成 URL 条目,连接正在运行的 serve(如 http://127.0.0.1:{config.DEFAULT_SERVE_PORT}/mcp)",
+    N_("写成 URL 条目,连接正在运行的 serve(如 http://127.0.0.1:{serve_port}/mcp)"),
 )
-_SERVE_SERVICE = Option(("--serve",), "serve", help="把 serve 装成登录时自动启动的服务(与 --remove 合用则撤销)")
+_SERVE_SERVICE = Option(("--serve",), "serve", help=N_("把 serve 装成登录时自动启动的服务(与 --remove 合用则撤销)"))
 _SERVE_OPTIONS = (
-    Option(("--host",), "host", True, "HOST", "监听地址(缺省 127.0.0.1;非回环地址必须设 DSH_MEMORY_TOKEN)"),
-    Option(("--port",), "port", True, "N", f"监听端口(缺省 {config.DEFAULT_SERVE_PORT};0 = 任取一个空闲端口)"),
-    Option(("--new-token",), "new_token", help="换一个新令牌(旧令牌立即失效),之后重启照样沿用新令牌"),
+    Option(("--host",), "host", True, "HOST", N_("监听地址(缺省 127.0.0.1;非回环地址必须设 DSH_MEMORY_TOKEN)")),
+    Option(("--port",), "port", True, "N", N_("监听端口(缺省 {serve_port};0 = 任取一个空闲端口)")),
+    Option(("--new-token",), "new_token", help=N_("换一个新令牌(旧令牌立即失效),之后重启照样沿用新令牌")),
 )
 
 
@@ -164,171 +165,200 @@ def _serve(invocation: Invocation) -> int:
     return serve.run(invocation)
 
 
-_SCOPE_NOTE = "--scope 与 --path 的规则与 MCP 工具的 scope / path 参数完全相同(见 README「作用域」)。"
+_SCOPE_NOTE = N_("--scope 与 --path 的规则与 MCP 工具的 scope / path 参数完全相同(见 README「作用域」)。")
 
 #: The built-in subcommands, in the order ``--help`` lists them. Adding one: a `Command` here whose
 #: `run` is `_runner(name)` (a body in `commands.py`) or `in_module("dsh_memory_mcp.cli.x")`.
 _BUILTIN: tuple[Command, ...] = (
     Command(
         "list",
-        "列出记忆(最新在前)",
+        N_("列出记忆(最新在前)"),
         _runner("list"),
         extra_options=(_SCOPE, _PATH, _KIND, _LIMIT, _CLIENT, _JSON),
         usage=("list [--scope SCOPE | --path DIR] [--kind KIND] [--limit N] [--client NAME] [--json]",),
-        details="与 memory_list 工具相同:缺省列出当前项目 + global 的有效记忆(过期/被取代的不显示)。\n" + _SCOPE_NOTE,
+        details=(
+            N_("与 memory_list 工具相同:缺省列出当前项目 + global 的有效记忆(过期/被取代的不显示)。\n"),
+            _SCOPE_NOTE,
+        ),
     ),
     Command(
         "save",
-        "保存一条记忆(与 memory_save 相同)",
+        N_("保存一条记忆(与 memory_save 相同)"),
         _runner("save"),
         accepts_args=True,
         extra_options=(_SAVE_KIND, _TAGS, _SAVE_SCOPE, _PATH, _IMPORTANCE, _JSON),
         usage=(
-            'save "内容" [--kind KIND] [--tags a,b] [--scope SCOPE | --path DIR] [--importance X] [--json]',
-            "save - [--kind KIND] …  < 文件",
+            N_('save "内容" [--kind KIND] [--tags a,b] [--scope SCOPE | --path DIR] [--importance X] [--json]'),
+            N_("save - [--kind KIND] …  < 文件"),
         ),
-        details="与 memory_save 工具相同的检查、错误码和作用域规则(同一个函数)。成功时 stdout 只打印新记忆的完整 id\n"
-        "(--json:与工具相同的结构化结果),stderr 打印工具的那句话;内容已存在时打印已有记忆的 id。\n"
-        '内容为 - 时从标准输入读(UTF-8);以 - 开头的内容写在 -- 之后:save -- "-5 度以下不跑步"。\n'
-        "退出码:0 已保存(或已存在),2 参数错误(缺内容、多余参数、--kind/--tags/--importance/--scope 的值不合规),\n"
-        "3 内容被拒绝(CONTENT_EMPTY、CONTENT_TOO_LONG、CONTENT_SECRET:原样再试也会被拒),1 其它失败(记忆库、锁)。\n"
-        + _SCOPE_NOTE,
+        details=(
+            N_(
+                "与 memory_save 工具相同的检查、错误码和作用域规则(同一个函数)。成功时 stdout 只打印新记忆的完整 id\n"
+                "(--json:与工具相同的结构化结果),stderr 打印工具的那句话;内容已存在时打印已有记忆的 id。\n"
+                '内容为 - 时从标准输入读(UTF-8);以 - 开头的内容写在 -- 之后:save -- "-5 度以下不跑步"。\n'
+                "退出码:0 已保存(或已存在),2 参数错误(缺内容、多余参数、"
+                "--kind/--tags/--importance/--scope 的值不合规),\n"
+                "3 内容被拒绝(CONTENT_EMPTY、CONTENT_TOO_LONG、CONTENT_SECRET:原样再试也会被拒),"
+                "1 其它失败(记忆库、锁)。\n"
+            ),
+            _SCOPE_NOTE,
+        ),
     ),
     Command(
         "search",
-        "检索记忆",
+        N_("检索记忆"),
         _runner("search"),
         accepts_args=True,
         extra_options=(_SCOPE, _PATH, _TOPK, _JSON),
-        usage=("search 查询词… [--scope SCOPE | --path DIR] [--top-k N] [--json]",),
-        details="与 memory_search 工具相同(多个词用空格连成一句查询)。向量检索只用已在运行的嵌入服务\n"
-        "(DSH_MEMORY_EMBED_ENDPOINT,或端口上已在运行的 llama-server),从不为一次检索拉起 llama-server;\n"
-        "后端没就绪就只用词法检索。命中会像工具一样累加 accessCount。\n" + _SCOPE_NOTE,
+        usage=(N_("search 查询词… [--scope SCOPE | --path DIR] [--top-k N] [--json]"),),
+        details=(
+            N_(
+                "与 memory_search 工具相同(多个词用空格连成一句查询)。向量检索只用已在运行的嵌入服务\n"
+                "(DSH_MEMORY_EMBED_ENDPOINT,或端口上已在运行的 llama-server),从不为一次检索拉起 llama-server;\n"
+                "后端没就绪就只用词法检索。命中会像工具一样累加 accessCount。\n"
+            ),
+            _SCOPE_NOTE,
+        ),
     ),
     Command(
         "get",
-        "按 id 取完整记忆",
+        N_("按 id 取完整记忆"),
         _runner("get"),
         accepts_args=True,
         extra_options=(_JSON,),
         usage=("get ID [ID …] [--json]",),
-        details="与 memory_get 工具相同:完整 id 或至少 8 位前缀,任意作用域,过期记录也能取到。",
+        details=N_("与 memory_get 工具相同:完整 id 或至少 8 位前缀,任意作用域,过期记录也能取到。"),
     ),
     Command(
         "forget",
-        "删除记忆",
+        N_("删除记忆"),
         _runner("forget"),
         accepts_args=True,
         extra_options=(_ID, _QUERY, _SCOPE, _PATH, _CONFIRM, _JSON),
         usage=(
             "forget ID [--json]",
             "forget --id ID [--json]",
-            "forget --query 文本 [--scope SCOPE | --path DIR] [--confirm] [--json]",
+            N_("forget --query 文本 [--scope SCOPE | --path DIR] [--confirm] [--json]"),
         ),
-        details="与 memory_forget 工具相同:按 id 删一条(任意作用域),或按内容子串在一个作用域内批量删除\n"
-        "(缺省当前项目;不能用 all)。--query 匹配超过 3 条(DSH_MEMORY_FORGET_CONFIRM_OVER)时什么都不删,\n"
-        "列出将被删除的记忆并以 1 退出(CONFIRM_REQUIRED);看过后加 --confirm 再运行即删除那时仍匹配的记忆。",
+        details=N_(
+            "与 memory_forget 工具相同:按 id 删一条(任意作用域),或按内容子串在一个作用域内批量删除\n"
+            "(缺省当前项目;不能用 all)。--query 匹配超过 3 条(DSH_MEMORY_FORGET_CONFIRM_OVER)时什么都不删,\n"
+            "列出将被删除的记忆并以 1 退出(CONFIRM_REQUIRED);看过后加 --confirm 再运行即删除那时仍匹配的记忆。"
+        ),
     ),
     Command(
         "export",
-        "导出全部记忆为 JSONL(stdout)",
+        N_("导出全部记忆为 JSONL(stdout)"),
         _runner("export"),
         extra_options=(_SCOPE, _PATH),
         usage=("export [--scope SCOPE | --path DIR] > backup.jsonl",),
-        details="每个作用域的每条记录(含已过期/被取代的)按磁盘上的原样输出一行,是无损备份,可用 import 恢复。\n"
-        "解析不了的损坏行不导出(仍留在记忆库文件里),数目报告在 stderr。缺省导出所有作用域。",
+        details=N_(
+            "每个作用域的每条记录(含已过期/被取代的)按磁盘上的原样输出一行,是无损备份,可用 import 恢复。\n"
+            "解析不了的损坏行不导出(仍留在记忆库文件里),数目报告在 stderr。缺省导出所有作用域。"
+        ),
     ),
     Command(
         "import",
-        "从 JSONL 导入记忆",
+        N_("从 JSONL 导入记忆"),
         _runner("import"),
         accepts_args=True,
         extra_options=(_SCOPE, _PATH),
         usage=("import FILE [--scope SCOPE | --path DIR]", "import - < backup.jsonl"),
-        details="逐行自动识别两种格式:\n"
-        "  1. 本服务 export 的记录行:原样写回它自己的作用域(id 与所有字段保留);\n"
-        "     id 已存在、或同一作用域已有相同内容的有效记忆 → 记为「已存在」,不重复写入。\n"
-        '  2. 官方 MCP memory 服务器的知识图谱 JSONL({"type":"entity",…} / {"type":"relation",…}):\n'
-        "     每条 observation 成为一条记忆「<name>: <observation>」(kind=fact,tags=[entityType, mcp-memory-import]),\n"
-        "     每条关系成为一条记忆「<from> <relationType> <to>」(kind=fact,tags=[relation, mcp-memory-import]),\n"
-        "     写入 --scope / --path 指定的作用域(缺省 global)。\n"
-        "无效行在 stderr 报出行号并跳过,不影响其它行。FILE 为 - 时读标准输入。",
+        details=N_(
+            "逐行自动识别两种格式:\n"
+            "  1. 本服务 export 的记录行:原样写回它自己的作用域(id 与所有字段保留);\n"
+            "     id 已存在、或同一作用域已有相同内容的有效记忆 → 记为「已存在」,不重复写入。\n"
+            '  2. 官方 MCP memory 服务器的知识图谱 JSONL({{"type":"entity",…}} / {{"type":"relation",…}}):\n'
+            "     每条 observation 成为一条记忆「<name>: <observation>」"
+            "(kind=fact,tags=[entityType, mcp-memory-import]),\n"
+            "     每条关系成为一条记忆「<from> <relationType> <to>」(kind=fact,tags=[relation, mcp-memory-import]),\n"
+            "     写入 --scope / --path 指定的作用域(缺省 global)。\n"
+            "无效行在 stderr 报出行号并跳过,不影响其它行。FILE 为 - 时读标准输入。"
+        ),
     ),
     Command(
         "stats",
-        "记忆库统计:每个作用域的记录数、过期数、损坏行、文件大小、向量",
+        N_("记忆库统计:每个作用域的记录数、过期数、损坏行、文件大小、向量"),
         _runner("stats"),
         extra_options=(_SCOPE, _PATH, _JSON),
         usage=("stats [--scope SCOPE | --path DIR] [--json]",),
-        details="缺省统计磁盘上的所有作用域。只读:不加锁、不写任何文件、不连嵌入服务。",
+        details=N_("缺省统计磁盘上的所有作用域。只读:不加锁、不写任何文件、不连嵌入服务。"),
     ),
     Command(
         "reembed",
-        "用当前嵌入模型重建向量边车(.vec)",
+        N_("用当前嵌入模型重建向量边车(.vec)"),
         _runner("reembed"),
         accepts_args=True,
         extra_options=(_SCOPE, _PATH),
         usage=("reembed [SCOPE …] [--scope SCOPE | --path DIR]",),
-        details="为每条有效记录重新计算向量并整份重写 .vec(缺省所有作用域),进度条输出到 stderr。\n"
-        "需要可用的向量后端(DSH_MEMORY_EMBED_ENDPOINT,或 DSH_MEMORY_EMBED_MODEL + llama-server;\n"
-        "后者没在运行时会临时拉起,结束时停掉)。",
+        details=N_(
+            "为每条有效记录重新计算向量并整份重写 .vec(缺省所有作用域),进度条输出到 stderr。\n"
+            "需要可用的向量后端(DSH_MEMORY_EMBED_ENDPOINT,或 DSH_MEMORY_EMBED_MODEL + llama-server;\n"
+            "后者没在运行时会临时拉起,结束时停掉)。"
+        ),
     ),
     Command(
         "setup",
-        "为各宿主(Claude Code、Cursor、VS Code、Codex、Trae、ZCode…)写入 MCP 配置",
+        N_("为各宿主(Claude Code、Cursor、VS Code、Codex、Trae、ZCode…)写入 MCP 配置"),
         in_module("dsh_memory_mcp.cli.setup"),
         accepts_args=True,
         extra_options=(_DRY_RUN, _REMOVE, _URL, _SERVE_SERVICE),
         usage=("setup [HOST …] [--dry-run] [--remove] [--url URL]", "setup --serve [--remove] [--dry-run]"),
-        details="HOST:claude-code claude-desktop cursor vscode codex trae workbuddy zcode;\n"
-        "不写就是本机发现的全部宿主。写入本程序的绝对路径和 --store-dir(缺省:沿用其它宿主已配的目录,\n"
-        "否则 ~/.dsh-memory-store),不写 --project。只改 dsh-memory 这一条,其它内容逐字节保留;\n"
-        "改之前先备份(<文件>.dsh-memory-mcp-<时间>.bak);再运行一次不改任何东西。--remove 原样撤销。\n"
-        "--url:写成连接正在运行的 serve 的 URL 条目(带 Authorization: Bearer 令牌,令牌取自 <store>/serve.json\n"
-        "或 DSH_MEMORY_TOKEN,或 serve 为这个存储目录保存的令牌;文件改为 0600),写之前向那个地址发一次 /health\n"
-        "核对地址和令牌,不对就 ⚠️;不支持 URL 的宿主照旧写 stdio 命令(它会自动中继到 serve)。\n"
-        "--serve:把 serve --store-dir <存储目录> 装成登录时自动启动的服务(Linux systemd 用户服务、\n"
-        "macOS launchd、Windows 任务计划程序),--serve --remove 撤销。",
+        details=N_(
+            "HOST:claude-code claude-desktop cursor vscode codex trae workbuddy zcode;\n"
+            "不写就是本机发现的全部宿主。写入本程序的绝对路径和 --store-dir(缺省:沿用其它宿主已配的目录,\n"
+            "否则 ~/.dsh-memory-store),不写 --project。只改 dsh-memory 这一条,其它内容逐字节保留;\n"
+            "改之前先备份(<文件>.dsh-memory-mcp-<时间>.bak);再运行一次不改任何东西。--remove 原样撤销。\n"
+            "--url:写成连接正在运行的 serve 的 URL 条目(带 Authorization: Bearer 令牌,令牌取自 <store>/serve.json\n"
+            "或 DSH_MEMORY_TOKEN,或 serve 为这个存储目录保存的令牌;文件改为 0600),写之前向那个地址发一次 /health\n"
+            "核对地址和令牌,不对就 ⚠️;不支持 URL 的宿主照旧写 stdio 命令(它会自动中继到 serve)。\n"
+            "--serve:把 serve --store-dir <存储目录> 装成登录时自动启动的服务(Linux systemd 用户服务、\n"
+            "macOS launchd、Windows 任务计划程序),--serve --remove 撤销。"
+        ),
     ),
     Command(
         "recover",
-        "恢复被不加锁的写入者覆盖掉的记忆(按写入日志原样恢复)",
+        N_("恢复被不加锁的写入者覆盖掉的记忆(按写入日志原样恢复)"),
         _runner("recover"),
         extra_options=(
-            Option(("--dry-run",), "dry_run", help="只列出会恢复哪些记忆,不写任何文件"),
+            Option(("--dry-run",), "dry_run", help=N_("只列出会恢复哪些记忆,不写任何文件")),
             _SCOPE,
             _PATH,
             _JSON,
         ),
         usage=("recover [--dry-run] [--scope SCOPE | --path DIR] [--json]",),
-        details="本服务每次确认的保存、取代、删除都先记入记忆库里的写入日志(.journal/)。不加锁、整份重写文件的\n"
-        "写入者(如用旧快照覆盖文件的 DSH 插件)可能把它们抹掉;recover 在作用域锁内把「确认保存过、从未被本服务\n"
-        "删除或取代、如今不在文件里」的记录按写入时的原样追加回去。被删除或取代的记录永远不会被带回。\n"
-        "缺省处理所有作用域。stats 与 doctor 会报告有多少条可恢复。",
+        details=N_(
+            "本服务每次确认的保存、取代、删除都先记入记忆库里的写入日志(.journal/)。不加锁、整份重写文件的\n"
+            "写入者(如用旧快照覆盖文件的 DSH 插件)可能把它们抹掉;recover 在作用域锁内把「确认保存过、从未被本服务\n"
+            "删除或取代、如今不在文件里」的记录按写入时的原样追加回去。被删除或取代的记录永远不会被带回。\n"
+            "缺省处理所有作用域。stats 与 doctor 会报告有多少条可恢复。"
+        ),
     ),
     Command(
         "serve",
-        "一个进程为多个宿主提供 MCP(Streamable HTTP,/mcp)",
+        N_("一个进程为多个宿主提供 MCP(Streamable HTTP,/mcp)"),
         _serve,
         extra_options=_SERVE_OPTIONS,
-        usage=(f"serve [--host 127.0.0.1] [--port {config.DEFAULT_SERVE_PORT}] [--new-token]",),
-        details="一个进程、一份缓存、一个记忆库视图,所有会话共享:一个会话保存的记忆其它会话立刻可见。\n"
-        "每个请求都要 Authorization: Bearer <令牌>:DSH_MEMORY_TOKEN;没设就用 serve 为这个存储目录保存的令牌\n"
-        "(用户状态目录下 serve-tokens/,0600;第一次启动时生成,重启后不变,--new-token 换一个),\n"
-        "也写在 <存储目录>/serve.json(0600,退出时删除)。端口缺省固定为 "
-        f"{config.DEFAULT_SERVE_PORT},所以 setup --url 写下的配置在 serve 重启后照样能用。\n"
-        "同一个存储目录只能有一个 serve。setup --serve 把它装成登录时自动启动的服务。\n"
-        "只会 stdio 的宿主照常启动 dsh-memory-mcp,它发现 serve.json 就把会话转发过来。\n"
-        "环境变量:DSH_MEMORY_TOKEN、DSH_MEMORY_ALLOWED_HOSTS、DSH_MEMORY_ALLOWED_ORIGINS、\n"
-        "DSH_MEMORY_SESSION_IDLE_SECS(600)、DSH_MEMORY_MAX_TOOL_CALLS(16)、DSH_MEMORY_TOOL_DEADLINE_SECS(300)。\n"
-        "SIGINT / SIGTERM:正在运行的工具调用最多再等 10 秒,然后退出(0)。",
+        usage=("serve [--host 127.0.0.1] [--port {serve_port}] [--new-token]",),
+        details=N_(
+            "一个进程、一份缓存、一个记忆库视图,所有会话共享:一个会话保存的记忆其它会话立刻可见。\n"
+            "每个请求都要 Authorization: Bearer <令牌>:DSH_MEMORY_TOKEN;没设就用 serve 为这个存储目录保存的令牌\n"
+            "(用户状态目录下 serve-tokens/,0600;第一次启动时生成,重启后不变,--new-token 换一个),\n"
+            "也写在 <存储目录>/serve.json(0600,退出时删除)。端口缺省固定为 "
+            "{serve_port},所以 setup --url 写下的配置在 serve 重启后照样能用。\n"
+            "同一个存储目录只能有一个 serve。setup --serve 把它装成登录时自动启动的服务。\n"
+            "只会 stdio 的宿主照常启动 dsh-memory-mcp,它发现 serve.json 就把会话转发过来。\n"
+            "环境变量:DSH_MEMORY_TOKEN、DSH_MEMORY_ALLOWED_HOSTS、DSH_MEMORY_ALLOWED_ORIGINS、\n"
+            "DSH_MEMORY_SESSION_IDLE_SECS(600)、DSH_MEMORY_MAX_TOOL_CALLS(16)、DSH_MEMORY_TOOL_DEADLINE_SECS(300)。\n"
+            "SIGINT / SIGTERM:正在运行的工具调用最多再等 10 秒,然后退出(0)。"
+        ),
     ),
     Command(
         "doctor",
-        "检查安装、配置、记忆库与向量后端",
+        N_("检查安装、配置、记忆库与向量后端"),
         _runner("doctor"),
         usage=("doctor",),
-        details="只读:不建目录、不写文件、不启动进程。有问题时退出码 1。",
+        details=N_("只读:不建目录、不写文件、不启动进程。有问题时退出码 1。"),
     ),
 )
 
