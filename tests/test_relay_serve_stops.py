@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -115,3 +116,27 @@ def test_a_relayed_call_is_answered_by_the_fallback_when_serve_is_sigstopped_und
     assert out["found"] == 1
     # serve, resumed and stopped, may also have finished its copy of the save: deduplicated, one record.
     assert out["records"] == [out["content"]]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_stopped_process_is_seen_as_stopped_and_a_running_one_is_not():
+    from dsh_memory_mcp.transports.relay import process_stopped
+
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        assert not process_stopped(proc.pid)
+        proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while not process_stopped(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert process_stopped(proc.pid)
+        proc.send_signal(signal.SIGCONT)
+        while process_stopped(proc.pid) and time.monotonic() < deadline + 10:
+            time.sleep(0.01)
+        assert not process_stopped(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait(10)
+        assert proc.stdin is not None
+        proc.stdin.close()
+    assert not process_stopped(proc.pid)  # gone
