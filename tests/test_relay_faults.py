@@ -149,6 +149,20 @@ def test_answers_for_ids_the_host_did_not_send_and_stray_notifications_never_rea
     assert "不属于任何在途请求的应答" in host.stderr()
 
 
+def _timed_save(tmp_path: Path, fake: FakeServe, after_handshake: Any = None) -> tuple[dict[str, Any], float, RawHost]:
+    """One relayed save against `fake`: its answer, how long it took, the host (closed)."""
+    with fake, RawHost(fake.store_dir, tmp_path / "relay.log") as host:
+        host.initialize()
+        if after_handshake is not None:
+            after_handshake.set()
+        started = time.monotonic()
+        host.send(_save())
+        answer = host.wait_for(lambda m: m.get("id") == 7, timeout=90)
+        waited = time.monotonic() - started
+        assert host.close() == 0
+    return answer, waited, host
+
+
 def _silent(h: Handler, m: dict[str, Any]) -> None:
     h.head(200, SSE_HEAD)
     h.server.release.wait(120)
@@ -159,13 +173,7 @@ def test_a_call_serve_never_answers_while_its_health_does_is_given_up_at_its_dea
 ):
     from dsh_memory_mcp.transports.relay import CALL_GRACE
 
-    with FakeServe(store_dir, _silent, deadline=0.5), RawHost(store_dir, tmp_path / "relay.log") as host:
-        host.initialize()
-        started = time.monotonic()
-        host.send(_save())
-        answer = host.wait_for(lambda m: m.get("id") == 7, timeout=60)
-        waited = time.monotonic() - started
-        assert host.close() == 0
+    answer, waited, host = _timed_save(tmp_path, FakeServe(store_dir, _silent, deadline=0.5))
     assert answer["result"]["structuredContent"]["ok"] is True
     assert "截止时间" in host.stderr() and "改为直连模式" in host.stderr()
     assert 0.5 + CALL_GRACE - 1 < waited < 0.5 + CALL_GRACE + 20, waited
@@ -189,14 +197,8 @@ def test_an_over_long_host_line_gets_an_error_and_the_relay_goes_on(tmp_path: Pa
 def test_a_wedged_serve_whose_health_stops_answering_is_given_up_after_a_few_checks(tmp_path: Path, store_dir: Path):
     from dsh_memory_mcp.transports.relay import LIVENESS_AFTER, LIVENESS_EVERY, LIVENESS_FAILURES, LIVENESS_TIMEOUT
 
-    with FakeServe(store_dir, _silent) as fake, RawHost(store_dir, tmp_path / "relay.log") as host:
-        host.initialize()
-        fake.server.health_hangs.set()  # the process lives and accepts connections, but answers nothing
-        started = time.monotonic()
-        host.send(_save())
-        answer = host.wait_for(lambda m: m.get("id") == 7, timeout=90)
-        waited = time.monotonic() - started
-        assert host.close() == 0
+    fake = FakeServe(store_dir, _silent)
+    answer, waited, host = _timed_save(tmp_path, fake, fake.server.health_hangs)  # alive, accepting, mute
     assert answer["result"]["structuredContent"]["ok"] is True
     assert "/health 没有应答" in host.stderr() and "改为直连模式" in host.stderr()
     noticed = LIVENESS_AFTER + LIVENESS_FAILURES * (LIVENESS_TIMEOUT + LIVENESS_EVERY) + LIVENESS_EVERY

@@ -171,19 +171,13 @@ def test_a_fresh_serve_json_of_a_live_pid_is_a_serve_starting_up_and_keeps_the_s
 
 
 def test_a_serve_that_answers_keeps_its_store_however_old_its_file(tmp_path: Path):
-    from tests.conftest import subprocess_env
-    from tests.helpers.serve_proc import running_serve
+    from tests.helpers.serve_proc import running_serve, spawn_serve
 
     store = tmp_path / "store"
     with running_serve(store, tmp_path / "serve.log") as serve:
         _backdate(store / "serve.json", 3600)
-        second = subprocess.run(
-            [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store), "--port", "0"],
-            capture_output=True,
-            text=True, encoding="utf-8",
-            env=subprocess_env(),
-            timeout=60,
-        )
-        assert second.returncode == 1, second.stderr
-        assert f"pid {serve.proc.pid}" in second.stderr and "正在应答" in second.stderr
+        second = spawn_serve(store, tmp_path / "second.log")
+        assert second.wait(60) == 1
+        said = (tmp_path / "second.log").read_text(encoding="utf-8")
+        assert f"pid {serve.proc.pid}" in said and "正在应答" in said, said
         assert json.loads((store / "serve.json").read_text(encoding="utf-8"))["pid"] == serve.proc.pid
