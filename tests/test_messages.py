@@ -118,3 +118,23 @@ def test_in_english_the_clis_own_lines_change_but_the_tools_texts_stay_as_the_to
     )
     assert ok.returncode == 0
     assert ok.stderr.startswith("[dsh-memory-mcp] 已保存记忆 ")  # memory_save's own sentence
+
+
+def test_setup_speaks_english_under_an_english_locale(tmp_path):
+    home = tmp_path / "home"
+    (home / ".cursor").mkdir(parents=True)
+    env = subprocess_env(LANG="en_US.UTF-8", HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
+    run = subprocess.run(
+        [PYTHON, "-m", "dsh_memory_mcp", "setup", "cursor", "--store-dir", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=env,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "dsh-memory-mcp setup: writing the dsh-memory entry into each host's config"
+    assert lines[2] == f"  store: {tmp_path / 's'} (--store-dir)"
+    done = next(line for line in lines if line.startswith("✅ Cursor: written: "))
+    assert done.endswith("⇒ takes effect after restarting Cursor (or refreshing in Settings → MCP)")

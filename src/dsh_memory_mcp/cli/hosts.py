@@ -28,6 +28,7 @@ from typing import Any, Literal
 from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import confedit
 from dsh_memory_mcp.cli.confedit import ConfigSyntaxError
+from dsh_memory_mcp.cli.messages import N_
 from dsh_memory_mcp.cli.output import PROG
 
 __all__ = [
@@ -79,14 +80,22 @@ class Host:
 
 
 HOSTS: tuple[Host, ...] = (
-    Host("claude-code", "Claude Code", "json", ("mcpServers",), True, "新开一个 claude 会话(/mcp 可查看)", ("claude",)),
-    Host("claude-desktop", "Claude Desktop", "json", ("mcpServers",), False, "完全退出再打开 Claude", ("desktop",)),
-    Host("cursor", "Cursor", "json", ("mcpServers",), True, "重启 Cursor(或在 设置 → MCP 里刷新)"),
-    Host("vscode", "VS Code", "json", ("servers",), True, "执行 Developer: Reload Window", ("code", "vs-code")),
-    Host("codex", "Codex", "toml", ("mcp_servers",), True, "新开一个 codex 会话"),
-    Host("trae", "Trae", "json", ("mcpServers",), False, "重启 Trae", ("trae-cn",)),
-    Host("workbuddy", "WorkBuddy", "json", ("mcpServers",), False, "重启 WorkBuddy"),
-    Host("zcode", "ZCode", "json", ("mcp", "servers"), False, "重启 ZCode"),
+    Host(
+        "claude-code",
+        "Claude Code",
+        "json",
+        ("mcpServers",),
+        True,
+        N_("新开一个 claude 会话(/mcp 可查看)"),
+        ("claude",),
+    ),
+    Host("claude-desktop", "Claude Desktop", "json", ("mcpServers",), False, N_("完全退出再打开 Claude"), ("desktop",)),
+    Host("cursor", "Cursor", "json", ("mcpServers",), True, N_("重启 Cursor(或在 设置 → MCP 里刷新)")),
+    Host("vscode", "VS Code", "json", ("servers",), True, N_("执行 Developer: Reload Window"), ("code", "vs-code")),
+    Host("codex", "Codex", "toml", ("mcp_servers",), True, N_("新开一个 codex 会话")),
+    Host("trae", "Trae", "json", ("mcpServers",), False, N_("重启 Trae"), ("trae-cn",)),
+    Host("workbuddy", "WorkBuddy", "json", ("mcpServers",), False, N_("重启 WorkBuddy")),
+    Host("zcode", "ZCode", "json", ("mcp", "servers"), False, N_("重启 ZCode")),
 )
 
 

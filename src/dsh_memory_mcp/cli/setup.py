@@ -78,19 +78,20 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
         host = hosts.by_name(word)
         if host is None:
             names = " ".join(h.id for h in hosts.HOSTS)
-            err.write(f"[{PROG}] ❌ 参数错误:不认识的宿主 {word}(可选:{names})\n")
+            err.write(f"[{PROG}] " + t("❌ 参数错误:不认识的宿主 {word}(可选:{names})", word=word, names=names) + "\n")
             return EXIT_USAGE
         if host not in chosen:
             chosen.append(host)
     if url is not None and not _valid_url(url):
         err.write(
-            f"[{PROG}] ❌ 参数错误:--url {url} 不是 http(s) 地址"
-            f"(应形如 http://127.0.0.1:{config.DEFAULT_SERVE_PORT}/mcp)\n"
+            f"[{PROG}] "
+            + t("❌ 参数错误:--url {url} 不是 http(s) 地址(应形如 http://127.0.0.1:{serve_port}/mcp)", url=url)
+            + "\n"
         )
         return EXIT_USAGE
     if options.get("serve") is True:
         if url is not None or chosen:
-            err.write(f"[{PROG}] ❌ 参数错误:--serve 只安装登录时启动的 serve,不能同时给宿主或 --url\n")
+            err.write(f"[{PROG}] " + t("❌ 参数错误:--serve 只安装登录时启动的 serve,不能同时给宿主或 --url") + "\n")
             return EXIT_USAGE
         return setup_service(invocation, settings, env, platform, dry_run=dry_run, remove=remove, out=out)
     explicit = bool(chosen)
@@ -104,36 +105,46 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
             missing.append(host)
         targets.extend((host, path) for path in paths)
 
-    head = "(预演:--dry-run,不写任何文件)" if dry_run else ""
+    head = t("(预演:--dry-run,不写任何文件)") if dry_run else ""
     token: str | None = None
     command, args = launch_command()
     ephemeral = _ephemeral(command)
     if remove:
-        out.write(f"{PROG} setup --remove:从各宿主配置里移除 {SERVER_NAME} 条目{head}\n")
+        out.write(t("{prog} setup --remove:从各宿主配置里移除 {name} 条目{head}", name=SERVER_NAME, head=head) + "\n")
     else:
         store, why = choose_store(invocation, settings, env, platform)
         args = [*args, "--store-dir", store]
-        out.write(f"{PROG} setup:为各宿主写入 {SERVER_NAME} 条目{head}\n")
-        out.write(f"  命令:{' '.join(_quote(w) for w in [command, *args])}\n")
-        out.write(f"  存储目录:{store}({why})\n")
+        out.write(t("{prog} setup:为各宿主写入 {name} 条目{head}", name=SERVER_NAME, head=head) + "\n")
+        out.write(t("  命令:{argv}\n", argv=" ".join(_quote(w) for w in [command, *args])))
+        out.write(t("  存储目录:{store}({why})\n", store=store, why=why))
         if ephemeral:
             out.write(
-                f"  ⚠️ {command} 在 uv 的缓存里(uvx 的临时环境),清缓存后就没了;建议 pipx install 后再运行 setup,"
-                f'或手动写 "command": "uvx", "args": ["--from", "<源码目录或 git 地址>", "{PROG}", …]\n'
+                t(
+                    "  ⚠️ {command} 在 uv 的缓存里(uvx 的临时环境),清缓存后就没了;建议 pipx install 后再运行 setup,"
+                    '或手动写 "command": "uvx", "args": ["--from", "<源码目录或 git 地址>", "{prog}", …]\n',
+                    command=command,
+                )
             )
         if url is not None:
             token, source = find_token(store, env)
-            out.write(f"  URL:{url}" + (f"(令牌取自 {source})" if token else "") + "\n")
+            out.write(f"  URL:{url}" + (t("(令牌取自 {source})", source=source) if token else "") + "\n")
             if token is None:
                 out.write(
-                    f"  ⚠️ 没有令牌:{store}/serve.json 不可用,{TOKEN_ENV} 也没设,serve 也还没为这个存储目录保存过令牌;"
-                    f"URL 条目不带 Authorization 头 ⇒ 先运行一次 {PROG} serve --store-dir {store}\n"
+                    t(
+                        "  ⚠️ 没有令牌:{store}/serve.json 不可用,DSH_MEMORY_TOKEN 也没设,"
+                        "serve 也还没为这个存储目录保存过令牌;URL 条目不带 Authorization 头"
+                        " ⇒ 先运行一次 {prog} serve --store-dir {store}\n",
+                        store=store,
+                    )
                 )
             for line in check_url(url, store, token):
                 out.write(f"  {line}\n")
     if not targets:
         out.write(
-            "没有发现已安装的宿主(" + "、".join(h.name for h in missing) + f");指名就会写入,例如 {PROG} setup cursor\n"
+            t(
+                "没有发现已安装的宿主({names});指名就会写入,例如 {prog} setup cursor\n",
+                names="、".join(h.name for h in missing),
+            )
         )
         return EXIT_FAIL
     failed = 0
@@ -145,58 +156,115 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
             if ours is None:
                 ours = hosts.stdio_entry(host, command, args)
                 if url is not None:
-                    note = "(它的配置文件不支持 URL 条目,写的是 stdio 命令;serve 在运行时这条命令会自动中继过去)"
+                    note = t("(它的配置文件不支持 URL 条目,写的是 stdio 命令;serve 在运行时这条命令会自动中继过去)")
         holds_token = token is not None and ours is not None and token in repr(ours)
-        unchanged = "没有 dsh-memory 条目,无需移除" if remove else "已是最新,未改动"
+        unchanged = t("没有 dsh-memory 条目,无需移除") if remove else t("已是最新,未改动")
         if dry_run:
             try:
                 outcome = plan(host, path, ours)
             except (OSError, ValueError) as exc:
                 failed += 1
-                out.write(f"❌ {host.name}:{path} {hosts.describe_problem(exc)},没有改动\n")
+                out.write(
+                    t(
+                        "❌ {host}:{path} {problem},没有改动\n",
+                        host=host.name,
+                        path=path,
+                        problem=hosts.describe_problem(exc),
+                    )
+                )
                 continue
             if outcome.after == (outcome.before or ""):
                 out.write(f"= {host.name}:{path} {unchanged}\n")
             else:
-                out.write(f"~ {host.name}:{path} 将被修改{note}:\n")
+                out.write(t("~ {host}:{path} 将被修改{note}:\n", host=host.name, path=path, note=note))
                 out.write(_diff(path, outcome, token))
             continue
         try:
             written = write(host, path, ours, secret=holds_token)
         except hostwrite.Busy as exc:
             failed += 1
-            out.write(f"❌ {host.name}:{path} {exc} ⇒ 关掉 {host.name} 后再运行一次\n")
+            out.write(
+                t("❌ {host}:{path} {problem} ⇒ 关掉 {host} 后再运行一次\n", host=host.name, path=path, problem=exc)
+            )
             continue
         except hostwrite.ForeignOwner as exc:
             failed += 1
-            out.write(f"❌ {host.name}:{path} {exc},没有改动 ⇒ 以文件主人的身份运行 {PROG} setup\n")
+            out.write(
+                t(
+                    "❌ {host}:{path} {problem},没有改动 ⇒ 以文件主人的身份运行 {prog} setup\n",
+                    host=host.name,
+                    path=path,
+                    problem=exc,
+                )
+            )
             continue
         except ValueError as exc:
             failed += 1
-            out.write(f"❌ {host.name}:{path} {hosts.describe_problem(exc)},没有改动\n")
+            out.write(
+                t(
+                    "❌ {host}:{path} {problem},没有改动\n",
+                    host=host.name,
+                    path=path,
+                    problem=hosts.describe_problem(exc),
+                )
+            )
             continue
         except OSError as exc:
             failed += 1
-            out.write(f"❌ {host.name}:写 {path} 失败({exc.strerror or exc}),原文件未动\n")
+            out.write(
+                t(
+                    "❌ {host}:写 {path} 失败({problem}),原文件未动\n",
+                    host=host.name,
+                    path=path,
+                    problem=exc.strerror or exc,
+                )
+            )
             continue
         if not written.changed:
             out.write(f"= {host.name}:{path} {unchanged}\n")
             continue
-        redone = f"(写入时 {host.name} 改写了 {written.restarts} 次,已按它的最新内容重做)" if written.restarts else ""
+        redone = (
+            t("(写入时 {host} 改写了 {n} 次,已按它的最新内容重做)", host=host.name, n=written.restarts)
+            if written.restarts
+            else ""
+        )
         if not written.kept:
             failed += 1
             out.write(
-                f"⚠️ {host.name}:{path} 写入后立刻被 {host.name} 整份改写,"
-                f"{'dsh-memory 条目又回来了' if remove else 'dsh-memory 条目没有留下'}{redone}"
-                f" ⇒ 关掉 {host.name} 后再运行一次 {PROG} setup\n"
+                t(
+                    "⚠️ {host}:{path} 写入后立刻被 {host} 整份改写,{what}{redone}"
+                    " ⇒ 关掉 {host} 后再运行一次 {prog} setup\n",
+                    host=host.name,
+                    path=path,
+                    what=t("dsh-memory 条目又回来了") if remove else t("dsh-memory 条目没有留下"),
+                    redone=redone,
+                )
             )
             continue
-        saved = f"(原文件备份为 {written.backup})" if written.backup else "(新建)"
-        done = "已移除 dsh-memory" if remove else "已写入"
-        out.write(f"✅ {host.name}:{done} {path}{saved}{redone}{note} ⇒ {host.restart}后生效\n")
+        saved = t("(原文件备份为 {backup})", backup=written.backup) if written.backup else t("(新建)")
+        done = t("已移除 dsh-memory") if remove else t("已写入")
+        out.write(
+            t(
+                "✅ {host}:{done} {path}{saved}{redone}{note} ⇒ {restart}后生效\n",
+                host=host.name,
+                done=done,
+                path=path,
+                saved=saved,
+                redone=redone,
+                note=note,
+                restart=t(host.restart),
+            )
+        )
     for host in missing:
         marker = hosts.candidates(host, env, platform)[0][1]
-        out.write(f"⏭ {host.name}:没有发现({marker} 不存在),跳过;要写入就指名:{PROG} setup {host.id}\n")
+        out.write(
+            t(
+                "⏭ {host}:没有发现({marker} 不存在),跳过;要写入就指名:{prog} setup {id}\n",
+                host=host.name,
+                marker=marker,
+                id=host.id,
+            )
+        )
     out.flush()
     return EXIT_FAIL if failed else EXIT_OK
 
@@ -239,17 +307,21 @@ def choose_store(
     if invocation.store_dir is not None:
         return settings.store_dir, "--store-dir"
     if (env.get("DSH_MEMORY_STORE_DIR") or "").strip():
-        return settings.store_dir, "环境变量 DSH_MEMORY_STORE_DIR"
+        return settings.store_dir, t("环境变量 DSH_MEMORY_STORE_DIR")
     entries, _ = hosts.configured(env, platform)
     stores = Counter(_norm(e.store) for e in entries if e.store)
     if len(stores) == 1:
-        return next(iter(stores)), "沿用已配置宿主里的存储目录"
-    differ = f";已配置的宿主用了不同的存储目录:{'、'.join(stores)},建议用 --store-dir 统一" if stores else ""
+        return next(iter(stores)), t("沿用已配置宿主里的存储目录")
+    differ = (
+        t(";已配置的宿主用了不同的存储目录:{stores},建议用 --store-dir 统一", stores="、".join(stores))
+        if stores
+        else ""
+    )
     if os.path.isfile(os.path.join(settings.store_dir, "global.jsonl")):
-        return settings.store_dir, "缺省目录,里面已有记忆 global.jsonl" + differ
+        return settings.store_dir, t("缺省目录,里面已有记忆 global.jsonl") + differ
     return (
         settings.store_dir,
-        "缺省目录,还没有记忆文件;若 DSH 记忆插件的 storeDir 不在这里,用 --store-dir 指定" + differ,
+        t("缺省目录,还没有记忆文件;若 DSH 记忆插件的 storeDir 不在这里,用 --store-dir 指定") + differ,
     )
 
 
