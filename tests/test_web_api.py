@@ -896,3 +896,22 @@ def test_a_bad_date_or_time_zone_is_a_coded_error(date: str, tz: int, code: str)
     with pytest.raises(InvalidArgument) as caught:
         day_bounds(date, tz)
     assert caught.value.code == code
+
+
+def test_the_writers_table_follows_appends_and_rewrites_and_equals_a_fresh_parse(store: SharedStore):
+    from dsh_memory_mcp.service.browse import writer_of, writers
+
+    for i, client in enumerate(["claude-code/1.0", None, "Cursor/2", "web"]):
+        store.save("global", f"谁写的 {i}", source={"origin": "explicit", **({"client": client} if client else {})})
+    first = writers(store.snapshot("global"))
+    assert [w.key for w in first] == ["claude-code", "-", "cursor", "web"]
+    assert first[2].name == "Cursor" and first[2].full == "Cursor/2"
+    store.save("global", "追加的一条", source={"origin": "explicit", "client": "codex/0.1"})
+    appended = store.snapshot("global")
+    assert "writers_previous" in appended.cache  # the old table travelled with the new version
+    assert list(writers(appended)) == [writer_of(r) for r in appended.records]
+    gone = appended.records[1].id
+    store.delete_ids([gone])
+    rewritten = store.snapshot("global")
+    assert list(writers(rewritten)) == [writer_of(r) for r in rewritten.records]
+    assert [w.key for w in writers(rewritten)] == ["claude-code", "cursor", "web", "codex"]

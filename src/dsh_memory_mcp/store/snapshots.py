@@ -156,7 +156,9 @@ def identity_of(path: str) -> Identity | None:
 #: Derived data a new version of a scope file may start from, and the key it gets there. After a
 #: touch or an append the old records are a prefix of the new ones, so the lexical index can be
 #: extended instead of rebuilt (`scoring.index_for`): at 50k records that is ~0.25 s, not ~2.5 s.
-_CARRY_FORWARD = {"lexical": "lexical_previous", "ids": "ids_previous"}
+_CARRY_FORWARD = {"lexical": "lexical_previous", "ids": "ids_previous", "writers": "writers_previous"}
+#: Who wrote each record (`service.browse.writers`), and the previous version's table it reuses.
+WRITERS_KEY, WRITERS_PREVIOUS_KEY = "writers", "writers_previous"
 
 
 def carry_forward(old: ScopeSnapshot | None, new: ScopeSnapshot) -> None:
