@@ -163,7 +163,51 @@ def test_a_1_mb_record_from_another_program_is_found_by_its_start_returned_cut_a
         assert s.call("memory_search", {"query": tail_word}).structured_content["count"] == 0
         listed = s.call("memory_list", {}).structured_content["records"][0]
         assert listed["truncated"] is True and len(listed["content"]) == 2_000
-        got = s.call("memory_get", {"ids": ["bigbigbi"]}).structured_content["records"][0]
-        assert got["content"] == content and "truncated" not in got
+        # memory_get pages it: 20,000 characters per call, nextOffset until the end.
+        parts, offset = [], 0
+        while True:
+            got = s.call("memory_get", {"ids": ["bigbigbi"], "offset": offset}).structured_content["records"][0]
+            assert got["contentChars"] == len(content) and got["contentOffset"] == offset
+            assert len(got["content"]) <= 20_000
+            parts.append(got["content"])
+            if "nextOffset" not in got:
+                assert "truncated" not in got
+                break
+            assert got["truncated"] is True and got["nextOffset"] == offset + 20_000
+            offset = got["nextOffset"]
+        assert "".join(parts) == content and len(parts) == -(-len(content) // 20_000)
     on_disk = json.loads((store_dir / "global.jsonl").read_text(encoding="utf-8").splitlines()[0])
     assert on_disk["content"] == content
+
+
+def test_memory_get_of_a_20_mb_record_from_another_program_answers_one_bounded_part_and_says_how_to_page(
+    tmp_path, store_dir
+):
+    store_dir.mkdir()
+    content = ("二十兆的外来记录 line of text 1234 " * 800_000)[:20_000_000]
+    record = {"id": "hugehuge-1111-2222-3333-444444444444", "scope": "global", "kind": "note", "content": content}
+    record.update(tags=[], createdAt=1, updatedAt=1, source={"origin": "other-tool"})
+    (store_dir / "global.jsonl").write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
+    with stdio_session(server_params(store_dir, project=tmp_path, cwd=tmp_path), tmp_path / "err.log") as s:
+        answer = s.call("memory_get", {"ids": ["hugehuge"]})
+        got = answer.structured_content["records"][0]
+        assert got["content"] == content[:20_000] and got["truncated"] is True
+        assert got["contentChars"] == 20_000_000 and got["nextOffset"] == 20_000 and got["source"]["origin"] == "other-tool"
+        text = answer.content[0].text
+        assert len(text) < 25_000 and "offset: 20000" in text and "20000000" in text and "other-tool" in text
+        size = len(json.dumps(answer.model_dump(mode="json"), ensure_ascii=False).encode("utf-8"))
+        assert size < 200_000  # was 42 MB: the content twice, escaped
+        last = s.call("memory_get", {"ids": ["hugehuge"], "offset": 19_990_000}).structured_content["records"][0]
+        assert last["content"] == content[19_990_000:] and "nextOffset" not in last and "truncated" not in last
+        beyond = s.call("memory_get", {"ids": ["hugehuge"], "offset": 30_000_000})
+        assert beyond.structured_content["records"][0]["content"] == "" and "超出" in beyond.content[0].text
+        for bad in (-1, "x", 1.5, True):
+            refused = s.call("memory_get", {"ids": ["hugehuge"], "offset": bad})
+            assert refused.is_error and refused.structured_content["code"] == "TOOL_ERROR"
+
+
+def test_a_record_within_the_content_limit_comes_whole_without_paging_fields(svc):
+    rid = svc.call("memory_save", {"content": "完整返回" * 5_000, "scope": "global"}).structured["id"]
+    got = svc.call("memory_get", {"ids": [rid]}).structured["records"][0]
+    assert len(got["content"]) == 20_000
+    assert not {"truncated", "contentChars", "contentOffset", "nextOffset"} & set(got)

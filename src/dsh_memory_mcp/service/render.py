@@ -17,6 +17,10 @@ SNIPPET_CHARS = 160
 #: `contentChars` = the full length); `memory_get` returns it whole. A 50 MB record written by
 #: another program must not make every search send 50 MB.
 RESULT_CONTENT_CHARS = 2_000
+#: `memory_get` returns at most this much of one record's content per call (`Settings.max_content`
+#: when that is larger, so whatever `memory_save` accepts comes whole). A bigger record another
+#: program wrote comes in parts: `truncated`, `contentChars`, `nextOffset`, and `offset` for the next.
+GET_CONTENT_CHARS = 20_000
 
 
 @dataclass(frozen=True)
@@ -71,24 +75,52 @@ def client_of(record: Record) -> str | None:
     return client if isinstance(client, str) and client else None
 
 
-def record_dict(record: Record, *, score: float | None = None, max_chars: int | None = None) -> dict[str, Any]:
-    """The structured form of a record; with `max_chars`, longer content is cut and flagged."""
+def record_dict(
+    record: Record, *, score: float | None = None, max_chars: int | None = None, offset: int = 0, paged: bool = False
+) -> dict[str, Any]:
+    """The structured form of a record; with `max_chars`, longer content is cut and flagged.
+
+    `offset` starts the content there; `paged` (memory_get) adds `nextOffset` when more follows and
+    `contentOffset`/`contentChars` whenever the answer is not the whole content.
+    """
     out: dict[str, Any] = {"id": record.id, "shortId": record.short_id}
     if score is not None:
         out["score"] = score
     content = record.content
-    cut = max_chars is not None and len(content) > max_chars
+    end = len(content) if max_chars is None else min(len(content), offset + max_chars)
+    cut = end < len(content)
     out.update(
         scope=record.scope,
         kind=record.kind,
-        content=content[:max_chars] if cut else content,
+        content=content[offset:end] if cut or offset else content,
         tags=record.tags,
         importance=record.importance,
         updatedAt=record.updated_at,
     )
     if cut:
         out.update(truncated=True, contentChars=len(content))
+    if paged and (cut or offset):
+        out.update(contentChars=len(content), contentOffset=min(offset, len(content)))
+        if cut:
+            out["nextOffset"] = end
     return out
+
+
+def part_note(record: Record, offset: int, limit: int) -> str:
+    """Where a `memory_get` part sits in a long record, and how to get the next ("" when whole)."""
+    total = len(record.content)
+    end = min(total, offset + limit)
+    if offset == 0 and end == total:
+        return ""
+    if offset >= total:
+        return f"\n  (offset {offset} 超出内容长度:全文共 {total} 个字符)"
+    where = f"内容共 {total} 个字符,这里是第 {offset + 1}–{end} 个"
+    if end < total:
+        return (
+            f"\n  ({where};下一段用 memory_get 传同一 id 与 offset: {end};"
+            "命令行可用 dsh-memory-mcp export 取全文)"
+        )
+    return f"\n  ({where},已到末尾)"
 
 
 def truncation_note(count: int) -> str:
@@ -122,14 +154,21 @@ def meta_line(record: Record, *, full_id: bool = False, client: str | None = Non
     return "  " + " ".join(parts)
 
 
-def source_line(record: Record) -> str:
-    """`\n  来源:explicit · claude-code/1.2.0` (provenance) for full views; "" without a source."""
-    source = record.data.get("source")
+_UNSET: Any = object()
+
+
+def source_line(record: Record, source: Any = _UNSET) -> str:
+    """`\n  来源:explicit · claude-code/1.2.0` (provenance) for full views; "" without a source.
+
+    `source`: the record's parsed ``source`` field (None: it has none) when the caller has it, so a
+    huge record's line is not parsed again."""
+    if source is _UNSET:
+        source = record.data.get("source")
     if not isinstance(source, dict) or not source:
         return ""
     origin = source.get("origin")
     parts = [str(origin)] if isinstance(origin, str) and origin else []
-    client = client_of(record)
-    if client:
+    client = source.get("client")
+    if isinstance(client, str) and client:
         parts.append(client)
     return "\n  来源:" + " · ".join(parts) if parts else ""

@@ -53,8 +53,13 @@ _RECORD_SCHEMA: dict[str, Any] = {
         "importance": _nullable("number"),
         "updatedAt": {"type": "integer", "description": "毫秒时间戳"},
         "expiredAt": {"type": "integer"},
-        "truncated": {"type": "boolean", "description": "内容过长,只带了前 2000 字;全文用 memory_get"},
-        "contentChars": {"type": "integer", "description": "被截断时:全文的字符数"},
+        "truncated": {
+            "type": "boolean",
+            "description": "内容过长,只带了一部分(检索/列表:前 2000 字,全文用 memory_get;memory_get:超过 20000 字的分段)",
+        },
+        "contentChars": {"type": "integer", "description": "被截断或分段时:全文的字符数"},
+        "contentOffset": {"type": "integer", "description": "memory_get 分段时:这一段从第几个字符开始(0 起)"},
+        "nextOffset": {"type": "integer", "description": "memory_get 分段且后面还有时:下一段的 offset"},
         "source": {
             "type": "object",
             "description": "出处(仅 memory_get):origin,以及写入它的客户端 client = name/version",
@@ -231,7 +236,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         description=(
             "Fetch memories by id or 8-char id prefix (from memory_search/memory_list), in any scope, with full "
             "content. Use it when you already know the ids; don't search again. Up to 50 ids, duplicates ignored; "
-            "unknown ids are listed in missing. Errors: IDS_EMPTY, INTERNAL_ERROR."
+            "unknown ids are listed in missing. Content over 20,000 characters (only other programs write such "
+            "records) comes in parts: truncated, contentChars and nextOffset; pass offset=nextOffset for the next "
+            "part. Errors: IDS_EMPTY, TOOL_ERROR (bad offset), INTERNAL_ERROR."
         ),
         input_schema={
             "type": "object",
@@ -241,6 +248,12 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                     "items": {"type": "string", "minLength": 1},
                     "minItems": 1,
                     "description": f"完整 id 或至少 8 位前缀;自动去重,最多取前 {IDS_MAX} 个",
+                },
+                "offset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "default": 0,
+                    "description": "从内容的第几个字符开始(0 起);超长记录分段取回时传上一段的 nextOffset",
                 },
             },
             "required": ["ids"],

@@ -22,11 +22,13 @@ from dsh_memory_mcp.errors import DshMemoryError, InvalidArgument, ScopeError
 from dsh_memory_mcp.search import scoring
 from dsh_memory_mcp.service.context import CallContext, default_context
 from dsh_memory_mcp.service.render import (
+    GET_CONTENT_CHARS,
     RESULT_CONTENT_CHARS,
     ToolResult,
     client_of,
     error_result,
     meta_line,
+    part_note,
     record_dict,
     scope_label,
     snippet,
@@ -304,6 +306,8 @@ class MemoryService:
                 code="IDS_EMPTY",
             )
         keys = keys[:IDS_MAX]
+        offset = integer_arg(args.get("offset"), name="offset", low=0, high=10**12, default=0, code="TOOL_ERROR")
+        limit = max(GET_CONTENT_CHARS, self.settings.max_content)
         matches = self.store.find([k for k in keys if len(k) >= PREFIX_MIN])
         records: list[Record] = []
         missing: list[str] = []
@@ -317,10 +321,16 @@ class MemoryService:
                     seen.add(record.id)
                     records.append(record)
         now = self.clock()
+        # Parsed once per record: a 20 MB line written by another program was parsed three times.
+        sources = [r.data.get("source") for r in records]
         blocks = []
-        for r in records:
+        for r, source in zip(records, sources):
             flag = "(已被取代/过期,检索中不再出现)" if r.is_expired(now) else ""
-            blocks.append(f"({r.scope}/{r.kind}) id={r.id}{flag}\n{r.content}\n{meta_line(r)}{source_line(r)}")
+            part = r.content[offset : offset + limit]
+            blocks.append(
+                f"({r.scope}/{r.kind}) id={r.id}{flag}\n{part}\n{meta_line(r)}{source_line(r, source)}"
+                + part_note(r, offset, limit)
+            )
         parts = [f"找到 {len(records)} 条记忆" + ("\n\n" + "\n\n".join(blocks) if blocks else "")]
         if missing:
             short = [k for k in missing if len(k) < PREFIX_MIN]
@@ -328,9 +338,8 @@ class MemoryService:
             if short:
                 parts.append(f"提示:id 前缀至少 {PREFIX_MIN} 位({', '.join(short)} 太短)。")
         out = []
-        for r in records:
-            entry = record_dict(r)
-            source = r.data.get("source")
+        for r, source in zip(records, sources):
+            entry = record_dict(r, max_chars=limit, offset=offset, paged=True)
             if isinstance(source, dict):
                 entry["source"] = source
             if r.expired_at is not None:
