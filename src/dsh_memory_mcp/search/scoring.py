@@ -87,7 +87,7 @@ import threading
 import unicodedata
 from array import array
 from bisect import bisect_left
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -276,22 +276,29 @@ def tokenize(text: str) -> list[str]:
     Words (English ones stemmed), compounds and their parts, CJK bigrams and single CJK
     characters; see the module docstring for why each is there.
     """
+    return _tokenize(text)[0]
+
+
+def _tokenize(text: str) -> tuple[list[str], int]:
+    """`tokenize`'s tokens and how many of them are single CJK characters (weak tokens)."""
     out: list[str] = []
     append = out.append
     extend = out.extend
     stems = _stems
+    weak = 0
     # This loop runs once per word of every record when an index is built, hence the inlining.
     for run, word in _TOKEN_RE.findall(unicodedata.normalize("NFKC", text)):
         if run:
             if len(run) > 1:
                 extend(map(str.__add__, run, run[1:]))  # adjacent bigrams
             extend(run)
+            weak += len(run)
         elif word.isalnum() and (word.islower() or not word[:1].islower()):
             folded = word.casefold()  # a plain word: no joiners, not lowerCamel
             append(stems.get(folded) or stem(folded))
         else:
             _word_tokens(word, out)
-    return out
+    return out, weak
 
 
 def query_tokens(query: str) -> frozenset[str]:
@@ -533,10 +540,17 @@ class LexicalIndex:
         k1_plus_1 = BM25_K1 + 1.0
         avg = self.average_length
 
+        # `acc` sums the weights of the shared tokens (the share); `extra` only the difference BM25
+        # makes, which is 0 for a single mention in a record no longer than average — most
+        # postings — so the walk stays one dict update per posting plus a comparison.
         acc: dict[int, float] = {}
-        bm: dict[int, float] = {}
+        extra: dict[int, float] = {}
         strong: set[int] = set()
         weak: set[int] = set()
+
+        def bm25_extra(weight: float, tf: int, dl: int) -> float:
+            return weight * (tf * k1_plus_1 / (tf + k_base + k_per_token * max(dl, avg)) - 1.0)
+
         for token in present:
             if token in skip:
                 continue
@@ -544,19 +558,19 @@ class LexicalIndex:
             plist = postings[token]
             counts = tfs.get(token)
             get = acc.get
-            bm_get = bm.get
             if counts is None:
                 for pos in plist:
                     acc[pos] = get(pos, 0.0) + weight
-                    bm[pos] = bm_get(pos, 0.0) + weight * k1_plus_1 / (
-                        1.0 + k_base + k_per_token * max(length[pos], avg)
-                    )
+                    dl = length[pos]
+                    if dl > avg:  # a longer record: its single mention counts less (inlined: the hot loop)
+                        extra[pos] = extra.get(pos, 0.0) + weight * (
+                            k1_plus_1 / (1.0 + k_base + k_per_token * dl) - 1.0
+                        )
             else:
                 for pos, tf in zip(plist, counts):  # noqa: B905 - the two are the same length by construction
                     acc[pos] = get(pos, 0.0) + weight
-                    bm[pos] = bm_get(pos, 0.0) + weight * tf * k1_plus_1 / (
-                        tf + k_base + k_per_token * max(length[pos], avg)
-                    )
+                    if tf > 1 or length[pos] > avg:
+                        extra[pos] = extra.get(pos, 0.0) + bm25_extra(weight, tf, length[pos])
             if is_weak_token(token):
                 weak.update(plist)
             elif token not in STOP_WORDS and token not in common:
@@ -572,7 +586,8 @@ class LexicalIndex:
             for pos, i in found:
                 tf = 1 if counts is None else counts[i]
                 acc[pos] += weight
-                bm[pos] += weight * tf * k1_plus_1 / (tf + k_base + k_per_token * max(length[pos], avg))
+                if tf > 1 or length[pos] > avg:
+                    extra[pos] = extra.get(pos, 0.0) + bm25_extra(weight, tf, length[pos])
             matched = [pos for pos, _ in found]
             if is_weak_token(token):
                 weak.update(matched)
@@ -588,7 +603,7 @@ class LexicalIndex:
             else:
                 continue  # only stop words in common
             if weight_sum / total + _EPSILON >= need:
-                hits[pos] = min(1.0, bm[pos] / total)
+                hits[pos] = min(1.0, (weight_sum + extra.get(pos, 0.0)) / total)
         return hits
 
     def common(self, present: Collection[str]) -> frozenset[str]:
@@ -677,26 +692,21 @@ def _build_postings(
     index may be in use by another thread), so one that grows is copied once.
     """
     lists: defaultdict[str, list[int]] = defaultdict(list)
-    repeats: dict[str, dict[int, int]] = {}  # token → {pos: tf} for tf > 1, only the new records
+    # token → [(index in the new part of its posting list, tf)] for tf > 1: repeats are rare, so
+    # the tf arrays are made of ones in C and only these places are set.
+    repeats: dict[str, list[tuple[int, int]]] = {}
     length = array("I", base_length)
     for pos in range(start, len(recs)):
-        tokens = tokenize(_indexed_text(recs[pos]))
-        counts: dict[str, int] = {}
-        for token in tokens:
-            counts[token] = counts.get(token, 0) + 1
-        dl = len(tokens)
-        for token, count in counts.items():
+        tokens, weak = _tokenize(_indexed_text(recs[pos]))
+        length.append(max(1, len(tokens) - weak))
+        distinct = set(tokens)
+        for token in distinct:
             lists[token].append(pos)
-            if count > 1:
-                repeats.setdefault(token, {})[pos] = min(count, 255)
-            if len(token) == 1 and is_weak_token(token):
-                dl -= count
-        length.append(max(1, dl))
-    if not base:
-        postings = dict(lists)  # a plain dict: looking up an unknown token must not insert a list
-        tf = {token: array("B", (found.get(pos, 1) for pos in postings[token])) for token, found in repeats.items()}
-        return postings, tf, length
-    postings = dict(base)
+        if len(distinct) != len(tokens):  # some token repeats: note where its tf is not 1
+            for token, count in Counter(tokens).items():
+                if count > 1:
+                    repeats.setdefault(token, []).append((len(lists[token]) - 1, min(count, 255)))
+    postings = dict(base) if base else {}
     tf = dict(base_tf)
     for token, positions in lists.items():
         existing = postings.get(token)
@@ -705,12 +715,13 @@ def _build_postings(
         old_tf = base_tf.get(token)
         if found is None and old_tf is None:
             continue
-        new_tf = (
-            array("B", (1 for _ in positions)) if found is None else array("B", (found.get(p, 1) for p in positions))
+        offset = 0 if existing is None else len(existing)
+        counts_ = (old_tf if old_tf is not None else array("B", bytes([1]) * offset)) + array(
+            "B", bytes([1]) * len(positions)
         )
-        if old_tf is None:
-            old_tf = array("B", bytes([1]) * (0 if existing is None else len(existing)))
-        tf[token] = old_tf + new_tf
+        for i, count in found or ():
+            counts_[offset + i] = count
+        tf[token] = counts_
     return postings, tf, length
 
 
