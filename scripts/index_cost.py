@@ -15,6 +15,7 @@ import random
 import statistics
 import sys
 import time
+import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,17 +41,13 @@ def main() -> int:
     index = scoring.LexicalIndex.build(recs)
     build = time.perf_counter() - t0
 
-    class Snap:
-        scope = "global"
-        records = index.records
-        cache = {"lexical": index}
-
-    index.source = Snap.records
+    snap = types.SimpleNamespace(scope="global", records=index.records, cache={"lexical": index})
+    index.source = snap.records
     queries = bench.EN_QUERIES + bench.ZH_QUERIES
     times = []
     for q in queries * 3:
         t = time.perf_counter()
-        scoring.rank([Snap], q, top_k=5, now=1_800_000_000_000)
+        scoring.rank([snap], q, top_k=5, now=1_800_000_000_000)
         times.append(time.perf_counter() - t)
     print(
         f"{args.src}: {args.records} records, build {build:.2f} s ({args.records / build:.0f}/s), "
