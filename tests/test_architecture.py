@@ -74,7 +74,8 @@ MODULES: dict[str, str] = {
     "service.transfer": "export and import of memories (CLI and web page)",
     "service.health": "store numbers for people; store_version from file identities",
     "service.browse": "browsing for people: filters, sorts, paging, facets, per-day activity",
-    "transports.mcp_server": "the SDK server: tool table -> MCPServer, stdio run",
+    "transports.mcp_server": "the SDK server: tools, prompts, resources on the lowlevel Server, both eras, stdio run",
+    "transports.sdk_private": "every private SDK name still used (session lifecycle hooks), tested one by one",
     "transports.stdio_guard": "our stdio transport: an answer for every input line, output that cannot crash",
     "transports.web": "the web page: static files, page credential, JSON API over the service",
     "transports.http": "serve: the SDK's Streamable HTTP app, bearer, Host/Origin, sessions, drain",
@@ -108,6 +109,7 @@ HEAVY = {"mcp", "pydantic", "httpx", "numpy", "starlette", "uvicorn"}
 HEAVY_ALLOWED: dict[str, set[str]] = {
     "transports.mcp_server": {"mcp", "pydantic"},
     "transports.stdio_guard": {"mcp", "pydantic"},
+    "transports.sdk_private": {"mcp"},
     "transports.web": {"starlette"},
     "transports.http": {"mcp", "starlette", "uvicorn"},
     "search.embedding": {"httpx"},

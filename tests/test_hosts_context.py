@@ -138,8 +138,8 @@ def test_one_server_keeps_the_roots_of_each_session_apart(tmp_path, store_dir, d
 
     async def main() -> tuple[Any, Any, Any]:
         async with (
-            Client(server, mode="legacy", list_roots_callback=first) as a,
-            Client(server, mode="legacy", list_roots_callback=second) as b,
+            Client(server.server, mode="legacy", list_roots_callback=first) as a,
+            Client(server.server, mode="legacy", list_roots_callback=second) as b,
         ):
             ra = await a.call_tool("memory_save", {"content": "A 会话", "scope": "project"})
             rb = await b.call_tool("memory_save", {"content": "B 会话", "scope": "project"})

@@ -27,6 +27,8 @@ from tests.helpers.require import require
 
 TS_DIR = Path(__file__).resolve().parent.parent / "ts"
 SDK_PACKAGE = TS_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
+#: The 2.x client line (`@modelcontextprotocol/client`), pinned next to the 1.x SDK.
+CLIENT_V2_PACKAGE = TS_DIR / "node_modules" / "@modelcontextprotocol" / "client" / "package.json"
 
 
 def require_ts_client() -> str:
@@ -44,6 +46,10 @@ def require_ts_client() -> str:
 
 def sdk_version() -> str:
     return str(json.loads(SDK_PACKAGE.read_text(encoding="utf-8"))["version"])
+
+
+def client_v2_version() -> str:
+    return str(json.loads(CLIENT_V2_PACKAGE.read_text(encoding="utf-8"))["version"])
 
 
 def stdio_target(
@@ -114,10 +120,18 @@ def drive(
     workdir: Path,
     roots: list[dict[str, str]] | None = None,
     client_info: dict[str, str] | None = None,
+    sdk: str = "v1",
+    mode: str | None = None,
     timeout: float = 90,
 ) -> dict[str, Any]:
-    """Run `drive.mjs`: connect (declaring `roots` when given), run `steps`, return every outcome."""
-    config: dict[str, Any] = {"target": target, "steps": steps}
+    """Run `drive.mjs`: connect (declaring `roots` when given), run `steps`, return every outcome.
+
+    `sdk`: "v1" (`@modelcontextprotocol/sdk` 1.x, handshake era) or "v2" (`@modelcontextprotocol/client`
+    2.x, `mode` "auto" = 2026-07-28 when the server speaks it, "legacy" = the handshake).
+    """
+    config: dict[str, Any] = {"target": target, "steps": steps, "sdk": sdk}
+    if mode is not None:
+        config["mode"] = mode
     if roots is not None:
         config["roots"] = roots
     if client_info is not None:

@@ -3,7 +3,7 @@
 // even when isError is true), and print every step's outcome. A step that throws is recorded
 // as {threw: {code, message}} and the run goes on, so pytest sees every failure at once.
 //
-// config: {target, roots?, clientInfo?, steps: [{op, ...}]}
+// config: {target, roots?, clientInfo?, sdk?: "v1" | "v2", mode?: "auto" | "legacy", steps: [{op, ...}]}
 // ops: listTools | call {name, arguments} | setRoots {roots} | listPrompts | getPrompt {name, arguments}
 //      | listResources {cursor?} | listResourceTemplates | readResource {uri} | sleep {ms}
 //      | callUntil {name, arguments, path, equals, timeoutMs}: repeat the call until the value at
@@ -64,7 +64,7 @@ async function runStep(session, step, listed) {
 
 const out = await withSession(
   config.target,
-  { roots: config.roots, clientInfo: config.clientInfo },
+  { roots: config.roots, clientInfo: config.clientInfo, sdk: config.sdk, mode: config.mode },
   async (session) => {
     const { client } = session;
     const listed = new Map();
@@ -77,6 +77,8 @@ const out = await withSession(
       }
     }
     return {
+      protocolVersion: client.getNegotiatedProtocolVersion?.() ?? session.state.protocolVersion ?? null,
+      connectMs: session.state.connectMs,
       serverVersion: client.getServerVersion() ?? null,
       capabilities: client.getServerCapabilities() ?? null,
       instructions: client.getInstructions() ?? null,

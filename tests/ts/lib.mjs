@@ -3,10 +3,34 @@
 // argv[2]), talks to the real server, and prints ONE JSON document on stdout for pytest to check.
 // Diagnostics go to stderr; the server's stderr goes to the file the config names.
 import { openSync, closeSync, readFileSync } from "node:fs";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ListRootsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+
+/**
+ * The client classes of one SDK line: "v1" = `@modelcontextprotocol/sdk` 1.x (handshake era only,
+ * what most IDE hosts ship today); "v2" = `@modelcontextprotocol/client` 2.x (2026-07-28 with
+ * `versionNegotiation: {mode: "auto"}`, the handshake with mode "legacy", its default).
+ */
+async function sdkLine(sdk) {
+  if (sdk === "v2") {
+    const client = await import("@modelcontextprotocol/client");
+    const stdio = await import("@modelcontextprotocol/client/stdio");
+    return {
+      Client: client.Client,
+      StdioClientTransport: stdio.StdioClientTransport,
+      StreamableHTTPClientTransport: client.StreamableHTTPClientTransport,
+      onRoots: (c, handler) => c.setRequestHandler("roots/list", handler),
+    };
+  }
+  const { Client } = await import("@modelcontextprotocol/sdk/client/index.js");
+  const { StdioClientTransport } = await import("@modelcontextprotocol/sdk/client/stdio.js");
+  const { StreamableHTTPClientTransport } = await import("@modelcontextprotocol/sdk/client/streamableHttp.js");
+  const { ListRootsRequestSchema } = await import("@modelcontextprotocol/sdk/types.js");
+  return {
+    Client,
+    StdioClientTransport,
+    StreamableHTTPClientTransport,
+    onRoots: (c, handler) => c.setRequestHandler(ListRootsRequestSchema, handler),
+  };
+}
 
 /** The config pytest wrote for this run (`tests/helpers/ts_client.py::run_node`). */
 export function readConfig() {
@@ -31,14 +55,18 @@ export function errorData(err) {
  *   (headers: sent on every HTTP request, e.g. {Authorization: "Bearer …"} for `serve`)
  * options.roots: list of {uri, name} → the client declares `roots` (listChanged) and answers
  *   `roots/list` from `state.roots`; absent → no roots capability, like most hosts today.
- * options.clientInfo: {name, version} sent in `initialize`.
+ * options.clientInfo: {name, version} sent in `initialize` (or each 2026-07-28 request's `_meta`).
+ * options.sdk: "v1" (default) or "v2"; options.mode (v2 only): "auto" or "legacy" (default).
  */
 export async function connect(target, options = {}) {
+  const { Client, StdioClientTransport, StreamableHTTPClientTransport, onRoots } = await sdkLine(options.sdk);
   const state = { roots: options.roots ?? null, rootsRequests: 0 };
   const capabilities = state.roots ? { roots: { listChanged: true } } : {};
-  const client = new Client(options.clientInfo ?? { name: "ts-host-test", version: "1.0.0" }, { capabilities });
+  const clientOptions = { capabilities };
+  if (options.sdk === "v2") clientOptions.versionNegotiation = { mode: options.mode ?? "legacy" };
+  const client = new Client(options.clientInfo ?? { name: "ts-host-test", version: "1.0.0" }, clientOptions);
   if (state.roots) {
-    client.setRequestHandler(ListRootsRequestSchema, async () => {
+    onRoots(client, async () => {
       state.rootsRequests += 1;
       return { roots: state.roots };
     });
@@ -58,7 +86,10 @@ export async function connect(target, options = {}) {
       stderr: stderrFd,
     });
   }
+  sniffProtocolVersion(transport, state);
+  const t0 = performance.now();
   await client.connect(transport);
+  state.connectMs = performance.now() - t0;
   const close = async () => {
     await client.close();
     if (typeof stderrFd === "number") closeSync(stderrFd);
@@ -69,6 +100,27 @@ export async function connect(target, options = {}) {
     await client.sendRootsListChanged();
   };
   return { client, transport, state, close, setRoots };
+}
+
+/**
+ * Record in `state.protocolVersion` the revision the server answered `initialize` with (the 1.x
+ * client does not expose it); the 2.x client's own `getNegotiatedProtocolVersion()` covers both eras.
+ */
+function sniffProtocolVersion(transport, state) {
+  let handler;
+  Object.defineProperty(transport, "onmessage", {
+    configurable: true,
+    get: () => handler,
+    set: (fn) => {
+      handler = fn
+        ? (message, extra) => {
+            const version = message?.result?.protocolVersion;
+            if (typeof version === "string" && state.protocolVersion === undefined) state.protocolVersion = version;
+            return fn(message, extra);
+          }
+        : fn;
+    },
+  });
 }
 
 /** Run `body(session)` on a connected session and always close it (the child is reaped). */

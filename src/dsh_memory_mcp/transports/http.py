@@ -43,15 +43,13 @@ import anyio
 import uvicorn
 from mcp.server.auth.middleware.bearer_auth import (
     AuthenticatedUser,
-    AuthorizationContext,
     BearerAuthBackend,
     RequireAuthMiddleware,
 )
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.shared.inbound import (
     MCP_METHOD_HEADER,
@@ -80,7 +78,8 @@ from dsh_memory_mcp.service.render import error_result
 from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.transports import call_facts, serve_file
 from dsh_memory_mcp.transports.gate import ToolGate
-from dsh_memory_mcp.transports.mcp_server import build_server
+from dsh_memory_mcp.transports.mcp_server import MemoryServer, build_server
+from dsh_memory_mcp.transports.sdk_private import SessionLifecycle
 
 __all__ = [
     "DRAIN_SECS",
@@ -215,13 +214,12 @@ def security_settings(settings: ServeSettings, port: int, *, user_token: bool) -
 # Sessions: the SDK's manager, plus the never-initialized rule and an orderly end for all
 
 
-class _Sessions(StreamableHTTPSessionManager):
+class _Sessions(SessionLifecycle):
     """The SDK's session manager; also remembers when each session was born and whether it finished
     the handshake, so `reap_uninitialized` can end the ones that never did, and `end_all` can end
     every session at shutdown (open GET streams would otherwise hold uvicorn's drain).
 
-    Hooks the manager's `_admit_session`/`_discard_session` (private in mcp 2.3; the tests of
-    reaping and shutdown fail if they change).
+    The start/end calls come from `sdk_private.SessionLifecycle` (the manager has no public hook).
     """
 
     def __init__(self, *args: Any, init_grace: float, **kwargs: Any) -> None:
@@ -230,16 +228,12 @@ class _Sessions(StreamableHTTPSessionManager):
         self._born: dict[str, tuple[float, StreamableHTTPServerTransport]] = {}
         self._initialized: set[str] = set()
 
-    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
-        transport = super()._admit_session(requestor)
-        if transport is not None and transport.mcp_session_id is not None:
-            self._born[transport.mcp_session_id] = (time.monotonic(), transport)
-        return transport
+    def session_started(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+        self._born[session_id] = (time.monotonic(), transport)
 
-    async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+    def session_ended(self, session_id: str) -> None:
         self._born.pop(session_id, None)
         self._initialized.discard(session_id)
-        await super()._discard_session(session_id, transport)
 
     @property
     def count(self) -> int:
@@ -258,12 +252,12 @@ class _Sessions(StreamableHTTPSessionManager):
         ]
         for sid, transport in late:
             log.info("会话 %s… 创建后 %g 秒仍未完成握手,已结束", sid[:8], self.init_grace)
-            await self._discard_session(sid, transport)
+            await self.end_session(sid, transport)
         return len(late)
 
     async def end_all(self) -> None:
         for sid, (_, transport) in list(self._born.items()):
-            await self._discard_session(sid, transport)
+            await self.end_session(sid, transport)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -300,7 +294,7 @@ def _base_context(service: MemoryService) -> Callable[[ServerRequestContext[Any,
 
 
 class _CallMiddleware:
-    """SDK server middleware (`MCPServer.middleware`): runs for every inbound message."""
+    """SDK server middleware (`Server.middleware`): runs for every inbound message."""
 
     def __init__(self, gate: ToolGate, sessions: _Sessions) -> None:
         self.gate = gate
@@ -333,7 +327,7 @@ class _CallMiddleware:
 @dataclass
 class _State:
     service: MemoryService
-    server: MCPServer[Any]
+    server: MemoryServer
     sessions: _Sessions
     gate: ToolGate
     security: TransportSecurityMiddleware
@@ -457,7 +451,7 @@ def build_app(
     security = security_settings(settings, port, user_token=user_token)
     gate = ToolGate(settings.max_tool_calls, settings.tool_deadline_secs)
     sessions = _Sessions(
-        app=server._lowlevel_server,
+        app=server.server,
         json_response=False,
         stateless=False,
         security_settings=security,
@@ -465,7 +459,7 @@ def build_app(
         max_request_body_size=MAX_BODY_BYTES,
         init_grace=min(settings.session_init_secs, settings.session_idle_secs),
     )
-    server.middleware.append(_CallMiddleware(gate, sessions))
+    server.server.middleware.append(_CallMiddleware(gate, sessions))
     state = _State(
         service=service,
         server=server,

@@ -1,53 +1,42 @@
-"""The only module that speaks MCP: wires `service.schemas.TOOL_SPECS` into the SDK's `MCPServer`.
+"""The MCP server: `service.schemas.TOOL_SPECS`, prompts and resources on the SDK's lowlevel
+`Server`, registered through its public handler API, for both protocol eras.
 
-The SDK derives a tool's input schema and validation from a Python signature; a wrong value
-(topK 0, content 42) would then come back as a generic pydantic message with no code. We need
-the spec's codes for every bad argument, so each tool is registered with our own hand-written
-JSON schema and an argument model that accepts any JSON object, and validation happens in the
-tools layer (`MemoryService.call`), which never raises.
+Tools are listed with our own hand-written JSON schemas and called with whatever arguments the
+client sent: validation happens in the tools layer (`MemoryService.call`, which never raises), so
+every bad value gets the spec's code instead of a generic pydantic message.
+
+Eras. A 2026-07-28 client (no handshake; protocol version, client info and capabilities in every
+request's `_meta`) and a handshake-era client (`initialize`, one session) get the same product:
+the digest in `instructions` (from `server/discover` as from `initialize`), the same tools,
+prompts, resources, codes and provenance. The project from the client's roots: in the handshake
+era a `roots/list` request to the client (after `notifications/initialized` on stdio; on the
+first call that needs it, on that call's own stream, over HTTP); in 2026-07-28, where a server
+sends no requests of its own, the first call that needs the project answers
+`resultType: "input_required"` asking for the roots, and the client retries it with the answer
+(kept for that client for `ROOTS_VALID_SECS`). `--project`/`DSH_MEMORY_PROJECT` (or the relay's
+explicit project) win over roots; a client that declared roots but does not answer within
+`ROOTS_TIMEOUT` keeps the working directory, said once on stderr.
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import anyio
-from mcp.server.context import HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.tools.base import Tool
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+import mcp.types as types
+from mcp.server.caching import CacheHint
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from mcp.types import (
-    INVALID_PARAMS,
-    CallToolResult,
-    GetPromptRequestParams,
-    GetPromptResult,
-    ListPromptsResult,
-    ListResourcesResult,
-    ListResourceTemplatesResult,
-    ListRootsRequest,
-    ListRootsResult,
-    NotificationParams,
-    PaginatedRequestParams,
-    Prompt,
-    PromptArgument,
-    PromptMessage,
-    ReadResourceRequestParams,
-    ReadResourceResult,
-    Resource,
-    ResourceTemplate,
-    TextContent,
-    TextResourceContents,
-    ToolAnnotations,
-)
-from pydantic import ConfigDict
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from dsh_memory_mcp import __version__, config
 from dsh_memory_mcp.config import Settings
@@ -59,60 +48,40 @@ from dsh_memory_mcp.service.schemas import TOOL_SPECS, ToolSpec
 from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.transports.stdio_guard import guarded_stdio
 
-__all__ = ["INSTRUCTIONS", "build_server", "refresh_digests", "serve"]
+__all__ = ["INSTRUCTIONS", "MemoryServer", "build_server", "refresh_digests", "serve"]
 
 log = logging.getLogger("dsh_memory_mcp.transports.mcp_server")
 
-#: The usage guidance alone (what `initialize` says with `DSH_MEMORY_DIGEST=off` or an empty digest).
+#: The usage guidance alone (what `instructions` say with `DSH_MEMORY_DIGEST=off` or an empty digest).
 INSTRUCTIONS = digest.USAGE
 
-#: The CallContext of the tool call running in this task / worker thread (anyio copies context
-#: variables into `to_thread.run_sync`, where the SDK runs our sync tools).
-_CALL: contextvars.ContextVar[CallContext | None] = contextvars.ContextVar("dsh_call_context", default=None)
+#: The longest a call waits for the client's roots (handshake era: the `roots/list` answer; 2026-07-28:
+#: the retry that carries it) before the working directory stands in.
+ROOTS_TIMEOUT = 1.0
+#: 2026-07-28: how long a client's roots answer stands before the next call that needs the project
+#: asks again (the revision has no roots-changed notification).
+ROOTS_VALID_SECS = 60.0
+#: The key of our roots request in an `input_required` result's `inputRequests`.
+ROOTS_REQUEST_KEY = "dsh-memory-mcp/roots"
+#: 2026-07-28 clients remembered at once (HTTP keys come and go with connections).
+MAX_MODERN_CLIENTS = 1024
 
-#: How long a `roots/list` request to the client may take before we fall back to the working directory.
-ROOTS_TIMEOUT = 5.0
+#: Client-side cache hints for 2026-07-28 list results. The tool, prompt and template lists are
+#: fixed for a server version; everything that shows memories (resource lists and reads, and
+#: `server/discover`, whose `instructions` carry the digest) is stale at once, so a client never
+#: serves a digest or a memory listing older than its hint.
+CACHE_HINTS: dict[Any, CacheHint] = {
+    "tools/list": CacheHint(ttl_ms=600_000, scope="private"),
+    "prompts/list": CacheHint(ttl_ms=600_000, scope="private"),
+    "resources/templates/list": CacheHint(ttl_ms=600_000, scope="private"),
+    "resources/list": CacheHint(ttl_ms=0, scope="private"),
+    "resources/read": CacheHint(ttl_ms=0, scope="private"),
+    "server/discover": CacheHint(ttl_ms=0, scope="private"),
+}
 
 
-class _AnyArguments(ArgModelBase):
-    """Accepts any JSON object and hands it on unchanged: validation is the tools layer's job."""
-
-    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
-
-    def model_dump_one_level(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
-
-
-def _to_result(result: ToolResult) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(type="text", text=result.text)],
-        structured_content=result.structured,
-        is_error=result.is_error,
-    )
-
-
-def _tool(spec: ToolSpec, service: MemoryService) -> Tool:
-    def run(**arguments: Any) -> CallToolResult:
-        return _to_result(service.call(spec.name, arguments, _CALL.get()))
-
-    run.__name__ = spec.name
-    return Tool(
-        fn=run,
-        name=spec.name,
-        title=spec.title,
-        description=spec.description,
-        parameters=spec.input_schema,
-        fn_metadata=FuncMetadata(arg_model=_AnyArguments, output_schema=spec.output_schema),
-        is_async=False,  # sync: the SDK runs it in a worker thread, so a lock wait never blocks the loop
-        context_kwarg=None,
-        annotations=ToolAnnotations(
-            title=spec.title,
-            read_only_hint=spec.read_only,
-            destructive_hint=spec.destructive,
-            idempotent_hint=spec.idempotent,
-            open_world_hint=False,
-        ),
-    )
+# ----------------------------------------------------------------------------------------------
+# Pure helpers
 
 
 def root_dir(uri: str) -> str | None:
@@ -146,7 +115,7 @@ def first_file_root(roots: list[Any]) -> str | None:
 
 
 def client_name(params: Any) -> str | None:
-    """`name/version` from the client's `initialize` params (`clientInfo`), or None."""
+    """`name/version` from the client's `clientInfo` (`initialize` params or the request envelope)."""
     info = getattr(params, "client_info", None)
     if info is None:
         return None
@@ -157,29 +126,120 @@ def client_name(params: Any) -> str | None:
     return f"{name}/{version}" if version else name
 
 
+def _to_result(result: ToolResult) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=result.text)],
+        structured_content=result.structured,
+        is_error=result.is_error,
+    )
+
+
+def _tool(spec: ToolSpec) -> types.Tool:
+    return types.Tool(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        input_schema=spec.input_schema,
+        output_schema=spec.output_schema,
+        annotations=types.ToolAnnotations(
+            title=spec.title,
+            read_only_hint=spec.read_only,
+            destructive_hint=spec.destructive,
+            idempotent_hint=spec.idempotent,
+            open_world_hint=False,
+        ),
+    )
+
+
+def _is_modern(ctx: ServerRequestContext[Any, Any]) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _is_http(ctx: ServerRequestContext[Any, Any]) -> bool:
+    # The SDK's HTTP entries attach the Starlette request; stdio and in-process clients have none.
+    return ctx.request is not None and hasattr(ctx.request, "headers")
+
+
+# ----------------------------------------------------------------------------------------------
+# What one client told us
+
+
 @dataclass
-class _Session:
-    """What one SDK session (one stdio connection, one Streamable HTTP session) told us."""
+class _Client:
+    """One handshake-era session (a stdio connection, a Streamable HTTP session), or one 2026-07-28
+    client (this process's stdio peer, or an HTTP client on one connection)."""
 
     client: str | None = None
     roots: bool = False  # the client declared the roots capability
-    roots_dir: str | None = None  # the project its roots named, once asked
-    stale: bool = True  # roots not asked yet, or changed since (notifications/roots/list_changed)
+    roots_dir: str | None = None  # the project its roots named, once answered
+    #: handshake era: roots not asked yet, or changed since (`notifications/roots/list_changed`)
+    stale: bool = True
     lock: anyio.Lock = field(default_factory=anyio.Lock)
+    #: 2026-07-28: when the roots answer came (valid for ROOTS_VALID_SECS), when we asked and had
+    #: no answer yet, and until when a client that did not answer keeps the working directory.
+    answered_at: float | None = None
+    asked_at: float | None = None
+    fallback_until: float = 0.0
 
 
-def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Any:
-    # The SDK builds a new ServerSession per request; the Connection under it is per session (one
-    # per stdio client, one per Streamable HTTP session), so per-session state is keyed on it.
-    session = ctx.session
-    return getattr(session, "_connection", session)
+class _Clients:
+    """Per-client state, keyed without any private SDK name.
+
+    Handshake era: the `initialize` params object the SDK keeps for the connection
+    (`ctx.session.client_params`, the same object for every request of that connection); the
+    entry goes when the connection does (a finalizer on that object). 2026-07-28: no connection
+    state exists, so the client is this process's stdio peer (one per process), or over HTTP the
+    TCP connection its requests arrive on (a keep-alive connection never carries two clients)
+    with its client info and relay project; bounded, least recently used dropped first.
+    """
+
+    def __init__(self) -> None:
+        self._by_connection: dict[int, _Client] = {}
+        self._modern: OrderedDict[tuple[Any, ...], _Client] = OrderedDict()
+
+    def get(self, ctx: ServerRequestContext[Any, Any]) -> _Client:
+        session = ctx.session
+        caps = session.client_capabilities
+        declared = caps is not None and caps.roots is not None
+        if not _is_modern(ctx):
+            params = session.client_params
+            if params is None:  # before initialize: nothing to remember yet
+                return _Client(roots=declared)
+            key = id(params)
+            state = self._by_connection.get(key)
+            if state is None:
+                state = _Client(client=client_name(params), roots=declared)
+                self._by_connection[key] = state
+                weakref.finalize(params, self._by_connection.pop, key, None)
+            return state
+        name = client_name(session.client_params)
+        if _is_http(ctx):
+            request = ctx.request
+            peer = getattr(request, "client", None)
+            headers = request.headers  # type: ignore[union-attr]
+            mkey: tuple[Any, ...] = ("http", tuple(peer) if peer else None, name, headers.get("x-dsh-project"))
+        else:
+            mkey = ("local", name)
+        state = self._modern.get(mkey)
+        if state is None:
+            state = _Client(client=name, roots=declared)
+            self._modern[mkey] = state
+            while len(self._modern) > MAX_MODERN_CLIENTS:
+                self._modern.popitem(last=False)
+        else:
+            self._modern.move_to_end(mkey)
+            state.roots = declared
+        return state
 
 
-class _MemoryServer(MCPServer[Any]):
-    """`MCPServer` with per-session call contexts, a memory digest in `instructions`, and the
-    spec's `UNKNOWN_TOOL` code for unknown tools.
+# ----------------------------------------------------------------------------------------------
+# The server
 
-    Each tool call runs with a `CallContext` built from its session: the project from
+
+class MemoryServer:
+    """The lowlevel `Server` (`self.server`) wired to one `MemoryService`.
+
+    Each request runs with a `CallContext` built from its client: the project from
     `--project`/`DSH_MEMORY_PROJECT` (or whatever `base_context` says, e.g. a relay header), else
     the client's first `file://` root when it declares `roots`, else the working directory; the
     client is its `clientInfo` `name/version`.
@@ -193,211 +253,299 @@ class _MemoryServer(MCPServer[Any]):
         digest_on: bool | None = None,
         digest_cache: digest.DigestCache | None = None,
     ) -> None:
-        super().__init__(
-            name="dsh-memory-mcp",
-            title="DSH Memory",
-            version=__version__,
-            instructions=INSTRUCTIONS,
-            tools=[_tool(spec, service) for spec in TOOL_SPECS],
-            log_level="WARNING",
-        )
-        self._service = service
+        self.service = service
         self._base = base_context or (lambda _ctx: service.default_context)
-        self._digest_on = config.digest_enabled() if digest_on is None else digest_on
-        self._sessions: weakref.WeakKeyDictionary[Any, _Session] = weakref.WeakKeyDictionary()
-        self._digest_cache = digest_cache
-        #: The digest keys (project scope key or None) `initialize` used: refreshed at exit.
+        self.digest_on = config.digest_enabled() if digest_on is None else digest_on
+        self.digest_cache = digest_cache
+        #: The digest keys (project scope key or None) handed out: refreshed at exit.
         self.digest_projects: set[str | None] = set()
-        low = self._lowlevel_server
-        low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
-        low.add_notification_handler("notifications/roots/list_changed", NotificationParams, self._on_roots_changed)
-        low.middleware.append(self._initialize_middleware)
-        # Prompts and resources render with the session's CallContext, so they replace the SDK's
-        # static managers' handlers (the capabilities stay advertised).
-        low.add_request_handler("prompts/list", PaginatedRequestParams, self._list_prompts)
-        low.add_request_handler("prompts/get", GetPromptRequestParams, self._get_prompt)
-        low.add_request_handler("resources/list", PaginatedRequestParams, self._list_resources)
-        low.add_request_handler("resources/templates/list", PaginatedRequestParams, self._list_templates)
-        low.add_request_handler("resources/read", ReadResourceRequestParams, self._read_resource)
+        self._clients = _Clients()
+        self._told: set[str] = set()
+        self._tools = [_tool(spec) for spec in TOOL_SPECS]
+        self._input_schemas = {spec.name: dict(spec.input_schema) for spec in TOOL_SPECS}
+        self.server: Server[Any] = Server(
+            "dsh-memory-mcp",
+            version=__version__,
+            title="DSH Memory",
+            instructions=INSTRUCTIONS,
+            cache_hints=CACHE_HINTS,
+            get_tool_input_schema=self._input_schemas.get,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_templates,
+            on_read_resource=self._read_resource,
+        )
+        self.server.add_notification_handler(
+            "notifications/initialized", types.NotificationParams, self._on_initialized
+        )
+        self.server.add_notification_handler(
+            "notifications/roots/list_changed", types.NotificationParams, self._on_roots_changed
+        )
+        self.server.middleware.append(self._instructions_middleware)
 
-    # -- sessions ----------------------------------------------------------------------------------
+    # -- the project from the client's roots ----------------------------------------------------
 
-    def _session(self, ctx: ServerRequestContext[Any, Any]) -> _Session:
-        key = _connection_of(ctx)
-        state = self._sessions.get(key)
-        if state is None:
-            params = ctx.session.client_params
-            caps = ctx.session.client_capabilities
-            state = _Session(client=client_name(params), roots=caps is not None and caps.roots is not None)
-            self._sessions[key] = state
-        return state
+    def _roots_unanswered(self, state: _Client, why: str) -> None:
+        who = state.client or "未知客户端"
+        fallback = self.service.settings.project_dir
+        if who not in self._told:
+            self._told.add(who)
+            log.warning("客户端 %s 声明了 roots 却没有给出(%s),当前项目沿用工作目录 %s", who, why, fallback)
+        else:
+            log.debug("roots of %s not answered (%s)", who, why)
 
-    async def _refresh_roots(self, ctx: ServerRequestContext[Any, Any], state: _Session) -> None:
+    def _roots_answered(self, state: _Client, roots: list[Any]) -> None:
+        found = first_file_root(roots)
+        if found != state.roots_dir:
+            state.roots_dir = found
+            if found:
+                log.info("project = %s(来源:客户端 roots,%s)", found, state.client or "未知客户端")
+            else:
+                log.info("客户端 roots 里没有 file:// 目录,当前项目沿用工作目录")
+
+    async def _ask_roots(self, ctx: ServerRequestContext[Any, Any], state: _Client, budget: float) -> None:
+        """Handshake era: one `roots/list` to the client, at most `budget` seconds.
+
+        On the request's own stream when there is one (over HTTP the POST's response stream is
+        certain to be open, a standalone GET stream is not); the stdio pipe otherwise.
+        """
         async with state.lock:
             if not state.stale:
                 return
             state.stale = False
+            related = ServerMessageMetadata(related_request_id=ctx.request_id) if ctx.request_id is not None else None
             try:
-                with anyio.fail_after(ROOTS_TIMEOUT):
-                    result = await ctx.session.send_request(ListRootsRequest(), ListRootsResult)
-            except Exception as exc:  # a client that declares roots but cannot answer: keep the fallback
-                fallback = self._service.settings.project_dir
-                log.info("roots/list 失败(%s: %s),当前项目沿用 %s", type(exc).__name__, exc, fallback)
+                with anyio.fail_after(max(0.0, budget)):
+                    result = await ctx.session.send_request(
+                        types.ListRootsRequest(), types.ListRootsResult, metadata=related
+                    )
+            except TimeoutError:
+                self._roots_unanswered(state, f"{budget:g} 秒内没有回答 roots/list")
                 return
-            found = first_file_root(list(result.roots))
-            if found != state.roots_dir:
-                state.roots_dir = found
-                if found:
-                    log.info("project = %s(来源:客户端 roots,%s)", found, state.client or "未知客户端")
-                else:
-                    log.info("客户端 roots 里没有 file:// 目录,当前项目沿用工作目录")
+            except Exception as exc:
+                self._roots_unanswered(state, f"roots/list 失败:{type(exc).__name__}")
+                return
+            self._roots_answered(state, list(result.roots))
 
-    async def call_context(self, ctx: ServerRequestContext[Any, Any]) -> CallContext:
-        """The CallContext for one request of this session (asks the client for roots when due)."""
+    def _modern_roots(self, state: _Client, params: Any, *, can_ask: bool) -> types.InputRequiredResult | None:
+        """2026-07-28: take the roots from this request's `inputResponses`, use the client's answer
+        while it is valid, or ask for them (`input_required`) when this request can carry that."""
+        now = time.monotonic()
+        responses = getattr(params, "input_responses", None) or {}
+        if ROOTS_REQUEST_KEY in responses:
+            answer = responses[ROOTS_REQUEST_KEY]
+            state.asked_at = None
+            if isinstance(answer, types.ListRootsResult):
+                state.answered_at = now
+                self._roots_answered(state, list(answer.roots))
+            else:
+                state.fallback_until = now + ROOTS_VALID_SECS
+                self._roots_unanswered(state, "回答的不是 roots/list 的结果")
+            return None
+        if state.answered_at is not None and now - state.answered_at < ROOTS_VALID_SECS:
+            return None
+        if now < state.fallback_until or not can_ask:
+            return None
+        if state.asked_at is not None and now - state.asked_at > ROOTS_TIMEOUT:
+            # We asked; the client came back with another request instead of the answer.
+            state.asked_at = None
+            state.fallback_until = now + ROOTS_VALID_SECS
+            self._roots_unanswered(state, f"{ROOTS_TIMEOUT:g} 秒内没有带着 roots 重试")
+            return None
+        if state.asked_at is None:
+            state.asked_at = now
+        return types.InputRequiredResult(input_requests={ROOTS_REQUEST_KEY: types.ListRootsRequest()})
+
+    async def call_context(
+        self, ctx: ServerRequestContext[Any, Any], params: Any = None, *, can_ask: bool = False
+    ) -> CallContext | types.InputRequiredResult:
+        """The CallContext of one request (asking the client for its roots when due), or — for a
+        2026-07-28 request that can carry one (`can_ask`) — the `input_required` result asking."""
         base = self._base(ctx)
-        state = self._session(ctx)
+        state = self._clients.get(ctx)
         call = base.with_client(state.client) if state.client else base
         if base.project_source != "cwd" or not state.roots:
             return call
-        if state.stale or state.lock.locked():  # due, or being fetched (after initialized): wait for it
-            await self._refresh_roots(ctx, state)
+        if _is_modern(ctx):
+            asking = self._modern_roots(state, params, can_ask=can_ask)
+            if asking is not None:
+                return asking
+        elif state.stale or state.lock.locked():  # due, or being fetched (after initialized): wait for it
+            remaining = call.remaining()
+            budget = ROOTS_TIMEOUT if remaining is None else min(ROOTS_TIMEOUT, remaining)
+            await self._ask_roots(ctx, state, budget)
         if state.roots_dir:
             return call.with_project(state.roots_dir, "roots")
         return call
 
+    async def _list_context(self, ctx: ServerRequestContext[Any, Any]) -> CallContext:
+        """The CallContext of a request that cannot answer `input_required` (a list)."""
+        call = await self.call_context(ctx)
+        assert isinstance(call, CallContext)
+        return call
+
     async def _on_initialized(self, ctx: ServerRequestContext[Any, Any], params: Any) -> None:
-        state = self._session(ctx)
-        if state.roots and self._base(ctx).project_source == "cwd":
-            await self._refresh_roots(ctx, state)
+        # Over stdio the pipe is there now: ask at once, so the first call rarely waits. Over HTTP
+        # the first call asks on its own response stream instead.
+        state = self._clients.get(ctx)
+        if state.roots and not _is_http(ctx) and self._base(ctx).project_source == "cwd":
+            await self._ask_roots(ctx, state, ROOTS_TIMEOUT)
 
     async def _on_roots_changed(self, ctx: ServerRequestContext[Any, Any], params: Any) -> None:
-        state = self._session(ctx)
+        state = self._clients.get(ctx)
         state.stale = True  # first, before any await: the next call re-reads the roots
-        await self._refresh_roots(ctx, state)
+        if not _is_http(ctx):
+            await self._ask_roots(ctx, state, ROOTS_TIMEOUT)
 
-    # -- initialize: the digest ----------------------------------------------------------------------
+    # -- instructions: the digest ----------------------------------------------------------------
 
     def instructions_for(self, ctx: CallContext, *, roots_pending: bool = False) -> str:
         """Usage guidance + the digest of global and the current project.
 
-        Roots arrive only after `initialize`; when they will decide the project (`roots_pending`),
-        the digest holds global memories only rather than guess the workspace from the cwd.
+        When the client's roots will decide the project but have not been answered yet
+        (`roots_pending`), the digest holds global memories only rather than guess the workspace
+        from the working directory.
         """
-        if not self._digest_on:
+        if not self.digest_on:
             return INSTRUCTIONS
         project = None if roots_pending else ctx.project
         self.digest_projects.add(project)
         try:
-            if self._digest_cache is not None:
-                text = self._digest_cache.get(self._service.store, project, self._service.clock())
+            if self.digest_cache is not None:
+                text = self.digest_cache.get(self.service.store, project, self.service.clock())
             else:
-                text = digest.digest_text(self._service.store, project, self._service.clock())
+                text = digest.digest_text(self.service.store, project, self.service.clock())
         except Exception:
             log.warning("记忆摘要生成失败,instructions 只含用法说明", exc_info=True)
             text = ""
         return digest.instructions(text)
 
-    async def _initialize_middleware(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> HandlerResult:
+    async def _instructions_middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         result: HandlerResult = await call_next(ctx)
-        if ctx.method != "initialize" or not isinstance(result, dict) or "instructions" not in result:
+        if ctx.method not in ("initialize", "server/discover"):
             return result
-        params = ctx.params if isinstance(ctx.params, Mapping) else {}
-        caps = params.get("capabilities")
+        if not isinstance(result, dict) or "instructions" not in result:
+            return result
         base = self._base(ctx)
-        pending = isinstance(caps, Mapping) and caps.get("roots") is not None and base.project_source == "cwd"
+        if ctx.method == "initialize":
+            params = ctx.params if isinstance(ctx.params, Mapping) else {}
+            caps = params.get("capabilities")
+            declared = isinstance(caps, Mapping) and caps.get("roots") is not None
+            call, pending = base, declared and base.project_source == "cwd"
+        else:
+            found = await self._list_context(ctx)
+            state = self._clients.get(ctx)
+            call = found
+            pending = state.roots and found.project_source == "cwd" and base.project_source == "cwd"
         t0 = time.perf_counter()
-        # Inline: the read loop is parked during initialize anyway, and a thread hop costs cold start.
-        result["instructions"] = self.instructions_for(base, roots_pending=pending)
+        if _is_http(ctx):  # one event loop serves every session: the parse must not stall it
+            text = await anyio.to_thread.run_sync(lambda: self.instructions_for(call, roots_pending=pending))
+        else:  # stdio: the read loop waits for this answer anyway, and a thread hop costs cold start
+            text = self.instructions_for(call, roots_pending=pending)
+        result["instructions"] = text
         log.debug("instructions: 摘要用时 %.1f ms", (time.perf_counter() - t0) * 1000)
         return result
 
+    # -- tools -----------------------------------------------------------------------------------
+
+    async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self._tools)
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        call = await self.call_context(ctx, params, can_ask=True)
+        if isinstance(call, types.InputRequiredResult):
+            return call
+        arguments = dict(params.arguments or {})
+        # Sync tools run in a worker thread, so a lock wait never blocks the event loop.
+        result = await anyio.to_thread.run_sync(self.service.call, params.name, arguments, call)
+        return _to_result(result)
+
     # -- prompts and resources -------------------------------------------------------------------
 
-    async def _list_prompts(self, ctx: ServerRequestContext[Any, Any], params: Any) -> ListPromptsResult:
-        return ListPromptsResult(
+    async def _list_prompts(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(
             prompts=[
-                Prompt(
+                types.Prompt(
                     name=p.name,
                     title=p.title,
                     description=p.description,
-                    arguments=[PromptArgument(name=p.argument, description=p.argument_description, required=True)],
+                    arguments=[
+                        types.PromptArgument(name=p.argument, description=p.argument_description, required=True)
+                    ],
                 )
                 for p in feed.PROMPTS
             ]
         )
 
-    async def _get_prompt(self, ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams) -> GetPromptResult:
-        call = await self.call_context(ctx)
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        call = await self.call_context(ctx, params, can_ask=True)
+        if isinstance(call, types.InputRequiredResult):
+            return call
         arguments = {k: str(v) for k, v in (params.arguments or {}).items()}
         try:
             description, text = await anyio.to_thread.run_sync(
-                lambda: feed.get_prompt(self._service, params.name, arguments, call)
+                lambda: feed.get_prompt(self.service, params.name, arguments, call)
             )
         except feed.FeedError as exc:
-            raise MCPError(code=INVALID_PARAMS, message=f"{exc.code}:{exc.message}") from None
-        return GetPromptResult(
+            raise MCPError(code=types.INVALID_PARAMS, message=f"{exc.code}:{exc.message}") from None
+        return types.GetPromptResult(
             description=description,
-            messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))],
+            messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))],
         )
 
-    async def _list_resources(self, ctx: ServerRequestContext[Any, Any], params: Any) -> ListResourcesResult:
-        call = await self.call_context(ctx)
+    async def _list_resources(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListResourcesResult:
+        call = await self._list_context(ctx)
         cursor = getattr(params, "cursor", None)
         try:
-            items, next_cursor = await anyio.to_thread.run_sync(
-                lambda: feed.list_resources(call, self._service, cursor)
-            )
+            items, next_cursor = await anyio.to_thread.run_sync(lambda: feed.list_resources(call, self.service, cursor))
         except feed.FeedError as exc:
-            raise MCPError(code=INVALID_PARAMS, message=f"{exc.code}:{exc.message}") from None
-        return ListResourcesResult(
+            raise MCPError(code=types.INVALID_PARAMS, message=f"{exc.code}:{exc.message}") from None
+        return types.ListResourcesResult(
             resources=[
-                Resource(uri=i.uri, name=i.name, title=i.title, description=i.description, mime_type="text/plain")
+                types.Resource(uri=i.uri, name=i.name, title=i.title, description=i.description, mime_type="text/plain")
                 for i in items
             ],
             next_cursor=next_cursor,
         )
 
-    async def _list_templates(self, ctx: ServerRequestContext[Any, Any], params: Any) -> ListResourceTemplatesResult:
-        return ListResourceTemplatesResult(
+    async def _list_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: Any
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
             resource_templates=[
-                ResourceTemplate(uri_template=uri, name=name, description=description, mime_type="text/plain")
+                types.ResourceTemplate(uri_template=uri, name=name, description=description, mime_type="text/plain")
                 for uri, name, description in feed.TEMPLATES
             ]
         )
 
     async def _read_resource(
-        self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
-    ) -> ReadResourceResult:
-        call = await self.call_context(ctx)
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        call = await self.call_context(ctx, params, can_ask=True)
+        if isinstance(call, types.InputRequiredResult):
+            return call
         uri = str(params.uri)
         try:
-            text = await anyio.to_thread.run_sync(lambda: feed.read_resource(self._service, uri, call))
+            text = await anyio.to_thread.run_sync(lambda: feed.read_resource(self.service, uri, call))
         except feed.FeedError as exc:
-            raise MCPError(code=INVALID_PARAMS, message=f"{exc.code}:{exc.message}", data={"uri": uri}) from None
-        return ReadResourceResult(contents=[TextResourceContents(uri=uri, mime_type="text/plain", text=text)])
-
-    # -- tools -------------------------------------------------------------------------------------
-
-    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        try:
-            request = context.request_context if context is not None else None
-        except (AttributeError, ValueError, LookupError):  # in-process use without a request
-            request = None
-        call = await self.call_context(request) if request is not None else None
-        token = _CALL.set(call)
-        try:
-            if self._tool_manager.get_tool(name) is None:
-                return _to_result(self._service.call(name, arguments, call))
-            return await super().call_tool(name, arguments, context)
-        finally:
-            _CALL.reset(token)
+            raise MCPError(code=types.INVALID_PARAMS, message=f"{exc.code}:{exc.message}", data={"uri": uri}) from None
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type="text/plain", text=text)]
+        )
 
 
 #: How long requests already received may still run after stdin closes.
 DRAIN_SECONDS = 30.0
 
 
-async def _run_stdio(server: MCPServer[Any]) -> None:
+async def _run_stdio(server: Server[Any]) -> None:
     """Serve stdio; at end of input, answer every request already received before returning.
 
     A host (or `echo '…' | dsh-memory-mcp`) may close stdin right after its last request. The
@@ -406,20 +554,16 @@ async def _run_stdio(server: MCPServer[Any]) -> None:
     responses counted out, and the loop's input is closed only when nothing is pending (or after
     `DRAIN_SECONDS`).
     """
-    from mcp.shared._context_streams import create_context_streams
-    from mcp.shared.message import SessionMessage
-    from mcp.types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
-
     pending: set[Any] = set()
     # Our transport, not the SDK's stdio_server: every input line gets an answer (stdio_guard).
     async with guarded_stdio() as (read, write):
-        in_send, in_recv = create_context_streams[SessionMessage | Exception](0)
-        out_send, out_recv = create_context_streams[SessionMessage](0)
+        in_send, in_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        out_send, out_recv = anyio.create_memory_object_stream[SessionMessage](0)
 
         async def pump_in() -> None:
             async with in_send:
                 async for item in read:
-                    if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
+                    if isinstance(item, SessionMessage) and isinstance(item.message, types.JSONRPCRequest):
                         pending.add(item.message.id)
                     await in_send.send(item)
                 with anyio.move_on_after(DRAIN_SECONDS):
@@ -431,14 +575,13 @@ async def _run_stdio(server: MCPServer[Any]) -> None:
             async with out_recv, write:
                 async for item in out_recv:
                     await write.send(item)
-                    if isinstance(item.message, (JSONRPCResponse, JSONRPCError)):
+                    if isinstance(item.message, (types.JSONRPCResponse, types.JSONRPCError)):
                         pending.discard(item.message.id)
 
-        lowlevel = server._lowlevel_server
         async with anyio.create_task_group() as tg:
             tg.start_soon(pump_in)
             tg.start_soon(pump_out)
-            await lowlevel.run(in_recv, out_send, lowlevel.create_initialization_options())
+            await server.run(in_recv, out_send, server.create_initialization_options())
             await out_send.aclose()
 
 
@@ -448,30 +591,31 @@ def build_server(
     base_context: Callable[[ServerRequestContext[Any, Any]], CallContext] | None = None,
     digest_on: bool | None = None,
     digest_cache: digest.DigestCache | None = None,
-) -> MCPServer[Any]:
-    """An `MCPServer` exposing the tools of `service` (usable in-process by tests).
+) -> MemoryServer:
+    """A `MemoryServer` exposing the tools of `service`; `.server` is the SDK `Server` (usable
+    in-process by tests: `mcp.Client(build_server(service).server)`).
 
     :param base_context: the CallContext a request starts from (default: the service's, i.e.
         `--project` / `DSH_MEMORY_PROJECT` / cwd). An HTTP front door can derive it from the
         request (`ctx.request` is the Starlette request there). Roots apply only when its
         `project_source` is "cwd".
     :param digest_on: the memory digest in `instructions` (default: `DSH_MEMORY_DIGEST` not off).
-    :param digest_cache: where digests are kept between starts (`serve` uses the user state dir);
-        None computes every time. Call `refresh_digests(server)` at exit to keep it warm.
+    :param digest_cache: where digests are kept between starts (the stdio server uses the user
+        state dir); None computes every time. Call `refresh_digests(server)` at exit to keep it warm.
     """
-    return _MemoryServer(service, base_context=base_context, digest_on=digest_on, digest_cache=digest_cache)
+    return MemoryServer(service, base_context=base_context, digest_on=digest_on, digest_cache=digest_cache)
 
 
-def refresh_digests(server: MCPServer[Any]) -> None:
+def refresh_digests(server: MemoryServer) -> None:
     """At exit: recompute the digests this server handed out, so the next start finds them valid.
 
     Runs after the service's writes and touches are flushed; never raises (exit must not fail).
     """
-    if not isinstance(server, _MemoryServer) or server._digest_cache is None or not server._digest_on:
+    if server.digest_cache is None or not server.digest_on:
         return
     for project in server.digest_projects:
         try:
-            server._digest_cache.refresh(server._service.store, project, server._service.clock())
+            server.digest_cache.refresh(server.service.store, project, server.service.clock())
         except Exception as exc:
             log.debug("digest cache refresh failed: %s", exc)
 
@@ -482,18 +626,18 @@ def serve(settings: Settings) -> None:
     :raises StoreError: the store directory is unusable (the CLI turns it into a diagnostic).
     """
     service = open_service(settings)
-    server: MCPServer[Any] | None = None
+    memory: MemoryServer | None = None
     try:
-        server = build_server(service, digest_cache=digest.DigestCache(digest.default_cache_dir(), settings.store_dir))
+        memory = build_server(service, digest_cache=digest.DigestCache(digest.default_cache_dir(), settings.store_dir))
         log.info("已启动 dsh-memory-mcp v%s(stdio)", __version__)
         if service.vectors is not None:
             service.vectors.start()
-        anyio.run(_run_stdio, server)
+        anyio.run(_run_stdio, memory.server)
     finally:
         try:
-            if server is not None:
+            if memory is not None:
                 service.store.flush()  # our touches first: the refreshed digest keys on the final files
-                refresh_digests(server)
+                refresh_digests(memory)
         except Exception as exc:
             log.debug("digest refresh at exit skipped: %s", exc)
         finally:
