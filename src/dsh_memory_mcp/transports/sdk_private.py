@@ -5,7 +5,8 @@ one module, so a new SDK release breaks here and nowhere else.
 has one test per name that fails loudly (name, kind, signature, behaviour) when the SDK changes it.
 
 * `StreamableHTTPSessionManager._admit_session(requestor)` (sync, returns the new session's
-  transport or None at the session limit) and `_discard_session(session_id, transport)` (async,
+  transport or None at the session limit) and
+  `StreamableHTTPSessionManager._discard_session(session_id, transport)` (async,
   forgets the session and terminates its transport): the manager's only session lifecycle
   points. `serve` needs them to count sessions, to end the ones that never finish the handshake
   and to end every session at shutdown (open GET streams would hold uvicorn's drain); the SDK
