@@ -408,7 +408,7 @@ def test_a_missing_sdk_exits_1_naming_the_module_and_the_pip_command(sandbox):
     assert result.stdout == ""
     failure = line_starting(result, P + "❌ 启动失败:")
     assert "mcp" in failure
-    assert 'pip install "mcp>=2.3,<3"' in result.stderr
+    assert 'pip install "mcp>=2.3,<2.4"' in result.stderr
     assert "pip install dsh-memory-mcp" in result.stderr
     assert line_starting(result, P + "原始错误:ImportError: mcp is broken on purpose")
     assert "Traceback" not in result.stderr
@@ -418,7 +418,7 @@ def test_a_missing_sdk_exits_1_naming_the_module_and_the_pip_command(sandbox):
 def test_debug_adds_the_traceback_to_the_missing_sdk_diagnostic(sandbox):
     result = run_cli(["--store-dir", str(sandbox.store)], sandbox.env(broken_sdk=True, DSH_MEMORY_DEBUG="1"))
     assert result.returncode == 1
-    assert 'pip install "mcp>=2.3,<3"' in result.stderr
+    assert 'pip install "mcp>=2.3,<2.4"' in result.stderr
     assert "Traceback (most recent call last)" in result.stderr
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import math
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ __all__ = [
     "OFF_WORDS",
     "ON_WORDS",
     "SDK_REQUIREMENT",
+    "TOMLI_REQUIREMENT",
     "VARIABLES",
     "EnvVar",
     "ServeSettings",
@@ -50,14 +52,22 @@ __all__ = [
 
 #: The runtime dependencies as pip requirements, quoted by the CLI's import diagnostics and by
 #: `doctor`. pyproject.toml is the source of truth; tests/test_config.py checks they agree.
-SDK_REQUIREMENT = "mcp>=2.3,<3"
+SDK_REQUIREMENT = "mcp>=2.3,<2.4"
+#: Python 3.10 only (3.11+ has tomllib): setup/doctor read Codex's TOML config with it.
+TOMLI_REQUIREMENT = "tomli>=2,<3; python_version < '3.11'"
+#: (import name, requirement) of every other library the code imports, for this Python.
 DEPENDENCIES: tuple[tuple[str, str], ...] = (
     ("numpy", "numpy>=1.26"),
     ("httpx", "httpx>=0.27,<1"),
     ("filelock", "filelock>=3.13"),
     ("platformdirs", "platformdirs>=4"),
     ("snowballstemmer", "snowballstemmer>=2.2,<4"),
-)
+    ("anyio", "anyio>=4.9,<5"),
+    ("pydantic", "pydantic>=2.12,<3"),
+    ("starlette", "starlette>=1.0,<2"),
+    ("uvicorn", "uvicorn>=0.31.1,<1"),
+    ("sse_starlette", "sse-starlette>=3,<4"),
+) + ((("tomli", TOMLI_REQUIREMENT),) if sys.version_info < (3, 11) else ())
 
 #: DSH's own default; sidecars written by DSH start with `#qwen3-embedding-0.6b\t1024`.
 DEFAULT_EMBED_MODEL_ID = "qwen3-embedding-0.6b"
