@@ -235,13 +235,6 @@ async def _cell(world: World, path: str, era: str, with_roots: bool, log: Any) -
 
 
 PATH_IDS = ("direct", "relayed", "http")
-#: Cells that fail on the relay's side (its forwarding is another change): strict, so they flip to
-#: failures the moment the relay is fixed and the mark must go.
-RELAY_4XX = pytest.mark.xfail(
-    strict=True,
-    reason="relay: serve answers a 2026-07-28 error with HTTP 400 + a JSON-RPC error body; the relay "
-    "replaces it with -32603 'serve 返回 HTTP 400' instead of forwarding the body (UNKNOWN_RESOURCE lost)",
-)
 MATRIX = [(path, era, with_roots) for path in PATH_IDS for era in ("auto", "legacy") for with_roots in (True, False)]
 
 
@@ -289,14 +282,7 @@ async def _resource_error(world: World, path: str, era: str, log: Any) -> tuple[
     return raised.value.error.code, raised.value.error.message
 
 
-@pytest.mark.parametrize(
-    ("path", "era"),
-    [
-        pytest.param(path, era, marks=[RELAY_4XX] if (path, era) == ("relayed", "auto") else [])
-        for path in PATH_IDS
-        for era in ("auto", "legacy")
-    ],
-)
+@pytest.mark.parametrize(("path", "era"), [(path, era) for path in PATH_IDS for era in ("auto", "legacy")])
 def test_a_request_error_keeps_its_json_rpc_code_and_our_code_on_every_path_in_both_eras(world, tmp_path, path, era):
     with (tmp_path / "client.log").open("w", encoding="utf-8") as log:
         code, message = anyio.run(_resource_error, world, path, era, log)
