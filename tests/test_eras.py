@@ -461,7 +461,7 @@ TS_CLIENTS = [
 def test_the_typescript_clients_get_the_whole_product_on_every_path(world, tmp_path, path, sdk, mode, revision):
     from tests.helpers.ts_client import client_v2_version, drive, http_target, require_ts_client
 
-    require_ts_client()
+    require_ts_client(client_v2=sdk == "v2")
     if sdk == "v2":
         assert client_v2_version() == "2.4.0"
     if path == "http":

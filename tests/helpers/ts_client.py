@@ -31,14 +31,28 @@ SDK_PACKAGE = TS_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "packa
 CLIENT_V2_PACKAGE = TS_DIR / "node_modules" / "@modelcontextprotocol" / "client" / "package.json"
 
 
-def require_ts_client() -> str:
-    """The `node` executable; skip (locally) or fail (CI) when node or the package is missing."""
+def _locked_version(name: str) -> str | None:
+    lock = json.loads((TS_DIR / "package-lock.json").read_text(encoding="utf-8"))
+    entry = lock.get("packages", {}).get(f"node_modules/{name}")
+    return str(entry["version"]) if entry else None
+
+
+def require_ts_client(*, client_v2: bool = False) -> str:
+    """The `node` executable; skip (locally) or fail (CI) when node or the package is missing.
+
+    `client_v2`: the 2.x client package too, at the version the lock file pins (a node_modules
+    installed before the lock changed has another one).
+    """
     node = shutil.which("node")
     problem = None
     if node is None:
         problem = "node is not on PATH"
     elif not SDK_PACKAGE.is_file():
         problem = f"{TS_DIR}/node_modules is not installed (run: npm ci --prefix {TS_DIR})"
+    elif client_v2 and (
+        not CLIENT_V2_PACKAGE.is_file() or client_v2_version() != _locked_version("@modelcontextprotocol/client")
+    ):
+        problem = f"{TS_DIR}/node_modules predates package-lock.json (run: npm ci --prefix {TS_DIR})"
     require(problem is None, f"the TypeScript host tests need node and tests/ts/node_modules: {problem}")
     assert node is not None
     return node
