@@ -35,6 +35,14 @@ def _ready_channel(store: SharedStore, fake: FakeLlama, **kw: object) -> VectorC
     return ch
 
 
+def _settled(ch: VectorChannel, timeout: float = 10.0) -> None:
+    """Poll until no query embedding is in flight (they finish on their own threads)."""
+    deadline = time.monotonic() + timeout
+    while ch.stats()["query_embeddings"]["in_flight"]:
+        assert time.monotonic() < deadline, ch.stats()
+        time.sleep(0.02)
+
+
 def test_a_query_that_overran_its_budget_once_does_not_stop_the_next_from_using_vectors(store: SharedStore) -> None:
     with FakeLlama() as fake:
         ch = _ready_channel(store, fake)
@@ -48,24 +56,49 @@ def test_a_query_that_overran_its_budget_once_does_not_stop_the_next_from_using_
             assert ch.query_scores(QUERY, snaps) == {}
             assert time.monotonic() - t0 < QUERY_BUDGET + 0.25
             fake.delay_s = 0.0
-            assert list(ch.query_scores(QUERY, snaps)) == [rid]
+            _settled(ch)  # the overrun request finished in the background
+            assert list(ch.query_scores(QUERY, snaps)) == [rid]  # its vector, kept
+            assert list(ch.query_scores("container release workflows", snaps)) == [rid]  # a new request
             assert ch.stats()["breaker_failures"] == 0
         finally:
             ch.close()
 
 
-def test_a_backend_that_keeps_overrunning_is_treated_as_failing_after_three_in_a_row(store: SharedStore) -> None:
+def test_a_backend_that_is_only_slow_is_not_treated_as_failing_and_the_budget_follows_it(store: SharedStore) -> None:
     with FakeLlama() as fake:
         ch = _ready_channel(store, fake)
         try:
+            rid = store.save("global", TARGET).record.id
+            ch.record_saved("global", store.snapshot("global").records[0])
+            assert ch.wait_idle(5)
             snaps = [store.snapshot("global")]
-            fake.delay_s = 0.8
-            for _ in range(3):
-                assert ch.query_scores(QUERY, snaps) == {}
+            fake.delay_s = 0.6
+            assert ch.search(QUERY, snaps).state == "skipped"  # over the 300 ms it starts with
+            _settled(ch)
+            for i in range(3):  # the budget is now 1.5 × the 0.6 s the backend takes
+                answer = ch.search(f"{QUERY} {i}", snaps)
+                assert answer.state == "used" and rid in answer.scores, answer
+            assert ch.stats()["breaker_failures"] == 0 and ch.stats()["query_budget_ms"] >= 600
+        finally:
+            fake.delay_s = 0.0
+            ch.close()
+
+
+def test_a_backend_that_keeps_overrunning_is_treated_as_failing_after_three_in_a_row(store: SharedStore) -> None:
+    with FakeLlama() as fake:
+        ch = _ready_channel(store, fake, query_deadline=0.5)  # requests themselves give up after 0.5 s
+        try:
+            snaps = [store.snapshot("global")]
+            fake.delay_s = 2.0
+            for i in range(3):
+                assert ch.query_scores(f"{QUERY} {i}", snaps) == {}
+                _settled(ch)
             sent = fake.embedding_requests()
             t0 = time.monotonic()
-            assert ch.query_scores(QUERY, snaps) == {}  # the breaker is open now: no request, no wait
-            assert time.monotonic() - t0 < 0.1
+            answer = ch.search(f"{QUERY} 4", snaps)  # the breaker is open now: no request, no wait
+            _settled(ch)
+            assert answer.state == "skipped" and "熔断" in (answer.reason or ""), answer
+            assert time.monotonic() - t0 < 0.2
             assert fake.embedding_requests() == sent
             assert ch.stats()["breaker_failures"] == 1
         finally:
@@ -196,7 +229,8 @@ def test_two_processes_starting_together_spawn_one_llama_server(
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=subprocess_env(),
-            text=True, encoding="utf-8",
+            text=True,
+            encoding="utf-8",
         )
         for _ in range(2)
     ]

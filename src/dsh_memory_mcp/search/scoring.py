@@ -1,4 +1,4 @@
-"""Search scoring: tokenizer, per-scope lexical index, boosts and the hybrid ranking (SPEC §7).
+"""Search scoring: tokenizer, per-scope lexical index, fusion and the hybrid ranking (SPEC §7).
 
 Pure code over `records.Record`: nothing here reads files, locks or talks to a backend. The store
 hands in snapshots (anything with `.scope`, `.records` and a `.cache` dict that lives as long as the

@@ -45,7 +45,7 @@ from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.search.backend import QUERY_BUDGET, WRITE_BUDGET, Backend
 from dsh_memory_mcp.search.backfill import BACKFILL_BATCH, Backfill
 from dsh_memory_mcp.search.matrices import MatrixCache, best
-from dsh_memory_mcp.search.queries import PendingQuery, QueryEmbedder
+from dsh_memory_mcp.search.queries import LET_FINISH, PendingQuery, QueryEmbedder
 from dsh_memory_mcp.search.writes import SidecarWriter, WriteQueue, sidecar_path
 from dsh_memory_mcp.store.records import Record
 
@@ -123,6 +123,8 @@ class VectorChannel:
         `on_delete` to it as ``SharedStore(on_delete=channel.on_delete)`` (or a forwarder).
     :param load_timeout: seconds to wait for a spawned llama-server to load its model.
     :param read_only: write nothing under the store (see the module docstring); the server passes False.
+    :param query_deadline: how long a query embedding may run on after its search gave up
+        (`search.queries.LET_FINISH`); three that run out in a row count as one failure.
     """
 
     def __init__(
@@ -133,6 +135,7 @@ class VectorChannel:
         log: logging.Logger | None = None,
         load_timeout: float = 120.0,
         read_only: bool = False,
+        query_deadline: float = LET_FINISH,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -161,7 +164,10 @@ class VectorChannel:
         #: Last query time in ms, for status and tests.
         self.last_query_ms: float | None = None
         self._queries = QueryEmbedder(
-            self._embed_query, on_failure=self._backend.embedding_failed, base_budget=QUERY_BUDGET
+            self._embed_query,
+            on_failure=self._backend.embedding_failed,
+            base_budget=QUERY_BUDGET,
+            let_finish=query_deadline,
         )
         #: Searches whose vector half was skipped, by kind of reason (stats, tests).
         self.skips: dict[str, int] = {}
