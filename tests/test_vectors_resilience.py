@@ -130,7 +130,8 @@ def test_the_vector_worker_restarts_after_an_exception_and_says_so_once_at_warni
                 while calls["n"] < 3 and time.monotonic() < deadline:
                     time.sleep(0.05)
                 assert ch.wait_idle(10), ch.status
-            assert list(ch.query_scores(QUERY, [store.snapshot("global")])) == [rid]
+            # Recall, not speed (the budget is tested above): a loaded machine may take over 300 ms.
+            assert list(ch.query_scores(QUERY, [store.snapshot("global")], budget=10.0)) == [rid]
             warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "后台线程出错" in r.getMessage()]
             assert len(warnings) == 1 and "injected worker fault" in warnings[0].getMessage()
             assert ch.stats()["restarts"] == 2 and ch.ready
