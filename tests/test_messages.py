@@ -104,6 +104,7 @@ def test_in_english_the_clis_own_lines_change_but_the_tools_texts_stay_as_the_to
         [PYTHON, "-m", "dsh_memory_mcp", "save"],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         env=subprocess_env(LANG="en_US.UTF-8", DSH_MEMORY_STORE_DIR=str(tmp_path / "s")),
         timeout=60,
     )
@@ -113,6 +114,7 @@ def test_in_english_the_clis_own_lines_change_but_the_tools_texts_stay_as_the_to
         [PYTHON, "-m", "dsh_memory_mcp", "save", "the build uses uv"],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         env=subprocess_env(LANG="en_US.UTF-8", DSH_MEMORY_STORE_DIR=str(tmp_path / "s")),
         timeout=60,
     )
