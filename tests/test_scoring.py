@@ -408,7 +408,7 @@ def test_results_are_ordered_by_score_then_scope_rank_then_recency_never_by_id()
     assert all(hits[i].score >= hits[i + 1].score for i in range(len(hits) - 1))
 
 
-def test_a_tie_goes_to_the_more_recent_then_the_more_important_memory_not_to_the_smaller_id() -> None:
+def test_a_tie_goes_to_the_more_recent_memory_then_the_later_line_never_to_the_smaller_id() -> None:
     # Equal scores after rounding: the ids sort one way, the dates the other.
     old = rec("alpha beta", rid="0000-old", createdAt=NOW - 86_400_000, updatedAt=NOW - 86_400_000)
     new = rec("alpha beta", rid="ffff-new", createdAt=NOW - 1000, updatedAt=NOW - 1000)
