@@ -117,13 +117,14 @@ def test_the_server_refuses_what_it_must_with_the_right_status_and_no_stack_trac
         check(http.get(f"{serve.base}/health"), 401)
         assert check(http.get(f"{serve.base}/health", headers=serve.auth()), 200).json()["name"] == "dsh-memory-mcp"
 
-        # Host: loopback names pass, anything else is 421 (ALLOWED_HOSTS ignored without a user token).
-        sid = initialize(serve, http, Host="localhost")
+        # Host: loopback names on serve's own port pass, anything else is 421 (ALLOWED_HOSTS ignored
+        # without a user token; a loopback name on another port came through someone else's listener).
+        port = serve.url.split(":")[2].split("/")[0]
+        sid = initialize(serve, http, Host=f"localhost:{port}")
         assert sid
-        for host in ("evil.example", "memory.example.com", "127.0.0.1.evil.example"):
+        for host in ("evil.example", "memory.example.com", "127.0.0.1.evil.example", "localhost", "127.0.0.1:1"):
             check(http.post(serve.url, json=init, headers=serve.auth(Host=host)), 421)
         # Origin: our own passes, any other browser origin is 403.
-        port = serve.url.split(":")[2].split("/")[0]
         assert initialize(serve, http, Origin=f"http://127.0.0.1:{port}")
         check(http.post(serve.url, json=init, headers=serve.auth(Origin="http://evil.example")), 403)
         check(http.post(serve.url, json=init, headers=serve.auth(Origin="http://127.0.0.1:1")), 403)
@@ -237,14 +238,16 @@ def test_a_non_loopback_bind_needs_a_user_set_token(tmp_path, store_dir):
     assert "DSH_MEMORY_TOKEN" in refused.stderr and "0.0.0.0" in refused.stderr
     assert not store_dir.exists()  # refused before touching the store
 
-    token = "t" * 40
+    token = "Tq8v-3kLm_P0x9ZrW2sYb7NcQ4dHj6Ue"  # 32 base64url characters: 192 bits
     env = {"DSH_MEMORY_TOKEN": token, "DSH_MEMORY_ALLOWED_HOSTS": "memory.example.com, other.example:8443"}
     with running_serve(store_dir, tmp_path / "err.log", "--host", "0.0.0.0", **env) as serve, httpx.Client() as http:
         assert serve.token == token
-        for host in ("memory.example.com", "memory.example.com:443", "other.example:8443", "localhost"):
+        port = serve.url.split(":")[2].split("/")[0]
+        # A name the user listed bare stands for a reverse proxy in front: any port of it.
+        for host in ("memory.example.com", "memory.example.com:443", "other.example:8443", f"localhost:{port}"):
             assert initialize(serve, http, Host=host)
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
-        for host in ("evil.example", "other.example:1"):
+        for host in ("evil.example", "other.example:1", "localhost:1"):
             assert http.post(serve.url, json=init, headers=serve.auth(Host=host)).status_code == 421
 
 

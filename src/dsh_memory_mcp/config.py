@@ -275,6 +275,53 @@ VARIABLES: tuple[EnvVar, ...] = (
         low=0.0,
         high=86_400,
     ),
+    EnvVar(
+        "DSH_MEMORY_MAX_SESSIONS",
+        "int",
+        256,
+        "`serve` 同时存在的会话上限;满了就先结束空闲最久的会话",
+        "serve",
+        low=1,
+        high=100_000,
+    ),
+    EnvVar(
+        "DSH_MEMORY_MAX_CONNECTIONS",
+        "int",
+        None,
+        "`serve` 同时打开的连接上限(永远不超过「文件描述符上限 − 四分之一」)",
+        "serve",
+        low=1,
+        high=1_000_000,
+        shown="1024",
+    ),
+    EnvVar(
+        "DSH_MEMORY_CLIENT_CONNECTIONS",
+        "int",
+        None,
+        "同一个客户端(一个 IP;本机回环算一个)最多占多少条**没出示令牌**的连接",
+        "serve",
+        low=1,
+        high=1_000_000,
+        shown="连接上限的 ¼",
+    ),
+    EnvVar(
+        "DSH_MEMORY_HEADER_TIMEOUT_SECS",
+        "float",
+        10.0,
+        "`serve` 等一个请求头的最长秒数,超时回 408 并断开",
+        "serve",
+        low=0.1,
+        high=3600,
+    ),
+    EnvVar(
+        "DSH_MEMORY_BODY_TIMEOUT_SECS",
+        "float",
+        30.0,
+        "`serve` 读请求体时客户端最多停顿的秒数;超过这段时间后平均速度还须 ≥ 1 KiB/s",
+        "serve",
+        low=0.1,
+        high=3600,
+    ),
 )
 _BY_NAME = {var.name: var for var in VARIABLES}
 
@@ -331,7 +378,9 @@ def read(name: str, env: Mapping[str, str] | None = None, problems: list[str] | 
         if math.isfinite(number) and var.low <= number <= var.high:
             return int(number)
         _warn(
-            problems, f"{name}={raw!r} 不是 {_num(var.low)}~{_num(var.high)} 之间的整数,已忽略,改用缺省值 {var.default}"
+            problems,
+            f"{name}={raw!r} 不是 {_num(var.low)}~{_num(var.high)} 之间的整数,已忽略,"
+            f"改用缺省值 {var.shown_default if var.default is None else var.default}",
         )
         return var.default
     try:
@@ -646,6 +695,16 @@ class ServeSettings:
     tool_deadline_secs: float = 300.0
     #: How long a web page login lasts (`DSH_MEMORY_WEB_LOGIN_SECS`); then the login URL is needed again.
     web_login_secs: float = 43_200.0
+    #: Open sessions at most; the oldest idle one is ended to make room for a new one.
+    max_sessions: int = 256
+    #: Open connections at most (None: 1024, and never more than the fd limit allows).
+    max_connections: int | None = None
+    #: Connections one client (an IP address; all of loopback is one) may hold without the token
+    #: (None: a quarter of the connection cap).
+    client_connections: int | None = None
+    #: A request's header must arrive within this; a body may pause this long at most.
+    header_timeout_secs: float = 10.0
+    body_timeout_secs: float = 30.0
     #: Values that were not understood (the default was used); printed at start.
     warnings: tuple[str, ...] = ()
 
@@ -671,6 +730,11 @@ def resolve_serve_settings(
         max_tool_calls=read("DSH_MEMORY_MAX_TOOL_CALLS", env, problems),
         tool_deadline_secs=read("DSH_MEMORY_TOOL_DEADLINE_SECS", env, problems),
         web_login_secs=read("DSH_MEMORY_WEB_LOGIN_SECS", env, problems),
+        max_sessions=read("DSH_MEMORY_MAX_SESSIONS", env, problems),
+        max_connections=read("DSH_MEMORY_MAX_CONNECTIONS", env, problems),
+        client_connections=read("DSH_MEMORY_CLIENT_CONNECTIONS", env, problems),
+        header_timeout_secs=read("DSH_MEMORY_HEADER_TIMEOUT_SECS", env, problems),
+        body_timeout_secs=read("DSH_MEMORY_BODY_TIMEOUT_SECS", env, problems),
         warnings=tuple(problems),
     )
 

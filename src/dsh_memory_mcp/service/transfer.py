@@ -38,6 +38,7 @@ __all__ = [
     "ExportPart",
     "ImportOutcome",
     "ImportPlan",
+    "ImportPlanner",
     "Problem",
     "Refusal",
     "apply_import",
@@ -188,10 +189,41 @@ class ImportOutcome:
 
 def plan_import(data: bytes, checks: Checks) -> ImportPlan:
     """Parse an import file: records, knowledge-graph memories, the skipped lines and the refused."""
-    plan = ImportPlan()
-    for lineno, raw in enumerate(data.split(b"\n"), start=1):
-        _plan_line(plan, lineno, raw, checks)
-    return plan
+    planner = ImportPlanner(checks)
+    planner.feed(data)
+    return planner.finish()
+
+
+class ImportPlanner:
+    """`plan_import` for a file that arrives in pieces (an HTTP body): `feed` bytes in any chunking,
+    each line is planned as soon as it is complete, so the file is never held whole; `finish` once."""
+
+    def __init__(self, checks: Checks) -> None:
+        self.plan = ImportPlan()
+        self._checks = checks
+        self._lineno = 0
+        self._tail = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            if self._tail:
+                self._tail += data[start:end]
+                raw = bytes(self._tail)
+                self._tail.clear()
+            else:
+                raw = data[start:end]
+            self._lineno += 1
+            _plan_line(self.plan, self._lineno, raw, self._checks)
+            start = end + 1
+        self._tail += data[start:]
+
+    def finish(self) -> ImportPlan:
+        """The plan, with the last line (the one after the last newline, usually empty) planned too."""
+        self._lineno += 1
+        _plan_line(self.plan, self._lineno, bytes(self._tail), self._checks)
+        self._tail.clear()
+        return self.plan
 
 
 def apply_import(

@@ -3,11 +3,15 @@
 One process, one `MemoryService` shared by every session, so a save in one session is visible
 at once in all others. Everything protocol-shaped is the SDK's: its `StreamableHTTPSessionManager`
 (sessions, idle reaping, 404 for an unknown session id, request-body limit), its transport-security
-settings (Host and Origin checks, 421/403), its bearer-auth middleware (401 with
-``WWW-Authenticate``) and uvicorn/starlette. What this module adds:
+settings (Host and Origin checks, 421/403), its bearer authentication and uvicorn/starlette.
+What this module adds:
 
-* refusal by default: a token always (`DSH_MEMORY_TOKEN` or a generated one), Host names beyond
-  loopback only with a user-set token, `<store>/serve.json` (one `serve` per store);
+* refusal by default: a token always (`DSH_MEMORY_TOKEN` or a generated one; a 401 that names
+  where it comes from, `access`), Host names beyond loopback only with a user-set token and
+  loopback names only on serve's own port, `<store>/serve.json` (one `serve` per store);
+* the connection edge (`listener`): header/body timeouts, a connection cap below the fd limit,
+  per-client limits, TCP_NODELAY; sessions capped (`DSH_MEMORY_MAX_SESSIONS`, longest idle ended
+  first, `_SessionRoom`) and bound to the credential and peer that opened them (`access.OwnerBackend`);
 * the tool gate (`gate.ToolGate`): bounded concurrency, a deadline over queue and run;
 * sessions that never finish the handshake (no ``notifications/initialized``) are ended after
   ``DSH_MEMORY_SESSION_INIT_SECS`` (60 s) instead of living for the whole idle timeout;
@@ -41,11 +45,7 @@ from urllib.parse import quote
 
 import anyio
 import uvicorn
-from mcp.server.auth.middleware.bearer_auth import (
-    AuthenticatedUser,
-    BearerAuthBackend,
-    RequireAuthMiddleware,
-)
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
@@ -59,7 +59,7 @@ from mcp.shared.inbound import (
     encode_header_value,
 )
 from mcp.types import PROTOCOL_VERSION_META_KEY, CallToolResult, TextContent
-from mcp.types.version import LATEST_MODERN_VERSION
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 from sse_starlette.sse import AppStatus
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -76,7 +76,7 @@ from dsh_memory_mcp.service.compose import close_service, open_service
 from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.render import error_result
 from dsh_memory_mcp.service.tools import MemoryService
-from dsh_memory_mcp.transports import call_facts, serve_file
+from dsh_memory_mcp.transports import access, call_facts, listener, serve_file
 from dsh_memory_mcp.transports.gate import ToolGate
 from dsh_memory_mcp.transports.mcp_server import MemoryServer, build_server
 from dsh_memory_mcp.transports.sdk_private import SessionLifecycle
@@ -169,6 +169,11 @@ def _host_items(item: str) -> list[str]:
     return [f"{host}:{port}"] if port else [host, f"{host}:*"]
 
 
+def _own_port(name: str, port: int) -> list[str]:
+    """Host header values that name `name` on `port` (a Host without a port means port 80)."""
+    return [f"{name}:{port}", name] if port == 80 else [f"{name}:{port}"]
+
+
 def _wildcard(host: str) -> bool:
     return host in ("0.0.0.0", "::", "[::]", "")
 
@@ -184,8 +189,9 @@ def local_host(bind_host: str) -> str:
 def security_settings(settings: ServeSettings, port: int, *, user_token: bool) -> TransportSecuritySettings:
     """The Host/Origin allow-lists for `/mcp` (issue 11 §3).
 
-    Loopback names are always allowed (any port: a DNS-rebinding page cannot make a browser send
-    them). The bound address and `DSH_MEMORY_ALLOWED_HOSTS` only with a user-set token: without
+    Loopback names are always allowed, on serve's own port only (a Host naming another port came
+    through something listening there — a forwarder another user runs, say — and the browser sent it
+    that port's cookies). The bound address and `DSH_MEMORY_ALLOWED_HOSTS` only with a user-set token: without
     one the token is a secret only this machine's user can read (`serve.json`), and the Host check
     is what stops a rebinding page from posing as a local client. Origins: our own loopback
     origins on our port (plus the bound address with a user-set token) and
@@ -193,12 +199,12 @@ def security_settings(settings: ServeSettings, port: int, *, user_token: bool) -
     """
     hosts: list[str] = []
     for name in ("127.0.0.1", "localhost", "[::1]"):
-        hosts += [name, f"{name}:*"]
+        hosts += _own_port(name, port)
     origins = [f"http://{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")]
     bound = settings.host.strip().lower()
     if user_token:
         if not _wildcard(bound) and bound not in LOOPBACK_HOSTS:
-            hosts += [_bracket(bound), f"{_bracket(bound)}:{port}"]
+            hosts += _own_port(_bracket(bound), port)
             origins.append(f"http://{_bracket(bound)}:{port}")
         for item in settings.allowed_hosts:
             hosts += _host_items(item)
@@ -220,6 +226,11 @@ class _Sessions(SessionLifecycle):
     every session at shutdown (open GET streams would otherwise hold uvicorn's drain).
 
     The start/end calls come from `sdk_private.SessionLifecycle` (the manager has no public hook).
+
+    At the session cap (the SDK's `max_sessions`), `make_room` ends the session idle the longest
+    (never-initialized ones first); what is idle is counted by `_SessionRoom` in front of the
+    manager: no request of the session in flight (an open GET stream is one), and when its last one
+    ended. A session still answering its opening request is never chosen.
     """
 
     def __init__(self, *args: Any, init_grace: float, **kwargs: Any) -> None:
@@ -227,6 +238,10 @@ class _Sessions(SessionLifecycle):
         self.init_grace = init_grace
         self._born: dict[str, tuple[float, StreamableHTTPServerTransport]] = {}
         self._initialized: set[str] = set()
+        #: session id → [requests in flight, when the last one ended]; a session appears here once
+        #: the request that opened it is being answered (that one counts too)
+        self._activity: dict[str, list[float]] = {}
+        self.ended_for_room = 0
 
     def session_started(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         self._born[session_id] = (time.monotonic(), transport)
@@ -234,6 +249,38 @@ class _Sessions(SessionLifecycle):
     def session_ended(self, session_id: str) -> None:
         self._born.pop(session_id, None)
         self._initialized.discard(session_id)
+        self._activity.pop(session_id, None)
+
+    @property
+    def full(self) -> bool:
+        return self.max_sessions is not None and len(self._born) >= self.max_sessions
+
+    def request_started(self, session_id: str) -> None:
+        """A request of `session_id` is being served (the one that opened it, from its answer on)."""
+        if session_id in self._born:
+            self._activity.setdefault(session_id, [0.0, time.monotonic()])[0] += 1
+
+    def request_ended(self, session_id: str) -> None:
+        entry = self._activity.get(session_id)
+        if entry is not None:
+            entry[0] = max(0.0, entry[0] - 1)
+            entry[1] = time.monotonic()
+
+    async def make_room(self) -> bool:
+        """End the session idle the longest; False when none is idle."""
+        idle = [
+            (sid in self._initialized, ended, sid) for sid, (running, ended) in self._activity.items() if not running
+        ]
+        if not idle:
+            return False
+        _, _, sid = min(idle)
+        born = self._born.get(sid)
+        if born is None:
+            return False
+        log.info("会话数已达上限 %s,结束空闲最久的会话 %s…", self.max_sessions, sid[:8])
+        self.ended_for_room += 1
+        await self.end_session(sid, born[1])
+        return True
 
     @property
     def count(self) -> int:
@@ -258,6 +305,53 @@ class _Sessions(SessionLifecycle):
     async def end_all(self) -> None:
         for sid, (_, transport) in list(self._born.items()):
             await self.end_session(sid, transport)
+
+
+class _SessionRoom:
+    """In front of the SDK's manager: each session's requests in flight and when its last one ended
+    (`_Sessions.request_started`/`request_ended`), and, for a request that would open a session
+    while the cap is reached, room first (`_Sessions.make_room`)."""
+
+    def __init__(self, app: ASGIApp, sessions: _Sessions) -> None:
+        self.app = app
+        self.sessions = sessions
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        sid_raw = headers.get(MCP_SESSION_ID_HEADER.encode("latin-1"))
+        version = headers.get(b"mcp-protocol-version")
+        legacy = version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
+        if sid_raw is not None:
+            sid = sid_raw.decode("latin-1")
+            self.sessions.request_started(sid)
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self.sessions.request_ended(sid)
+            return
+        if not legacy or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        if self.sessions.full:
+            await self.sessions.make_room()
+        opened: list[str] = []
+
+        async def watch(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                for key, value in message.get("headers", ()):
+                    if key.lower() == b"mcp-session-id":
+                        opened.append(value.decode("latin-1"))
+                        self.sessions.request_started(opened[-1])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            for sid in opened:
+                self.sessions.request_ended(sid)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -332,6 +426,7 @@ class _State:
     gate: ToolGate
     security: TransportSecurityMiddleware
     started_at: int
+    edge: listener.Edge
 
 
 class _BadHeaderGuard:
@@ -457,6 +552,7 @@ def build_app(
         security_settings=security,
         session_idle_timeout=settings.session_idle_secs,
         max_request_body_size=MAX_BODY_BYTES,
+        max_sessions=settings.max_sessions,
         init_grace=min(settings.session_init_secs, settings.session_idle_secs),
     )
     server.server.middleware.append(_CallMiddleware(gate, sessions))
@@ -467,6 +563,7 @@ def build_app(
         gate=gate,
         security=TransportSecurityMiddleware(security),
         started_at=time.time_ns() // 1_000_000,
+        edge=listener.Edge(edge_limits(settings)),
     )
 
     async def health(request: Request) -> Response:
@@ -481,6 +578,9 @@ def build_app(
                 "pid": os.getpid(),
                 "startedAt": state.started_at,
                 "sessions": sessions.count,
+                "sessionLimit": sessions.max_sessions,
+                "sessionsEndedForRoom": sessions.ended_for_room,
+                "connections": state.edge.snapshot(),
                 "toolCalls": {
                     "running": gate.running_calls,
                     "queued": gate.queued_calls,
@@ -491,12 +591,13 @@ def build_app(
         )
 
     # Auth first: the project header is read only from requests that carried the token.
-    mcp_app = RequireAuthMiddleware(
-        _BadHeaderGuard(_ModernWithoutHeaders(StreamableHTTPASGIApp(sessions), MAX_BODY_BYTES)), []
+    mcp_app = access.RequireToken(
+        _BadHeaderGuard(_ModernWithoutHeaders(_SessionRoom(StreamableHTTPASGIApp(sessions), sessions), MAX_BODY_BYTES))
     )
     routes: list[BaseRoute] = [
         Route("/mcp", endpoint=mcp_app),
-        Route("/health", endpoint=RequireAuthMiddleware(_Endpoint(health), []), methods=["GET"]),
+        Route("/health", endpoint=access.RequireToken(_Endpoint(health)), methods=["GET"]),
+        *access.oauth_routes(),
         *extra_routes,
     ]
 
@@ -514,14 +615,17 @@ def build_app(
         routes=routes,
         # Bodies: `/mcp` is bounded by the SDK's manager (`MAX_BODY_BYTES`, 413); mounted routes bound
         # their own (the web page's import takes larger files than a tool call ever needs).
-        middleware=[Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(_StaticToken(token)))],
+        middleware=[
+            Middleware(AuthenticationMiddleware, backend=access.OwnerBackend(_StaticToken(token))),
+            Middleware(listener.Vouch, edge=state.edge),
+        ],
         lifespan=lifespan,
     )
     return app, state
 
 
 class _Endpoint:
-    """A request handler as a plain ASGI app (so the SDK's `RequireAuthMiddleware` can wrap it)."""
+    """A request handler as a plain ASGI app (so `access.RequireToken` can wrap it)."""
 
     def __init__(self, handler: Callable[[Request], Any]) -> None:
         self.handler = handler
@@ -586,19 +690,16 @@ def _arm_hard_exit(seconds: float) -> None:
     timer.start()
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    if sys.platform != "win32":
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    sock.setblocking(False)
-    return sock
+def edge_limits(settings: ServeSettings) -> listener.EdgeLimits:
+    """The connection limits of `settings` (the cap never above what the fd limit allows)."""
+    cap = listener.connection_budget(settings.max_connections)
+    per_client = settings.client_connections or max(4, cap // 4)
+    return listener.EdgeLimits(
+        max_connections=cap,
+        per_client=per_client,
+        header_secs=settings.header_timeout_secs,
+        body_secs=settings.body_timeout_secs,
+    )
 
 
 def _other_serve_lines(store_dir: str, other: serve_file.ServeInfo) -> list[str]:
@@ -618,7 +719,12 @@ def _other_serve_lines(store_dir: str, other: serve_file.ServeInfo) -> list[str]
 
 
 def check_bind(settings: ServeSettings) -> None:
-    """:raises ServeRefused: (exit 2) a non-loopback address without a user-set token."""
+    """:raises ServeRefused: (exit 2) a non-loopback address without a user-set token, or with one
+    under `access.MIN_TOKEN_BITS` bits."""
+    if not settings.loopback and settings.token is not None:
+        weak = access.weak_token_lines(settings.token, settings.host)
+        if weak is not None:
+            raise ServeRefused(weak, code=2)
     if not settings.loopback and settings.token is None:
         raise ServeRefused(
             [
@@ -668,7 +774,7 @@ def _serve_service(
 ) -> None:
     user_token = serve.token is not None
     token = serve.token or serve.kept_token or secrets.token_urlsafe(32)
-    sock = _bind(serve.host, serve.port)
+    sock = listener.bind(serve.host, serve.port, edge_limits(serve).backlog)
     try:
         port = int(sock.getsockname()[1])
         base = f"http://{local_host(serve.host)}:{port}"
@@ -708,6 +814,8 @@ def _serve_service(
                 lifespan="on",
                 timeout_graceful_shutdown=3,
                 server_header=False,
+                http=state.edge.protocol_class(),
+                backlog=state.edge.limits.backlog,
             )
             server = _Server(config, state)
             if _signals_seen:  # asked to stop while starting up: serve nothing, exit 0

@@ -32,7 +32,6 @@ without inline script, ``nosniff`` and ``no-referrer``; the page renders memory 
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
 import hmac
@@ -60,6 +59,7 @@ from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.service.validate import ALL_SCOPES, PREFIX_MIN
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL
+from dsh_memory_mcp.transports import import_stream
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.transports.http import PageChecks
@@ -694,16 +694,25 @@ class _Web:
         return await run_in_threadpool(work)
 
     async def import_(self, request: Request) -> Response:
-        body = await self.json_body(request, IMPORT_MAX_BYTES)
-        data = _import_bytes(body)
-        if data is None:
+        # The file is planned line by line as the body arrives, one import at a time (a memory bound).
+        async with import_stream.one_import_at_a_time():
+            try:
+                upload = await import_stream.read_import(
+                    request, IMPORT_MAX_BYTES, transfer.Checks.of(self.service.settings)
+                )
+            except import_stream.BodyRefused as exc:
+                raise _HttpError(exc.status, exc.code, exc.message) from None
+            return await self._import_planned(upload)
+
+    async def _import_planned(self, upload: import_stream.ImportUpload) -> Response:
+        if upload.plan is None:
             return _error(400, "IMPORT_EMPTY", "需要导入文件的内容:data(base64 编码的文件字节)或 text(文本)。")
-        dry_run = body.get("dryRun", True) is not False
-        scope = body.get("scope")
+        plan = upload.plan
+        dry_run = upload.dry_run
+        scope = upload.scope
         scope = scope if isinstance(scope, str) and scope.strip() else GLOBAL
 
         def work() -> Response:
-            plan = transfer.plan_import(data, transfer.Checks.of(self.service.settings))
             target = GLOBAL
             if plan.graph:
                 if scope.strip().lower() in ALL_SCOPES:
@@ -736,20 +745,6 @@ class _Web:
             )
 
         return await run_in_threadpool(work)
-
-
-def _import_bytes(body: Mapping[str, Any]) -> bytes | None:
-    """The import file's bytes: ``data`` (base64, exact bytes) or ``text`` (a string)."""
-    data, text = body.get("data"), body.get("text")
-    if isinstance(data, str):
-        try:
-            return base64.b64decode(data, validate=True)
-        except ValueError:
-            return None
-    if isinstance(text, str):
-        # A lone surrogate (JSON allows one) stays invalid UTF-8, so its line is reported, not imported.
-        return text.encode("utf-8", "surrogatepass")
-    return None
 
 
 def web_routes(service: MemoryService, token: str, *, checks: PageChecks) -> list[BaseRoute]:

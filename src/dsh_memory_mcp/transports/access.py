@@ -1,0 +1,218 @@
+"""Who may use `serve`: token strength, the session owner, and 401 answers that name the fix.
+
+* `token_bits` / `weak_token_lines`: a user-set token that opens a non-loopback bind must carry at
+  least `MIN_TOKEN_BITS` (128) bits by a conservative estimate, or `serve` refuses to start (exit 2)
+  and says how to make one. A function, so whoever decides which token `serve` uses (a generated,
+  a persisted or a user-set one) can call the same check.
+* `OwnerBackend`: the SDK's bearer authentication, whose principal is *the credential and the
+  peer* (``loopback`` or the client's IP address). The SDK's session manager compares the principal
+  of every request with the one that opened the session and answers 404 to any other, so a session
+  id is no use to another machine even with the token. On loopback every token holder is this
+  machine's user (the token is in a 0600 file or set by the user), so the peer adds nothing there;
+  the 122-bit random session id, never logged whole, is what keeps local sessions apart.
+* `RequireToken`: in place of the SDK's `RequireAuthMiddleware`: a 401 that says where the token comes from
+  (`serve.json`, `DSH_MEMORY_TOKEN`, the `setup --url` host config) and a ``WWW-Authenticate``
+  challenge with no ``resource_metadata``: bearer, no OAuth. `oauth_routes` answers the OAuth
+  discovery and registration URLs that OAuth-probing clients (mcp-remote, the Inspector) try next
+  with a 404 carrying the same explanation, so their error shows it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import math
+import string
+
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
+from mcp.server.auth.provider import TokenVerifier
+from starlette.authentication import AuthCredentials
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+__all__ = [
+    "CHALLENGE",
+    "MIN_TOKEN_BITS",
+    "OAUTH_PATHS",
+    "OwnerBackend",
+    "RequireToken",
+    "oauth_routes",
+    "peer_label",
+    "token_bits",
+    "weak_token_lines",
+]
+
+#: The least a user-set token must carry to open a non-loopback bind.
+MIN_TOKEN_BITS = 128
+_MAKE_ONE = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+
+_HEX = frozenset(string.hexdigits)
+_CLASSES: tuple[tuple[frozenset[str], int], ...] = (
+    (frozenset(string.digits), 10),
+    (frozenset(string.ascii_lowercase), 26),
+    (frozenset(string.ascii_uppercase), 26),
+    (frozenset(string.punctuation), 32),
+)
+
+
+def token_bits(token: str) -> float:
+    """A conservative estimate of the bits in `token`: its length times log2 of the smallest usual
+    alphabet that holds all its characters (hex digits 16; else the sum of the classes it uses:
+    digits 10, lower 26, upper 26, ASCII punctuation 32, anything else 95 at most per character).
+    A token of fewer than 8 distinct characters counts only those: `aaaa…`, `abab…` or `1234…1234`
+    are no secret however long (a random hex or base64url token of 128 bits has 8 or more but for odds
+    far below 1e-12)."""
+    chars = set(token)
+    if chars <= _HEX and (chars <= set("0123456789abcdef") or chars <= set("0123456789ABCDEF")):
+        alphabet = 16
+    else:
+        alphabet = sum(size for members, size in _CLASSES if chars & members)
+        if any(c not in string.printable or c in string.whitespace for c in chars):
+            alphabet = max(alphabet, 95)
+        alphabet = min(max(alphabet, 2), 95)
+    if len(chars) < 8:
+        return len(chars) * math.log2(alphabet)
+    return len(token) * math.log2(alphabet)
+
+
+def weak_token_lines(token: str, host: str) -> list[str] | None:
+    """Chinese refusal lines when a user-set `token` is too weak to open the bind `host`, else None."""
+    bits = token_bits(token)
+    if bits >= MIN_TOKEN_BITS:
+        return None
+    return [
+        f"❌ 拒绝启动:要监听非回环地址 {host},但 DSH_MEMORY_TOKEN 太弱(约 {int(bits)} 位,至少要 {MIN_TOKEN_BITS} 位)",
+        "⇒ 原因:对网络开放时,令牌是唯一的门;短令牌或重复字符几分钟就能被猜中",
+        f"⇒ 修复:生成一个随机令牌 {_MAKE_ONE},设为 DSH_MEMORY_TOKEN 后重启;或去掉 --host 只在本机监听",
+    ]
+
+
+# ----------------------------------------------------------------------------------------------
+# The session owner
+
+
+def peer_label(client: tuple[str, int] | None) -> str:
+    """The part of a request's peer that identifies a client machine: ``loopback`` for any loopback
+    address (127/8, ::1, ::ffff:127.x — one client may reach a dual-stack bind both ways), else the
+    IP address as written; ``unknown`` when the server did not say."""
+    if not client:
+        return "unknown"
+    try:
+        ip = ipaddress.ip_address(client[0].split("%", 1)[0])
+    except ValueError:
+        return client[0]
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return "loopback" if ip.is_loopback else str(ip)
+
+
+class OwnerBackend(BearerAuthBackend):
+    """Bearer authentication whose principal is the credential (a digest of the token that matched,
+    never the token) plus the peer: the SDK binds each session to the principal that opened it."""
+
+    def __init__(self, token_verifier: TokenVerifier) -> None:
+        super().__init__(token_verifier)
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, AuthenticatedUser] | None:
+        found = await super().authenticate(conn)
+        if found is None:
+            return None
+        credentials, user = found
+        raw = (conn.headers.get("authorization") or "")[7:]
+        digest = hashlib.sha256(raw.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        client = conn.scope.get("client")
+        owner = f"token:{digest}@{peer_label(tuple(client) if client else None)}"
+        return credentials, AuthenticatedUser(user.access_token.model_copy(update={"subject": owner}))
+
+
+# ----------------------------------------------------------------------------------------------
+# 401 and the OAuth probes
+
+#: The challenge on every 401: bearer, and nothing that points at an OAuth authorization server
+#: (no ``resource_metadata``). ASCII only: a header is no place for Chinese.
+CHALLENGE = (
+    'Bearer realm="dsh-memory-mcp", error="invalid_token", error_description="a bearer token is required '
+    "(no OAuth): the token field of serve.json in the memory store, DSH_MEMORY_TOKEN, or the token "
+    'that setup --url wrote into the host config"'
+)
+_CHALLENGE_NO_TOKEN = CHALLENGE.replace(' error="invalid_token",', "")
+
+_WHERE = (
+    "令牌来自:记忆库目录下 serve.json 的 token 字段(dsh-memory-mcp doctor 显示记忆库位置);"
+    "或启动 serve 时设置的 DSH_MEMORY_TOKEN;"
+    "或 dsh-memory-mcp setup <宿主> --url … 写进宿主配置的令牌(serve 换了令牌要重新运行 setup)。"
+)
+_NO_OAUTH = "dsh-memory-mcp serve 不使用 OAuth,不需要登录授权:请在请求头里带上 Authorization: Bearer <令牌>。"
+
+#: OAuth discovery, registration and authorization URLs a probing client tries after a 401.
+OAUTH_PATHS: tuple[str, ...] = (
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/mcp",
+    "/.well-known/oauth-authorization-server",
+    "/.well-known/oauth-authorization-server/mcp",
+    "/.well-known/openid-configuration",
+    "/.well-known/openid-configuration/mcp",
+    "/mcp/.well-known/openid-configuration",
+    "/register",
+    "/authorize",
+    "/token",
+)
+
+
+def unauthorized_body(presented: bool) -> dict[str, str]:
+    """The JSON of a 401: OAuth's error shape (``error``/``error_description``), Chinese text."""
+    head = "令牌不对(serve 重启后换了令牌?)。" if presented else "缺少令牌。"
+    return {"error": "invalid_token", "error_description": head + _NO_OAUTH + _WHERE}
+
+
+def _json_bytes(data: dict[str, str]) -> bytes:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+class RequireToken:
+    """Like the SDK's `RequireAuthMiddleware` (no scopes here): a request without the token gets our
+    401, whose text says whether a token was sent at all."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if isinstance(scope.get("user"), AuthenticatedUser):
+            await self.app(scope, receive, send)
+            return
+        presented = any(k == b"authorization" for k, _ in scope.get("headers", ()))
+        await _send_401(send, presented=presented)
+
+
+async def _send_401(send: Send, *, presented: bool) -> None:
+    body = _json_bytes(unauthorized_body(presented))
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+                (b"www-authenticate", (CHALLENGE if presented else _CHALLENGE_NO_TOKEN).encode("ascii")),
+                (b"cache-control", b"no-store"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _no_oauth(request: Request) -> Response:
+    body = {
+        "error": "invalid_request",
+        "error_description": "这里没有 OAuth(没有授权服务器,也不能注册客户端)。" + _NO_OAUTH + _WHERE,
+    }
+    return Response(_json_bytes(body), status_code=404, media_type="application/json; charset=utf-8")
+
+
+def oauth_routes() -> list[BaseRoute]:
+    """`OAUTH_PATHS` answered 404 with the explanation (any method: registration is a POST)."""
+    methods = ["GET", "POST", "HEAD", "OPTIONS"]
+    return [Route(path, _no_oauth, methods=methods) for path in OAUTH_PATHS]
