@@ -63,8 +63,17 @@ class Serve:
         return dict(r.json())
 
 
-def spawn_serve(store_dir: Path, errlog: Path, *args: str, port: int = 0, **env: str) -> subprocess.Popen[str]:
+def spawn_serve(
+    store_dir: Path, errlog: Path, *args: str, port: int = 0, nofile: int | None = None, **env: str
+) -> subprocess.Popen[str]:
+    """`nofile`: the child's RLIMIT_NOFILE (soft and hard), POSIX only."""
     cmd = [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store_dir), "--port", str(port), *args]
+
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
     err = errlog.open("w", encoding="utf-8")
     try:
         return subprocess.Popen(
@@ -73,7 +82,9 @@ def spawn_serve(store_dir: Path, errlog: Path, *args: str, port: int = 0, **env:
             stdout=subprocess.DEVNULL,
             stderr=err,
             env=subprocess_env(**env),
-            text=True, encoding="utf-8",
+            text=True,
+            encoding="utf-8",
+            preexec_fn=limit if nofile is not None else None,
         )
     finally:
         err.close()
@@ -97,8 +108,10 @@ def wait_listening(proc: subprocess.Popen[str], store_dir: Path, errlog: Path, t
 
 
 @contextmanager
-def running_serve(store_dir: Path, errlog: Path, *args: str, port: int = 0, **env: str) -> Iterator[Serve]:
-    proc = spawn_serve(store_dir, errlog, *args, port=port, **env)
+def running_serve(
+    store_dir: Path, errlog: Path, *args: str, port: int = 0, nofile: int | None = None, **env: str
+) -> Iterator[Serve]:
+    proc = spawn_serve(store_dir, errlog, *args, port=port, nofile=nofile, **env)
     try:
         info = wait_listening(proc, store_dir, errlog)
         yield Serve(proc=proc, store_dir=store_dir, errlog=errlog, info=info)

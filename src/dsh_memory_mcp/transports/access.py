@@ -10,8 +10,9 @@
   id is no use to another machine even with the token. On loopback every token holder is this
   machine's user (the token is in a 0600 file or set by the user), so the peer adds nothing there;
   the 122-bit random session id, never logged whole, is what keeps local sessions apart.
-* `RequireToken`: in place of the SDK's `RequireAuthMiddleware`: a 401 that says where the token comes from
-  (`serve.json`, `DSH_MEMORY_TOKEN`, the `setup --url` host config) and a ``WWW-Authenticate``
+* `RequireToken`: in place of the SDK's `RequireAuthMiddleware`: a 401 whose body (a JSON-RPC error,
+  which SDK clients surface) says where the token comes from (`serve.json`, `DSH_MEMORY_TOKEN`, the
+  `setup --url` host config) and a ``WWW-Authenticate``
   challenge with no ``resource_metadata``: bearer, no OAuth. `oauth_routes` answers the OAuth
   discovery and registration URLs that OAuth-probing clients (mcp-remote, the Inspector) try next
   with a 404 carrying the same explanation, so their error shows it.
@@ -24,6 +25,7 @@ import ipaddress
 import json
 import math
 import string
+from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from mcp.server.auth.provider import TokenVerifier
@@ -37,6 +39,7 @@ __all__ = [
     "CHALLENGE",
     "MIN_TOKEN_BITS",
     "OAUTH_PATHS",
+    "UNAUTHORIZED_CODE",
     "OwnerBackend",
     "RequireToken",
     "oauth_routes",
@@ -49,33 +52,38 @@ __all__ = [
 MIN_TOKEN_BITS = 128
 _MAKE_ONE = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
 
-_HEX = frozenset(string.hexdigits)
-_CLASSES: tuple[tuple[frozenset[str], int], ...] = (
-    (frozenset(string.digits), 10),
-    (frozenset(string.ascii_lowercase), 26),
-    (frozenset(string.ascii_uppercase), 26),
-    (frozenset(string.punctuation), 32),
+_DIGITS, _LOWER, _UPPER = string.digits, string.ascii_lowercase, string.ascii_uppercase
+#: Usual token alphabets, smallest first: a token is scored by the first one that holds it.
+_ALPHABETS: tuple[frozenset[str], ...] = tuple(
+    frozenset(chars)
+    for chars in (
+        _DIGITS,
+        _DIGITS + "abcdef",
+        _DIGITS + "ABCDEF",
+        _LOWER,
+        _UPPER,
+        _LOWER + _DIGITS,
+        _UPPER + _DIGITS,
+        _LOWER + _UPPER,
+        _LOWER + _UPPER + _DIGITS,
+        _LOWER + _UPPER + _DIGITS + "-_",  # base64url
+        _LOWER + _UPPER + _DIGITS + "+/=",  # base64
+        string.digits + string.ascii_letters + string.punctuation + " ",  # printable ASCII
+    )
 )
 
 
 def token_bits(token: str) -> float:
     """A conservative estimate of the bits in `token`: its length times log2 of the smallest usual
-    alphabet that holds all its characters (hex digits 16; else the sum of the classes it uses:
-    digits 10, lower 26, upper 26, ASCII punctuation 32, anything else 95 at most per character).
-    A token of fewer than 8 distinct characters counts only those: `aaaa…`, `abab…` or `1234…1234`
-    are no secret however long (a random hex or base64url token of 128 bits has 8 or more but for odds
-    far below 1e-12)."""
+    alphabet that holds all its characters (digits 10, hex 16, one case 26, … base64url 64,
+    printable ASCII 95; anything else counts 95 a character at most). A token of fewer than 8
+    distinct characters counts only those: `aaaa…`, `abab…` or `1234…1234` are no secret however
+    long (a random hex or base64url token of 128 bits has 8 or more but for odds below 1e-12)."""
     chars = set(token)
-    if chars <= _HEX and (chars <= set("0123456789abcdef") or chars <= set("0123456789ABCDEF")):
-        alphabet = 16
-    else:
-        alphabet = sum(size for members, size in _CLASSES if chars & members)
-        if any(c not in string.printable or c in string.whitespace for c in chars):
-            alphabet = max(alphabet, 95)
-        alphabet = min(max(alphabet, 2), 95)
+    size = next((len(a) for a in _ALPHABETS if chars <= a), 95)
     if len(chars) < 8:
-        return len(chars) * math.log2(alphabet)
-    return len(token) * math.log2(alphabet)
+        return len(chars) * math.log2(max(size, 2))
+    return len(token) * math.log2(size)
 
 
 def weak_token_lines(token: str, host: str) -> list[str] | None:
@@ -162,13 +170,25 @@ OAUTH_PATHS: tuple[str, ...] = (
 )
 
 
-def unauthorized_body(presented: bool) -> dict[str, str]:
-    """The JSON of a 401: OAuth's error shape (``error``/``error_description``), Chinese text."""
-    head = "令牌不对(serve 重启后换了令牌?)。" if presented else "缺少令牌。"
-    return {"error": "invalid_token", "error_description": head + _NO_OAUTH + _WHERE}
+#: The JSON-RPC error code of a 401 (implementation-defined server error range).
+UNAUTHORIZED_CODE = -32001
 
 
-def _json_bytes(data: dict[str, str]) -> bytes:
+def unauthorized_body(presented: bool) -> dict[str, Any]:
+    """The JSON of a 401: a JSON-RPC error (id null, the text as its message: the Python SDK's client
+    surfaces exactly that; the TypeScript SDK's shows the body), and the same text as
+    ``error_description`` for readers of OAuth-style error bodies."""
+    text = ("令牌不对(serve 重启后换了令牌?)。" if presented else "缺少令牌。") + _NO_OAUTH + _WHERE
+    data = {"error": "invalid_token", "oauth": False, "tokenFrom": ["serve.json", "DSH_MEMORY_TOKEN", "setup --url"]}
+    return {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": UNAUTHORIZED_CODE, "message": text, "data": data},
+        "error_description": text,
+    }
+
+
+def _json_bytes(data: dict[str, Any]) -> bytes:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 

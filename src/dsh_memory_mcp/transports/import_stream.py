@@ -94,7 +94,7 @@ class _TextSink:
 
 
 class _Base64Sink:
-    """``data``: strict base64 (`base64.b64decode(validate=True)`'s rule), decoded four characters at a time."""
+    """``data``: `base64.b64decode(validate=True)`'s rule, decoded four characters at a time."""
 
     def __init__(self, checks: Checks) -> None:
         self.planner = ImportPlanner(checks)
@@ -123,11 +123,13 @@ class _Base64Sink:
             del self.pending[:whole]
 
     def result(self) -> ImportPlan | None:
+        # binascii's rule: a last group of 2 needs "==", of 3 at least one "=", of 1 is never valid;
+        # padding after whole groups is ignored.
         left, pad = len(self.pending), self.padding
-        if self.bad or (left + pad) % 4 or (pad and left + pad != 4):
+        if self.bad or left == 1 or (left == 2 and pad < 2) or (left == 3 and pad < 1):
             return None
         if left:
-            self.planner.feed(binascii.a2b_base64(bytes(self.pending) + b"=" * pad))
+            self.planner.feed(binascii.a2b_base64(bytes(self.pending) + b"=" * (4 - left)))
         return self.planner.finish()
 
 
@@ -153,6 +155,7 @@ class _ObjectReader:
         self.buf = bytearray()
         self.pos = 0
         self.state = "start"
+        self.at_start = True
         self.key = ""
         self.members: dict[str, Any] = {}
         self.other = 0
@@ -205,6 +208,14 @@ class _ObjectReader:
                 if not self._raw_value(eof):
                     return
                 continue
+            if self.at_start:  # a UTF-8 BOM may open the body (`json.loads` of bytes allows one)
+                head = bytes(self.buf[:3])
+                if head and len(head) < 3 and codecs.BOM_UTF8.startswith(head) and not eof:
+                    return
+                if head == codecs.BOM_UTF8:
+                    self.pos = 3
+                if head or eof:
+                    self.at_start = False
             byte = self._skip_ws()
             if byte is None:
                 return
