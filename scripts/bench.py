@@ -28,7 +28,8 @@ conversations are asked twice (after the first round's access counts were writte
 concurrent sessions over Streamable HTTP (the official client), each alternating searches and saves
 (each session relays one of the three projects in `X-DSH-Project`): search and save p50/p99,
 calls/s, errors (must be 0), and the serve's RSS next to the sum of the RSS of 8 direct stdio
-servers that each did one search and one save on the same store.
+servers that each did one search and one save on the same store; and `GET /health` on a reused
+connection against a new connection each time, as a ratio (TCP_NODELAY: at or below 1x).
 
 Floors: `import mcp.server.mcpserver` wall time (and bare `python -c pass`), and one read+parse of
 the store files. Every figure is also reported as a ratio to its floor, and issue 13's goals as
@@ -834,6 +835,49 @@ async def relay_cold_start(store: Path, project: Path, env: dict[str, str], errl
     }
 
 
+def keepalive_latency(store: Path, env: dict[str, str], errlog: Any, reps: int) -> dict[str, Any]:
+    """`GET /health` on one reused connection vs on a new connection each time, interleaved, medians.
+
+    A reused connection used to wait for the client's delayed ACK (serve's socket had no
+    TCP_NODELAY): ~40 ms against ~1 ms for a new one. The goal is a ratio at or below 1.
+    """
+    import http.client
+
+    proc, info = start_serve(store, env, errlog)
+    reused_t: list[float] = []
+    new_t: list[float] = []
+    try:
+        host, port = info["url"].split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+        headers = {"Authorization": f"Bearer {info['token']}"}
+        reused = http.client.HTTPConnection(host, int(port), timeout=10)
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            reused.request("GET", "/health", headers=headers)
+            reused.getresponse().read()
+            reused_t.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            fresh = http.client.HTTPConnection(host, int(port), timeout=10)
+            fresh.request("GET", "/health", headers=headers)
+            fresh.getresponse().read()
+            fresh.close()
+            new_t.append(time.perf_counter() - t0)
+        reused.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    reused_ms, new_ms = ms(statistics.median(reused_t)), ms(statistics.median(new_t))
+    return {
+        "reps": reps,
+        "reused_ms": reused_ms,
+        "new_ms": new_ms,
+        "ratio": round(reused_ms / new_ms, 3) if new_ms else None,
+    }
+
+
 def run_serve_bench(size: int, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     base = tmp / f"serve-{size}"
     projects = [base / "work" / name for name in ("alpha", "beta", "gamma")]
@@ -847,6 +891,7 @@ def run_serve_bench(size: int, tmp: Path, args: argparse.Namespace) -> dict[str,
         load = anyio.run(serve_load, store, projects, env, errlog, 16, 10 if args.quick else 40)
         direct = anyio.run(direct_rss, store, projects, env, errlog, 8)
         relay = anyio.run(relay_cold_start, store, projects[0], env, errlog, 3 if args.quick else 7)
+        keepalive = keepalive_latency(store, env, errlog, 50 if args.quick else 300)
     finally:
         errlog.close()
     if not args.keep:
@@ -854,7 +899,14 @@ def run_serve_bench(size: int, tmp: Path, args: argparse.Namespace) -> dict[str,
     ratio = None
     if load["serve_rss_kb"] and direct["sum_rss_kb"]:
         ratio = round(load["serve_rss_kb"] / direct["sum_rss_kb"], 3)
-    return {"size": size, **load, "direct8": direct, "rss_ratio_serve_vs_8_direct": ratio, "relay_cold_start": relay}
+    return {
+        "size": size,
+        **load,
+        "direct8": direct,
+        "rss_ratio_serve_vs_8_direct": ratio,
+        "relay_cold_start": relay,
+        "keepalive": keepalive,
+    }
 
 
 def print_serve(row: dict[str, Any]) -> None:
@@ -872,6 +924,11 @@ def print_serve(row: dict[str, Any]) -> None:
     print(
         f"  cold start (spawn -> initialize answered, median of {rc['reps']}): relay {rc['relay_ms']} ms "
         f"vs direct {rc['direct_ms']} ms = {rc['ratio']}x (goal <= 0.2x)"
+    )
+    ka = row["keepalive"]
+    print(
+        f"  GET /health (median of {ka['reps']}): reused connection {ka['reused_ms']} ms vs new connection "
+        f"{ka['new_ms']} ms = {ka['ratio']}x (goal <= 1x)"
     )
 
 

@@ -214,7 +214,9 @@ def measure_keepalive(src: str, tmp: Path, reps: int) -> dict[str, Any]:
         return {"reused_ms": round(r, 2), "new_ms": round(n, 2), "ratio_reused_vs_new": round(r / n, 2)}
 
 
-def _post(s: Serve, path: str, body: bytes, headers: dict[str, str], timeout: float = 120) -> tuple[int, dict[str, str], bytes]:
+def _post(
+    s: Serve, path: str, body: bytes, headers: dict[str, str], timeout: float = 120
+) -> tuple[int, dict[str, str], bytes]:
     conn = http.client.HTTPConnection(s.host, s.port, timeout=timeout)
     try:
         conn.request("POST", path, body=body, headers=headers)
@@ -232,7 +234,11 @@ def measure_sessions(src: str, tmp: Path, n: int) -> dict[str, Any]:
                 "jsonrpc": "2.0",
                 "id": 1,
                 "method": "initialize",
-                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "e", "version": "1"}},
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "e", "version": "1"},
+                },
             }
         ).encode()
         note = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()

@@ -57,12 +57,14 @@ def _edge(serve: Serve) -> dict[str, Any]:
     return dict(serve.health()["connections"])
 
 
-def _health_status(serve: Serve, timeout: float = 10.0) -> int:
-    """`GET /health` with the token on a new connection: its status."""
+def _health_status(serve: Serve, timeout: float = 10.0) -> int | None:
+    """`GET /health` with the token on a new connection: its status (None: no answer in `timeout` s)."""
     conn = http.client.HTTPConnection("127.0.0.1", _port(serve), timeout=timeout)
     try:
         conn.request("GET", "/health", headers={"Authorization": f"Bearer {serve.token}"})
         return conn.getresponse().status
+    except OSError:
+        return None
     finally:
         conn.close()
 
@@ -133,7 +135,7 @@ def test_a_token_holder_keeps_service_while_strangers_hold_connections_past_the_
             keeper.request("GET", "/health", headers={"Authorization": f"Bearer {serve.token}"})
             answer = keeper.getresponse()
             assert answer.status == 200  # the same connection: never closed to make room for a stranger
-            return dict(json.loads(answer.read())["connections"])
+            return dict(json.loads(answer.read()))
 
         keeper_health()
         for k in range(100):  # header stalls and body stalls without the token, past the cap of 30
@@ -141,13 +143,12 @@ def test_a_token_holder_keeps_service_while_strangers_hold_connections_past_the_
             strangers.append(_connect(serve, first))
             if k % 10 == 9:
                 keeper_health()
-        for _ in range(5):
-            assert _health_status(serve) == 200
-        edge = keeper_health()
-        assert edge["limit"] == 30 and edge["open"] <= 30
-        assert edge["evicted"] >= 100 - 29  # 29 strangers fit beside the keeper
+        assert [_health_status(serve) for _ in range(5)] == [200] * 5
         still_open = [s for s in strangers if _closed(s) is None]
         assert len(still_open) <= 30 - 1
+        edge = keeper_health()["connections"]
+        assert edge["limit"] == 30 and edge["open"] <= 30
+        assert edge["evicted"] >= 100 - 29  # 29 strangers fit beside the keeper
         keeper.close()
 
 
@@ -232,13 +233,12 @@ def test_stalled_headers_and_stalled_or_dripping_bodies_are_closed_after_their_t
 
 def test_at_the_fd_limit_a_token_holder_is_still_answered(tmp_path, store_dir):
     with running_serve(store_dir, tmp_path / "err.log", nofile=256) as serve, _sockets() as strangers:
-        edge = _edge(serve)
-        assert edge["limit"] == 256 - 64  # the rest is kept for the store's own files
         for _ in range(300):
             strangers.append(_connect(serve, _half_header(serve)))
         answered = [_health_status(serve) for _ in range(6)]
         assert answered == [200] * 6
         edge = _edge(serve)
+        assert edge["limit"] == 256 - 64  # the rest is kept for the store's own files
         assert edge["open"] <= edge["limit"] and edge["evicted"] >= 300 - edge["limit"]
         # And the store still works at the limit: a tool call over a new session.
         with httpx.Client(timeout=10) as http:
@@ -463,3 +463,74 @@ def _peak_kb(pid: int) -> int:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1])
     raise AssertionError("no VmHWM")
+
+
+# ----------------------------------------------------------------------------------------------
+# What real clients show for a missing token
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_python_sdk_client_without_the_token_shows_where_the_token_comes_from(tmp_path, store_dir, mode):
+    """The official Python client (what fastmcp and pydantic-ai are built on): it used to say only
+    "Server returned an error response"; it surfaces a JSON-RPC error body as the error's message."""
+    import anyio
+    from mcp import Client
+
+    with running_serve(store_dir, tmp_path / "err.log") as serve:
+
+        async def scenario() -> str:
+            try:
+                async with Client(serve.url, mode=mode) as client:
+                    await client.list_tools()
+            except Exception as exc:  # the SDK's MCPError, inside task groups
+                while len(getattr(exc, "exceptions", ())) == 1:  # an exception group (3.10: a backport)
+                    exc = exc.exceptions[0]
+                return f"{type(exc).__name__}: {exc}"
+            return "connected without a token"
+
+        message = anyio.run(scenario)
+    assert "缺少令牌" in message and "serve.json" in message and "DSH_MEMORY_TOKEN" in message, message
+
+
+def _inspector_cli() -> list[str]:
+    from tests.helpers.ts_client import TS_DIR, require_ts_client
+
+    node = require_ts_client()
+    cli = (
+        TS_DIR / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
+    )
+    if not cli.is_file():
+        pytest.fail(f"the Inspector is part of tests/ts/package.json but {cli} is missing: run npm ci")
+    return [node, str(cli), "--cli"]
+
+
+def test_the_inspector_cli_without_the_token_shows_the_hint_instead_of_an_oauth_sign_in(tmp_path, store_dir):
+    """The Inspector treats every 401 as OAuth. Without a terminal (`--stored-auth-only`) it prints our
+    401 body; when it may sign in (`MCP_AUTO_OPEN_ENABLED`) its client registration gets our 404 and
+    prints that, and it never gets as far as opening a browser."""
+    cli = _inspector_cli()
+    home = tmp_path / "home"
+    home.mkdir()
+    env = subprocess_env(HOME=str(home), MCP_INSPECTOR_SECRET_STORE="memory", BROWSER="/bin/false")
+    with running_serve(store_dir, tmp_path / "err.log") as serve:
+        runs = {}
+        for name, extra, more_env in (
+            ("stored", ["--stored-auth-only"], {}),
+            ("sign-in", [], {"MCP_AUTO_OPEN_ENABLED": "true"}),
+        ):
+            runs[name] = subprocess.run(
+                [*cli, serve.url, "--transport", "http", "--method", "tools/list", *extra],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                timeout=90,
+                env={**env, **more_env},
+                stdin=subprocess.DEVNULL,
+            )
+    for name, proc in runs.items():
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, (name, out[-2000:])
+        assert "serve.json" in out and "DSH_MEMORY_TOKEN" in out and "不使用 OAuth" in out, (name, out[-2000:])
+        assert "authorize?" not in out and "Opening browser" not in out, (name, out[-2000:])
+    assert "Dynamic Client Registration rejected" in runs["sign-in"].stdout + runs["sign-in"].stderr

@@ -224,7 +224,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         "DSH_MEMORY_TOKEN",
         "text",
         None,
-        "`serve` 的 bearer 令牌;设了才放行非回环地址与 `DSH_MEMORY_ALLOWED_HOSTS`",
+        "`serve` 的 bearer 令牌;设了才放行非回环地址与 `DSH_MEMORY_ALLOWED_HOSTS`(监听非回环地址时至少 128 位)",
         "serve, cli",
         shown="自动生成",
     ),
