@@ -219,7 +219,9 @@ def test_stalled_headers_and_stalled_or_dripping_bodies_are_closed_after_their_t
             lambda: (e := _edge(serve))["headerTimeout"] >= 30 and e["bodyTimeout"] >= 21 and e,
         )
         assert edge["headerTimeout"] >= 30
-        for sock in silent + headers:
+        for sock in silent:  # closed without a word: nothing was asked
+            assert _until("a silent connection is closed", lambda s=sock: _closed(s), timeout=10) == b"<closed>"
+        for sock in headers:
             got = _until("a stalled header is closed", lambda s=sock: _closed(s), timeout=10)
             assert got.startswith(b"HTTP/1.1 408")
         for sock in bodies:

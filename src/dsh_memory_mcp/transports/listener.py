@@ -206,7 +206,7 @@ class Edge:
     def _close(self, conn: EdgeProtocol, why: str) -> None:
         self.counts[why] += 1
         self.forget(conn)
-        conn.edge_close(answer=why in ("headerTimeout", "bodyTimeout"))
+        conn.edge_close(answer=why == "bodyTimeout" or (why == "headerTimeout" and conn.edge_header_started))
 
     # -- the sweep -----------------------------------------------------------------------------
 
@@ -240,6 +240,9 @@ class EdgeProtocol(H11Protocol):
         self.edge_peer = "unknown"
         #: when the header of the request being read started to be awaited (None: not reading one)
         self.edge_header_since: float | None = None
+        #: bytes of the request being awaited have arrived (a silent connection gets no 408: a
+        #: browser's preconnected socket would read it as the answer to its next request)
+        self.edge_header_started = False
         #: the body being read: when it started, bytes so far, the last byte's time
         self.edge_body_since = 0.0
         self.edge_body_bytes = 0
@@ -263,8 +266,10 @@ class EdgeProtocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         now = self.edge.clock()
-        if self.conn.their_state is h11.IDLE and self.edge_header_since is None:
-            self.edge_header_since = now  # the first byte of a request on a kept-alive connection
+        if self.conn.their_state is h11.IDLE:
+            if self.edge_header_since is None:
+                self.edge_header_since = now  # the first byte of a request on a kept-alive connection
+            self.edge_header_started = True
         elif self.conn.their_state is h11.SEND_BODY:
             self.edge_body_bytes += len(data)
             self.edge_last_byte = now
@@ -272,6 +277,7 @@ class EdgeProtocol(H11Protocol):
         super().data_received(data)
         if self.cycle is not before:  # a request's header was complete
             self.edge_header_since = None
+            self.edge_header_started = False
             self.edge_body_since = self.edge_last_byte = now
             self.edge_body_bytes = 0
 
@@ -311,7 +317,7 @@ class EdgeProtocol(H11Protocol):
         return None
 
     def edge_close(self, *, answer: bool) -> None:
-        """Close now; a timed-out request that got no answer yet gets a 408 first."""
+        """Close now; with `answer`, a request that got no answer yet gets a 408 first."""
         if self.transport.is_closing():
             return
         cycle = self.cycle
