@@ -152,6 +152,32 @@ def test_a_token_holder_keeps_service_while_strangers_hold_connections_past_the_
         keeper.close()
 
 
+def test_the_page_credential_keeps_the_pages_connection_while_strangers_flood(tmp_path, store_dir):
+    """The web page sends its own credential, not the bearer token: its connection is a token
+    holder's as well and is never closed to make room for a stranger."""
+    from tests.helpers.web_server import page_login
+
+    env = {"DSH_MEMORY_MAX_CONNECTIONS": "20", "DSH_MEMORY_CLIENT_CONNECTIONS": "1000"}
+    env |= {"DSH_MEMORY_HEADER_TIMEOUT_SECS": "300"}
+    with running_serve(store_dir, tmp_path / "err.log", **env) as serve, _sockets() as strangers:
+        credential = page_login(serve.base, serve.token)
+        page = http.client.HTTPConnection("127.0.0.1", _port(serve), timeout=10)
+
+        def page_overview() -> int:
+            page.request("GET", "/api/overview", headers=credential)
+            answer = page.getresponse()
+            answer.read()
+            return answer.status
+
+        assert page_overview() == 200
+        for k in range(60):
+            strangers.append(_connect(serve, _half_header(serve)))
+            if k % 10 == 9:
+                assert page_overview() == 200  # the same connection, past the cap
+        assert _edge(serve)["evicted"] >= 60 - 19
+        page.close()
+
+
 def test_one_client_holds_at_most_its_share_of_connections_without_the_token(tmp_path, store_dir):
     env = {"DSH_MEMORY_CLIENT_CONNECTIONS": "10", "DSH_MEMORY_HEADER_TIMEOUT_SECS": "300"}
     with running_serve(store_dir, tmp_path / "err.log", **env) as serve, _sockets() as strangers:

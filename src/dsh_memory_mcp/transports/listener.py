@@ -52,6 +52,7 @@ __all__ = [
     "Vouch",
     "bind",
     "connection_budget",
+    "vouch",
 ]
 
 log = logging.getLogger("dsh_memory_mcp.transports.listener")
@@ -346,6 +347,19 @@ class Vouch:
         self.edge = edge
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and isinstance(scope.get("user"), AuthenticatedUser):
-            self.edge.vouch(scope)
+        if scope["type"] == "http":
+            scope[_EDGE_KEY] = self.edge  # for `vouch` from a route with its own credential (the page)
+            if isinstance(scope.get("user"), AuthenticatedUser):
+                self.edge.vouch(scope)
         await self.app(scope, receive, send)
+
+
+_EDGE_KEY = "dsh_memory_mcp.edge"
+
+
+def vouch(scope: Scope) -> None:
+    """A route that checked a credential of its own (the web page's) vouches for the connection of
+    the request in `scope`, as a bearer token does; nothing when serve's edge is not in front."""
+    edge = scope.get(_EDGE_KEY)
+    if isinstance(edge, Edge):
+        edge.vouch(scope)

@@ -59,7 +59,7 @@ from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.service.validate import ALL_SCOPES, PREFIX_MIN
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL
-from dsh_memory_mcp.transports import import_stream
+from dsh_memory_mcp.transports import import_stream, listener
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.transports.http import PageChecks
@@ -231,7 +231,10 @@ class _Web:
         if self.checks.authenticated(request):
             return True
         credential = request.headers.get(CREDENTIAL_HEADER)
-        return credential is not None and self.credentials.valid(credential.strip())
+        if credential is not None and self.credentials.valid(credential.strip()):
+            listener.vouch(request.scope)  # a page's connection is a token holder's under a flood too
+            return True
+        return False
 
     @staticmethod
     def cross_site_refusal(request: Request) -> Response | None:
