@@ -192,6 +192,11 @@ LANDS = {
     "DSH_MEMORY_MAX_TOOL_CALLS": (_SERVE, lambda s: s.max_tool_calls),
     "DSH_MEMORY_TOOL_DEADLINE_SECS": (_SERVE, lambda s: s.tool_deadline_secs),
     "DSH_MEMORY_WEB_LOGIN_SECS": (_SERVE, lambda s: s.web_login_secs),
+    "DSH_MEMORY_MAX_SESSIONS": (_SERVE, lambda s: s.max_sessions),
+    "DSH_MEMORY_MAX_CONNECTIONS": (_SERVE, lambda s: s.max_connections),
+    "DSH_MEMORY_CLIENT_CONNECTIONS": (_SERVE, lambda s: s.client_connections),
+    "DSH_MEMORY_HEADER_TIMEOUT_SECS": (_SERVE, lambda s: s.header_timeout_secs),
+    "DSH_MEMORY_BODY_TIMEOUT_SECS": (_SERVE, lambda s: s.body_timeout_secs),
 }
 # A valid value per kind, what it reads as, and a value the kind refuses (None: nothing is refused).
 SAMPLES = {

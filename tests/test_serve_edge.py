@@ -372,7 +372,7 @@ def test_a_loopback_host_on_another_port_is_misdirected_everywhere(tmp_path, sto
         "t" * 40,  # long, one character
         "abcdefg" * 10,  # seven distinct characters
         "0123456789abcdef0123456789abcde",  # 31 hex digits: 124 bits
-        secrets.token_urlsafe(15),  # 20 characters of base64url: 120 bits
+        "q7Zk-W2mP_x9Lr4TbN8c",  # 20 characters of base64url: 120 bits
     ],
 )
 def test_a_weak_token_does_not_open_a_non_loopback_bind(tmp_path, store_dir, token):
@@ -380,6 +380,7 @@ def test_a_weak_token_does_not_open_a_non_loopback_bind(tmp_path, store_dir, tok
         [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store_dir), "--host", "0.0.0.0"],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         env=subprocess_env(DSH_MEMORY_TOKEN=token),
         timeout=60,
     )
