@@ -563,3 +563,75 @@ def test_the_inspector_cli_without_the_token_shows_the_hint_instead_of_an_oauth_
         assert "serve.json" in out and "DSH_MEMORY_TOKEN" in out and "不使用 OAuth" in out, (name, out[-2000:])
         assert "authorize?" not in out and "Opening browser" not in out, (name, out[-2000:])
     assert "Dynamic Client Registration rejected" in runs["sign-in"].stdout + runs["sign-in"].stderr
+
+
+def test_mcp_remote_without_the_token_prints_the_hint_and_never_starts_a_browser_sign_in(tmp_path, store_dir):
+    """mcp-remote treats every 401 as OAuth: discovery, then client registration. serve answers the
+    registration with a 404 whose body is the hint; mcp-remote prints it and exits, where it used to
+    end with an empty "Dynamic Client Registration rejected (HTTP 404)"."""
+    from tests.helpers.require import require
+    from tests.helpers.ts_client import TS_DIR, _locked_version, require_ts_client
+
+    node = require_ts_client()
+    package = TS_DIR / "node_modules" / "mcp-remote" / "package.json"
+    installed = json.loads(package.read_text(encoding="utf-8"))["version"] if package.is_file() else None
+    require(
+        installed == _locked_version("mcp-remote"),
+        f"tests/ts/node_modules predates package-lock.json (mcp-remote {installed}; run: npm ci --prefix {TS_DIR})",
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    with running_serve(store_dir, tmp_path / "err.log") as serve:
+        proc = subprocess.run(
+            [
+                node,
+                str(TS_DIR / "node_modules" / "mcp-remote" / "dist" / "proxy.js"),
+                serve.url,
+                "--transport",
+                "http-only",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=90,
+            env=subprocess_env(HOME=str(home), BROWSER="/bin/false"),
+            stdin=subprocess.DEVNULL,
+        )
+        with_token = subprocess.run(
+            [
+                node,
+                str(TS_DIR / "node_modules" / "mcp-remote" / "dist" / "proxy.js"),
+                serve.url,
+                "--transport",
+                "http-only",
+                "--header",
+                f"Authorization: Bearer {serve.token}",
+            ],
+            cwd=tmp_path,
+            input=json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": PROTOCOL,
+                        "capabilities": {},
+                        "clientInfo": {"name": "mcp-remote-test", "version": "1"},
+                    },
+                }
+            )
+            + "\n",
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=30,
+            env=subprocess_env(HOME=str(home), BROWSER="/bin/false"),
+        )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "Dynamic Client Registration rejected (HTTP 404)" in out, out[-3000:]
+    assert "不使用 OAuth" in out and "serve.json" in out and "DSH_MEMORY_TOKEN" in out, out[-3000:]
+    assert "Please authorize" not in out and "Browser opened" not in out, out[-3000:]
+    # And the README's fix works: the token in a header, and mcp-remote connects.
+    assert "Connected to remote server" in with_token.stderr, with_token.stderr[-3000:]
