@@ -66,6 +66,7 @@ DEPENDENCIES: tuple[tuple[str, str], ...] = (
     ("pydantic", "pydantic>=2.12,<3"),
     ("starlette", "starlette>=1.0,<2"),
     ("uvicorn", "uvicorn>=0.31.1,<1"),
+    ("h11", "h11>=0.14,<1"),
     ("sse_starlette", "sse-starlette>=3,<4"),
 ) + ((("tomli", TOMLI_REQUIREMENT),) if sys.version_info < (3, 11) else ())
 

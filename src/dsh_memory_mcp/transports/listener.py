@@ -228,9 +228,9 @@ class Edge:
 class EdgeProtocol(H11Protocol):
     """uvicorn's h11 protocol with the edge's bookkeeping (phases for the timeouts, trust, NODELAY).
 
-    Hooks uvicorn 0.3x-0.5x's `H11Protocol` (`connection_made`/`connection_lost`/`data_received`/
-    `on_response_complete`, the `cycle`, `conn` and `flow` attributes); the slow-connection tests of
-    `serve` fail if those change.
+    Hooks uvicorn's `H11Protocol` as of uvicorn 0.54 (`connection_made`/`connection_lost`/
+    `data_received`/`on_response_complete`, the `cycle`, `conn` and `flow` attributes) and imports
+    h11 (uvicorn's own dependency); the slow-connection tests of `serve` fail if those change.
     """
 
     edge: Edge  # set by `Edge.protocol_class`
