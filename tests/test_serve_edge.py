@@ -308,6 +308,33 @@ def test_the_session_cap_ends_the_longest_idle_session_and_never_one_with_an_ope
             assert _ping(serve, http, e) == 200 and _ping(serve, http, d) == 200
 
 
+def test_parallel_openings_at_the_session_cap_make_room_instead_of_503(tmp_path, store_dir):
+    """Eight clients opening sessions at once against a cap of 12: at most eight sessions are busy
+    answering their opening request, so there is always an idle one to end and nobody gets 503."""
+    with running_serve(store_dir, tmp_path / "err.log", DSH_MEMORY_MAX_SESSIONS="12") as serve:
+        statuses: list[int] = []
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "p", "version": "1"}},
+        }
+
+        def opener() -> None:
+            with httpx.Client(timeout=30) as http:
+                for _ in range(5):
+                    statuses.append(http.post(serve.url, json=body, headers=serve.auth()).status_code)
+
+        threads = [threading.Thread(target=opener) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert statuses == [200] * 40, sorted(set(statuses))
+        health = serve.health()
+        assert health["sessions"] <= 12 and health["sessionsEndedForRoom"] >= 40 - 12
+
+
 def _other_address() -> str | None:
     """An address of this machine that is not loopback, or None."""
     for target in ("10.255.255.255", "203.0.113.1"):

@@ -242,9 +242,13 @@ class _Sessions(SessionLifecycle):
         #: the request that opened it is being answered (that one counts too)
         self._activity: dict[str, list[float]] = {}
         self.ended_for_room = 0
+        #: requests that may open a session, let through by `_SessionRoom` and not yet admitted
+        self.opening = 0
+        self.room = anyio.Lock()
 
     def session_started(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         self._born[session_id] = (time.monotonic(), transport)
+        self.opening = max(0, self.opening - 1)
 
     def session_ended(self, session_id: str) -> None:
         self._born.pop(session_id, None)
@@ -253,7 +257,8 @@ class _Sessions(SessionLifecycle):
 
     @property
     def full(self) -> bool:
-        return self.max_sessions is not None and len(self._born) >= self.max_sessions
+        """No room for one more session (those being opened counted)."""
+        return self.max_sessions is not None and len(self._born) + self.opening >= self.max_sessions
 
     def request_started(self, session_id: str) -> None:
         """A request of `session_id` is being served (the one that opened it, from its answer on)."""
@@ -267,9 +272,13 @@ class _Sessions(SessionLifecycle):
             entry[1] = time.monotonic()
 
     async def make_room(self) -> bool:
-        """End the session idle the longest; False when none is idle."""
+        """End the session idle the longest (one that never finished its handshake and has been idle
+        for a second goes first); False when none is idle."""
+        now = time.monotonic()
         idle = [
-            (sid in self._initialized, ended, sid) for sid, (running, ended) in self._activity.items() if not running
+            (sid in self._initialized or now - ended < 1.0, ended, sid)
+            for sid, (running, ended) in self._activity.items()
+            if not running
         ]
         if not idle:
             return False
@@ -335,8 +344,11 @@ class _SessionRoom:
         if not legacy or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        if self.sessions.full:
-            await self.sessions.make_room()
+        sessions = self.sessions
+        async with sessions.room:  # room is made and taken by one opening at a time
+            while sessions.full and await sessions.make_room():
+                pass
+            sessions.opening += 1
         opened: list[str] = []
 
         async def watch(message: Any) -> None:
@@ -350,8 +362,10 @@ class _SessionRoom:
         try:
             await self.app(scope, receive, watch)
         finally:
+            if not opened:  # not admitted (refused, or not an opening request after all)
+                sessions.opening = max(0, sessions.opening - 1)
             for sid in opened:
-                self.sessions.request_ended(sid)
+                sessions.request_ended(sid)
 
 
 # ----------------------------------------------------------------------------------------------
