@@ -14,7 +14,12 @@ from tests.helpers.require import in_ci
 
 # nodeid (or its prefix) → why skipping it in CI is legitimate. Keep it short; every entry is a test CI
 # cannot run on its Linux machine for a reason that is not a setup mistake.
-ALLOWED_SKIPS: dict[str, str] = {}
+ALLOWED_SKIPS: dict[str, str] = {
+    "tests/test_setup_races.py::test_setup_run_by_another_user_on_a_file_it_does_not_own_refuses_and_writes_nothing": (
+        "runs setup as another uid, which needs an interpreter and temp dir that uid can reach; CI's venv and "
+        "checkout live under /root (0700). The root-side ownership test beside it runs."
+    ),
+}
 
 _skipped: list[tuple[str, str]] = []
 
