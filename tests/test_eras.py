@@ -332,7 +332,9 @@ def test_a_handshake_client_that_never_answers_roots_gets_the_cwd_within_the_bud
     assert all("1 秒内没有回答 roots/list" in line for line in said)
 
 
-def _modern_call(url: str, token: str, name: str, arguments: dict[str, Any], **params: Any) -> dict[str, Any]:
+def _modern_call(
+    url: str, token: str, name: str, arguments: dict[str, Any], *, http: httpx.Client | None = None, **params: Any
+) -> dict[str, Any]:
     meta = _envelope(**{"io.modelcontextprotocol/clientCapabilities": {"roots": {}}})
     meta["io.modelcontextprotocol/clientInfo"] = {"name": params.pop("client", "raw-roots"), "version": "1"}
     body = {
@@ -348,8 +350,48 @@ def _modern_call(url: str, token: str, name: str, arguments: dict[str, Any], **p
         "Mcp-Method": "tools/call",
         "Mcp-Name": name,
     }
-    with httpx.Client(timeout=20) as http:  # one connection per call: each call is a new client here
+    if http is not None:  # a kept-alive connection: the same client, call after call
         return sse_result(http.post(url, json=body, headers=headers))
+    with httpx.Client(timeout=20) as own:  # one connection per call: each call is a new client here
+        return sse_result(own.post(url, json=body, headers=headers))
+
+
+def test_a_2026_clients_roots_answer_is_kept_for_that_client_only(world):
+    url, token = world.serve.url, world.serve.token
+    answer = {"dsh-memory-mcp/roots": {"roots": [{"uri": world.project.as_uri(), "name": "w"}]}}
+    with httpx.Client(timeout=20) as http:
+        assert _modern_call(url, token, "memory_list", {}, http=http, client="kept")["result"]["resultType"] == (
+            "input_required"
+        )
+        first = _modern_call(url, token, "memory_list", {}, http=http, client="kept", inputResponses=answer)
+        assert first["result"]["structuredContent"]["scopes"][0] == f"project:{world.project}"
+        # The next calls of that client are answered at once, from the roots it gave.
+        for _ in range(3):
+            again = _modern_call(url, token, "memory_search", {"query": "make"}, http=http, client="kept")["result"]
+            assert again["resultType"] == "complete" and again["structuredContent"]["scopes"][0] == (
+                f"project:{world.project}"
+            )
+    # Another client (another connection) is asked for its own.
+    assert _modern_call(url, token, "memory_list", {}, client="kept")["result"]["resultType"] == "input_required"
+
+
+def test_a_2026_client_that_asks_again_instead_of_answering_gets_the_cwd_after_the_budget(world):
+    url, token = world.serve.url, world.serve.token
+    with httpx.Client(timeout=20) as http:
+        start = time.monotonic()
+        asked = _modern_call(url, token, "memory_list", {}, http=http, client="forgetful")["result"]
+        assert asked["resultType"] == "input_required"
+        deadline = start + 10
+        while time.monotonic() < deadline:  # a client that never answers, only calls again
+            result = _modern_call(url, token, "memory_list", {}, http=http, client="forgetful")["result"]
+            if result["resultType"] == "complete":
+                break
+            time.sleep(0.05)
+        waited = time.monotonic() - start
+    assert result["resultType"] == "complete" and result["structuredContent"]["scopes"][0] == f"project:{world.base}"
+    assert 1.0 <= waited < 5.0, waited
+    said = [line for line in world.serve.stderr().splitlines() if "forgetful/1 声明了 roots 却没有给出" in line]
+    assert len(said) == 1 and "没有带着 roots 重试" in said[0]
 
 
 def test_a_2026_client_is_asked_for_roots_with_input_required_and_one_that_does_not_answer_keeps_the_cwd(world):
@@ -513,3 +555,24 @@ def test_the_v2_typescript_client_is_pinned_by_the_lock_file_like_the_1x_sdk():
     lock = json.loads((ts / "package-lock.json").read_text(encoding="utf-8"))
     assert lock["packages"]["node_modules/@modelcontextprotocol/client"]["version"] == "2.4.0"
     assert lock["packages"]["node_modules/@modelcontextprotocol/client"]["integrity"].startswith("sha512-")
+
+
+def test_the_eras_benchmark_script_runs_and_reports_every_path_and_era(tmp_path):
+    out = tmp_path / "eras.json"
+    script = Path(__file__).resolve().parent.parent / "scripts" / "bench_eras.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--sessions", "1", "--spawn-per-call", "1", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=110,
+        env=_clean_env(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    figures = json.loads(out.read_text(encoding="utf-8"))["trees"]["this"]
+    for path in PATH_IDS:
+        for era, revision in (("auto", MODERN), ("legacy", "2025-11-25")):
+            cell = figures[path][era]
+            assert (cell["revision"], cell["digest"], cell["source"]) == (revision, "1/1", "客户端 roots"), (path, era)
+            assert cell["first_call_p50_ms"] > 0
+    assert set(figures["spawn_per_call"]) == {"direct", "relayed"}
