@@ -11,8 +11,6 @@ import hashlib
 import hmac
 import json
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +21,7 @@ import pytest
 from dsh_memory_mcp.store.records import new_record
 from dsh_memory_mcp.store.scopes import scope_file_relpath
 from dsh_memory_mcp.store.shared import SharedStore
-from tests.conftest import subprocess_env
-from tests.helpers.web_server import WebServer, page_login, running_web
+from tests.helpers.web_server import WebServer, erase_all_but, page_login, recover_dry_run, running_web
 
 pytestmark = pytest.mark.slow
 
@@ -690,47 +687,21 @@ def test_the_activity_counts_match_the_scope_file(server: WebServer, client: htt
 # -- recover --------------------------------------------------------------------------------------
 
 
-def _erase(server: WebServer, scope: str, keep_id: str) -> None:
-    """A whole-file rewrite from an old view, no lock: every line but `keep_id`'s is gone."""
-    path = server.store_dir / scope_file_relpath(scope)
-    [keep] = [line for line in path.read_text(encoding="utf-8").splitlines() if keep_id in line]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(keep + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
 def test_the_recover_preview_is_the_recover_commands_dry_run_and_apply_restores_it(
     server: WebServer, client: httpx.Client
 ):
     scope = "web-vanished"
     lost = [saved(server, scope, f"被不加锁的写入者覆盖掉的一条 {i}") for i in range(2)]
     kept = saved(server, scope, "留下的一条")
-    _erase(server, scope, kept)
+    erase_all_but(server.store_dir, scope, kept)
     assert client.get("/api/overview").json()["vanished"] == 2
     before = store_bytes(server)
     preview = post(client, "/api/recover", {"dryRun": True}).json()
     assert store_bytes(server) == before
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dsh_memory_mcp",
-            "recover",
-            "--dry-run",
-            "--json",
-            "--store-dir",
-            str(server.store_dir),
-        ],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=subprocess_env(DSH_MEMORY_VECTOR="off"),
-        timeout=60,
-    )
-    assert cli.returncode == 0, cli.stderr
-    restored = json.loads(cli.stdout)["restored"]
+    cli = recover_dry_run(server.store_dir)
+    restored = cli["restored"]
     assert {s: sorted(ids) for s, ids in restored.items()} == {scope: sorted(lost)}
-    assert json.loads(cli.stdout)["refused"] == {} and preview["refused"] == [] and preview["refusedTotal"] == 0
+    assert cli["refused"] == {} and preview["refused"] == [] and preview["refusedTotal"] == 0
     assert preview["total"] == 2 and preview["byScope"] == {scope: 2}
     assert sorted(r["id"] for r in preview["records"]) == sorted(lost)
     assert {r["content"] for r in preview["records"]} == {f"被不加锁的写入者覆盖掉的一条 {i}" for i in range(2)}

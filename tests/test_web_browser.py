@@ -20,8 +20,6 @@ import http.server
 import json
 import os
 import re
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -34,10 +32,9 @@ import pytest
 from dsh_memory_mcp.store.records import new_record
 from dsh_memory_mcp.store.scopes import scope_file_relpath
 from dsh_memory_mcp.store.shared import SharedStore
-from tests.conftest import subprocess_env
 from tests.helpers.mcp_session import StdioSession, server_params, stdio_session
 from tests.helpers.require import require
-from tests.helpers.web_server import WebServer, running_web
+from tests.helpers.web_server import WebServer, erase_all_but, recover_dry_run, running_web
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -840,33 +837,11 @@ def test_recover_previews_what_the_recover_command_would_and_restores_after_a_co
     scope = "web-browser-vanished"
     lost = save(server, scope, "被不加锁的写入者覆盖掉的一条")
     kept = save(server, scope, "留下的一条")
-    path = server.store_dir / scope_file_relpath(scope)
-    [keep] = [line for line in path.read_text(encoding="utf-8").splitlines() if kept in line]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(keep + "\n", encoding="utf-8")  # a whole-file rewrite from an old view, no lock
-    tmp.replace(path)
+    path = erase_all_but(server.store_dir, scope, kept)
     fresh(page)
     page.wait_for_selector("#recover-open")
     assert "1 条" in page.locator("dd.vanished").inner_text()
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dsh_memory_mcp",
-            "recover",
-            "--dry-run",
-            "--json",
-            "--store-dir",
-            str(server.store_dir),
-        ],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=subprocess_env(DSH_MEMORY_VECTOR="off"),
-        timeout=60,
-    )
-    assert cli.returncode == 0, cli.stderr
-    restored = json.loads(cli.stdout)["restored"]
+    restored = recover_dry_run(server.store_dir)["restored"]
     assert restored == {scope: [lost]}
     before = path.read_bytes()
     page.click("#recover-open")

@@ -122,3 +122,31 @@ def running_web(
         yield WebServer(base, token or str(info["token"]), login.group(1), store_dir, errpath, proc)  # type: ignore[arg-type]
     finally:
         _stop(proc)
+
+
+def erase_all_but(store_dir: Path, scope: str, keep_id: str) -> Path:
+    """Another writer's whole-file rewrite from an old view, without the lock: only `keep_id`'s line
+    is left. Returns the scope file."""
+    from dsh_memory_mcp.store.scopes import scope_file_relpath
+
+    path = store_dir / scope_file_relpath(scope)
+    [keep] = [line for line in path.read_text(encoding="utf-8").splitlines() if keep_id in line]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(keep + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def recover_dry_run(store_dir: Path) -> dict:
+    """What ``dsh-memory-mcp recover --dry-run --json`` says (a real subprocess)."""
+    cli = subprocess.run(
+        [sys.executable, "-m", "dsh_memory_mcp", "recover", "--dry-run", "--json", "--store-dir", str(store_dir)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=subprocess_env(DSH_MEMORY_VECTOR="off"),
+        timeout=60,
+    )
+    assert cli.returncode == 0, cli.stderr
+    answer: dict = json.loads(cli.stdout)
+    return answer
