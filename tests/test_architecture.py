@@ -178,6 +178,13 @@ def test_heavy_libraries_stay_in_the_modules_that_own_them():
         assert roots <= HEAVY_ALLOWED.get(mod, set()), f"{mod} imports {sorted(roots)}"
 
 
+def test_no_module_calls_the_private_json_scanner():
+    # `json.scanner.make_scanner` is not public API; `json.JSONDecoder().raw_decode` is, and as fast.
+    for mod, path in _modules().items():
+        text = path.read_text(encoding="utf-8")
+        assert "make_scanner" not in text and "json.scanner" not in text, mod
+
+
 def test_importing_the_tools_layer_with_vectors_off_loads_neither_sdk_nor_numpy_nor_httpx():
     code = (
         "import sys, dsh_memory_mcp.service.tools, dsh_memory_mcp.store.shared, dsh_memory_mcp.cli.main;"

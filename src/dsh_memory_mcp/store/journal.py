@@ -52,14 +52,14 @@ import contextlib
 import errno
 import hashlib
 import json
-import json.scanner
 import logging
 import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from dsh_memory_mcp.store import fileio
 
@@ -137,8 +137,8 @@ class _Unparsed:
 
 
 _TOKEN_SPLIT = re.compile(rb'[\s"\\,\[\]{}:]+')
-#: The C scanner behind `json.loads` (``scan(text, index) -> (value, end)``), as `records` uses it.
-_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+#: ``scan(text, index) -> (value, end)``: `json.JSONDecoder.raw_decode`, as `records` uses it.
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().raw_decode
 #: JSON's own whitespace; a scrubbed line is padded with spaces after its object.
 _JSON_WS = " \t\n\r"
 
@@ -478,12 +478,12 @@ class Journal:
 
     def _apply(self, raw: bytes, place: Place, lineno: int) -> None:
         # Runs once per journal line at a cold start (~150k lines in a full 64 MB journal): the
-        # C scanner directly and inline checks, not `_entry`.
+        # C scanner (`raw_decode`) and inline checks, not `_entry`.
         self._seq += 1
         text = raw.decode("utf-8", "surrogatepass")
         try:
             item, end = _SCAN(text, 0)
-        except (ValueError, RecursionError, StopIteration):
+        except (ValueError, RecursionError):
             item, end = None, 0
         if type(item) is not dict or (end != len(text) and text[end:].strip(_JSON_WS)):
             self._doubt_line(raw, place, lineno)
@@ -574,7 +574,7 @@ def _entry(raw: bytes) -> dict | None:
     text = raw.decode("utf-8", "surrogatepass")
     try:
         item, end = _SCAN(text, 0)
-    except (ValueError, RecursionError, StopIteration):
+    except (ValueError, RecursionError):
         return None
     if type(item) is not dict or (end != len(text) and text[end:].strip(_JSON_WS)):
         return None

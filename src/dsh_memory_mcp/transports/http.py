@@ -857,7 +857,9 @@ def _serve_service(
         sock.close()
 
 
-#: Stop signals noted by `_calm_signals`' handlers (before uvicorn runs, or re-raised after it).
+#: Stop signals noted by `_calm_signals`' handlers (before uvicorn runs, or re-raised after it),
+#: for the `serve_http` running now: `_calm_signals` empties it, so the signal that ended one
+#: serve (re-raised by uvicorn after its shutdown) does not end the next one in this process.
 _signals_seen: list[int] = []
 _STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s is not None)
 
@@ -870,6 +872,7 @@ def _calm_signals() -> dict[int, Any]:
     -15 after our drain). With these in place the re-raised signal lands here and we exit 0.
     """
     previous: dict[int, Any] = {}
+    _signals_seen.clear()
     if threading.current_thread() is not threading.main_thread():
         return previous
 
