@@ -253,3 +253,52 @@ def test_a_journal_line_that_does_not_parse_makes_recover_refuse_the_ids_it_name
     text = run_cli(store_dir, "recover")
     assert "另有 1 条" in text.stdout and a.id[:8] in text.stdout and "无法排除" in text.stdout
     assert a.id not in ids(store)
+
+
+def test_a_supersede_whose_journal_entry_cannot_be_written_is_refused_and_the_old_record_stays_live(
+    store: SharedStore, store_dir: Path
+):
+    from tests.test_journal import INIT, exchange
+
+    old = store.save("global", "旧的部署说明").record
+    for i in range(20):
+        store.save(f"project:/elsewhere/{i}", f"padding memory {i} " + "x" * 200)
+    scope_file = store_dir / "global.jsonl"
+    before = scope_file.read_bytes()
+    limit = max((store_dir / ".journal").glob("*.ndjson")).stat().st_size
+
+    def cap() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+    with subprocess.Popen(
+        [PYTHON, "-m", "dsh_memory_mcp", "--store-dir", str(store_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=subprocess_env(),
+        preexec_fn=cap,
+    ) as proc:
+        try:
+            call = {"name": "memory_save", "arguments": {"content": "新的部署说明", "supersedes": old.id, "scope": "global"}}
+            answers = exchange(
+                proc,
+                [
+                    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
+                    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                    {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call},
+                ],
+                expect=2,
+            )
+            proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    result = answers[1]["result"]
+    assert result["isError"] is True and result["structuredContent"]["code"] == "STORE_ERROR", result
+    assert scope_file.read_bytes() == before  # nothing expired, nothing added
+    assert [e.id for e in SharedStore(store.root).missing().get("global", [])] == []
+    unlocked_rewrite(store, [])  # still protected: its save is live in the journal
+    assert old.id in [e.id for e in SharedStore(store.root).recover()["global"]]
