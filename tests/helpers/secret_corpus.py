@@ -377,14 +377,14 @@ def _generated_keys() -> tuple[tuple[str, str], ...]:
                 key = d / "k"
                 key.unlink(missing_ok=True)
                 subprocess.run(cmd, cwd=d, check=True, capture_output=True, timeout=60)
-                made.append((f"openssl {label}", key.read_text()))
+                made.append((f"openssl {label}", key.read_text(encoding="ascii")))
                 if label == "rsa-pkcs8":
                     pub = subprocess.run(["openssl", "pkey", "-in", "k", "-pubout"], cwd=d, check=True,
-                                         capture_output=True, text=True, timeout=60).stdout
+                                         capture_output=True, text=True, encoding="ascii", timeout=60).stdout
                     made.append(("public: openssl", pub))
                     cert = subprocess.run(
                         ["openssl", "req", "-new", "-x509", "-key", "k", "-subj", "/CN=corpus.example", "-days", "1"],
-                        cwd=d, check=True, capture_output=True, text=True, timeout=60).stdout
+                        cwd=d, check=True, capture_output=True, text=True, encoding="ascii", timeout=60).stdout
                     made.append(("public: certificate", cert))
         else:
             MISSING_TOOLS.append("openssl")
@@ -393,8 +393,8 @@ def _generated_keys() -> tuple[tuple[str, str], ...]:
                 key = d / f"id_{kind}"
                 subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "dev@laptop", "-f", str(key)],
                                check=True, capture_output=True, timeout=60)
-                made.append((f"ssh-keygen {kind}", key.read_text()))
-                made.append(("public: ssh", Path(str(key) + ".pub").read_text().strip()))
+                made.append((f"ssh-keygen {kind}", key.read_text(encoding="ascii")))
+                made.append(("public: ssh", Path(str(key) + ".pub").read_text(encoding="ascii").strip()))
         else:
             MISSING_TOOLS.append("ssh-keygen")
     return tuple(made)
