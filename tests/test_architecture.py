@@ -42,6 +42,7 @@ MODULES: dict[str, str] = {
     "store.scopes": "scope keys, custom-name rules, path normalisation, file names",
     "store.redact": "log previews that show a line's shape (keys, id), never memory text",
     "store.fileio": "crash-safe replacement of a file",
+    "store.clock": "Clock: the time waiting code reads and waits on (SYSTEM, or a test's)",
     "store.locks": "per-scope O_EXCL lock files",
     "store.layout": "where files are in a store; creating its directories",
     "store.snapshots": "parsed scope-file versions cached by file identity",

@@ -12,6 +12,7 @@ import pytest
 
 from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.search.embedding import CircuitBreaker, EmbeddingClient, _parse_llama
+from tests.helpers.clock import FakeClock
 from tests.helpers.fake_llama import FakeLlama, embed_text, free_port
 
 
@@ -23,14 +24,6 @@ def fake() -> Iterator[FakeLlama]:
 
 def cosine(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True)) / (math.hypot(*a) * math.hypot(*b))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_llama_server_nested_embedding_shape_is_unwrapped(fake: FakeLlama) -> None:
@@ -156,23 +149,23 @@ def test_a_refused_connection_fails_fast() -> None:
 
 
 def test_the_breaker_backs_off_1_2_4_up_to_30_seconds() -> None:
-    clock = Clock()
-    breaker = CircuitBreaker(clock=clock)
+    clock = FakeClock(auto=False)
+    breaker = CircuitBreaker(clock=clock.monotonic)
     waits = []
     for _ in range(8):
         assert breaker.allow()
         breaker.record_failure()
         waits.append(breaker.retry_in())
         assert not breaker.allow()
-        clock.now += waits[-1]
+        clock.advance(waits[-1])
     assert waits == [1, 2, 4, 8, 16, 30, 30, 30]
 
 
 def test_a_half_open_breaker_lets_exactly_one_trial_through() -> None:
-    clock = Clock()
-    breaker = CircuitBreaker(clock=clock)
+    clock = FakeClock(auto=False)
+    breaker = CircuitBreaker(clock=clock.monotonic)
     breaker.record_failure()
-    clock.now += 1.0
+    clock.advance(1.0)
     assert breaker.allow()
     assert not breaker.allow()  # the trial is in flight
     breaker.record_success()
@@ -181,23 +174,28 @@ def test_a_half_open_breaker_lets_exactly_one_trial_through() -> None:
 
 
 def test_a_failing_backend_is_not_hammered_while_the_breaker_is_open() -> None:
-    # Real time, a shorter base than the product's 1 s (the sequence itself is tested above).
+    # The product's breaker (1 s, doubling) on a clock that moves only when told to.
+    clock = FakeClock(auto=False)
     with FakeLlama(fail_status=500) as fake:
-        client = EmbeddingClient(fake.url, breaker=CircuitBreaker(base=0.25))
+        client = EmbeddingClient(fake.url, clock=clock)
         try:
             for _ in range(30):
                 with pytest.raises(EmbeddingUnavailable):
-                    client.embed(["q"], timeout=0.3)
-            assert fake.embedding_requests() == 1  # open for 0.25 s after the first failure
-            time.sleep(0.3)
+                    client.embed(["q"], timeout=5)
+            assert fake.embedding_requests() == 1  # open for 1 s after the first failure
+            clock.advance(0.99)
+            with pytest.raises(EmbeddingUnavailable):
+                client.embed(["q"], timeout=5)
+            assert fake.embedding_requests() == 1  # still open
+            clock.advance(0.01)
             for _ in range(30):
                 with pytest.raises(EmbeddingUnavailable):
-                    client.embed(["q"], timeout=0.3)
-            assert fake.embedding_requests() == 2  # one half-open trial, which failed: now 0.5 s
-            assert client.breaker.retry_in() > 0.3
+                    client.embed(["q"], timeout=5)
+            assert fake.embedding_requests() == 2  # one half-open trial, which failed: now 2 s
+            assert client.breaker.retry_in() == pytest.approx(2.0)
             fake.fail_status = None
-            time.sleep(client.breaker.retry_in() + 0.05)
-            client.embed(["q"], timeout=1)
+            clock.advance(2.0)
+            client.embed(["q"], timeout=5)
             assert client.breaker.failures == 0
             assert fake.embedding_requests() == 3
         finally:
@@ -210,8 +208,10 @@ def test_health_reports_loading_then_ready(fake: FakeLlama) -> None:
     client = EmbeddingClient(fake.url)
     try:
         assert client.health() == "loading"
-        time.sleep(0.35)
-        assert client.health() == "ready"
+        deadline = time.monotonic() + 10
+        while (health := client.health()) == "loading" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert health == "ready"
     finally:
         client.close()
 

@@ -22,6 +22,7 @@ from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.locks import LockLost, LockManager
 from dsh_memory_mcp.store.records import Record, parse_lines
 from dsh_memory_mcp.store.shared import SharedStore
+from tests.helpers.clock import FakeClock
 from tests.helpers.store_procs import worker_env
 
 HOST = socket.gethostname()
@@ -116,9 +117,11 @@ def test_a_live_holder_stalled_inside_its_write_is_waited_for_and_no_acknowledge
     children.append(holder)
     assert holder.next() == "stopping"
     wait_stopped(holder.proc.pid)  # stopped holding the lock, right before its rename
-    other = Child("saves", str(store_dir), "global", "20", "2")  # locks "stale" after 2 s
+    # Locks "stale" after 2 s, and a wall clock an hour ahead: to this waiter the stopped holder's
+    # marker is an hour old, past any age limit (a live holder was once broken by age).
+    other = Child("saves", str(store_dir), "global", "20", "2", "3600")
     children.append(other)
-    time.sleep(4.0)  # twice the staleness limit: today's code broke the lock here
+    assert other.next() == "waiting"  # it has judged the held marker 20 times and not broken it
     holder.proc.send_signal(signal.SIGCONT)
     acked = [line.split()[1] for line in other.until("done") if line.startswith("ack ")]
     holder_says = holder.next()
@@ -175,29 +178,34 @@ def marker(pid: int, host: str = HOST, created_ms: int | None = None) -> bytes:
 
 
 def test_a_live_holder_on_this_host_is_never_broken_whatever_its_age(tmp_path: Path):
-    manager = LockManager(str(tmp_path), timeout=1.0, stale_after=0.2)
+    clock = FakeClock()  # the 1 s wait passes by the waiter's own polls
+    manager = LockManager(str(tmp_path), timeout=1.0, stale_after=0.2, clock=clock)
     path = Path(manager.lock_path("global"))
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        time.sleep(1.0)
         # Written by the live holder 0.5 s ago, by its createdAt; untouched for an hour, by mtime.
         content = marker(holder.pid, created_ms=time.time_ns() // 1_000_000 - 500)
         plant(path, content, age=3600)
         with pytest.raises(LockTimeout), manager.hold("global"):
             pass
         assert path.read_bytes() == content
+        assert clock.sleeps > 10  # judged many times over the whole wait, never broken
     finally:
         holder.kill()
         holder.wait()
 
 
 def test_a_held_marker_is_refreshed_while_it_is_held(tmp_path: Path):
-    manager = LockManager(str(tmp_path), refresh=0.05)
+    clock = FakeClock(auto=False)
+    manager = LockManager(str(tmp_path), refresh=30.0, clock=clock)
     path = Path(manager.lock_path("global"))
     with manager.hold("global"):
         os.utime(path, (time.time() - 100, time.time() - 100))
-        time.sleep(0.4)
-        assert time.time() - path.stat().st_mtime < 5
+        clock.advance(30.0)  # the heartbeat is due (30 s on its clock; not 30 real seconds)
+        deadline = time.monotonic() + 10
+        while time.time() - path.stat().st_mtime > 5:
+            assert time.monotonic() < deadline, "the heartbeat never refreshed the marker"
+            time.sleep(0.01)
 
 
 def test_a_foreign_marker_whose_created_at_lies_in_the_future_is_broken_once_not_refreshed(tmp_path: Path):
@@ -222,15 +230,17 @@ def test_a_refreshed_foreign_marker_is_not_broken_even_if_its_created_at_is_old(
 
 
 def test_a_foreign_marker_with_a_future_mtime_is_broken_after_stale_after_as_observed_here(tmp_path: Path):
-    manager = LockManager(str(tmp_path), timeout=5.0, stale_after=1.0)
+    clock = FakeClock()  # time passes by the waiter's polls only
+    manager = LockManager(str(tmp_path), timeout=5.0, stale_after=1.0, clock=clock)
     path = Path(manager.lock_path("global"))
     plant(path, marker(12345, host="another-host"))
     ahead = time.time() + 3600  # a file server whose clock is an hour ahead
     os.utime(path, (ahead, ahead))
-    start = time.monotonic()
+    start = clock.monotonic()
     with manager.hold("global"):
         pass
-    assert 0.9 <= time.monotonic() - start < 3.0
+    # Broken once this waiter had seen it unchanged for stale_after (1 s), not at once, not at 5 s.
+    assert 1.0 <= clock.monotonic() - start < 1.1
 
 
 def test_a_commit_under_a_lock_that_is_no_longer_ours_is_refused_and_leaves_the_target_alone(tmp_path: Path):

@@ -379,7 +379,11 @@ def test_a_released_guard_is_dropped_but_two_threads_still_exclude_each_other(lo
 
     t2 = threading.Thread(target=second)
     t2.start()
-    time.sleep(0.2)
+    key = os.path.abspath(manager.lock_path("scope:x"))
+    deadline = time.monotonic() + 10
+    while locks._guards[key].users < 2:  # the holder and, now, the waiter
+        assert time.monotonic() < deadline, "the second thread never waited for the lock"
+        time.sleep(0.005)
     assert order == ["first in"]
     release.set()
     t.join(5)

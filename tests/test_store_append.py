@@ -22,6 +22,7 @@ from dsh_memory_mcp.store.layout import StoreLayout
 from dsh_memory_mcp.store.records import CorruptLine, Record
 from dsh_memory_mcp.store.shared import SharedStore
 from dsh_memory_mcp.store.snapshots import SnapshotCache
+from tests.helpers.clock import FakeClock
 from tests.helpers.store_procs import worker_env
 
 WORKER = str(Path(__file__).resolve().parent / "helpers" / "append_worker.py")
@@ -181,22 +182,35 @@ def test_dedupe_stays_exact_across_appends_rewrites_and_expiry(store):
 
 
 def test_background_touch_flushes_rewrite_a_scope_at_most_once_per_interval(store_dir):
-    s = SharedStore(str(store_dir), touch_delay=0.05, touch_interval=3600.0)
+    clock = FakeClock(auto=False)  # the 2 s delay and the 30 s interval pass by `advance` only
+    s = SharedStore(str(store_dir), touch_delay=2.0, touch_interval=30.0, timing=clock)
     s.prepare()
     rid = s.save("global", "touched often").record.id
     path = Path(s.scope_path("global"))
+
+    def timer_ran(times: int) -> None:
+        deadline = time.monotonic() + 10
+        while s._touches.timer_runs < times:
+            assert time.monotonic() < deadline, f"the touch timer did not run {times} times"
+            time.sleep(0.005)
+
     s.touch({"global": [rid]})
-    deadline = time.monotonic() + 10
-    while s.snapshot("global").records[0].access_count == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    clock.advance(2.0)
+    timer_ran(1)
     assert s.snapshot("global").records[0].access_count == 1  # the first flush is written
     inode = path.stat().st_ino
     for _ in range(5):
         s.touch({"global": [rid]})
-        time.sleep(0.1)
-    assert path.stat().st_ino == inode  # within the interval: no second rewrite
-    s.close()  # exit writes what is pending
-    assert SharedStore(str(store_dir)).snapshot("global").records[0].access_count == 6
+    clock.advance(2.0)
+    timer_ran(2)
+    assert path.stat().st_ino == inode  # the timer ran within the interval: no second rewrite
+    assert s.snapshot("global").records[0].access_count == 1
+    clock.advance(28.0)  # 30 s after the first flush
+    timer_ran(3)
+    assert path.stat().st_ino != inode and s.snapshot("global").records[0].access_count == 6
+    s.touch({"global": [rid]})
+    s.close()  # exit writes what is pending, interval or not
+    assert SharedStore(str(store_dir)).snapshot("global").records[0].access_count == 7
 
 
 def test_the_snapshot_cache_is_bounded_and_still_answers_correctly(store_dir):

@@ -20,9 +20,11 @@ from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.search import scoring, sidecar
 from dsh_memory_mcp.search.calibration import PROBES
 from dsh_memory_mcp.search.vectors import QUERY_BUDGET, VectorChannel
+from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.records import now_ms
 from dsh_memory_mcp.store.shared import SharedStore
 from tests.conftest import subprocess_env
+from tests.helpers.clock import FakeClock
 from tests.helpers.fake_llama import FakeLlama, embed_text, free_port
 
 PARAPHRASE_QUERY = "container release workflow"
@@ -37,8 +39,10 @@ def fake() -> Iterator[FakeLlama]:
 
 
 @contextmanager
-def channel(settings: VectorSettings, store: SharedStore, *, ready: bool = True) -> Iterator[VectorChannel]:
-    ch = VectorChannel(settings, store)
+def channel(
+    settings: VectorSettings, store: SharedStore, *, ready: bool = True, clock: Clock = SYSTEM
+) -> Iterator[VectorChannel]:
+    ch = VectorChannel(settings, store, clock=clock)
     store.on_delete = ch.on_delete
     ch.start()
     try:
@@ -132,8 +136,8 @@ def test_vectors_off_send_no_request_and_write_no_sidecar(
         save(store, ch, PARAPHRASE_TARGET)
         assert ch.query_scores(PARAPHRASE_QUERY, [store.snapshot("global")]) == {}
         store.delete_ids([store.snapshot("global").records[0].id])
-        time.sleep(0.2)
         assert "关闭" in ch.status
+        assert ch._thread is None  # no worker was started: nothing can send a request later either
     assert fake.requests == []
     assert not list(Path(store.root).rglob("*.vec"))
 
@@ -267,22 +271,22 @@ def test_the_budget_adapts_so_a_steadily_slow_backend_still_gets_its_vectors(
 
 
 def test_a_failing_backend_is_not_hammered_while_the_breaker_is_open(store: SharedStore, fake: FakeLlama) -> None:
-    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+    clock = FakeClock(auto=False)  # the breaker's 1 s passes only when the test says so
+    with channel(VectorSettings(endpoint=fake.url), store, clock=clock) as ch:
         save(store, ch, PARAPHRASE_TARGET)
         assert ch.wait_idle(5)
         snaps = [store.snapshot("global")]
         fake.fail_status = 500
         before = len(fake.requests)
-        deadline = time.monotonic() + 0.6
-        calls = 0
-        while time.monotonic() < deadline:
+        for _ in range(30):
             assert ch.query_scores(PARAPHRASE_QUERY, snaps) == {}
-            calls += 1
-            time.sleep(0.01)
         sent = len(fake.requests) - before
-        assert calls > 20
         assert sent == 1, fake.requests[before:]  # the failure that opened the breaker (1 s), nothing more
         assert "熔断" in ch.status
+        clock.advance(1.0)
+        for _ in range(30):
+            assert ch.query_scores(PARAPHRASE_QUERY, snaps) == {}
+        assert len(fake.requests) - before == 2  # one half-open trial once the second was over
 
 
 def test_records_without_a_vector_are_backfilled_in_the_background(store: SharedStore, fake: FakeLlama) -> None:

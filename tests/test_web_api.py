@@ -477,16 +477,26 @@ def test_editing_a_memory_that_is_gone_is_a_409_not_a_new_memory(server: WebServ
     assert (server.store_dir / "global.jsonl").read_bytes() == before
 
 
-def test_a_search_from_the_page_finds_chinese_and_does_not_count_as_an_access(server: WebServer, client: httpx.Client):
-    ident = saved(server, "global", "网页检索不应增加访问次数:向量检索的阈值")
-    r = client.get("/api/search", params={"q": "访问次数", "scope": "all"})
-    assert r.status_code == 200
-    hits = r.json()["records"]
-    assert hits[0]["id"] == ident and hits[0]["score"] > 0
-    assert hits[0]["accessCount"] == 0 and hits[0]["source"] == {"origin": "explicit"}
-    assert hits[0]["client"] == {"key": "-", "name": None, "full": None}
-    time.sleep(2.6)  # longer than the store's touch delay (2 s): a touch would have been written by now
-    assert on_disk(server)[ident]["accessCount"] == 0
+def test_a_search_from_the_page_finds_chinese_and_does_not_count_as_an_access(tmp_path: Path):
+    from tests.helpers.serve_proc import Serve, call_tool, initialize
+
+    with running_web(tmp_path / "store", tmp_path) as srv:
+        ident = saved(srv, "global", "网页检索不应增加访问次数:向量检索的阈值")
+        other = saved(srv, "global", "工具检索算一次访问:部署流水线")
+        with httpx.Client(base_url=srv.base, timeout=30, headers=page_login(srv.base, srv.token)) as client:
+            r = client.get("/api/search", params={"q": "阈值", "scope": "all"})
+        assert r.status_code == 200
+        hits = r.json()["records"]
+        assert hits[0]["id"] == ident and hits[0]["score"] > 0
+        assert hits[0]["accessCount"] == 0 and hits[0]["source"] == {"origin": "explicit"}
+        assert hits[0]["client"] == {"key": "-", "name": None, "full": None}
+        # The control: a tool's search on the same serve does count (pending counts are written at exit).
+        mcp = Serve(srv.proc, srv.store_dir, srv.stderr, {"url": srv.base + "/mcp", "token": srv.token})
+        with httpx.Client(timeout=30) as http:
+            found = call_tool(mcp, http, initialize(mcp, http), "memory_search", {"query": "部署流水线"})
+        assert [r["id"] for r in found["structuredContent"]["records"]] == [other]
+    # serve has exited, so every access it counted is on disk now.
+    assert {i: r["accessCount"] for i, r in on_disk(srv).items()} == {ident: 0, other: 1}
 
 
 def test_the_pages_search_ranks_exactly_as_memory_search_and_marks_the_querys_terms(

@@ -7,8 +7,11 @@ Usage: ``python lock_stall_worker.py MODE ARGS...``; one line per event on stdou
   commit renames the new file into place, i.e. while it holds the scope lock (`fileio.guard`
   runs right there). Prints ``stopping``; after SIGCONT prints ``ack <id>``
   if the save was acknowledged, else ``error <CODE>``.
-* ``saves ROOT SCOPE N STALE_AFTER`` — save N records (content ``"B #<i>"``) with locks judged
-  stale after STALE_AFTER seconds; prints ``ack <id>`` or ``error <CODE>`` per save, then ``done``.
+* ``saves ROOT SCOPE N STALE_AFTER [AHEAD]`` — save N records (content ``"B #<i>"``) with locks
+  judged stale after STALE_AFTER seconds; prints ``ack <id>`` or ``error <CODE>`` per save, then
+  ``done``. With AHEAD, the lock manager's wall clock runs AHEAD seconds in the future (so every
+  marker's mtime looks that much older) and ``waiting`` is printed once it has polled a held
+  lock 20 times.
 * ``soak ROOT TAG SCOPE…`` — save ``"<TAG> #<i>"`` round-robin into the scopes until killed;
   prints ``ack <scope-index> <id>`` after each acknowledged save (the crash-consistency soak).
 """
@@ -18,6 +21,26 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
+
+from dsh_memory_mcp.store.clock import SYSTEM, Clock
+
+
+class _Ahead(Clock):
+    """Real time with the wall clock `ahead` seconds in the future; says when it polled enough."""
+
+    def __init__(self, ahead: float) -> None:
+        self.ahead = ahead
+        self.polls = 0
+
+    def time(self) -> float:
+        return time.time() + self.ahead
+
+    def sleep(self, seconds: float) -> None:
+        self.polls += 1
+        if self.polls == 20:
+            print("waiting", flush=True)
+        super().sleep(seconds)
 
 
 def main(argv: list[str]) -> int:
@@ -26,7 +49,8 @@ def main(argv: list[str]) -> int:
     from dsh_memory_mcp.store.shared import SharedStore
 
     mode, root, scope = argv[0], argv[1], argv[2]
-    store = SharedStore(root)
+    ahead = float(argv[5]) if mode == "saves" and len(argv) > 5 else 0.0
+    store = SharedStore(root, timing=_Ahead(ahead) if ahead else SYSTEM)
     store.touch_delay = 3600.0
     if mode == "stall":
         stopped = []

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from dsh_memory_mcp.config import VectorSettings
 from dsh_memory_mcp.errors import EmbeddingUnavailable
+from dsh_memory_mcp.store.clock import SYSTEM, Clock
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.search.calibration import Calibration
@@ -53,8 +54,11 @@ class Backend:
         on_new_space: Callable[[], None],
         load_timeout: float = 120.0,
         persist_calibration: bool = True,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.settings = settings
+        #: What the embedding client's deadlines and breaker and the bring-up waits are measured on.
+        self.clock = clock
         #: Save a computed calibration in the store (False: read-only callers keep it in memory).
         self.persist_calibration = persist_calibration
         self.store = store
@@ -134,15 +138,18 @@ class Backend:
         settings = self.settings
         if settings.endpoint:
             # OpenAI-style servers need a "model"; DSH_MEMORY_EMBED_MODEL names it, else /v1/models.
-            self.client = EmbeddingClient(settings.endpoint, model=settings.model_id if settings.model else None)
+            self.client = EmbeddingClient(
+                settings.endpoint, model=settings.model_id if settings.model else None, clock=self.clock
+            )
         else:
             self.manager = LlamaServerManager(
                 settings,
                 log_path=os.path.join(self.store.root, LOG_FILE_NAME),
                 load_timeout=self.load_timeout,
                 spawn_lock_path=os.path.join(self.store.root, ".vectors", f"llama-server-{settings.port}.lock"),
+                clock=self.clock,
             )
-            self.client = EmbeddingClient(self.manager.base_url, api="auto")
+            self.client = EmbeddingClient(self.manager.base_url, api="auto", clock=self.clock)
 
     def bring_up(self) -> bool:
         """Reach a ready backend, learn its model and width; False (logged) when it cannot."""
@@ -234,14 +241,14 @@ class Backend:
         return cal
 
     def _wait_endpoint(self, client: EmbeddingClient) -> None:
-        deadline = time.monotonic() + self.load_timeout
+        deadline = self.clock.monotonic() + self.load_timeout
         while True:
             health = client.health(timeout=2.0)
             if health == "down":
                 raise EmbeddingUnavailable(f"无法连接嵌入服务 {self.settings.endpoint}(DSH_MEMORY_EMBED_ENDPOINT)")
             if health != "loading":
                 return  # ready, or a server without llama-server's /health (OpenAI-compatible)
-            if time.monotonic() > deadline or self.stop.wait(0.2):
+            if self.clock.monotonic() > deadline or self.clock.wait(self.stop, 0.2):
                 raise EmbeddingUnavailable(f"嵌入服务 {self.settings.endpoint} 一直在加载模型")
 
     def _pick_model_id(self, origin: str, served: str | None) -> str:
@@ -316,7 +323,7 @@ class Backend:
             except EmbeddingUnavailable:
                 if attempt == tries or self.stop.is_set():
                     raise
-                self.stop.wait(max(0.05, self.client.breaker.retry_in()))
+                self.clock.wait(self.stop, max(0.05, self.client.breaker.retry_in()))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:

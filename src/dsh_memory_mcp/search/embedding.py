@@ -44,6 +44,7 @@ import httpx
 
 from dsh_memory_mcp.config import VectorSettings, model_id_from_path
 from dsh_memory_mcp.errors import EmbeddingUnavailable
+from dsh_memory_mcp.store.clock import SYSTEM, Clock
 
 __all__ = [
     "E5_RECORD_ROLE",
@@ -242,9 +243,9 @@ class EmbeddingTimeout(EmbeddingUnavailable):
     """The request did not finish within its deadline (the backend may only be busy)."""
 
 
-def _deadline_timeout(deadline: float) -> httpx.Timeout:
+def _deadline_timeout(deadline: float, clock: Clock) -> httpx.Timeout:
     """An httpx timeout that ends every phase at `deadline` (httpx's timeouts are per phase)."""
-    remaining = deadline - time.monotonic()
+    remaining = deadline - clock.monotonic()
     if remaining <= 0.005:
         raise EmbeddingTimeout("嵌入请求超出时间预算")
     return httpx.Timeout(remaining)
@@ -300,6 +301,7 @@ class EmbeddingClient:
     :param api: ``llama`` (``/embedding``), ``openai`` (``/v1/embeddings``) or ``auto``: try
         ``/embedding`` and switch to ``/v1/embeddings`` for good on a 404/405.
     :param model: sent as ``"model"`` to ``/v1/embeddings`` (OpenAI itself requires one).
+    :param clock: what request deadlines (and the default breaker) are measured on.
     """
 
     def __init__(
@@ -311,13 +313,15 @@ class EmbeddingClient:
         breaker: CircuitBreaker | None = None,
         max_chars: int = MAX_INPUT_CHARS,
         batch_size: int = 32,
+        clock: Clock = SYSTEM,
     ) -> None:
+        self.clock = clock
         base, detected, explicit = _resolve_endpoint(base_url)
         self.base_url = base
         self._api: Api = api if api != "auto" else detected
         self._explicit_url = explicit
         self.model = model
-        self.breaker = breaker or CircuitBreaker()
+        self.breaker = breaker or CircuitBreaker(clock=clock.monotonic)
         self.max_chars = max_chars
         self.batch_size = max(1, batch_size)
         # One pooled client for every thread: httpx.Client is thread-safe, and keep-alive saves
@@ -383,7 +387,7 @@ class EmbeddingClient:
             raise EmbeddingUnavailable("嵌入客户端已关闭")
         if not texts:
             return []
-        deadline = time.monotonic() + timeout
+        deadline = self.clock.monotonic() + timeout
         if not self.breaker.allow():
             raise BreakerOpen(f"熔断中,{self.breaker.retry_in():.1f} s 后重试")
         try:
@@ -465,7 +469,7 @@ class EmbeddingClient:
     def _post(self, url: str, payload: dict[str, Any], deadline: float) -> httpx.Response:
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         try:
-            return self._http.post(url, content=body, timeout=_deadline_timeout(deadline))
+            return self._http.post(url, content=body, timeout=_deadline_timeout(deadline, self.clock))
         except httpx.TimeoutException as exc:
             raise EmbeddingTimeout(f"嵌入服务超时({url})") from exc
         except httpx.HTTPError as exc:
@@ -599,8 +603,11 @@ class LlamaServerManager:
         load_timeout: float = 120.0,
         http: httpx.Client | None = None,
         spawn_lock_path: str | None = None,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.settings = settings
+        #: What the load and spawn-lock waits are measured and wait on.
+        self.clock = clock
         #: A `filelock.FileLock` (flock) held from the probe to a ready server, so that instances
         #: starting together (several IDE hosts on one store) never both spawn one on this port.
         self.spawn_lock_path = spawn_lock_path
@@ -653,7 +660,7 @@ class LlamaServerManager:
         except OSError as exc:
             raise EmbeddingUnavailable(f"无法创建 {os.path.dirname(self.spawn_lock_path)}: {exc}") from exc
         lock = filelock.FileLock(self.spawn_lock_path, mode=0o600)
-        deadline = time.monotonic() + self.load_timeout + 10.0
+        deadline = self.clock.monotonic() + self.load_timeout + 10.0
         while True:
             try:
                 lock.acquire(timeout=0.1)
@@ -661,7 +668,7 @@ class LlamaServerManager:
             except filelock.Timeout:
                 if stop is not None and stop.is_set():
                     raise EmbeddingUnavailable("正在退出,不再等待 llama-server") from None
-                if time.monotonic() > deadline:
+                if self.clock.monotonic() > deadline:
                     raise EmbeddingUnavailable(
                         f"另一个进程一直在启动端口 {self.settings.port} 上的 llama-server({self.spawn_lock_path})"
                     ) from None
@@ -772,7 +779,7 @@ class LlamaServerManager:
         return fh
 
     def _wait_ready(self, stop: threading.Event | None, proc: subprocess.Popen[bytes] | None) -> None:
-        deadline = time.monotonic() + self.load_timeout
+        deadline = self.clock.monotonic() + self.load_timeout
         interval = 0.02
         while True:
             if stop is not None and stop.is_set():
@@ -789,12 +796,12 @@ class LlamaServerManager:
                 raise EmbeddingUnavailable(f"端口 {self.settings.port} 上的进程不再像 llama-server")
             if health == "down" and proc is None:
                 raise EmbeddingUnavailable(f"端口 {self.settings.port} 上的 llama-server 已退出")
-            if time.monotonic() > deadline:
+            if self.clock.monotonic() > deadline:
                 raise EmbeddingUnavailable(f"llama-server 在 {self.load_timeout:.0f} s 内没有就绪,详见 {self.log_path}")
             if stop is not None:
-                stop.wait(interval)
+                self.clock.wait(stop, interval)
             else:
-                time.sleep(interval)
+                self.clock.sleep(interval)
             interval = min(interval * 1.5, 0.25)
 
     def stop(self, timeout: float = 5.0) -> None:

@@ -47,6 +47,7 @@ from dsh_memory_mcp.search.backfill import BACKFILL_BATCH, Backfill
 from dsh_memory_mcp.search.matrices import MatrixCache, best
 from dsh_memory_mcp.search.queries import LET_FINISH, PendingQuery, QueryEmbedder
 from dsh_memory_mcp.search.writes import SidecarWriter, WriteQueue, sidecar_path
+from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.records import Record
 
 if TYPE_CHECKING:
@@ -125,6 +126,7 @@ class VectorChannel:
     :param read_only: write nothing under the store (see the module docstring); the server passes False.
     :param query_deadline: how long a query embedding may run on after its search gave up
         (`search.queries.LET_FINISH`); three that run out in a row count as one failure.
+    :param clock: what the embedding client (deadlines, breaker) and the bring-up run on.
     """
 
     def __init__(
@@ -136,6 +138,7 @@ class VectorChannel:
         load_timeout: float = 120.0,
         read_only: bool = False,
         query_deadline: float = LET_FINISH,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -155,6 +158,7 @@ class VectorChannel:
             on_new_space=lambda: self._backfill.mark_all(),
             load_timeout=load_timeout,
             persist_calibration=not read_only,
+            clock=clock,
         )
         self._cache = MatrixCache(lambda scope: sidecar_path(store, scope))
         self._backfill = Backfill(self._backend, self._cache, store, self._log, on_dirty=self._work_arrived)

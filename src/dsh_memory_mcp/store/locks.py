@@ -48,12 +48,14 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from dsh_memory_mcp.errors import CallRefused, LockError, LockRecursion, LockTimeout, StoreError
 from dsh_memory_mcp.store import fileio
+from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.scopes import scope_sha1
 
 __all__ = ["LockLost", "LockManager", "call_deadline"]
@@ -82,7 +84,7 @@ _EXCL_FLAGS = os.O_CREAT | os.O_EXCL | os.O_WRONLY | _O_BINARY
 _MAX_MARKER = 1 << 20
 
 
-#: The `time.monotonic()` by which the current tool call must be answered (`serve`'s tool gate),
+#: The monotonic time (on the tool gate's clock) by which the current tool call must be answered,
 #: or None. A context variable, so it follows the call into the SDK's worker thread (anyio copies
 #: the context) without a parameter through every store method.
 _CALL_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("dsh_call_deadline", default=None)
@@ -153,17 +155,21 @@ class _Heartbeat:
     A marker's mtime is what waiters (on other hosts, or not sure of our liveness) age it by, so
     a hold longer than ``stale_after`` — a 50k-record rewrite on a slow disk, a stalled fsync —
     is not mistaken for a dead one. The thread starts with the first hold and then sleeps until
-    the earliest refresh is due.
+    the earliest refresh is due, on `clock`. The real clock's thread stays for the next hold;
+    another clock's (a test's) ends when nothing is held.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM) -> None:
+        self._clock = clock
         self._cond = threading.Condition(threading.Lock())
         self._held: dict[str, tuple[_Held, float, float]] = {}  # nonce → (held, interval, due)
         self._thread: threading.Thread | None = None
+        #: Refreshes done (what a test waits for instead of sleeping through an interval).
+        self.beats = 0
 
     def add(self, held: _Held, interval: float) -> None:
         with self._cond:
-            self._held[held.nonce] = (held, interval, time.monotonic() + interval)
+            self._held[held.nonce] = (held, interval, self._clock.monotonic() + interval)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="dsh-memory-lock-heartbeat", daemon=True)
                 self._thread.start()
@@ -176,16 +182,21 @@ class _Heartbeat:
     def _run(self) -> None:
         while True:
             with self._cond:
-                now = time.monotonic()
+                if not self._held and self._clock is not SYSTEM:
+                    self._thread = None
+                    return
+                now = self._clock.monotonic()
                 due = [(h, iv) for h, iv, at in self._held.values() if at <= now]
                 for h, iv in due:
                     self._held[h.nonce] = (h, iv, now + iv)
                 if not due:
                     wait = min((at for _, _, at in self._held.values()), default=now + 3600.0) - now
-                    self._cond.wait(timeout=max(0.01, wait))
+                    self._clock.wait(self._cond, max(0.01, wait))
                     continue
             for h, _ in due:
                 _refresh(h)
+            with self._cond:
+                self.beats += len(due)
 
 
 def _refresh(held: _Held) -> None:
@@ -205,15 +216,30 @@ def _refresh(held: _Held) -> None:
 
 
 _heartbeat = _Heartbeat()
+# The heartbeats of clocks other than the real one (tests), one per clock.
+_other_heartbeats: weakref.WeakKeyDictionary[Clock, _Heartbeat] = weakref.WeakKeyDictionary()
+_other_heartbeats_lock = threading.Lock()
+
+
+def _heartbeat_for(clock: Clock) -> _Heartbeat:
+    if clock is SYSTEM:
+        return _heartbeat
+    with _other_heartbeats_lock:
+        beat = _other_heartbeats.get(clock)
+        if beat is None:
+            beat = _other_heartbeats[clock] = _Heartbeat(clock)
+        return beat
 
 
 def _reset_after_fork() -> None:
     """A forked child inherits locked mutexes of threads that do not exist in it: start afresh."""
-    global _guards, _guards_lock, _heartbeat
+    global _guards, _guards_lock, _heartbeat, _other_heartbeats, _other_heartbeats_lock
     _guards = {}
     _guards_lock = threading.Lock()
     _live_nonces.clear()
     _heartbeat = _Heartbeat()
+    _other_heartbeats = weakref.WeakKeyDictionary()
+    _other_heartbeats_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -334,6 +360,7 @@ class LockManager:
     :param unreadable_grace: an empty/unparseable/non-regular marker unchanged this long is broken.
     :param breaker_stale: a leftover ``.break`` entry unchanged for this long is removed.
     :param refresh: seconds between heartbeats of a held marker (default ``stale_after / 6``).
+    :param clock: what waits, ages and heartbeats are measured on (`SYSTEM`; tests move their own).
     """
 
     def __init__(
@@ -346,8 +373,10 @@ class LockManager:
         unreadable_grace: float = 2.0,
         breaker_stale: float = 5.0,
         refresh: float | None = None,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.locks_dir = locks_dir
+        self.clock = clock
         self.timeout = timeout
         self.stale_after = stale_after
         self.poll = poll
@@ -376,7 +405,7 @@ class LockManager:
         :raises StoreError: the lock directory or file cannot be created at all.
         """
         path = self.lock_path(name)
-        deadline = time.monotonic() + self.timeout
+        deadline = self.clock.monotonic() + self.timeout
         call_ends = _CALL_DEADLINE.get()
         by_call = call_ends is not None and call_ends < deadline
         if call_ends is not None and by_call:
@@ -397,7 +426,7 @@ class LockManager:
                 f"同一线程重复获取锁 {name!r}(锁文件 {path}):这是程序错误,已拒绝以免自己等自己。",
                 lock_file=path,
             )
-        if not guard.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+        if not guard.lock.acquire(timeout=max(0.0, deadline - self.clock.monotonic())):
             if by_call:
                 raise self._deadline(path)
             raise LockTimeout(
@@ -414,7 +443,7 @@ class LockManager:
                     raise self._deadline(path) from exc
                 raise
             _live_nonces[held.nonce] = me
-            heartbeat = _heartbeat
+            heartbeat = _heartbeat_for(self.clock)
             heartbeat.add(held, self.refresh if self.refresh is not None else max(0.05, self.stale_after / 6.0))
             try:
                 with fileio.guard(functools.partial(self.verify, held)):
@@ -467,7 +496,7 @@ class LockManager:
                 pass
             except FileNotFoundError:
                 self._make_dir(path)
-                if time.monotonic() >= deadline:
+                if self.clock.monotonic() >= deadline:
                     raise self._timeout(path, None) from None
                 continue
             except OSError as exc:
@@ -488,7 +517,7 @@ class LockManager:
                 reason = self._stale_reason(path, seen)
                 if reason is not None:
                     progressed = self._break(path, seen, reason)
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock.monotonic()
             if progressed and quick < 100:
                 quick += 1
                 continue
@@ -501,7 +530,7 @@ class LockManager:
             # record scope: 4 of 320 saves timed out with a flat interval).
             waited = self.timeout - remaining
             factor = max(0.05, 1.0 / (1.0 + 2.0 * waited))
-            time.sleep(min(remaining, self.poll * factor * random.uniform(0.5, 1.5)))
+            self.clock.sleep(min(remaining, self.poll * factor * random.uniform(0.5, 1.5)))
 
     def _make_dir(self, path: str) -> None:
         directory = os.path.dirname(path)
@@ -514,7 +543,8 @@ class LockManager:
 
     def _write_marker(self, fd: int, path: str) -> _Held:
         nonce = uuid.uuid4().hex
-        marker = {"pid": os.getpid(), "host": _HOST, "createdAt": time.time_ns() // 1_000_000, "nonce": nonce}
+        created = int(self.clock.time() * 1000)
+        marker = {"pid": os.getpid(), "host": _HOST, "createdAt": created, "nonce": nonce}
         content = json.dumps(marker, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         try:
             try:
@@ -562,7 +592,7 @@ class LockManager:
         mtime, so it never ages.
         """
         key = (seen.dev, seen.ino, seen.mtime_ns, seen.content)
-        mono = time.monotonic()
+        mono = self.clock.monotonic()
         with self._observed_lock:
             previous = self._observed.get(path)
             if previous is None or previous[0] != key:
@@ -570,7 +600,7 @@ class LockManager:
                 first = mono
             else:
                 first = previous[1]
-        by_mtime = time.time() - seen.mtime
+        by_mtime = self.clock.time() - seen.mtime
         return max(mono - first, by_mtime if by_mtime >= 0 else 0.0)
 
     def _stale_reason(self, path: str, seen: _Seen) -> str | None:

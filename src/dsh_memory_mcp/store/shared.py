@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from dsh_memory_mcp.errors import StoreError
 from dsh_memory_mcp.store import fileio, records, scopes, snapshots, writing
 from dsh_memory_mcp.store.aliases import AliasFile
+from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.journal import Doubt, Entry, Journal
 from dsh_memory_mcp.store.layout import ALIASES_FILE, StoreLayout
 from dsh_memory_mcp.store.locks import LockManager
@@ -95,7 +96,8 @@ class SharedStore:
 
     :param root: the store directory.
     :param lock_timeout: the total wait for a scope lock (SPEC: 10 s → ``LOCK_TIMEOUT``).
-    :param clock: milliseconds since the epoch; injectable for tests.
+    :param clock: milliseconds since the epoch (record timestamps); injectable for tests.
+    :param timing: what lock waits, lock staleness and the touch timer are measured on.
     :param touch_delay: seconds search hits are coalesced before a background flush.
     :param touch_interval: the background flush rewrites one scope file at most once per this
         many seconds (`flush`, `close` and exit still write at once).
@@ -113,14 +115,17 @@ class SharedStore:
         touch_delay: float = 2.0,
         touch_interval: float = 30.0,
         on_delete: Callable[[str, list[str]], None] | None = None,
+        timing: Clock = SYSTEM,
     ) -> None:
         self.layout = StoreLayout.at(root)
         self.root = self.layout.root
         self.on_delete = on_delete
         self._clock = clock
-        self._locks = LockManager(self.layout.locks_dir, timeout=lock_timeout)
+        self._locks = LockManager(self.layout.locks_dir, timeout=lock_timeout, clock=timing)
         self._snapshots = SnapshotCache(self.layout)
-        self._touches = TouchBuffer(self._apply_touches, clock=clock, delay=touch_delay, interval=touch_interval)
+        self._touches = TouchBuffer(
+            self._apply_touches, clock=clock, delay=touch_delay, interval=touch_interval, timing=timing
+        )
         self._aliases = AliasFile(self.layout, self._locks.hold)
         self.journal = Journal(self.root)
         self._checked: dict[str, snapshots.Identity | None] = {}  # scope → identity checked for losses

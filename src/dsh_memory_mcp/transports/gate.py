@@ -16,7 +16,6 @@ limit keeps counting it. Its lock waits end at the deadline too (`store.locks.ca
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -25,6 +24,7 @@ import anyio
 import anyio.abc
 
 from dsh_memory_mcp.errors import CallRefused
+from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.locks import call_deadline
 
 __all__ = ["ANSWER_GRACE_SECS", "ToolGate"]
@@ -36,13 +36,18 @@ ANSWER_GRACE_SECS = 0.5
 
 
 class ToolGate:
-    """Admission, deadline and drain for tool calls; use inside `running()`."""
+    """Admission, deadline and drain for tool calls; use inside `running()`.
 
-    def __init__(self, limit: int, deadline_secs: float) -> None:
+    :param clock: what deadlines are stamped on (the body and its lock waits get them on this
+        clock); the waits themselves are the event loop's, in real seconds.
+    """
+
+    def __init__(self, limit: int, deadline_secs: float, *, clock: Clock = SYSTEM) -> None:
         if limit < 1:
             raise ValueError("limit must be at least 1")
         self.limit = limit
         self.deadline_secs = deadline_secs
+        self.clock = clock
         self._slots = anyio.Semaphore(limit)
         self._tg: anyio.abc.TaskGroup | None = None
         self.running_calls = 0
@@ -61,10 +66,10 @@ class ToolGate:
                 tg.cancel_scope.cancel()
 
     def _deadline(self) -> float:
-        return time.monotonic() + self.deadline_secs if self.deadline_secs > 0 else math.inf
+        return self.clock.monotonic() + self.deadline_secs if self.deadline_secs > 0 else math.inf
 
     async def run(self, body: Callable[[float | None], Awaitable[T]]) -> T:
-        """Run `body(deadline)` under the gate; `deadline` is a `time.monotonic()` value or None.
+        """Run `body(deadline)` under the gate; `deadline` is a monotonic time on `clock`, or None.
 
         :raises CallRefused: ``BUSY`` (never started: queue past the deadline, or the server is
             stopping) or ``DEADLINE`` (started, still running at the deadline).
@@ -74,7 +79,7 @@ class ToolGate:
         deadline = self._deadline()
         self.queued_calls += 1
         try:
-            with anyio.move_on_after(deadline - time.monotonic()) as waiting:
+            with anyio.move_on_after(deadline - self.clock.monotonic()) as waiting:
                 await self._slots.acquire()
             if waiting.cancelled_caught:
                 raise CallRefused(
@@ -108,7 +113,7 @@ class ToolGate:
         tg.start_soon(call)
         # A lock wait inside the body ends at the deadline itself (with its own, more precise
         # DEADLINE: "nothing was written"); give that answer a moment to come back first.
-        with anyio.move_on_after(deadline - time.monotonic() + ANSWER_GRACE_SECS):
+        with anyio.move_on_after(deadline - self.clock.monotonic() + ANSWER_GRACE_SECS):
             await done.wait()
         if not done.is_set():
             raise CallRefused(
@@ -123,7 +128,7 @@ class ToolGate:
     async def drain(self, seconds: float) -> bool:
         """Stop admitting calls; wait up to `seconds` for running ones. True when none is left."""
         self.closing = True
-        end = time.monotonic() + seconds
-        while self.running_calls and time.monotonic() < end:
+        end = self.clock.monotonic() + seconds
+        while self.running_calls and self.clock.monotonic() < end:
             await anyio.sleep(0.02)
         return self.running_calls == 0
