@@ -112,6 +112,7 @@ def start_serve(tree: Tree, errlog: Path) -> None:
         env=tree.env(),
         cwd=str(tree.cwd),
         text=True,
+        encoding="utf-8",
     )
     err.close()
     deadline = time.monotonic() + 60

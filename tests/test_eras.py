@@ -165,6 +165,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             env=_clean_env(base),
             cwd=str(base),
             text=True,
+            encoding="utf-8",
         )
     try:
         info = wait_listening(proc, store, errlog)
