@@ -878,6 +878,160 @@ def keepalive_latency(store: Path, env: dict[str, str], errlog: Any, reps: int) 
     }
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process `pid` so far (Linux /proc), None if unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+async def mixed_hosts(
+    store: Path, projects: list[Path], env: dict[str, str], errlog: Any, hosts: int, rounds: int, via: str
+) -> dict[str, Any]:
+    """`hosts` stdio servers at once, each alternating one search and one save `rounds` times.
+
+    `via` "direct": every host runs its own server (``--no-relay``); "serve": one `serve` runs and
+    every host's stdio process relays to it (what `setup` gives a host while serve is up). The
+    searches and saves of all hosts are timed; `cpu_ms_per_call` is the CPU the server processes
+    (the direct servers, or serve) spent per call while the hosts ran.
+    """
+    proc = None
+    if via == "serve":
+        proc, _info = start_serve(store, env, errlog)
+    search_t: list[float] = []
+    save_t: list[float] = []
+    errors: dict[str, int] = {}
+    ready = anyio.Event()
+    go = anyio.Event()
+    done = anyio.Event()
+    state = {"ready": 0}
+    spans: list[tuple[float, float]] = []
+    queries = EN_QUERIES + ZH_QUERIES
+    cpu: dict[str, float] = {}
+
+    def server_cpu() -> float:
+        pids = [proc.pid] if proc is not None else server_children()
+        return sum(c for pid in pids if (c := cpu_seconds(pid)) is not None)
+
+    try:
+
+        async def host(k: int) -> None:
+            rng = random.Random(1000 + k)
+            p = params(store, projects[k % len(projects)], env)
+            if via == "direct":
+                p.args.append("--no-relay")
+            async with stdio_client(p, errlog=errlog) as (r, w), ClientSession(r, w) as s:
+                await s.initialize()
+                await call(s, "memory_search", {"query": "warm up 预热"})  # the cold read is not timed
+                state["ready"] += 1
+                if state["ready"] == hosts:
+                    cpu["before"] = server_cpu()
+                    ready.set()
+                await go.wait()
+                t0 = time.perf_counter()
+                for _ in range(rounds):
+                    for name, args in (
+                        ("memory_search", {"query": rng.choice(queries)}),
+                        ("memory_save", {"content": f"bench-mixed {uuid.uuid4().hex} {make_content(rng)}"}),
+                    ):
+                        t1 = time.perf_counter()
+                        try:
+                            res = await s.call_tool(name, args)
+                            ok = not res.is_error and (res.structured_content or {}).get("ok")
+                            code = None if ok else str((res.structured_content or {}).get("code", "NO_RESULT"))
+                        except Exception as exc:
+                            code = type(exc).__name__
+                        (search_t if name == "memory_search" else save_t).append(time.perf_counter() - t1)
+                        if code is not None:
+                            errors[code] = errors.get(code, 0) + 1
+                spans.append((t0, time.perf_counter()))
+                if len(spans) == hosts:
+                    cpu["after"] = server_cpu()  # before any host leaves (its server would exit)
+                    done.set()
+                await done.wait()
+
+        async with anyio.create_task_group() as tg:
+            for k in range(hosts):
+                tg.start_soon(host, k)
+            await ready.wait()
+            go.set()
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+    seconds = max(e for _, e in spans) - min(b for b, _ in spans)
+    calls = len(search_t) + len(save_t)
+    used = cpu.get("after", 0.0) - cpu.get("before", 0.0)
+    return {
+        "via": via,
+        "hosts": hosts,
+        "rounds": rounds,
+        "calls": calls,
+        "errors": errors,
+        "seconds": round(seconds, 3),
+        "search_p50_ms": ms(statistics.median(search_t)),
+        "search_p95_ms": ms(pct(search_t, 95)),
+        "save_p50_ms": ms(statistics.median(save_t)),
+        "save_p95_ms": ms(pct(save_t, 95)),
+        "cpu_ms_per_call": round(used * 1000 / calls, 2) if calls and "after" in cpu else None,
+    }
+
+
+def mixed_in_process(store: Path, projects: list[Path], hosts: int, rounds: int) -> dict[str, Any]:
+    """The floor of `mixed_hosts`: `hosts` threads over one in-process `MemoryService`, same calls."""
+    import threading
+
+    from dsh_memory_mcp.config import resolve_settings
+    from dsh_memory_mcp.service import compose
+    from dsh_memory_mcp.service.context import CallContext
+
+    settings = resolve_settings(store_dir=str(store), env={"DSH_MEMORY_VECTOR": "off"}, cwd=str(projects[0]))
+    service = compose.open_service(settings)
+    search_t: list[float] = []
+    save_t: list[float] = []
+    queries = EN_QUERIES + ZH_QUERIES
+    barrier = threading.Barrier(hosts)
+
+    def host(k: int) -> None:
+        rng = random.Random(1000 + k)
+        project = str(projects[k % len(projects)])
+        ctx = CallContext(project_dir=project, project_source="flag")
+        service.call("memory_search", {"query": "warm up 预热"}, ctx)
+        barrier.wait()
+        for _ in range(rounds):
+            t1 = time.perf_counter()
+            service.call("memory_search", {"query": rng.choice(queries)}, ctx)
+            search_t.append(time.perf_counter() - t1)
+            t1 = time.perf_counter()
+            service.call("memory_save", {"content": f"bench-mixed {uuid.uuid4().hex} {make_content(rng)}"}, ctx)
+            save_t.append(time.perf_counter() - t1)
+
+    threads = [threading.Thread(target=host, args=(k,)) for k in range(hosts)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - t0
+    compose.close_service(service)
+    return {
+        "via": "in-process",
+        "hosts": hosts,
+        "rounds": rounds,
+        "seconds": round(seconds, 3),
+        "search_p50_ms": ms(statistics.median(search_t)),
+        "search_p95_ms": ms(pct(search_t, 95)),
+        "save_p50_ms": ms(statistics.median(save_t)),
+        "save_p95_ms": ms(pct(save_t, 95)),
+    }
+
+
 def run_serve_bench(size: int, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     base = tmp / f"serve-{size}"
     projects = [base / "work" / name for name in ("alpha", "beta", "gamma")]

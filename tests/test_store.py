@@ -558,9 +558,9 @@ class CountingStore(SharedStore):
         super().__init__(*args, **kwargs)
         self.writes: list[str] = []
 
-    def _write_lines(self, scope, path, lines):
+    def _write_lines(self, scope, path, lines, **kwargs):
         self.writes.append(scope)
-        super()._write_lines(scope, path, lines)
+        super()._write_lines(scope, path, lines, **kwargs)
 
 
 def test_touches_are_coalesced_and_written_once_per_scope_by_flush(store_dir: Path, clock: Clock):

@@ -87,6 +87,45 @@ def write_all_at(fd: int, data: bytes, offset: int) -> None:
         view, offset = view[written:], offset + written
 
 
+class Durability:
+    """Descriptors written under a lock whose fsync is left for after the lock is released.
+
+    An append is visible to every reader once `write` returns; the lock only has to cover the
+    decision and the write. The fsync (4-10 ms each on a busy disk, two per save with the
+    journal) made 16 writers queue behind each other's disk flushes. `sync` flushes the
+    descriptors in the order they were added (the scope file before its journal line) and closes
+    them; the caller acknowledges only after it returned. Concurrent fsyncs of several writers
+    are batched by the filesystem.
+    """
+
+    def __init__(self) -> None:
+        self._fds: list[int] = []
+
+    def add(self, fd: int) -> None:
+        self._fds.append(fd)
+
+    def sync(self) -> None:
+        """fsync every descriptor, then close them all. :raises OSError: the first failure."""
+        fds, self._fds = self._fds, []
+        error: OSError | None = None
+        for fd in fds:
+            try:
+                if error is None:
+                    os.fsync(fd)
+            except OSError as exc:
+                error = exc
+            finally:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        if error is not None:
+            raise error
+
+    def settle(self) -> None:
+        """On a failure path: flush what was written anyway (best effort, it is visible), close."""
+        with contextlib.suppress(OSError):
+            self.sync()
+
+
 def fsync_dir(directory: str) -> None:
     """Make a rename durable (POSIX); best effort, some filesystems refuse."""
     if sys.platform == "win32":

@@ -186,11 +186,18 @@ class Journal:
         self._warned: set[str] = set()
         self._warn_lock = threading.Lock()
         self._due = False
+        # For checks that cost what changed (`mark`, `saved_since`): per scope, the ids of its
+        # saves in journal order, and an epoch that changes whenever the state is read afresh.
+        self._order: dict[str, list[str]] = {}
+        self._epoch = 0
 
     # -- writing ---------------------------------------------------------------------------
 
-    def saved(self, scope: str, lines: Iterable[tuple[str, str]]) -> None:
+    def saved(self, scope: str, lines: Iterable[tuple[str, str]], *, defer: fileio.Durability | None = None) -> None:
         """Journal committed records ``(id, exact line)`` of `scope`; durable when it returns.
+
+        With `defer`, durable once ``defer.sync()`` returned instead: the line is written now (in
+        commit order, inside the scope lock) and flushed after the lock is released.
 
         :raises OSError: the journal cannot be written (the caller must not acknowledge then).
         """
@@ -199,7 +206,7 @@ class Journal:
             json.dumps({"t": now, "op": "save", "scope": scope, "id": rid, "line": raw}, ensure_ascii=False)
             for rid, raw in lines
         ]
-        self._append(payload)
+        self._append(payload, defer=defer)
 
     def removed(self, scope: str, ids: Sequence[str], *, op: str = "forget") -> None:
         """Journal that our tools remove (``forget``) or expire (``supersede``) these ids of `scope`.
@@ -211,7 +218,7 @@ class Journal:
             return
         self._append([json.dumps({"t": _now_ms(), "op": op, "scope": scope, "ids": list(ids)}, ensure_ascii=False)])
 
-    def _append(self, lines: Sequence[str]) -> None:
+    def _append(self, lines: Sequence[str], *, defer: fileio.Durability | None = None) -> None:
         if not lines:
             return
         body = "".join(line + "\n" for line in lines).encode("utf-8", "surrogatepass")
@@ -227,8 +234,14 @@ class Journal:
             written = os.write(fd, data)
             if written != len(data):  # a file-size limit, a full disk: the batch is torn, not retried
                 raise OSError(errno.EIO, f"写入不完整(只写入了 {written}/{len(data)} 字节)")
-            os.fsync(fd)
-        finally:
+            if defer is None:
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if defer is not None:
+            defer.add(fd)  # flushed (and closed) by the caller once the scope lock is released
+        else:
             os.close(fd)
         if new_file:
             fileio.fsync_dir(self.dir)
@@ -440,6 +453,8 @@ class Journal:
         self._live.clear()
         self._unparsed.clear()
         self._seq = 0
+        self._order.clear()
+        self._epoch += 1
 
     def _read_segment(self, name: str) -> bool:
         """Read the new part of one segment (lock held); False when it is no longer the file we read."""
@@ -501,6 +516,10 @@ class Journal:
                 known = live.get(rid)
                 places = (*known.places, place) if known is not None else (place,)
                 live[rid] = Entry(scope, rid, line, at if type(at) is int else 0, places, self._seq)
+                order = self._order.get(scope)
+                if order is None:
+                    order = self._order[scope] = []
+                order.append(rid)
             elif type(rid) is not str or "line" in item or type(item.get("scrubbed")) is not str:
                 self._doubt_line(raw, place, lineno)
             # else: a scrubbed save; its removal has (or will have) its own line
@@ -527,6 +546,49 @@ class Journal:
         """Records of `scope` we saved and never removed, as of the last `refresh`."""
         with self._lock:
             return dict(self._live.get(scope, {}))
+
+    def mark(self, scope: str) -> tuple[int, int]:
+        """A position in `scope`'s saves (as of the last `refresh`), for `saved_since`."""
+        with self._lock:
+            return self._epoch, len(self._order.get(scope, ()))
+
+    def saved_since(self, scope: str, mark: tuple[int, int]) -> tuple[list[Entry], tuple[int, int]] | None:
+        """The live entries of `scope` saved after `mark`, and the new mark; O(what was saved since).
+
+        None when the journal was read afresh since `mark` (pruned, compacted): the caller must
+        then look at every live entry (`live_entries`).
+        """
+        with self._lock:
+            if mark[0] != self._epoch:
+                return None
+            order = self._order.get(scope, [])
+            live = self._live.get(scope, {})
+            found = [live[rid] for rid in order[mark[1] :] if rid in live]
+            return found, (self._epoch, len(order))
+
+    def live_entries(self, scope: str) -> tuple[list[Entry], tuple[int, int]]:
+        """Every live entry of `scope` (as of the last `refresh`), and the mark they go up to."""
+        with self._lock:
+            return list(self._live.get(scope, {}).values()), (self._epoch, len(self._order.get(scope, ())))
+
+    def live_entry(self, scope: str, record_id: str) -> Entry | None:
+        """The live entry of `record_id` in `scope` (as of the last `refresh`), or None."""
+        with self._lock:
+            return self._live.get(scope, {}).get(record_id)
+
+    def undoubted(self, scope: str, entries: Sequence[Entry]) -> list[Entry]:
+        """Those of `entries` still live (as of the last `refresh`) that no later unparseable line
+        mentions (`doubtful`): what `missing` would report of them, at the cost of these alone."""
+        with self._lock:
+            live = self._live.get(scope, {})
+            kept = [e for e in entries if live.get(e.id) is not None]
+            if not kept or not self._unparsed:
+                return kept
+            return [
+                e
+                for e in kept
+                if not any(line.seq > live[e.id].seq and line.mentions(e.id) for line in self._unparsed)
+            ]
 
     def scopes(self) -> list[str]:
         with self._lock:

@@ -304,6 +304,23 @@ def _read_marker(path: str) -> _Seen | None:
     return _Seen(b"".join(chunks), st.st_dev, st.st_ino, st.st_mtime, st.st_mtime_ns)
 
 
+#: A waiter reads and judges the marker in place again at most this often while it is unchanged.
+_RECHECK_SECS = 0.05
+#: The shortest interval between tries while the holder has only just taken the lock, and the
+#: shortest sleep at all.
+_MIN_POLL_SECS = 0.002
+_FLOOR_SECS = 0.0005
+
+
+def _marker_identity(path: str) -> tuple[int, int, int] | None:
+    """``(dev, ino, mtime_ns)`` of whatever is at the lock path (not followed), None if nothing."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns
+
+
 def _remove_entry(path: str, seen: _Seen) -> None:
     """Remove what is at a lock path: a file or link by unlink, an (empty) directory by rmdir."""
     if seen.regular:
@@ -489,6 +506,10 @@ class LockManager:
 
     def _acquire_file(self, path: str, deadline: float) -> _Held:
         quick = 0  # retries without a sleep in a row: bounded, so nothing can make us spin
+        checked: tuple[int, int, int] | None = None  # (dev, ino, mtime_ns) of the marker last judged
+        checked_at = 0.0
+        first_seen = self.clock.monotonic()  # when the marker now in place was first seen by this wait
+        seen: _Seen | None = None
         while True:
             try:
                 fd = os.open(path, _EXCL_FLAGS, 0o600)
@@ -506,31 +527,51 @@ class LockManager:
             else:
                 return self._write_marker(fd, path)
 
-            try:
-                seen = _read_marker(path)
-            except OSError as exc:
-                raise StoreError(f"无法读取锁文件 {path}:{exc.strerror or exc}。", path=path) from exc
-            progressed = seen is None  # released between our open and our read: retry at once
-            if seen is None:
-                self._forget(path)
-            if seen is not None:
-                reason = self._stale_reason(path, seen)
-                if reason is not None:
-                    progressed = self._break(path, seen, reason)
+            now = self.clock.monotonic()
+            ident = _marker_identity(path)
+            if ident is not None and ident != checked:
+                first_seen = now
+            if ident is not None and ident == checked and now - checked_at < _RECHECK_SECS:
+                # The marker we judged a moment ago is still there: its holder is at work. A stat
+                # instead of reading and parsing it again keeps many waiters' polling cheap.
+                progressed = False
+            else:
+                try:
+                    seen = _read_marker(path)
+                except OSError as exc:
+                    raise StoreError(f"无法读取锁文件 {path}:{exc.strerror or exc}。", path=path) from exc
+                progressed = seen is None  # released between our open and our read: retry at once
+                if seen is None:
+                    self._forget(path)
+                else:
+                    checked, checked_at = (seen.dev, seen.ino, seen.mtime_ns), now
+                    reason = self._stale_reason(path, seen)
+                    if reason is not None:
+                        progressed = self._break(path, seen, reason)
             remaining = deadline - self.clock.monotonic()
-            if progressed and quick < 100:
+            if (progressed or ident is None) and quick < 100:
                 quick += 1
                 continue
             quick = 0
             if remaining <= 0:
                 raise self._timeout(path, seen)
-            # Aging: the longer we have waited, the more often we try (down to a twentieth of
-            # `poll`), so among many writers the oldest waiter tends to win the next release
-            # instead of one unlucky process running into LOCK_TIMEOUT (16 writers on a 50k
-            # record scope: 4 of 320 saves timed out with a flat interval).
-            waited = self.timeout - remaining
-            factor = max(0.05, 1.0 / (1.0 + 2.0 * waited))
-            self.clock.sleep(min(remaining, self.poll * factor * random.uniform(0.5, 1.5)))
+            self.clock.sleep(min(remaining, self._pause(now - first_seen, self.timeout - remaining)))
+
+    def _pause(self, held_for: float, waited: float) -> float:
+        """How long to sleep before the next try, while a holder has had the lock `held_for` (as
+        seen by this wait) and we have waited `waited` seconds.
+
+        A save holds the lock about a millisecond (its fsyncs come after the release), so a
+        holder seen only a moment ago is polled for every couple of milliseconds; one that has
+        held it for long (a rewrite of a big scope) ever more slowly, up to `poll`. Aging: the
+        longer we have waited, the more often we try (down to a twentieth), so among many writers
+        the oldest waiter tends to win the next release instead of one unlucky process running
+        into LOCK_TIMEOUT (16 writers on a 50k-record scope: 4 of 320 saves timed out with a flat
+        interval). Jittered, so waiters do not wake in step.
+        """
+        base = min(self.poll, max(_MIN_POLL_SECS, held_for / 4.0))
+        factor = max(0.05, 1.0 / (1.0 + 2.0 * waited))
+        return max(_FLOOR_SECS, base * factor * random.uniform(0.5, 1.5))
 
     def _make_dir(self, path: str) -> None:
         directory = os.path.dirname(path)

@@ -24,6 +24,7 @@ import logging
 import os
 import threading
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -67,6 +68,18 @@ class SaveResult:
     record: Record
     deduped: bool
     superseded: Record | None
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """The version of a scope last checked for losses, and what the check found."""
+
+    identity: snapshots.Identity | None
+    lineage: int
+    #: The journal position the check went up to (`Journal.mark`).
+    mark: tuple[int, int]
+    #: Ids it found missing (looked at again by the next check, since `recover` may restore them).
+    missing: frozenset[str]
 
 
 @dataclass
@@ -128,8 +141,11 @@ class SharedStore:
         )
         self._aliases = AliasFile(self.layout, self._locks.hold)
         self.journal = Journal(self.root)
-        self._checked: dict[str, snapshots.Identity | None] = {}  # scope → identity checked for losses
+        self._checked: dict[str, _Checked] = {}  # scope → the version last checked for losses
         self._reported_missing: set[tuple[str, frozenset[str]]] = set()
+        #: How the loss checks ran (tests and the benchmark read these): a full check looks every
+        #: live journal entry of the scope up, an incremental one only what was journalled since.
+        self.stats: Counter[str] = Counter()
         self._state_lock = threading.Lock()
 
     @property
@@ -204,37 +220,83 @@ class SharedStore:
             regular file).
         """
         snap = self._snapshots.load(self.scope_path(scope), scope)
-        if self._checked.get(scope, ()) != snap.identity:
-            self._checked[scope] = snap.identity
-            self._report_missing(scope, snap)
+        checked = self._checked.get(scope)
+        if checked is None or checked.identity != snap.identity:
+            self._check_losses(scope, snap, checked)
         return snap
+
+    def counters(self) -> dict[str, int]:
+        """How much work this store did so far (tests and the benchmark read these, never the tools).
+
+        ``parses`` (whole files read), ``extends`` (only a grown tail read), ``hits``; the loss
+        checks (``loss_checks_full``: every live journal entry of a scope looked up;
+        ``loss_checks_incremental``: only what was journalled since the last check); and, for this
+        process, ``id_index_builds`` / ``content_index_builds`` (derivations over every record of a
+        version, as opposed to extending the previous version's).
+        """
+        out = {name: int(value) for name, value in self._snapshots.stats.items()}
+        out.update({name: int(self.stats[name]) for name in ("loss_checks_full", "loss_checks_incremental")})
+        out.update({name: int(snapshots.COUNTERS[name]) for name in ("id_index_builds", "content_index_builds")})
+        return out
 
     # -- losses to unlocked writers --------------------------------------------------------
 
-    def _confirmed_missing(self, scope: str, snap: ScopeSnapshot) -> list[Entry]:
-        """Records of `scope` we acknowledged and never removed that `snap` lacks — for sure.
+    def _check_losses(self, scope: str, snap: ScopeSnapshot, checked: _Checked | None) -> None:
+        """Find (and report once) acknowledged records `snap` lacks, at the cost of what changed.
+
+        A version of the same lineage as the one checked last (it only grew, or this process
+        rewrote it from a version read under the lock) still has every record that one had, bar
+        the ones our tools removed (journalled): only the saves journalled since, and the records
+        already missing, need looking at. Anything else (replaced, shrunk, changed before its old
+        end by another program) is checked against every live journal entry. Either way each id
+        is looked up in the version's id index; no set of all ids is built.
+        """
+        try:
+            self.journal.refresh()
+            since = None
+            if checked is not None and checked.lineage == snap.lineage:
+                since = self.journal.saved_since(scope, checked.mark)
+            if since is not None:
+                self.stats["loss_checks_incremental"] += 1
+                entries, mark = since
+                again = [e for rid in checked.missing if (e := self.journal.live_entry(scope, rid)) is not None]
+                candidates = [*again, *entries]
+            else:
+                self.stats["loss_checks_full"] += 1
+                candidates, mark = self.journal.live_entries(scope)
+            lost = self._confirmed_missing(scope, snap, candidates)
+        except OSError:
+            return
+        self._checked[scope] = _Checked(snap.identity, snap.lineage, mark, frozenset(e.id for e in lost))
+        if lost:
+            self._report_missing(scope, snap, lost)
+
+    def _confirmed_missing(self, scope: str, snap: ScopeSnapshot, candidates: Sequence[Entry]) -> list[Entry]:
+        """The `candidates` (live journal entries of `scope`) that `snap` lacks — for sure.
 
         Order matters: the file was read (`snap`), then the journal; a candidate is confirmed
         by reading the file again and then the journal again. A save is journalled after its
         commit and a removal before it, so a write racing the check is never taken for a loss.
-        """
-        try:
-            self.journal.refresh()
-            candidates = self.journal.missing(scope, (r.id for r in snap.records))
-            if not candidates:
-                return []
-            again = self._snapshots.load(self.scope_path(scope), scope)
-            present = {r.id for r in again.records}
-            self.journal.refresh()
-            live = self.journal.live(scope)
-        except OSError:
-            return []
-        return [e for e in candidates if e.id not in present and e.id in live]
 
-    def _report_missing(self, scope: str, snap: ScopeSnapshot) -> None:
-        lost = self._confirmed_missing(scope, snap)
-        if not lost:
-            return
+        :raises OSError: the file or the journal cannot be read.
+        """
+        # Nearly every candidate is a save another writer made a moment ago: in `snap`'s newest
+        # records, or appended after we read it. Both looks are cheap; only what neither finds
+        # is looked up in the id index of the re-read version.
+        if len(candidates) > snapshots.RECENT:
+            left = snapshots.absent(snap, candidates)
+        else:
+            left = snapshots.absent(snap, candidates, recent_only=True)
+        if not left:
+            return []
+        again = self._snapshots.load(self.scope_path(scope), scope)
+        left = snapshots.absent(again, left)
+        if not left:
+            return []
+        self.journal.refresh()
+        return self.journal.undoubted(scope, left)  # still live, and no unparseable line may be their removal
+
+    def _report_missing(self, scope: str, snap: ScopeSnapshot, lost: list[Entry]) -> None:
         key = (scope, frozenset(e.id for e in lost))
         with self._state_lock:
             if key in self._reported_missing:
@@ -258,7 +320,11 @@ class SharedStore:
         wanted = [scope] if scope is not None else self.journal.scopes()
         found: dict[str, list[Entry]] = {}
         for name in wanted:
-            lost = self._confirmed_missing(name, self._snapshots.load(self.scope_path(name), name))
+            try:
+                candidates, _mark = self.journal.live_entries(name)
+                lost = self._confirmed_missing(name, self._snapshots.load(self.scope_path(name), name), candidates)
+            except OSError:
+                continue
             if lost:
                 found[name] = lost
         return found
@@ -293,8 +359,8 @@ class SharedStore:
                 continue
 
             def mutate(snap: ScopeSnapshot, wanted: list[Entry] = candidates) -> tuple[Change | None, list[Entry]]:
-                present = {r.id for r in snap.records}
-                back = [e for e in wanted if e.id not in present]
+                present = snapshots.id_index(snap)
+                back = [e for e in wanted if not present.has(e.id)]
                 lines = [records.parse_line(entry.line) for entry in back]
                 if all(isinstance(line, Record) for line in lines):
                     return (Append(tuple(line for line in lines if isinstance(line, Record))) if back else None), back
@@ -379,6 +445,36 @@ class SharedStore:
         path = self.scope_path(scope)
         self._snapshots.load(path, scope)
         self.journal.tidy()  # a prune/compaction the last appends made due runs here, outside the lock
+        pending = fileio.Durability()  # appends are flushed after the lock is released
+        try:
+            result = self._locked(scope, path, mutate, after, journal, pending)
+            try:
+                pending.sync()
+            except OSError as exc:
+                raise StoreError(
+                    f"已写入 {path},但无法将其落盘:{exc.strerror or exc}。断电时这次修改可能丢失;请检查磁盘。",
+                    path=path,
+                ) from exc
+            return result
+        finally:
+            pending.settle()  # after a failure inside the lock: what was written is visible, flush it
+
+    def _locked(
+        self,
+        scope: str,
+        path: str,
+        mutate: Callable[[ScopeSnapshot], tuple[Change | None, T]],
+        after: Callable[[T], None] | None,
+        journal: Callable[[T], _Change] | None,
+        pending: fileio.Durability,
+    ) -> T:
+        """The part of `_transact` inside the scope lock: decide on fresh content, write, journal.
+
+        Only decisions and writes happen here; the fsyncs of an append and of its journal line
+        are left to `pending` (the caller flushes it before acknowledging), so writers do not
+        queue behind each other's disk flushes. Removals are journalled durably *before* the
+        commit, as ever.
+        """
         with self._locks.hold(scope):
             self._sweep(os.path.dirname(path))
             attempt = 0
@@ -391,7 +487,7 @@ class SharedStore:
                 note = journal(result) if journal is not None else None
                 if note is not None:
                     self._journal(scope, note, before=True)
-                if not self._commit(scope, snap, change, last_try=attempt >= _MAX_REREADS):
+                if not self._commit(scope, snap, change, last_try=attempt >= _MAX_REREADS, pending=pending):
                     if attempt >= 2 * _MAX_REREADS:
                         raise StoreError(
                             f"写入 {path} 失败:写入期间该文件被反复整份替换(有不加锁的写者在同时改它),"
@@ -400,20 +496,20 @@ class SharedStore:
                         )
                     continue
                 if note is not None:
-                    self._journal(scope, note, before=False)
+                    self._journal(scope, note, before=False, pending=pending)
                     if note.removed or note.superseded:
                         self._scrub_journal()
                 if after is not None:
                     after(result)
                 return result
 
-    def _journal(self, scope: str, change: _Change, *, before: bool) -> None:
+    def _journal(self, scope: str, change: _Change, *, before: bool, pending: fileio.Durability | None = None) -> None:
         try:
             if before:
                 self.journal.removed(scope, change.removed, op="forget")
                 self.journal.removed(scope, change.superseded, op="supersede")
             elif change.saved:
-                self.journal.saved(scope, [(r.id, r.raw) for r in change.saved])
+                self.journal.saved(scope, [(r.id, r.raw) for r in change.saved], defer=pending)
         except OSError as exc:
             path = self.journal.dir
             if before:
@@ -442,7 +538,15 @@ class SharedStore:
                 exc.strerror or exc,
             )
 
-    def _commit(self, scope: str, snap: ScopeSnapshot, change: Change, *, last_try: bool) -> bool:
+    def _commit(
+        self,
+        scope: str,
+        snap: ScopeSnapshot,
+        change: Change,
+        *,
+        last_try: bool,
+        pending: fileio.Durability | None = None,
+    ) -> bool:
         """The one place a transaction's change reaches the disk; the caller holds the scope lock.
 
         An `Append` adds whole lines at the end of the file (one write, fsync); a list of lines
@@ -452,21 +556,25 @@ class SharedStore:
         False and the transaction starts over on the new content (`last_try`: write anyway).
         """
         if isinstance(change, Append):
-            return self._append(snap, change.records, last_try=last_try)
+            return self._append(snap, change.records, last_try=last_try, pending=pending)
         if not last_try and snapshots.identity_of(snap.path) != snap.identity:
             return False
-        self._write_lines(scope, snap.path, change)
+        self._write_lines(scope, snap.path, change, lineage=snap.lineage)
         return True
 
-    def _append(self, snap: ScopeSnapshot, new: Sequence[Record], *, last_try: bool) -> bool:
-        """Append `new` to the scope file and cache the grown version without reading it back."""
+    def _append(
+        self, snap: ScopeSnapshot, new: Sequence[Record], *, last_try: bool, pending: fileio.Durability | None = None
+    ) -> bool:
+        """Append `new` to the scope file and cache the grown version without reading it back.
+
+        With `pending`, the fsync is left to it (`_transact` flushes it after the lock)."""
         data = "".join(record.raw + "\n" for record in new).encode("utf-8", "surrogateescape")
         expect = None if last_try else snap.identity
         if last_try:
             # Write whatever the file is now; the cached version no longer describes it.
             current = snapshots.identity_of(snap.path)
             expect = current
-        st, matched, torn = writing.append_bytes(snap.path, data, expect=expect)
+        st, matched, torn = writing.append_bytes(snap.path, data, expect=expect, defer=pending)
         if not matched:
             return False
         if torn:
@@ -489,14 +597,20 @@ class SharedStore:
                     head=data[: snapshots.PROBE_BYTES],
                     tail=data[-snapshots.PROBE_BYTES :],
                     newlines=data.count(b"\n"),
+                    lineage=snap.lineage,
                 )
             )
         else:
             self._snapshots.drop(snap.path)  # someone else wrote too: the next read extends or re-reads
         return True
 
-    def _write_lines(self, scope: str, path: str, lines: list[Line]) -> None:
-        """Replace the scope file by `lines` and cache the result without reading it back."""
+    def _write_lines(self, scope: str, path: str, lines: list[Line], *, lineage: int | None = None) -> None:
+        """Replace the scope file by `lines` and cache the result without reading it back.
+
+        `lineage`: that of the version `lines` were made from (read under the lock). The new
+        version holds every record that one had except those our tools removed, which the
+        journal knows, so the loss check carries on from it (`_check_losses`).
+        """
         probe = writing.Probe(writing.encoded_chunks(lines), snapshots.PROBE_BYTES)
         st = writing.replace_file(path, probe)
         numbered = [
@@ -510,6 +624,7 @@ class SharedStore:
             head=probe.head,
             tail=probe.tail,
             newlines=probe.newlines,
+            lineage=lineage,
         )
         self._snapshots.put(snap)
 
@@ -587,6 +702,10 @@ class SharedStore:
             )
 
         result = self._transact(scope, mutate, journal=change)
+        if result.deduped:
+            # The record we answer with may have been appended by a writer that has not flushed
+            # it yet (appends are flushed after the lock): make it durable before we say so.
+            writing.sync_file(self.scope_path(scope))
         if target is not None and target[0] != scope and result.record.id != target_id:
             superseded = self._expire(target[0], target[1].id)
             result = SaveResult(result.record, result.deduped, superseded)
@@ -611,11 +730,13 @@ class SharedStore:
 
         def mutate(snap: ScopeSnapshot) -> tuple[Change | None, tuple[int, int]]:
             now = self._clock()
-            ids = {r.id for r in snap.records}
-            contents = {r.content.strip() for r in snap.records if not r.is_expired(now)}
+            present = snapshots.id_index(snap)
+            ids: set[str] = set()  # of `new`, so far
             added.clear()
             for record in new:
-                if record.id in ids or (not record.is_expired(now) and record.content.strip() in contents):
+                if record.id in ids or present.has(record.id):
+                    continue
+                if not record.is_expired(now) and snapshots.find_live_content(snap, record.content, now) is not None:
                     continue
                 ids.add(record.id)
                 added.append(record)

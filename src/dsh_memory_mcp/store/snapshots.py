@@ -9,14 +9,17 @@ read again, and after a few tries used uncached).
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import os
 import re
 import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+import time
+from array import array
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from dsh_memory_mcp.errors import StoreError
 from dsh_memory_mcp.store import fileio, records, scopes
@@ -43,6 +46,99 @@ _reported_lock = threading.Lock()
 #: Bytes of the file's start and end a snapshot keeps, to recognise a later version that only grew.
 PROBE_BYTES = 4096
 
+#: How often the expensive derivations ran in this process (tests and the benchmark read these):
+#: ``id_index_builds`` and ``content_index_builds`` are full builds over every record of a version.
+COUNTERS: Counter[str] = Counter()
+
+# Lineage tokens: a version parsed whole (or written by another program) starts a new lineage; a
+# version that only grew from one, or that this process wrote from one, inherits it (`lineage`).
+_LINEAGES = itertools.count(1)
+
+
+_ROWS_LOCK = threading.Lock()
+
+
+class Rows(Sequence[Any]):
+    """The first `n` items of an append-only list that the versions of one file share.
+
+    A version that only grew is the old one plus a few lines: copying a 100k-line tuple per save
+    (twice, lines and records) cost ~1 ms, and each copy was a big young object the garbage
+    collector then traversed (~2.5 ms per save at 100k). `extended` appends to the shared list
+    in place when this is its longest view (O(new)), else copies (two successors of one version:
+    rare). A view never changes: items past its `n` are invisible to it. Compares equal to any
+    sequence of the same items (a tuple, a list, another `Rows`).
+    """
+
+    __slots__ = ("_items", "_n")
+
+    def __init__(self, items: list[Any], n: int) -> None:
+        self._items = items
+        self._n = n
+
+    @classmethod
+    def of(cls, items: Iterable[Any]) -> Rows:
+        values = list(items)
+        return cls(values, len(values))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self._items[slice(*index.indices(self._n))])
+        n = self._n
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError("Rows index out of range")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return itertools.islice(self._items, self._n)
+
+    def __reversed__(self) -> Iterator[Any]:
+        return (self._items[i] for i in range(self._n - 1, -1, -1))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Rows):
+            if other._items is self._items:
+                return other._n == self._n
+            return other._n == self._n and all(a is b or a == b for a, b in zip(self, other, strict=True))
+        if isinstance(other, (tuple, list)):
+            return len(other) == self._n and all(a is b or a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Rows({list(self)!r})"
+
+    def __add__(self, other: Iterable[Any]) -> tuple[Any, ...]:
+        return (*self, *other)
+
+    def extended(self, new: Sequence[Any]) -> Rows:
+        """This view plus `new`: in place when nothing was appended past this view, else a copy."""
+        if not new:
+            return self
+        with _ROWS_LOCK:
+            if len(self._items) == self._n:
+                self._items.extend(new)
+                return Rows(self._items, self._n + len(new))
+        items = self._items[: self._n]
+        items.extend(new)
+        return Rows(items, len(items))
+
+    def starts_with(self, prefix: Sequence[Any]) -> bool:
+        """Whether this view begins with exactly the objects of `prefix` (O(1) for a shorter view of
+        the same list)."""
+        n = len(prefix)
+        if n > self._n:
+            return False
+        if isinstance(prefix, Rows) and prefix._items is self._items:
+            return True
+        return all(a is b for a, b in zip(itertools.islice(self._items, n), prefix, strict=True))
+
 
 @dataclass(frozen=True)
 class ScopeSnapshot:
@@ -53,9 +149,9 @@ class ScopeSnapshot:
     #: ``(st_dev, st_ino, st_size, st_mtime_ns)``; None when the file does not exist.
     identity: tuple[int, int, int, int] | None
     #: Every line, corrupt ones included, in file order.
-    lines: tuple[Line, ...]
+    lines: Sequence[Line]
     #: The parseable lines, in file order.
-    records: tuple[Record, ...]
+    records: Sequence[Record]
     #: Derived data (lexical index, vectors) valid while the file is unchanged.
     cache: dict[str, Any] = field(default_factory=dict, compare=False)
     #: The first and the last `PROBE_BYTES` bytes of this version (the whole file if shorter):
@@ -65,6 +161,11 @@ class ScopeSnapshot:
     tail: bytes = field(default=b"", compare=False, repr=False)
     #: Newline characters in the file (the last line number of a complete file).
     newlines: int = field(default=0, compare=False)
+    #: Shared by the versions that descend from one another without losing a line nobody
+    #: journalled: appends (ours or another writer's, recognised by `SnapshotCache._extend`) and
+    #: this process's own rewrites of a version read under the lock. A version parsed whole
+    #: (replaced, shrunk or changed before its old end by someone else) starts a new lineage.
+    lineage: int = field(default=0, compare=False)
 
     @property
     def torn(self) -> bool:
@@ -121,6 +222,7 @@ def content_index(snap: ScopeSnapshot) -> ContentIndex:
     """The snapshot's content index, built on first use (O(n) once per version that is not an append)."""
     index = snap.cache.get(CONTENT_KEY)
     if not isinstance(index, ContentIndex) or index.size != len(snap.records):
+        COUNTERS["content_index_builds"] += 1
         index = ContentIndex.build(snap.records)
         snap.cache[CONTENT_KEY] = index
     return index
@@ -162,10 +264,19 @@ WRITERS_KEY, WRITERS_PREVIOUS_KEY = "writers", "writers_previous"
 
 
 def carry_forward(old: ScopeSnapshot | None, new: ScopeSnapshot) -> None:
+    """Seed `new` with what `old` derived, or with what `old` itself was seeded with and never used.
+
+    The second case matters under many writers: between two searches a process sees several
+    versions (its own saves, other hosts' appends), and a version nobody searched has only the
+    seed. Dropping it there made the next search rebuild the whole index (a full tokenization
+    of the scope per search with 8 hosts saving and searching at 10k records).
+    """
     if old is None or old.scope != new.scope:
         return
     for key, dest in _CARRY_FORWARD.items():
         value = old.cache.get(key)
+        if value is None:
+            value = old.cache.get(dest)
         if value is not None:
             new.cache[dest] = value
 
@@ -230,17 +341,24 @@ def make(
     head: bytes = b"",
     tail: bytes = b"",
     newlines: int = 0,
+    lineage: int | None = None,
 ) -> ScopeSnapshot:
+    """A snapshot of these lines; `lineage` that of the version it descends from, else a new one."""
     return ScopeSnapshot(
         scope=scope,
         path=path,
         identity=identity,
-        lines=tuple(lines),
-        records=tuple(line for line in lines if isinstance(line, Record)),
+        lines=Rows.of(lines),
+        records=Rows.of(line for line in lines if isinstance(line, Record)),
         head=head,
         tail=tail,
         newlines=newlines,
+        lineage=next(_LINEAGES) if lineage is None else lineage,
     )
+
+
+def _rows(items: Sequence[Any]) -> Rows:
+    return items if isinstance(items, Rows) else Rows.of(items)
 
 
 def appended(
@@ -258,11 +376,12 @@ def appended(
         scope=old.scope,
         path=old.path,
         identity=identity,
-        lines=old.lines + tuple(new_lines),
-        records=old.records + new_records,
+        lines=_rows(old.lines).extended(new_lines),
+        records=_rows(old.records).extended(new_records),
         head=head,
         tail=tail,
         newlines=old.newlines + newlines,
+        lineage=old.lineage,
     )
     carry_forward(old, snap)
     index = old.cache.get(CONTENT_KEY)
@@ -274,61 +393,180 @@ def appended(
 class IdIndex:
     """Lower-cased ids in sorted order with their positions: an id or id prefix found by bisection.
 
-    `memory_get` and `supersedes` look records up by id prefix; scanning every record of every
-    scope for each key cost ~150 ms at 100k records. Built once per file version, and extended
-    (copy + insort, C-speed) when the new version's records start with the old ones.
+    `memory_get` and `supersedes` look records up by id prefix, and the loss check looks every
+    acknowledged id up (`has`); scanning every record for each key cost ~150 ms at 100k records.
+    Built once per file version (`COUNTERS["id_index_builds"]`). A version that only grew gets the
+    old index plus a small sorted overlay of the new ids (merged once it passes an eighth of the
+    base), so an append costs O(overlay), never a copy or a sort of every id; a rewrite that kept
+    every id in place (a touch flush) reuses the old tables as they are.
     """
 
-    __slots__ = ("keys", "positions", "source")
+    __slots__ = ("_extra", "_keys", "_positions", "source")
 
-    def __init__(self, keys: list[str], positions: list[int], source: tuple[Record, ...]) -> None:
-        self.keys = keys
-        self.positions = positions
+    def __init__(
+        self, keys: list[str], positions: array, extra: list[tuple[str, int]], source: Sequence[Record]
+    ) -> None:
+        self._keys = keys  # sorted, for the records the base covers; never mutated once built
+        self._positions = positions
+        self._extra = extra  # sorted (key, position) of records appended since the base
         self.source = source
 
-    @classmethod
-    def build(cls, recs: tuple[Record, ...]) -> IdIndex:
-        pairs = sorted((r.id.lower(), i) for i, r in enumerate(recs))
-        return cls([k for k, _ in pairs], [i for _, i in pairs], recs)
+    @staticmethod
+    def _key(record: Record) -> str:
+        rid = record.id
+        low = rid.lower()
+        return rid if low == rid else low  # share the id's own string when it is already lower case
 
-    def extended(self, recs: tuple[Record, ...]) -> IdIndex:
-        keys, positions = list(self.keys), list(self.positions)
-        for i in range(len(self.source), len(recs)):
-            key = recs[i].id.lower()
-            j = bisect.bisect_right(keys, key)
-            keys.insert(j, key)
-            positions.insert(j, i)
-        return IdIndex(keys, positions, recs)
+    @classmethod
+    def build(cls, recs: Sequence[Record]) -> IdIndex:
+        COUNTERS["id_index_builds"] += 1
+        key = cls._key
+        pairs = sorted((key(r), i) for i, r in enumerate(recs))
+        return cls([k for k, _ in pairs], array("l", (i for _, i in pairs)), [], recs)
+
+    def extended(self, recs: Sequence[Record]) -> IdIndex:
+        """This index for `recs`, whose first records are this index's source, unchanged."""
+        start = self.size
+        key = self._key
+        added = sorted((key(recs[i]), i) for i in range(start, len(recs)))
+        if not self._extra:
+            extra = added
+        else:
+            extra = list(self._extra)
+            for pair in added:
+                bisect.insort(extra, pair)
+        if len(extra) * 8 <= max(len(self._keys), 2048):
+            return IdIndex(self._keys, self._positions, extra, recs)
+        pairs = sorted([*zip(self._keys, self._positions, strict=True), *extra])
+        return IdIndex([k for k, _ in pairs], array("l", (i for _, i in pairs)), [], recs)
+
+    def reused(self, recs: Sequence[Record]) -> IdIndex:
+        """The same tables for another version whose records have the very same ids in place."""
+        return IdIndex(self._keys, self._positions, self._extra, recs)
+
+    @property
+    def size(self) -> int:
+        return len(self._keys) + len(self._extra)
 
     def matching(self, prefix: str) -> list[int]:
         """Positions (file order) of the records whose lower-cased id starts with `prefix`."""
-        keys = self.keys
+        keys = self._keys
         i = bisect.bisect_left(keys, prefix)
         found = []
         while i < len(keys) and keys[i].startswith(prefix):
-            found.append(self.positions[i])
+            found.append(self._positions[i])
             i += 1
+        extra = self._extra
+        j = bisect.bisect_left(extra, (prefix,))
+        while j < len(extra) and extra[j][0].startswith(prefix):
+            found.append(extra[j][1])
+            j += 1
         return sorted(found)
+
+    def has(self, record_id: str) -> bool:
+        """Whether a record with exactly this id (case included) is in the source."""
+        source = self.source
+        return any(source[pos].id == record_id for pos in self._equal(record_id.lower()))
+
+    def _equal(self, key: str) -> list[int]:
+        keys = self._keys
+        i = bisect.bisect_left(keys, key)
+        found = []
+        while i < len(keys) and keys[i] == key:
+            found.append(self._positions[i])
+            i += 1
+        extra = self._extra
+        j = bisect.bisect_left(extra, (key,))
+        while j < len(extra) and extra[j][0] == key:
+            found.append(extra[j][1])
+            j += 1
+        return found
+
+
+#: How many records from the end of a version `absent` looks through before it asks the id index.
+RECENT = 2048
+
+_E = TypeVar("_E", bound="HasId")
+
+
+class HasId(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+def absent(snap: ScopeSnapshot, wanted: Sequence[_E], *, recent_only: bool = False) -> list[_E]:
+    """The items of `wanted` (anything with an ``id``) whose id no record of `snap` has.
+
+    The loss check asks this for every version it sees, about the saves journalled since the
+    last check: nearly always records appended a moment ago. So they are first looked for among
+    the last `RECENT` records, from the end backwards (stopping once all are found); only what is
+    left goes through the id index (whose first build sorts every id, ~100 ms at 50k records).
+    `recent_only`: stop after the recent records; what is returned may then be further up.
+    """
+    if not wanted:
+        return []
+    recs = snap.records
+    cached = snap.cache.get("ids")
+    if not (isinstance(cached, IdIndex) and cached.source is recs):
+        left = {item.id for item in wanted}
+        for i in range(len(recs) - 1, max(-1, len(recs) - 1 - RECENT), -1):
+            rid = recs[i].id
+            if rid in left:
+                left.discard(rid)
+                if not left:
+                    return []
+        wanted = [item for item in wanted if item.id in left]
+        if recent_only or len(recs) <= RECENT:
+            return wanted
+    index = id_index(snap)
+    return [item for item in wanted if not index.has(item.id)]
+
+
+def _same_ids(a: Sequence[Record], b: Sequence[Record]) -> bool:
+    return len(a) == len(b) and all(x is y or x.id == y.id for x, y in zip(a, b, strict=True))
 
 
 def id_index(snap: ScopeSnapshot) -> IdIndex:
-    """The snapshot's id index: cached, else extended from the previous version's, else built."""
+    """The snapshot's id index: cached, else extended from (or reused from) the previous version's,
+    else built."""
     index = snap.cache.get("ids")
     if isinstance(index, IdIndex) and index.source is snap.records:
         return index
     previous = snap.cache.get("ids_previous")
     recs = snap.records
-    if (
-        isinstance(previous, IdIndex)
-        and len(previous.source) <= len(recs)
-        and recs[: len(previous.source)] == previous.source
-    ):
-        index = previous.extended(recs)
+    if isinstance(previous, IdIndex) and previous.size <= len(recs) and _starts_with(recs, previous.source):
+        index = previous.extended(recs) if previous.size < len(recs) else previous.reused(recs)
+    elif isinstance(previous, IdIndex) and _same_ids(previous.source, recs):
+        index = previous.reused(recs)
     else:
         index = IdIndex.build(recs)
     snap.cache["ids"] = index
     snap.cache.pop("ids_previous", None)
     return index
+
+
+def _starts_with(recs: Sequence[Record], prefix: Sequence[Record]) -> bool:
+    """Whether `recs` begins with exactly the records of `prefix` (the same objects: an append)."""
+    if isinstance(recs, Rows):
+        return recs.starts_with(prefix)
+    n = len(prefix)
+    return n <= len(recs) and tuple(recs[:n]) == tuple(prefix)
+
+
+#: Pauses (seconds) before a last line without its newline counts as torn (a writer killed mid-line)
+#: rather than as an append still being copied in: the kernel makes a write visible page by page,
+#: so a reader can see the first part of a line that crosses a page boundary. Caching that as a
+#: corrupt line made the next read re-parse the whole file (inside the scope lock for a writer).
+_UNTERMINATED_RECHECKS = (0.001, 0.002, 0.004)
+
+
+def _stays_unterminated(fd: int, size: int) -> bool:
+    """Whether the file behind `fd` stays `size` bytes long for a few milliseconds."""
+    for pause in _UNTERMINATED_RECHECKS:
+        time.sleep(pause)
+        if os.fstat(fd).st_size != size:
+            return False
+    return True
 
 
 def _probe(data: bytes) -> tuple[bytes, bytes]:
@@ -353,6 +591,7 @@ class SnapshotCache:
         self._records = 0
         self._scope_names: dict[str, tuple[Identity, str]] = {}  # path → (identity, scope) for discovery
         self._lock = threading.Lock()
+        self._extending = threading.Lock()  # one extension at a time: two would copy the shared rows
         #: How the last loads were served (tests and the benchmark read these).
         self.stats = {"hits": 0, "extends": 0, "parses": 0, "evictions": 0}
 
@@ -429,11 +668,12 @@ class SnapshotCache:
                     before = stat_identity(os.fstat(f.fileno()))
                     data = f.read()
                     after = stat_identity(os.fstat(f.fileno()))
+                    settled = not data or data.endswith(b"\n") or _stays_unterminated(f.fileno(), after[2])
             except FileNotFoundError:
                 continue
             except OSError as exc:
                 raise StoreError(f"无法读取记忆文件 {path}:{exc.strerror or exc}。", path=path) from exc
-            if before == after and len(data) == after[2]:
+            if before == after and len(data) == after[2] and settled:
                 head, tail = _probe(data)
                 newlines = data.count(b"\n")
                 text, escaped = decode(data)
@@ -465,7 +705,44 @@ class SnapshotCache:
             or identity[2] <= old.identity[2]
         ):
             return None
-        old_size = old.identity[2]
+        with self._extending:
+            current = self.get(old.path)
+            if current is not None and current.scope == old.scope and current is not old:
+                if current.identity == identity:
+                    return current  # another thread extended it to this very version meanwhile
+                if (
+                    current.identity is not None
+                    and current.tail
+                    and not current.torn
+                    and current.identity[:2] == identity[:2]
+                    and old.identity[2] < current.identity[2] < identity[2]
+                ):
+                    old = current  # extend the newest version, not a copy of an older one
+            assert old.identity is not None
+            old_size = old.identity[2]
+            read = self._read_tail(old, old_size)
+            if read is None:
+                return None
+            after, data = read
+            text, escaped = decode(data)
+            offset = old.newlines
+            new_lines = [
+                CorruptLine(line.raw, line.lineno + offset) if isinstance(line, CorruptLine) else line
+                for line in parse(old.path, text, escaped, None, lineno_offset=offset)
+            ]
+            snap = appended(old, after, data, new_lines, data.count(b"\n"))
+            with self._lock:
+                current = self._cache.get(old.path)
+                if current is not None and current.identity == after:
+                    return current
+                self._store(snap)
+            self.stats["extends"] += 1
+            return snap
+
+    def _read_tail(self, old: ScopeSnapshot, old_size: int) -> tuple[Identity, bytes] | None:
+        """What was appended to `old`'s file since (its identity now, the bytes), or None when the
+        file did not only grow (other inode, shorter, or its probes changed)."""
+        assert old.identity is not None
         try:
             with open(old.path, "rb") as f:
                 fd = f.fileno()
@@ -477,26 +754,18 @@ class SnapshotCache:
                 f.seek(old_size - len(old.tail))
                 if f.read(len(old.tail)) != old.tail:
                     return None
-                data = f.read(before[2] - old_size)
-                after = stat_identity(os.fstat(fd))
+                for _ in range(MAX_REREADS):
+                    f.seek(old_size)
+                    data = f.read(before[2] - old_size)
+                    after = stat_identity(os.fstat(fd))
+                    if after != before or len(data) != before[2] - old_size:
+                        return None
+                    if data.endswith(b"\n") or _stays_unterminated(fd, after[2]):
+                        return after, data
+                    before = stat_identity(os.fstat(fd))  # an append was still being copied in: again
         except OSError:
             return None  # let the full read report it
-        if after != before or len(data) != before[2] - old_size:
-            return None
-        text, escaped = decode(data)
-        offset = old.newlines
-        new_lines = [
-            CorruptLine(line.raw, line.lineno + offset) if isinstance(line, CorruptLine) else line
-            for line in parse(old.path, text, escaped, None, lineno_offset=offset)
-        ]
-        snap = appended(old, after, data, new_lines, data.count(b"\n"))
-        with self._lock:
-            current = self._cache.get(old.path)
-            if current is not None and current.identity == after:
-                return current
-            self._store(snap)
-        self.stats["extends"] += 1
-        return snap
+        return None
 
     def _remember(
         self,

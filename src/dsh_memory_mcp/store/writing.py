@@ -16,7 +16,7 @@ from dsh_memory_mcp.errors import StoreError
 from dsh_memory_mcp.store import fileio, records
 from dsh_memory_mcp.store.records import Line
 
-__all__ = ["Probe", "append_bytes", "encoded_chunks", "replace_file"]
+__all__ = ["Probe", "append_bytes", "encoded_chunks", "replace_file", "sync_file"]
 
 #: Lines per write when a scope file is rewritten.
 _WRITE_CHUNK = 1000
@@ -94,10 +94,32 @@ class Probe:
             yield chunk
 
 
+def sync_file(path: str) -> None:
+    """fsync `path` (a scope file another writer appended to: a dedupe acknowledges its line).
+
+    :raises StoreError: it exists but cannot be flushed.
+    """
+    try:
+        fd = fileio.open_regular(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"无法读取记忆文件 {path}:{exc.strerror or exc}。", path=path) from exc
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        raise StoreError(f"记忆文件 {path} 无法落盘:{exc.strerror or exc}。请检查磁盘。", path=path) from exc
+    finally:
+        os.close(fd)
+
+
 def append_bytes(
-    path: str, data: bytes, *, expect: tuple[int, int, int, int] | None
+    path: str, data: bytes, *, expect: tuple[int, int, int, int] | None, defer: fileio.Durability | None = None
 ) -> tuple[os.stat_result, bool, bool]:
     """Append `data` (whole lines) to `path` in one write, fsync; the caller holds the scope lock.
+
+    With `defer`, the fsync is left to `defer.sync()` (after the lock is released, before the
+    caller acknowledges): the descriptor is handed over instead of closed.
 
     `expect` is the identity ``(dev, ino, size, mtime_ns)`` the caller's snapshot has (None: the
     file did not exist). Returns ``(stat after, matched, torn)``: `matched` False means the file
@@ -128,6 +150,7 @@ def append_bytes(
             raise StoreError(f"写入 {path} 失败:它不是普通文件。原文件未改动。", path=path)
         identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if identity != expect and not (expect is None and st.st_size == 0):
+            os.close(fd)
             return st, False, False
         size = st.st_size
         torn = size > 0 and _read_at(fd, size - 1, 1) != b"\n"
@@ -136,7 +159,8 @@ def append_bytes(
         fileio.check_guards()
         try:
             fileio.write_all(fd, payload)
-            os.fsync(fd)
+            if defer is None:
+                os.fsync(fd)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)
@@ -146,7 +170,12 @@ def append_bytes(
                 path=path,
             ) from exc
         after = os.fstat(fd)
-    finally:
+    except BaseException:
+        os.close(fd)
+        raise
+    if defer is not None:
+        defer.add(fd)
+    else:
         os.close(fd)
     if created:
         fileio.fsync_dir(os.path.dirname(path) or ".")

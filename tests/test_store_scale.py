@@ -1,0 +1,142 @@
+"""A big store costs what changed: per save no pass over every record, the loss check included,
+and many writers at once get through the lock without timing out."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dsh_memory_mcp.store import records, scopes
+from dsh_memory_mcp.store.shared import SharedStore
+from tests.conftest import PYTHON, subprocess_env
+
+BIG = 20_000
+
+
+def fill(store_dir: Path, scope: str, n: int) -> list[str]:
+    """Write `n` records of `scope` straight into its file, as DSH would have; their ids."""
+    path = store_dir / scopes.scope_file_relpath(scope)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    made = [
+        records.new_record(scope=scope, content=f"record {i} 部署流水线 {i % 97}", now=1_700_000_000_000 + i)
+        for i in range(n)
+    ]
+    path.write_text("".join(r.raw + "\n" for r in made), encoding="utf-8")
+    return [r.id for r in made]
+
+
+def test_saves_at_a_large_store_check_only_what_changed_and_never_index_every_id_again(store_dir: Path):
+    fill(store_dir, scopes.GLOBAL, BIG)
+    theirs = SharedStore(str(store_dir))  # another process's view of the same store
+    theirs.prepare()
+    for i in range(100):  # the journal holds live saves the loss check must look up
+        theirs.save("global", f"journalled {i}")
+    ours = SharedStore(str(store_dir))
+    ours.save("global", "first save: reads the scope and builds the dedupe index once")
+    start = ours.counters()
+    assert start["loss_checks_full"] == 1  # the first look at the scope checks everything once
+    for i in range(30):
+        ours.save("global", f"ours {i}")
+        theirs.save("global", f"theirs {i}")  # an append by another writer, seen on the next read
+        assert len(ours.snapshot("global").records) == BIG + 100 + 1 + 2 * (i + 1)
+    end = ours.counters()
+    assert end["loss_checks_full"] == start["loss_checks_full"]
+    assert end["loss_checks_incremental"] - start["loss_checks_incremental"] >= 30
+    assert end["parses"] == start["parses"]  # only the appended tails were read
+    assert end["extends"] - start["extends"] >= 30
+    assert end["id_index_builds"] == start["id_index_builds"]
+    assert end["content_index_builds"] == start["content_index_builds"]
+
+
+def test_an_unlocked_rewrite_at_a_large_store_is_still_checked_in_full_and_the_loss_reported(
+    store_dir: Path, caplog: pytest.LogCaptureFixture
+):
+    fill(store_dir, scopes.GLOBAL, BIG)
+    ours = SharedStore(str(store_dir))
+    ours.prepare()
+    kept = ours.save("global", "kept").record
+    erased = ours.save("global", "erased by a stale snapshot").record
+    ours.snapshot("global")
+    full = ours.counters()["loss_checks_full"]
+    path = Path(ours.scope_path("global"))
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    tmp = path.with_name("global.jsonl.dsh-tmp")
+    tmp.write_text("".join(line for line in lines if erased.id not in line), encoding="utf-8")
+    os.replace(tmp, path)  # DSH's way: a whole new file from an old snapshot, no lock
+    caplog.set_level(logging.WARNING)
+    snap = ours.snapshot("global")
+    assert ours.counters()["loss_checks_full"] == full + 1
+    assert kept.id in {r.id for r in snap.records[-3:]}
+    said = [r.getMessage() for r in caplog.records if "recover" in r.getMessage()]
+    assert len(said) == 1 and "少了 1 条" in said[0]
+    assert [e.id for e in ours.missing()["global"]] == [erased.id]
+
+
+def test_a_rewrite_by_this_process_carries_the_loss_check_on_and_a_later_loss_is_still_found(
+    store_dir: Path, caplog: pytest.LogCaptureFixture
+):
+    fill(store_dir, scopes.GLOBAL, 2_000)
+    ours = SharedStore(str(store_dir), touch_interval=0.0)
+    ours.prepare()
+    first = ours.save("global", "first").record
+    ours.snapshot("global")
+    full = ours.counters()["loss_checks_full"]
+    ours.touch({"global": [first.id]})
+    ours.flush()  # a whole-file replace by this process, from a version read under the lock
+    gone = ours.save("global", "soon gone").record
+    assert ours.snapshot("global").records[-1].id == gone.id
+    assert ours.counters()["loss_checks_full"] == full  # our own rewrite needs no full check
+    path = Path(ours.scope_path("global"))
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace(gone.raw + "\n", ""), encoding="utf-8")  # in place, shorter: not a growth
+    caplog.set_level(logging.WARNING)
+    ours.snapshot("global")
+    assert ours.counters()["loss_checks_full"] == full + 1
+    assert any("少了 1 条" in r.getMessage() for r in caplog.records)
+    assert json.loads(path.read_text(encoding="utf-8").splitlines()[-1])["id"] == first.id
+
+
+WRITER = str(Path(__file__).resolve().parent / "helpers" / "scale_writer.py")
+WRITERS = 16
+SAVES = 25
+
+
+def test_sixteen_writer_processes_at_a_large_store_all_get_through_the_lock_and_lose_nothing(
+    store_dir: Path, tmp_path: Path
+):
+    fill(store_dir, scopes.GLOBAL, BIG)
+    SharedStore(str(store_dir)).prepare()
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [PYTHON, WRITER, str(store_dir), "global", f"writer {k}", str(SAVES), str(go)],
+            env=subprocess_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(WRITERS)
+    ]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        go.touch()
+        outputs = [proc.communicate(timeout=300) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    lines = [line for out, _err in outputs for line in out.splitlines()]
+    refused = [line for line in lines if line.startswith("refused")]
+    acked = [line.split()[1] for line in lines if line.startswith("ack ")]
+    assert refused == [], refused
+    assert len(acked) == WRITERS * SAVES and all(proc.returncode == 0 for proc in procs)
+    on_disk = [json.loads(line)["id"] for line in Path(store_dir, "global.jsonl").read_text("utf-8").splitlines()]
+    assert len(on_disk) == BIG + WRITERS * SAVES
+    assert sorted(set(on_disk) & set(acked)) == sorted(acked)  # every acknowledged save, once
