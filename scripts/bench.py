@@ -747,7 +747,9 @@ async def serve_load(
             for k in range(sessions):
                 tg.start_soon(session, k)
             await ready.wait()
+            cpu_before = (cpu_seconds(proc.pid), time.process_time())
             go.set()
+        cpu_after = (cpu_seconds(proc.pid), time.process_time())
         rss = vm_rss_kb(proc.pid)
         hwm = vm_hwm_kb(proc.pid)
     finally:
@@ -769,6 +771,10 @@ async def serve_load(
         "search_p99_ms": ms(pct(search_t, 99)),
         "save_p50_ms": ms(statistics.median(save_t)),
         "save_p99_ms": ms(pct(save_t, 99)),
+        # CPU per call of the serve process and of this benchmark's own client side (16 SDK
+        # client sessions in one process): the client can be the bottleneck on 2 cores.
+        "serve_cpu_ms_per_call": _per_call(cpu_before[0], cpu_after[0], calls),
+        "client_cpu_ms_per_call": _per_call(cpu_before[1], cpu_after[1], calls),
         "serve_rss_kb": rss,
         "serve_hwm_kb": hwm,
         "serve_exit_code": proc.returncode,
@@ -876,6 +882,12 @@ def keepalive_latency(store: Path, env: dict[str, str], errlog: Any, reps: int) 
         "new_ms": new_ms,
         "ratio": round(reused_ms / new_ms, 3) if new_ms else None,
     }
+
+
+def _per_call(before: float | None, after: float | None, calls: int) -> float | None:
+    if before is None or after is None or not calls:
+        return None
+    return round((after - before) * 1000 / calls, 2)
 
 
 def cpu_seconds(pid: int) -> float | None:
