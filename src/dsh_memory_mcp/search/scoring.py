@@ -90,6 +90,7 @@ from bisect import bisect_left
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Protocol
 
 from dsh_memory_mcp.store.records import Record
@@ -129,6 +130,8 @@ __all__ = [
 CACHE_KEY = "lexical"
 #: Optional key where a store may put the previous file version's index (see `index_for`).
 PREVIOUS_CACHE_KEY = "lexical_previous"
+#: Key of the lock that makes threads asking for one snapshot's index at once wait for one build.
+BUILD_LOCK_KEY = "lexical_build_lock"
 #: Lexical thresholds of SPEC §7: a record sharing a strong token (word or CJK bigram) with the query.
 GLOBAL_THRESHOLD = 0.12
 SCOPE_THRESHOLD = 0.10
@@ -349,155 +352,290 @@ def importance_factor(importance: float | None) -> float:
     return 1.0 + 0.5 * (min(1.0, max(0.0, importance)) - 0.5)
 
 
+class _Tables:
+    """The append-only tables that the indexes of one scope file's successive versions share.
+
+    A save appends a record; the next search's index is the old one plus that record. Copying
+    every table for it (the postings dict, each grown posting list, the per-record arrays) cost
+    O(scope) per search after every save, and the copies were young garbage for the collector.
+    So the tables only ever grow, in place, and each `LexicalIndex` is a view of their first
+    `n` records: positions at or past its `n` are invisible to it (posting lists are sorted, so
+    a view's part of one is a prefix). Growing needs `lock` and that the grower's view is the
+    newest (`size`); another successor of an older view gets copies (`copied`). A table set a
+    rewrite's index took over (same texts, new records) is `sealed`: it never grows again.
+    """
+
+    __slots__ = ("duplicates", "expired_at", "factor", "first", "length", "lock", "postings", "sealed", "size", "tf")
+
+    def __init__(
+        self,
+        postings: dict[str, array[int]] | None = None,
+        tf: dict[str, array[int]] | None = None,
+        length: array[int] | None = None,
+    ) -> None:
+        #: token → positions (array of unsigned ints, ascending) of the records containing it.
+        self.postings: dict[str, array[int]] = {} if postings is None else postings
+        #: token → a byte per posting (its term frequency), only for tokens some record repeats.
+        self.tf: dict[str, array[int]] = {} if tf is None else tf
+        #: Per record: its length in tokens (single CJK characters not counted), its importance factor.
+        self.length: array[int] = array("I") if length is None else length
+        self.factor: array[float] = array("d")
+        self.expired_at: dict[int, int] = {}
+        #: id → first position, and the positions of ids found more than once; built on first use
+        #: (only the vector channel asks), then kept up to date.
+        self.first: dict[str, int] | None = None
+        self.duplicates: dict[str, list[int]] = {}
+        self.size = 0  # records covered by the per-record tables
+        self.sealed = False
+        self.lock = threading.Lock()
+
+    def grow(self, recs: Sequence[Record], start: int, *, texts: bool = True) -> None:
+        """Index ``recs[start:]`` as positions ``start…`` (lock held). `texts` False: the postings
+        already hold them (a rewrite that kept every text), only the per-record tables grow."""
+        postings, tfs, length = self.postings, self.tf, self.length
+        factor, expired, first = self.factor, self.expired_at, self.first
+        if texts and not postings and len(recs) - start > 64:
+            self._fill(recs, start)  # a whole build: lists first, arrays at the end (faster)
+            texts = False
+        for pos, record in enumerate(islice(recs, start, None), start):
+            if texts:
+                tokens, weak = _tokenize(_indexed_text(record))
+                counts = Counter(tokens)
+                for token, count in counts.items():
+                    plist = postings.get(token)
+                    if plist is None:
+                        if count > 1:
+                            tfs[token] = array("B", (min(count, 255),))
+                        postings[token] = array("I", (pos,))
+                    else:
+                        plist.append(pos)  # before its tf: a reader zips the two, cut at its own n
+                        counts_of = tfs.get(token)
+                        if counts_of is not None:
+                            counts_of.append(min(count, 255))
+                        elif count > 1:
+                            grown = array("B", bytes([1]) * (len(plist) - 1))
+                            grown.append(min(count, 255))
+                            tfs[token] = grown
+                length.append(max(1, len(tokens) - weak))
+            factor.append(importance_factor(record.importance))
+            if record.expired_at is not None:
+                expired[pos] = record.expired_at
+            if first is not None:
+                _note_id(first, self.duplicates, record.id, pos)
+        self.size = len(recs)
+
+    def _fill(self, recs: Sequence[Record], start: int) -> None:
+        """The text tables of ``recs[start:]`` into empty ones (the per-record ones are `grow`'s)."""
+        lists: defaultdict[str, list[int]] = defaultdict(list)
+        # token → [(index in its posting list, tf)] for tf > 1: repeats are rare, so the tf
+        # arrays are made of ones in C and only these places are set.
+        repeats: dict[str, list[tuple[int, int]]] = {}
+        length = self.length
+        for pos, record in enumerate(islice(recs, start, None), start):
+            tokens, weak = _tokenize(_indexed_text(record))
+            length.append(max(1, len(tokens) - weak))
+            distinct = set(tokens)
+            for token in distinct:
+                lists[token].append(pos)
+            if len(distinct) != len(tokens):  # some token repeats: note where its tf is not 1
+                for token, count in Counter(tokens).items():
+                    if count > 1:
+                        repeats.setdefault(token, []).append((len(lists[token]) - 1, min(count, 255)))
+        for token, found in repeats.items():
+            counts = array("B", bytes([1]) * len(lists[token]))
+            for i, count in found:
+                counts[i] = count
+            self.tf[token] = counts
+        postings = self.postings
+        for token, positions in lists.items():
+            postings[token] = array("I", positions)
+
+    def ids(self, recs: Sequence[Record]) -> dict[str, int]:
+        """`first`, built now if it was not (`recs`: the records the tables cover)."""
+        first = self.first
+        if first is None:
+            with self.lock:
+                first = self.first
+                if first is None:
+                    first = {}
+                    for pos, record in enumerate(islice(recs, min(self.size, len(recs)))):
+                        _note_id(first, self.duplicates, record.id, pos)
+                    self.first = first
+        return first
+
+    def copied(self, n: int) -> _Tables:
+        """Copies of these tables cut to the first `n` records (a second successor of one version)."""
+        out = _Tables()
+        for token, plist in self.postings.items():
+            k = _visible(plist, n)
+            if k:
+                out.postings[token] = plist[:k]
+                counts = self.tf.get(token)
+                if counts is not None:
+                    out.tf[token] = counts[:k]
+        out.length = self.length[:n]
+        out.factor = self.factor[:n]
+        out.expired_at = {pos: at for pos, at in self.expired_at.items() if pos < n}
+        out.size = n
+        return out
+
+
+def _note_id(first: dict[str, int], duplicates: dict[str, list[int]], rid: str, pos: int) -> None:
+    found = first.setdefault(rid, pos)
+    if found != pos:  # another writer may have left the same id twice; keep both findable
+        duplicates.setdefault(rid, [found]).append(pos)
+
+
+def _visible(plist: array[int], n: int) -> int:
+    """How many positions of the ascending `plist` are below `n` (a view's part of the list)."""
+    if not plist or plist[-1] < n:
+        return len(plist)
+    return bisect_left(plist, n)
+
+
+def _prefix(values: array[Any], k: int) -> Iterable[Any]:
+    return values if k == len(values) else islice(values, k)
+
+
+def _starts_with(recs: Sequence[Record], prefix: Sequence[Record]) -> bool:
+    """Whether `recs` begins with exactly the records of `prefix` (the same objects: an append)."""
+    starts = getattr(recs, "starts_with", None)
+    if starts is not None:
+        return bool(starts(prefix))  # the store's shared rows: O(1) for a longer view of one list
+    n = len(prefix)
+    return n <= len(recs) and tuple(recs[:n]) == tuple(prefix)
+
+
+def _same_texts(old: Sequence[Record], recs: Sequence[Record]) -> bool:
+    """Whether every record of `old` has the same content and tags at its position in `recs`."""
+    if len(recs) < len(old):
+        return False
+    for before, after in zip(old, recs, strict=False):
+        if before is after or before == after:  # the same line (records compare by their bytes)
+            continue
+        if before.content != after.content or before.tags != after.tags:
+            return False
+    return True
+
+
 class LexicalIndex:
     """Inverted index of one scope's records: token → positions in `records`, plus per-record data.
 
     Built once per snapshot (`index_for`); a search then touches only the records that share a
-    token with the query. Posting lists hold the record's one position int object (shared by all
-    of that record's tokens), so a posting costs one pointer. Term frequencies are kept only for
-    tokens some record repeats (`_tf`: token → a byte per posting, parallel to its list; every
-    other posting has tf 1), record lengths in an array, and their sum as a running total.
-    Records are indexed whether expired or not, since expiry depends on the time of the search.
+    token with the query. Posting lists are arrays of positions (4 bytes a posting). Term
+    frequencies are kept only for tokens some record repeats (a byte per posting, parallel to
+    its list; every other posting has tf 1), record lengths in an array, and their sum as a
+    running total. Records are indexed whether expired or not, since expiry depends on the time
+    of the search. The tables are shared with the indexes of earlier and later versions of the
+    same file (`_Tables`): this index sees their first ``len(records)`` records.
     """
 
-    __slots__ = (
-        "_duplicates",
-        "_expired_at",
-        "_factor",
-        "_first_position",
-        "_length",
-        "_postings",
-        "_tf",
-        "_total_length",
-        "records",
-        "source",
-    )
+    __slots__ = ("_n", "_tables", "_total_length", "records", "source")
 
-    def __init__(
-        self,
-        records: tuple[Record, ...],
-        postings: dict[str, list[int]],
-        source: object = None,
-        *,
-        tf: dict[str, array[int]] | None = None,
-        length: array[int] | None = None,
-    ) -> None:
+    def __init__(self, records: Sequence[Record], tables: _Tables, source: object, total_length: int) -> None:
         self.records = records
         #: The sequence the index was built from; `index_for` checks it is still the snapshot's.
         self.source = source
-        self._postings = postings
-        self._tf = tf if tf is not None else {}
-        self._length = length if length is not None else array("I", (1 for _ in records))
-        self._total_length = sum(self._length)
-        self._factor = array("d", (importance_factor(r.importance) for r in records))
-        self._expired_at: dict[int, int] = {}
-        self._first_position: dict[str, int] = {}
-        self._duplicates: dict[str, list[int]] = {}
-        for pos, record in enumerate(records):
-            expired_at = record.expired_at
-            if expired_at is not None:
-                self._expired_at[pos] = expired_at
-            rid = record.id
-            first = self._first_position.setdefault(rid, pos)
-            if first != pos:  # another writer may have left the same id twice; keep both findable
-                self._duplicates.setdefault(rid, [first]).append(pos)
+        self._tables = tables
+        self._n = len(records)
+        self._total_length = total_length
+
+    @property
+    def _postings(self) -> dict[str, array[int]]:
+        return self._tables.postings
 
     @classmethod
     def build(cls, records: Sequence[Record], previous: LexicalIndex | None = None) -> LexicalIndex:
         """Index the content and tags of `records` (each distinct token once per record, with its tf).
 
-        With `previous` (the index of an earlier version of the same scope file), its postings
-        are reused when that version's records are an unchanged prefix of `records`: a touch
-        (only `accessCount`/`lastAccessedAt` changed) or an append (a save). Tokenizing is most of
-        the cost of a build, and a touch rewrites the file after every search with hits.
+        With `previous` (the index of an earlier version of the same scope file): when its
+        records are the first ones of `records` (an append: the very same objects), the shared
+        tables grow by the new records in place, O(new records); when they only changed in
+        place without changing any text (a touch, a supersede), the postings are reused and only
+        the per-record tables are computed again. Tokenizing is most of the cost of a build.
         Anything else (a record edited, removed or moved) is a full build.
         """
-        recs = tuple(records)
-        if (
-            previous is not None
-            and len(recs) > len(previous.records)
-            and recs[: len(previous.records)] == previous.records
-        ):
-            # An append (a save): the old records are the very same objects, in place. Extend
-            # every per-record table instead of recomputing it: O(new records), not O(scope).
-            return previous._appended(recs, source=records)
-        tables = None if previous is None else _extend_postings(previous, recs)
-        if tables is None:
-            tables = _build_postings(recs, 0, {}, {}, array("I"))
-        postings, tf, length = tables
-        return cls(recs, postings, source=records, tf=tf, length=length)
-
-    def _appended(self, recs: tuple[Record, ...], source: object) -> LexicalIndex:
-        """This index extended by ``recs[len(self.records):]`` (the rest of `recs` is ours)."""
-        start = len(self.records)
-        index = LexicalIndex.__new__(LexicalIndex)
-        index.records = recs
-        index.source = source
-        index._postings, index._tf, index._length = _build_postings(recs, start, self._postings, self._tf, self._length)
-        index._total_length = self._total_length + sum(index._length[start:])
-        factor = array("d", self._factor)
-        factor.extend(importance_factor(r.importance) for r in recs[start:])
-        index._factor = factor
-        index._expired_at = dict(self._expired_at)
-        index._first_position = dict(self._first_position)
-        index._duplicates = {rid: list(dupes) for rid, dupes in self._duplicates.items()}
-        for pos in range(start, len(recs)):
-            record = recs[pos]
-            if record.expired_at is not None:
-                index._expired_at[pos] = record.expired_at
-            first = index._first_position.setdefault(record.id, pos)
-            if first != pos:
-                index._duplicates.setdefault(record.id, [first]).append(pos)
-        return index
+        n = len(records)
+        if previous is not None:
+            old = previous.records
+            m = previous._n
+            if n >= m and _starts_with(records, old):
+                if n == m:
+                    return cls(records, previous._tables, records, previous._total_length)
+                tables = previous._tables
+                with tables.lock:
+                    if not tables.sealed and tables.size == m:
+                        tables.grow(records, m)
+                        return cls(records, tables, records, previous._total_length + sum(tables.length[m:n]))
+                tables = previous._tables.copied(m)  # another successor of `previous` grew them first
+                tables.grow(records, m)
+                return cls(records, tables, records, previous._total_length + sum(tables.length[m:n]))
+            if _same_texts(old, records):
+                shared = previous._tables
+                with shared.lock:
+                    if shared.sealed or shared.size != m:
+                        shared = shared.copied(m)
+                    else:
+                        shared.sealed = True  # this index takes the text tables over
+                    tables = _Tables(shared.postings, shared.tf, shared.length)
+                tables.grow(records[:m], 0, texts=False)
+                tables.grow(records, m)
+                return cls(records, tables, records, sum(tables.length[:n]))
+        tables = _Tables()
+        tables.grow(records, 0)
+        return cls(records, tables, records, sum(tables.length))
 
     def __len__(self) -> int:
-        return len(self.records)
+        return self._n
 
     def df(self, token: str) -> int:
         """How many records of this scope contain `token`."""
-        postings = self._postings.get(token)
-        return 0 if postings is None else len(postings)
+        plist = self._tables.postings.get(token)
+        return 0 if plist is None else _visible(plist, self._n)
 
     def tf(self, token: str, pos: int) -> int:
         """How often `token` occurs in the record at `pos` (0 when it does not)."""
-        plist = self._postings.get(token)
-        if plist is None:
+        plist = self._tables.postings.get(token)
+        if plist is None or pos >= self._n:
             return 0
         i = bisect_left(plist, pos)
         if i == len(plist) or plist[i] != pos:
             return 0
-        counts = self._tf.get(token)
+        counts = self._tables.tf.get(token)
         return 1 if counts is None else counts[i]
 
     def length(self, pos: int) -> int:
         """The record's length in tokens, single CJK characters not counted (BM25's ``dl``)."""
-        return self._length[pos]
+        return self._tables.length[pos]
 
     @property
     def average_length(self) -> float:
         """BM25's ``avgdl``, from the running total: nothing is recomputed when records are appended."""
-        return self._total_length / len(self.records) if self.records else 1.0
+        return self._total_length / self._n if self._n else 1.0
 
     def positions_of(self, record_id: str) -> list[int]:
         """Positions of the records with this id (normally zero or one)."""
-        dupes = self._duplicates.get(record_id)
+        tables = self._tables
+        first = tables.ids(self.records)
+        n = self._n
+        dupes = tables.duplicates.get(record_id)
         if dupes is not None:
-            return list(dupes)
-        pos = self._first_position.get(record_id)
-        return [] if pos is None else [pos]
+            return [pos for pos in list(dupes) if pos < n]
+        pos = first.get(record_id)
+        return [] if pos is None or pos >= n else [pos]
 
     def factor(self, pos: int) -> float:
         """The importance factor of the record at `pos`, computed once at build time."""
-        return self._factor[pos]
+        return self._tables.factor[pos]
 
     def is_expired(self, pos: int, now: int) -> bool:
-        expired_at = self._expired_at.get(pos)
+        expired_at = self._tables.expired_at.get(pos)
         return expired_at is not None and expired_at < now
 
     def final_scores(self, bases: Mapping[int, float], now: int) -> list[tuple[float, int]]:
         """``(round(base · importance factor, 4), position)`` for records not expired at `now`."""
-        factor = self._factor
-        expired = self._expired_at
+        factor = self._tables.factor
+        expired = self._tables.expired_at
         if not expired:
             return [(round(base * factor[pos], 4), pos) for pos, base in bases.items()]
         out = []
@@ -522,18 +660,20 @@ class LexicalIndex:
         is in every record (``item`` of ``item_123``, ``的``) then costs a few lookups, not a walk
         over the whole scope. The result is the same as scoring every record.
         """
-        n = len(self.records)
+        n = self._n
         if n == 0 or not tokens:
             return {}
-        postings = self._postings
-        tfs = self._tf
-        length = self._length
-        weights = {token: idf(n, self.df(token)) for token in set(tokens)}
+        tables = self._tables
+        postings = tables.postings
+        tfs = tables.tf
+        length = tables.length
+        dfs = {token: self.df(token) for token in set(tokens)}
+        weights = {token: idf(n, df) for token, df in dfs.items()}
         total = sum(weights.values())
-        present = [t for t in weights if t in postings]
+        present = [t for t in weights if dfs[t]]
         weak_need = max(threshold, WEAK_ONLY_THRESHOLD)
         common = self.common(present)
-        skip = self._skippable(present, weights, total, threshold, weak_need, common)
+        skip = self._skippable(present, weights, total, threshold, weak_need, common, dfs)
         # BM25's length normalisation, per record: K(dl) = k1·(1 − b + b·max(dl, avgdl)/avgdl).
         k_base = BM25_K1 * (1.0 - BM25_B)
         k_per_token = BM25_K1 * BM25_B / self.average_length
@@ -555,7 +695,8 @@ class LexicalIndex:
             if token in skip:
                 continue
             weight = weights[token]
-            plist = postings[token]
+            k = dfs[token]
+            plist = _prefix(postings[token], k)  # this index's part of a list later versions share
             counts = tfs.get(token)
             get = acc.get
             if counts is None:
@@ -567,22 +708,23 @@ class LexicalIndex:
                             k1_plus_1 / (1.0 + k_base + k_per_token * dl) - 1.0
                         )
             else:
-                for pos, tf in zip(plist, counts):  # noqa: B905 - the two are the same length by construction
+                for pos, tf in zip(plist, _prefix(counts, k)):  # noqa: B905 - both cut to this index's part
                     acc[pos] = get(pos, 0.0) + weight
                     if tf > 1 or length[pos] > avg:
                         extra[pos] = extra.get(pos, 0.0) + bm25_extra(weight, tf, length[pos])
             if is_weak_token(token):
-                weak.update(plist)
+                weak.update(_prefix(postings[token], k))
             elif token not in STOP_WORDS and token not in common:
-                strong.update(plist)
+                strong.update(_prefix(postings[token], k))
         for token in skip:
             weight = weights[token]
             plist = postings[token]
+            k = dfs[token]
             counts = tfs.get(token)
-            if len(acc) * 16 < len(plist):  # few candidates, long list: look each one up
+            if len(acc) * 16 < k:  # few candidates, long list: look each one up
                 found = [(pos, i) for pos in acc if (i := _sorted_index(plist, pos)) >= 0]
             else:
-                found = [(pos, i) for i, pos in enumerate(plist) if pos in acc]
+                found = [(pos, i) for i, pos in enumerate(_prefix(plist, k)) if pos in acc]
             for pos, i in found:
                 tf = 1 if counts is None else counts[i]
                 acc[pos] += weight
@@ -615,7 +757,7 @@ class LexicalIndex:
         record must share one of those: the common ones, like stop words, only add to its share.
         A query of nothing but common words keeps them (a search for the name alone works).
         """
-        n = len(self.records)
+        n = self._n
         if n < COMMON_MIN_RECORDS:
             return frozenset()
         strong = [t for t in present if t not in STOP_WORDS and not is_weak_token(t)]
@@ -630,6 +772,7 @@ class LexicalIndex:
         threshold: float,
         weak_need: float,
         common: frozenset[str],
+        dfs: Mapping[str, int],
     ) -> frozenset[str]:
         """Query tokens that cannot make a hit on their own, so need not produce candidates.
 
@@ -647,12 +790,11 @@ class LexicalIndex:
                 break
             cumulative += weights[token]
             lightest.append(token)
-        postings = self._postings
         choices = [lightest, [t for t in present if t in STOP_WORDS or t in common]]
         weak = [t for t in present if is_weak_token(t)]
         if weak and sum(weights[t] for t in weak) < (weak_need - margin) * total:
             choices.append(weak)
-        return frozenset(max(choices, key=lambda tokens: sum(len(postings[t]) for t in tokens)))
+        return frozenset(max(choices, key=lambda tokens: sum(dfs[t] for t in tokens)))
 
 
 def _sorted_index(values: list[int], value: int) -> int:
@@ -676,70 +818,6 @@ def _indexed_text(record: Record) -> str:
     return content + "\n" + "\n".join(tags) if tags else content
 
 
-_Tables = tuple[dict[str, list[int]], dict[str, "array[int]"], "array[int]"]
-
-
-def _build_postings(
-    recs: tuple[Record, ...],
-    start: int,
-    base: dict[str, list[int]],
-    base_tf: dict[str, array[int]],
-    base_length: array[int],
-) -> _Tables:
-    """`base` (postings, tf, lengths) plus the tables of ``recs[start:]``; the bases are not modified.
-
-    Posting lists (and tf arrays) are never mutated once an index holds them (an older snapshot's
-    index may be in use by another thread), so one that grows is copied once.
-    """
-    lists: defaultdict[str, list[int]] = defaultdict(list)
-    # token → [(index in the new part of its posting list, tf)] for tf > 1: repeats are rare, so
-    # the tf arrays are made of ones in C and only these places are set.
-    repeats: dict[str, list[tuple[int, int]]] = {}
-    length = array("I", base_length)
-    for pos in range(start, len(recs)):
-        tokens, weak = _tokenize(_indexed_text(recs[pos]))
-        length.append(max(1, len(tokens) - weak))
-        distinct = set(tokens)
-        for token in distinct:
-            lists[token].append(pos)
-        if len(distinct) != len(tokens):  # some token repeats: note where its tf is not 1
-            for token, count in Counter(tokens).items():
-                if count > 1:
-                    repeats.setdefault(token, []).append((len(lists[token]) - 1, min(count, 255)))
-    postings = dict(base) if base else {}
-    tf = dict(base_tf)
-    for token, positions in lists.items():
-        existing = postings.get(token)
-        postings[token] = positions if existing is None else existing + positions
-        found = repeats.get(token)
-        old_tf = base_tf.get(token)
-        if found is None and old_tf is None:
-            continue
-        offset = 0 if existing is None else len(existing)
-        counts_ = (old_tf if old_tf is not None else array("B", bytes([1]) * offset)) + array(
-            "B", bytes([1]) * len(positions)
-        )
-        for i, count in found or ():
-            counts_[offset + i] = count
-        tf[token] = counts_
-    return postings, tf, length
-
-
-def _extend_postings(previous: LexicalIndex, recs: tuple[Record, ...]) -> _Tables | None:
-    """`previous`'s tables extended to `recs`, or None when its records are not a prefix of them."""
-    old = previous.records
-    if len(recs) < len(old):
-        return None
-    for before, after in zip(old, recs[: len(old)], strict=True):
-        if before is after or before.raw == after.raw:
-            continue
-        if before.content != after.content or before.tags != after.tags:
-            return None
-    if len(recs) == len(old):
-        return previous._postings, previous._tf, previous._length
-    return _build_postings(recs, len(old), previous._postings, previous._tf, previous._length)
-
-
 class SnapshotLike(Protocol):
     """What scoring needs of a store snapshot: its scope, its records and a per-version cache."""
 
@@ -759,18 +837,23 @@ def index_for(snapshot: SnapshotLike) -> LexicalIndex:
     The cache lives exactly as long as the file version, so the index is rebuilt only when the
     scope file changes. A store that replaces a snapshot may seed the new one's cache with the
     old index under ``"lexical_previous"``; it is then extended rather than rebuilt when the old
-    records are an unchanged prefix (see `LexicalIndex.build`), and dropped once used. Two threads
-    racing here both build and one result wins; both are correct.
+    records are an unchanged prefix (see `LexicalIndex.build`), and dropped once used. Threads
+    asking at once wait for one build (16 sessions' first searches on a fresh `serve` built the
+    same index 16 times).
     """
     cache = snapshot.cache
     cached = cache.get(CACHE_KEY)
     records = snapshot.records
     if isinstance(cached, LexicalIndex) and cached.source is records:
         return cached
-    previous = cache.get(PREVIOUS_CACHE_KEY)
-    index = LexicalIndex.build(records, previous if isinstance(previous, LexicalIndex) else None)
-    cache[CACHE_KEY] = index
-    cache.pop(PREVIOUS_CACHE_KEY, None)  # holding it would keep the old version's index alive
+    with cache.setdefault(BUILD_LOCK_KEY, threading.Lock()):
+        cached = cache.get(CACHE_KEY)
+        if isinstance(cached, LexicalIndex) and cached.source is records:
+            return cached
+        previous = cache.get(PREVIOUS_CACHE_KEY)
+        index = LexicalIndex.build(records, previous if isinstance(previous, LexicalIndex) else None)
+        cache[CACHE_KEY] = index
+        cache.pop(PREVIOUS_CACHE_KEY, None)  # holding it would keep the old version's index alive
     return index
 
 

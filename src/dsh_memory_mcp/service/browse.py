@@ -139,8 +139,8 @@ def writers(snapshot: ScopeSnapshot) -> tuple[Writer, ...]:
         if n <= len(records) and all(a is b for a, b in zip(old_records, records, strict=False)):
             rows = old_rows + tuple(writer_of(r) for r in records[n:])  # an append: only the tail is new
         else:
-            known = {r.raw: row for r, row in zip(old_records, old_rows, strict=True)}
-            rows = tuple(known.get(r.raw) or writer_of(r) for r in records)
+            known = {r: row for r, row in zip(old_records, old_rows, strict=True)}  # records hash by their bytes
+            rows = tuple(known.get(r) or writer_of(r) for r in records)
     else:
         rows = tuple(writer_of(r) for r in records)
     cache[WRITERS_KEY] = (records, rows)

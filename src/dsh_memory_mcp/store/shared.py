@@ -568,7 +568,7 @@ class SharedStore:
         """Append `new` to the scope file and cache the grown version without reading it back.
 
         With `pending`, the fsync is left to it (`_transact` flushes it after the lock)."""
-        data = "".join(record.raw + "\n" for record in new).encode("utf-8", "surrogateescape")
+        data = records.render_bytes(new)
         expect = None if last_try else snap.identity
         if last_try:
             # Write whatever the file is now; the cached version no longer describes it.

@@ -12,7 +12,6 @@ import bisect
 import itertools
 import logging
 import os
-import re
 import threading
 import time
 from array import array
@@ -33,8 +32,6 @@ logger = logging.getLogger("dsh_memory_mcp.store.snapshots")
 
 Identity = tuple[int, int, int, int]
 
-# Characters `surrogateescape` produces for bytes that are not UTF-8.
-_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 #: A file that keeps changing while we read it is re-read this many times before we give up
 #: caching it.
 MAX_REREADS = 5
@@ -291,24 +288,26 @@ def decode(data: bytes) -> tuple[str, bool]:
 
 
 def parse(
-    path: str, text: str, escaped: bool, previous: ScopeSnapshot | None = None, *, lineno_offset: int = 0
+    path: str,
+    data: bytes,
+    previous: ScopeSnapshot | None = None,
+    *,
+    lineno_offset: int = 0,
+    known: dict[bytes, Record] | None = None,
 ) -> list[Line]:
-    """Every non-blank line of a scope file, each keeping its exact text.
+    """Every non-blank line of these bytes of a scope file, each keeping its exact bytes.
 
-    Lines unchanged since `previous` (the last version we read or wrote) are reused as they
-    are, so a re-read after another process's save parses only what it changed.
+    Lines unchanged since `previous` (the last version we read or wrote; or `known`, its records
+    by their bytes) are reused as they are, without even decoding them, so a re-read after
+    another process's save parses only what it changed.
 
-    Bytes that are not UTF-8 are decoded with ``surrogateescape`` (`escaped`) so they are
-    written back unchanged; a line containing such bytes is kept as a `CorruptLine` (never
-    modified, never dropped) rather than a record we might re-serialise differently.
+    A line that is not UTF-8 is kept as a `CorruptLine` (its text decoded with
+    ``surrogateescape``, so it is written back unchanged; never modified, never dropped) rather
+    than a record we might re-serialise differently.
     """
-    known = {r.raw: r for r in previous.records} if previous is not None else None
-    lines = records.parse_lines(text, known)
-    if escaped:
-        numbers = {raw: n for n, raw in enumerate(text.split("\n"), start=1)}
-        for i, line in enumerate(lines):
-            if isinstance(line, Record) and _ESCAPED_BYTE.search(line.raw):
-                lines[i] = CorruptLine(line.raw, numbers.get(line.raw, 0))
+    if known is None and previous is not None:
+        known = {r.raw_bytes: r for r in previous.records}
+    lines = records.parse_bytes(data, known)
     for line in lines:
         if isinstance(line, CorruptLine):
             report_corrupt(path, CorruptLine(line.raw, line.lineno + lineno_offset))
@@ -569,8 +568,112 @@ def _stays_unterminated(fd: int, size: int) -> bool:
     return True
 
 
-def _probe(data: bytes) -> tuple[bytes, bytes]:
-    return data[:PROBE_BYTES], data[-PROBE_BYTES:]
+#: A scope file is read and parsed in pieces of this many bytes (cut at a newline): the whole
+#: file's text at once (UTF-16-wide as soon as one line has Chinese) was the peak of a cold read.
+READ_CHUNK = 1 << 20
+
+
+@dataclass
+class _Read:
+    """Lines parsed from a file from some offset on, and what a snapshot needs to know of them."""
+
+    lines: list[Line]
+    #: ``(dev, ino, bytes covered, mtime_ns)``: the file as far as it was read (see `_read_lines`).
+    identity: Identity
+    head: bytes
+    tail: bytes
+    #: The first and last `PROBE_BYTES` of the bytes read (all of them when fewer), for `appended`.
+    probe: bytes
+    newlines: int
+
+
+def _read_lines(
+    path: str,
+    f: Any,
+    start: int,
+    known: dict[bytes, Record] | None,
+    lineno_offset: int,
+    *,
+    probes: tuple[bytes, bytes] | None = None,
+) -> _Read | None:
+    """Parse the lines of the open file `f` from `start` on, in `READ_CHUNK` pieces; None: read it again.
+
+    What is read is what was there when it was opened: up to its size then. Bytes appended while
+    we read are left for the next read (the result's identity says how far it went; the cache
+    then extends from there). A file that shrank, or whose bytes we read changed meanwhile (an
+    in-place rewrite, seen by its probes), gives None. A last line without its newline is an
+    append still being copied in when the file grew past it (left for the next read), else a torn
+    line once it stayed so for a moment (`_stays_unterminated`), kept as a corrupt line.
+    `probes`: the head and tail of the version the bytes from `start` extend.
+    """
+    fd = f.fileno()
+    st = os.fstat(fd)
+    size = st.st_size
+    if size < start:
+        return None
+    f.seek(start)
+    lines: list[Line] = []
+    head, tail = (b"", b"") if probes is None else probes
+    first = b""
+    last = b""
+    newlines = 0
+    pos = start
+    rest = b""
+    while pos < size:
+        chunk = f.read(min(READ_CHUNK, size - pos))
+        if not chunk:
+            return None  # it shrank while we read
+        pos += len(chunk)
+        buf = rest + chunk if rest else chunk
+        cut = buf.rfind(b"\n") + 1
+        rest = buf[cut:]
+        if not cut:
+            continue
+        done = buf[:cut]
+        if len(first) < PROBE_BYTES:
+            first = (first + done)[:PROBE_BYTES]
+        last = (last + done)[-PROBE_BYTES:] if len(done) < PROBE_BYTES else done[-PROBE_BYTES:]
+        lines.extend(_parse_chunk(path, done, known, lineno_offset + newlines))
+        newlines += done.count(b"\n")
+    after = os.fstat(fd)
+    if (after.st_dev, after.st_ino) != (st.st_dev, st.st_ino) or after.st_size < size:
+        return None
+    covered = pos
+    if rest:
+        if after.st_size > size:
+            covered -= len(rest)  # an append being copied in: the next read takes it whole
+            rest = b""
+        elif _stays_unterminated(fd, size):
+            lines.extend(_parse_chunk(path, rest, known, lineno_offset + newlines))
+            first = (first + rest)[:PROBE_BYTES] if len(first) < PROBE_BYTES else first
+            last = (last + rest)[-PROBE_BYTES:]
+        else:
+            return None
+    length = covered - start
+    probe = first if length <= PROBE_BYTES else first + last[-(min(length, 2 * PROBE_BYTES) - PROBE_BYTES) :]
+    if start == 0:
+        head, tail = first, last
+    elif length:
+        head = head if len(head) >= PROBE_BYTES else (head + probe)[:PROBE_BYTES]
+        tail = (tail + last)[-PROBE_BYTES:]
+    if (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns) and length:
+        # It changed while we read: an append leaves what we parsed in place, a rewrite in place
+        # (same inode) would not: its start and the end of what we read must read the same again.
+        f.seek(0)
+        if f.read(len(head)) != head:
+            return None
+        f.seek(covered - len(last))
+        if f.read(len(last)) != last:
+            return None
+    return _Read(lines, (st.st_dev, st.st_ino, covered, st.st_mtime_ns), head, tail, probe, newlines)
+
+
+def _parse_chunk(path: str, data: bytes, known: dict[bytes, Record] | None, lineno_offset: int) -> list[Line]:
+    """The lines of `data` (whole lines of a scope file), corrupt ones numbered from `lineno_offset`."""
+    lines = parse(path, data, lineno_offset=lineno_offset, known=known)
+    if lineno_offset:
+        lines = [CorruptLine(x.raw, x.lineno + lineno_offset) if isinstance(x, CorruptLine) else x for x in lines]
+    return lines
 
 
 class SnapshotCache:
@@ -648,7 +751,6 @@ class SnapshotCache:
         `scope` None (discovery) takes the scope from the records (the one whose sha1 is the
         file name) and gives it as ``""`` when none matches.
         """
-        data = b""
         identity: Identity | None = None
         for _ in range(MAX_REREADS):
             identity = identity_of(path)
@@ -665,25 +767,24 @@ class SnapshotCache:
             try:
                 # Never a FIFO (would block) or a device (a symlink to /dev/zero reads forever).
                 with open(fileio.open_regular(path), "rb") as f:
-                    before = stat_identity(os.fstat(f.fileno()))
-                    data = f.read()
-                    after = stat_identity(os.fstat(f.fileno()))
-                    settled = not data or data.endswith(b"\n") or _stays_unterminated(f.fileno(), after[2])
+                    known = {r.raw_bytes: r for r in cached.records} if cached is not None else None
+                    read = _read_lines(path, f, 0, known, 0)
             except FileNotFoundError:
                 continue
             except OSError as exc:
                 raise StoreError(f"无法读取记忆文件 {path}:{exc.strerror or exc}。", path=path) from exc
-            if before == after and len(data) == after[2] and settled:
-                head, tail = _probe(data)
-                newlines = data.count(b"\n")
-                text, escaped = decode(data)
-                data = b""  # drop the bytes before parsing: ~20 MB less peak memory at 50k records
+            if read is not None:
                 self.stats["parses"] += 1
-                lines = parse(path, text, escaped, cached)
-                del text
-                return self._remember(path, scope, after, lines, head=head, tail=tail, newlines=newlines)
-        # The file kept changing under us (an unlocked writer): use the last read, uncached.
-        lines = parse(path, *decode(data))
+                return self._remember(
+                    path, scope, read.identity, read.lines, head=read.head, tail=read.tail, newlines=read.newlines
+                )
+        # The file kept changing under us (an unlocked writer): use one plain read, uncached.
+        try:
+            with open(fileio.open_regular(path), "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise StoreError(f"无法读取记忆文件 {path}:{exc.strerror or exc}。", path=path) from exc
+        lines = parse(path, data)
         return make(path, scope if scope is not None else self.scope_of(path, lines), identity, lines)
 
     def _extend(self, old: ScopeSnapshot, identity: Identity) -> ScopeSnapshot | None:
@@ -718,54 +819,36 @@ class SnapshotCache:
                     and old.identity[2] < current.identity[2] < identity[2]
                 ):
                     old = current  # extend the newest version, not a copy of an older one
-            assert old.identity is not None
-            old_size = old.identity[2]
-            read = self._read_tail(old, old_size)
+            read = self._read_tail(old)
             if read is None:
                 return None
-            after, data = read
-            text, escaped = decode(data)
-            offset = old.newlines
-            new_lines = [
-                CorruptLine(line.raw, line.lineno + offset) if isinstance(line, CorruptLine) else line
-                for line in parse(old.path, text, escaped, None, lineno_offset=offset)
-            ]
-            snap = appended(old, after, data, new_lines, data.count(b"\n"))
+            snap = appended(old, read.identity, read.probe, read.lines, read.newlines)
             with self._lock:
                 current = self._cache.get(old.path)
-                if current is not None and current.identity == after:
+                if current is not None and current.identity == read.identity:
                     return current
                 self._store(snap)
             self.stats["extends"] += 1
             return snap
 
-    def _read_tail(self, old: ScopeSnapshot, old_size: int) -> tuple[Identity, bytes] | None:
-        """What was appended to `old`'s file since (its identity now, the bytes), or None when the
-        file did not only grow (other inode, shorter, or its probes changed)."""
+    def _read_tail(self, old: ScopeSnapshot) -> _Read | None:
+        """What was appended to `old`'s file since, parsed, or None when the file did not only grow
+        (other inode, shorter, or its probes changed)."""
         assert old.identity is not None
+        old_size = old.identity[2]
         try:
             with open(old.path, "rb") as f:
-                fd = f.fileno()
-                before = stat_identity(os.fstat(fd))
-                if before[:2] != old.identity[:2] or before[2] <= old_size:
+                st = os.fstat(f.fileno())
+                if (st.st_dev, st.st_ino) != old.identity[:2] or st.st_size <= old_size:
                     return None
                 if f.read(len(old.head)) != old.head:
                     return None
                 f.seek(old_size - len(old.tail))
                 if f.read(len(old.tail)) != old.tail:
                     return None
-                for _ in range(MAX_REREADS):
-                    f.seek(old_size)
-                    data = f.read(before[2] - old_size)
-                    after = stat_identity(os.fstat(fd))
-                    if after != before or len(data) != before[2] - old_size:
-                        return None
-                    if data.endswith(b"\n") or _stays_unterminated(fd, after[2]):
-                        return after, data
-                    before = stat_identity(os.fstat(fd))  # an append was still being copied in: again
+                return _read_lines(old.path, f, old_size, None, old.newlines, probes=(old.head, old.tail))
         except OSError:
             return None  # let the full read report it
-        return None
 
     def _remember(
         self,

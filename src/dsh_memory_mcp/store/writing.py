@@ -27,7 +27,7 @@ def encoded_chunks(lines: Sequence[Line]) -> Iterator[bytes]:
     object at once cost ~60 MB of peak memory that glibc then kept."""
     for start in range(0, len(lines), _WRITE_CHUNK):
         chunk = lines[start : start + _WRITE_CHUNK]
-        yield records.render_lines(chunk).encode("utf-8", "surrogateescape")
+        yield records.render_bytes(chunk)
 
 
 def replace_file(path: str, data: bytes | Iterable[bytes]) -> os.stat_result:
