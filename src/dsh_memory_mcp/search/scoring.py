@@ -95,6 +95,7 @@ from typing import Any, Protocol
 
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL, scope_rank
+from dsh_memory_mcp.store.snapshots import DERIVED_KEY
 
 __all__ = [
     "BM25_B",
@@ -486,6 +487,11 @@ def _note_id(first: dict[str, int], duplicates: dict[str, list[int]], rid: str, 
         duplicates.setdefault(rid, [found]).append(pos)
 
 
+def visible(plist: array[int], n: int) -> int:
+    """How many positions of a posting list of `text_tables` belong to the first `n` records."""
+    return _visible(plist, n)
+
+
 def _visible(plist: array[int], n: int) -> int:
     """How many positions of the ascending `plist` are below `n` (a view's part of the list)."""
     if not plist or plist[-1] < n:
@@ -584,6 +590,25 @@ class LexicalIndex:
         tables = _Tables()
         tables.grow(records, 0)
         return cls(records, tables, records, sum(tables.length))
+
+    @classmethod
+    def from_tables(
+        cls,
+        records: Sequence[Record],
+        postings: dict[str, array[int]],
+        tf: dict[str, array[int]],
+        length: array[int],
+    ) -> LexicalIndex:
+        """An index of `records` from text tables made for exactly these texts, in this order
+        (a persisted index: `search.index_cache`); the per-record tables are computed here."""
+        tables = _Tables(postings, tf, length)
+        tables.grow(records, 0, texts=False)
+        return cls(records, tables, records, sum(length))
+
+    def text_tables(self) -> tuple[dict[str, array[int]], dict[str, array[int]], array[int]]:
+        """The postings, tf and length tables of this index's records (read-only views: the
+        arrays may go on past this index's records; cut them with `visible`)."""
+        return self._tables.postings, self._tables.tf, self._tables.length
 
     def __len__(self) -> int:
         return self._n
@@ -809,6 +834,11 @@ def _sorted_index(values: list[int], value: int) -> int:
 INDEX_CHARS = 20_000
 
 
+def indexed_text(record: Record) -> str:
+    """The text of `record` the lexical index tokenizes (its content, cut to `INDEX_CHARS`, and tags)."""
+    return _indexed_text(record)
+
+
 def _indexed_text(record: Record) -> str:
     tags = record.tags
     content = record.content
@@ -851,9 +881,16 @@ def index_for(snapshot: SnapshotLike) -> LexicalIndex:
         if isinstance(cached, LexicalIndex) and cached.source is records:
             return cached
         previous = cache.get(PREVIOUS_CACHE_KEY)
-        index = LexicalIndex.build(records, previous if isinstance(previous, LexicalIndex) else None)
+        hook = cache.get(DERIVED_KEY)
+        if not isinstance(previous, LexicalIndex):
+            # A first build in this process: a persisted index of (a prefix of) these very
+            # records, if the store's derived cache has one (`search.index_cache`).
+            previous = hook.seed(records) if hook is not None else None
+        index = LexicalIndex.build(records, previous)
         cache[CACHE_KEY] = index
         cache.pop(PREVIOUS_CACHE_KEY, None)  # holding it would keep the old version's index alive
+    if hook is not None:
+        hook.built(index, previous)
     return index
 
 

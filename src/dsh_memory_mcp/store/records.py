@@ -90,11 +90,24 @@ def _int_field(data: Mapping[str, Any], key: str) -> int:
     return 0 if number is None else int(number)
 
 
+#: Short strings seen so far (scope, kind, tags repeat on every line of a file), shared.
+_INTERNED: dict[str, str] = {}
+_INTERNED_MAX = 65536
+
+
 def _text(value: Any, default: str = "") -> str:
     """A short string field, interned: scope, kind and tags repeat on every line of a file."""
+    shared = _INTERNED.get(value) if type(value) is str else None
+    if shared is not None:
+        return shared
     if not isinstance(value, str):
         return default
-    return sys.intern(value) if len(value) <= 64 else value
+    if len(value) > 64:
+        return value
+    value = sys.intern(value)
+    if len(_INTERNED) < _INTERNED_MAX:
+        _INTERNED[value] = value
+    return value
 
 
 #: Tag tuples seen so far, shared: the same few combinations repeat on thousands of records.
@@ -103,11 +116,14 @@ _TAG_TUPLES_MAX = 65536
 
 
 def _tag_tuple(tags: list[Any]) -> tuple[str, ...]:
-    found = tuple(_text(t) for t in tags if isinstance(t, str))
-    shared = _TAG_TUPLES.get(found)
+    try:
+        shared = _TAG_TUPLES.get(tuple(tags))  # the common case: a combination seen before
+    except TypeError:  # an unhashable element (a list, a dict): not a tag, dropped below
+        shared = None
     if shared is not None:
         return shared
-    if len(_TAG_TUPLES) < _TAG_TUPLES_MAX and all(len(t) <= 64 for t in found):
+    found = tuple(_text(t) for t in tags if isinstance(t, str))
+    if len(found) == len(tags) and len(_TAG_TUPLES) < _TAG_TUPLES_MAX and all(len(t) <= 64 for t in found):
         _TAG_TUPLES[found] = found
     return found
 
@@ -164,25 +180,41 @@ class Record:
             except UnicodeEncodeError:
                 pass  # a lone surrogate outside surrogateescape's range: keep the string
         self._raw = raw
+        get = data.get
         self.id = str(data["id"])
-        self.scope = _text(data.get("scope"))
-        self.kind = _text(data.get("kind"), "note")
-        content = data.get("content")
-        self.content = content if isinstance(content, str) else ""
-        tags = data.get("tags")
-        self._tags = _tag_tuple(tags) if isinstance(tags, list) and tags else ()
-        self.importance = _opt_number(data.get("importance"))
+        self.scope = _text(get("scope"))
+        kind = get("kind")
+        self.kind = _text(kind, "note") if kind is not None else "note"
+        content = get("content")
+        self.content = content if type(content) is str or isinstance(content, str) else ""
+        tags = get("tags")
+        self._tags = _tag_tuple(tags) if type(tags) is list and tags else ()
+        importance = get("importance")
+        self.importance = None if importance is None else _opt_number(importance)
         # The three stamps are equal until a record is touched or edited: one int object then
-        # (the parser makes three), 64 bytes less per record.
-        created = self.created_at = _int_field(data, "createdAt")
-        updated = _int_field(data, "updatedAt")
-        self.updated_at = created if updated == created else updated
-        accessed = _int_field(data, "lastAccessedAt")
+        # (the parser makes three), 64 bytes less per record. Plain ints are the common case.
+        created = get("createdAt")
+        if type(created) is not int:
+            created = _int_field(data, "createdAt")
+        self.created_at = created
+        updated = get("updatedAt")
+        if type(updated) is not int:
+            updated = _int_field(data, "updatedAt")
+        self.updated_at = updated = created if updated == created else updated
+        accessed = get("lastAccessedAt")
+        if type(accessed) is not int:
+            accessed = _int_field(data, "lastAccessedAt")
         self.last_accessed_at = updated if accessed == updated else accessed
-        count = _int_field(data, "accessCount")
+        count = get("accessCount")
+        if type(count) is not int:
+            count = _int_field(data, "accessCount")
         self.access_count = count if count > 0 else 0
-        expired = _opt_number(data.get("expiredAt"))
-        self.expired_at = None if expired is None else int(expired)
+        expired = get("expiredAt")
+        if expired is None:
+            self.expired_at = None
+        else:
+            number = _opt_number(expired)
+            self.expired_at = None if number is None else int(number)
 
     @property
     def raw(self) -> str:

@@ -114,6 +114,8 @@ class SharedStore:
     :param touch_delay: seconds search hits are coalesced before a background flush.
     :param touch_interval: the background flush rewrites one scope file at most once per this
         many seconds (`flush`, `close` and exit still write at once).
+    :param derived: a cache of derived data (parsed records, indexes) consulted when a scope file
+        is read whole for the first time (`snapshots.Derived`; `search.index_cache.IndexCache`).
     :param on_delete: called as ``(scope, removed_ids)`` inside the scope lock, right after the
         JSONL file was replaced (the vector channel rewrites its sidecar there). It must not take
         the same scope lock again (`LockRecursion`); its exceptions are logged, not raised.
@@ -129,13 +131,15 @@ class SharedStore:
         touch_interval: float = 30.0,
         on_delete: Callable[[str, list[str]], None] | None = None,
         timing: Clock = SYSTEM,
+        derived: snapshots.Derived | None = None,
     ) -> None:
         self.layout = StoreLayout.at(root)
         self.root = self.layout.root
         self.on_delete = on_delete
         self._clock = clock
         self._locks = LockManager(self.layout.locks_dir, timeout=lock_timeout, clock=timing)
-        self._snapshots = SnapshotCache(self.layout)
+        self.derived = derived
+        self._snapshots = SnapshotCache(self.layout, derived=derived)
         self._touches = TouchBuffer(
             self._apply_touches, clock=clock, delay=touch_delay, interval=touch_interval, timing=timing
         )

@@ -16,7 +16,7 @@ import threading
 import time
 from array import array
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -125,6 +125,10 @@ class Rows(Sequence[Any]):
         items = self._items[: self._n]
         items.extend(new)
         return Rows(items, len(items))
+
+    def prefix(self, n: int) -> Rows:
+        """The view of this view's first `n` items (the same list)."""
+        return Rows(self._items, min(n, self._n))
 
     def starts_with(self, prefix: Sequence[Any]) -> bool:
         """Whether this view begins with exactly the objects of `prefix` (O(1) for a shorter view of
@@ -255,7 +259,15 @@ def identity_of(path: str) -> Identity | None:
 #: Derived data a new version of a scope file may start from, and the key it gets there. After a
 #: touch or an append the old records are a prefix of the new ones, so the lexical index can be
 #: extended instead of rebuilt (`scoring.index_for`): at 50k records that is ~0.25 s, not ~2.5 s.
-_CARRY_FORWARD = {"lexical": "lexical_previous", "ids": "ids_previous", "writers": "writers_previous"}
+_CARRY_FORWARD = {
+    "lexical": "lexical_previous",
+    "ids": "ids_previous",
+    "writers": "writers_previous",
+    "derived": "derived",
+}
+#: Where a `Derived` cache keeps its per-file hook in `snapshot.cache` (carried to every later
+#: version of the file, so the cache hears of the indexes built for them too).
+DERIVED_KEY = "derived"
 #: Who wrote each record (`service.browse.writers`), and the previous version's table it reuses.
 WRITERS_KEY, WRITERS_PREVIOUS_KEY = "writers", "writers_previous"
 
@@ -293,7 +305,7 @@ def parse(
     previous: ScopeSnapshot | None = None,
     *,
     lineno_offset: int = 0,
-    known: dict[bytes, Record] | None = None,
+    known: Mapping[bytes, Record] | None = None,
 ) -> list[Line]:
     """Every non-blank line of these bytes of a scope file, each keeping its exact bytes.
 
@@ -591,7 +603,7 @@ def _read_lines(
     path: str,
     f: Any,
     start: int,
-    known: dict[bytes, Record] | None,
+    known: Mapping[bytes, Record] | None,
     lineno_offset: int,
     *,
     probes: tuple[bytes, bytes] | None = None,
@@ -668,12 +680,23 @@ def _read_lines(
     return _Read(lines, (st.st_dev, st.st_ino, covered, st.st_mtime_ns), head, tail, probe, newlines)
 
 
-def _parse_chunk(path: str, data: bytes, known: dict[bytes, Record] | None, lineno_offset: int) -> list[Line]:
+def _parse_chunk(path: str, data: bytes, known: Mapping[bytes, Record] | None, lineno_offset: int) -> list[Line]:
     """The lines of `data` (whole lines of a scope file), corrupt ones numbered from `lineno_offset`."""
     lines = parse(path, data, lineno_offset=lineno_offset, known=known)
     if lineno_offset:
         lines = [CorruptLine(x.raw, x.lineno + lineno_offset) if isinstance(x, CorruptLine) else x for x in lines]
     return lines
+
+
+class Derived(Protocol):
+    """What a store may be given to speed up cold reads: a cache of what it derives from a file.
+
+    The search layer implements it (`search.index_cache.IndexCache`): the store layer only
+    calls it, so it stays free of the tokenizer and of any file format but its own.
+    """
+
+    def loaded(self, snap: ScopeSnapshot) -> None:
+        """`snap` was just read whole, the first time in this process: seed its `cache`."""
 
 
 class SnapshotCache:
@@ -686,8 +709,17 @@ class SnapshotCache:
     simply parsed again when next needed.
     """
 
-    def __init__(self, layout: StoreLayout, *, max_entries: int = 256, max_records: int = 400_000) -> None:
+    def __init__(
+        self,
+        layout: StoreLayout,
+        *,
+        max_entries: int = 256,
+        max_records: int = 400_000,
+        derived: Derived | None = None,
+    ) -> None:
         self.layout = layout
+        #: A cache of derived data consulted on whole reads (`Derived`); None: parse everything.
+        self.derived = derived
         self.max_entries = max_entries
         self.max_records = max_records
         self._cache: OrderedDict[str, ScopeSnapshot] = OrderedDict()  # path → latest snapshot
@@ -695,6 +727,7 @@ class SnapshotCache:
         self._scope_names: dict[str, tuple[Identity, str]] = {}  # path → (identity, scope) for discovery
         self._lock = threading.Lock()
         self._extending = threading.Lock()  # one extension at a time: two would copy the shared rows
+        self._parse_locks = [threading.Lock() for _ in range(8)]  # by path, striped
         #: How the last loads were served (tests and the benchmark read these).
         self.stats = {"hits": 0, "extends": 0, "parses": 0, "evictions": 0}
 
@@ -764,20 +797,34 @@ class SnapshotCache:
                 grown = self._extend(cached, identity)
                 if grown is not None:
                     return grown
-            try:
-                # Never a FIFO (would block) or a device (a symlink to /dev/zero reads forever).
-                with open(fileio.open_regular(path), "rb") as f:
-                    known = {r.raw_bytes: r for r in cached.records} if cached is not None else None
-                    read = _read_lines(path, f, 0, known, 0)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise StoreError(f"无法读取记忆文件 {path}:{exc.strerror or exc}。", path=path) from exc
-            if read is not None:
-                self.stats["parses"] += 1
-                return self._remember(
-                    path, scope, read.identity, read.lines, head=read.head, tail=read.tail, newlines=read.newlines
-                )
+            with self._parse_locks[hash(path) % len(self._parse_locks)]:
+                # One whole read per file at a time: threads asking at once (a fresh serve's
+                # first searches, the digest and a warm-up) wait for it instead of parsing too.
+                now = self.get(path)
+                if now is not None and now is not cached and now.identity == identity_of(path):
+                    if scope is None or now.scope == scope:
+                        self.stats["hits"] += 1
+                        return now
+                try:
+                    # Never a FIFO (would block) or a device (a symlink to /dev/zero reads forever).
+                    with open(fileio.open_regular(path), "rb") as f:
+                        known = {r.raw_bytes: r for r in cached.records} if cached is not None else None
+                        read = _read_lines(path, f, 0, known, 0)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    raise StoreError(f"无法读取记忆文件 {path}:{exc.strerror or exc}。", path=path) from exc
+                if read is not None:
+                    self.stats["parses"] += 1
+                    snap = self._remember(
+                        path, scope, read.identity, read.lines, head=read.head, tail=read.tail, newlines=read.newlines
+                    )
+                    if self.derived is not None and cached is None:
+                        try:
+                            self.derived.loaded(snap)
+                        except Exception:  # a cache is never a reason not to serve the file itself
+                            logger.debug("derived cache of %s unusable", path, exc_info=True)
+                    return snap
         # The file kept changing under us (an unlocked writer): use one plain read, uncached.
         try:
             with open(fileio.open_regular(path), "rb") as f:

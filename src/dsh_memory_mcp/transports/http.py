@@ -770,7 +770,7 @@ def serve_http(
         existing = serve_file.owner(settings.store_dir)
         if existing is not None:
             raise ServeRefused(_other_serve_lines(settings.store_dir, existing), code=1)
-        service = open_service(settings)
+        service = open_service(settings, warm="all")  # every scope read in the background from the start
         try:
             _serve_service(settings, serve, service, route_factories, on_started)
         finally:

@@ -625,7 +625,7 @@ def serve(settings: Settings) -> None:
 
     :raises StoreError: the store directory is unusable (the CLI turns it into a diagnostic).
     """
-    service = open_service(settings)
+    service = open_service(settings, warm="default")  # the first search's scopes read in the background
     memory: MemoryServer | None = None
     try:
         memory = build_server(service, digest_cache=digest.DigestCache(digest.default_cache_dir(), settings.store_dir))

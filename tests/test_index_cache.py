@@ -1,0 +1,153 @@
+"""The lexical index kept on disk (`search.index_cache`): used when it describes the file's texts,
+rebuilt when it does not, and a search answers exactly as after a cold build either way."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from dsh_memory_mcp.search import scoring
+from dsh_memory_mcp.search.index_cache import CACHE_DIR, IndexCache
+from dsh_memory_mcp.store import records, scopes
+from dsh_memory_mcp.store.shared import SharedStore
+
+N = 3000
+QUERIES = ["deploy pipeline", "部署流水线", "record 17", "docker image 镜像", "zebra", "nightly backups"]
+WORDS = ["deploy", "pipeline", "docker", "image", "nightly", "backups", "部署", "流水线", "镜像", "备份"]
+
+
+def fill(store_dir: Path, n: int = N) -> Path:
+    path = store_dir / scopes.scope_file_relpath(scopes.GLOBAL)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    made = [
+        records.new_record(
+            scope="global",
+            content=f"record {i} {WORDS[i % len(WORDS)]} {WORDS[(i * 7) % len(WORDS)]} 第{i % 13}条",
+            tags=["ops"] if i % 5 == 0 else [],
+            now=1_700_000_000_000 + i,
+        )
+        for i in range(n)
+    ]
+    path.write_text("".join(r.raw + "\n" for r in made), encoding="utf-8")
+    return path
+
+
+def opened(store_dir: Path) -> tuple[SharedStore, IndexCache]:
+    """A store as a freshly started server opens it (nothing of the file in memory yet)."""
+    cache = IndexCache(str(store_dir), min_records=100, save_delay=60.0)
+    return SharedStore(str(store_dir), derived=cache), cache
+
+
+def answers(index: scoring.LexicalIndex) -> list[dict[int, float]]:
+    return [index.scores(scoring.query_tokens(q), threshold=0.0) for q in QUERIES]
+
+
+def search_as_a_server_would(store_dir: Path) -> tuple[IndexCache, list[dict[int, float]], list[list[str]]]:
+    """Open, index global (through the cache), and check every answer against a cold build."""
+    store, cache = opened(store_dir)
+    snap = store.snapshot("global")
+    index = scoring.index_for(snap)
+    cold = scoring.LexicalIndex.build(tuple(snap.records))
+    assert answers(index) == answers(cold)
+    ranked = [[h.record.id for h in scoring.rank([snap], q, top_k=5, now=2**62)] for q in QUERIES]
+    cold_snap = type("Cold", (), {"scope": "global", "records": tuple(snap.records), "cache": {}})()
+    assert ranked == [[h.record.id for h in scoring.rank([cold_snap], q, top_k=5, now=2**62)] for q in QUERIES]
+    cache.close()  # saves what is due, as a server does at exit
+    store.close()
+    return cache, answers(index), ranked
+
+
+@pytest.fixture
+def cached(store_dir: Path) -> Path:
+    """A scope file and the cache file a first server left for it."""
+    path = fill(store_dir)
+    first, _, _ = search_as_a_server_would(store_dir)
+    assert first.stats["saves"] == 1 and first.stats["seeded"] == 0
+    return path
+
+
+def test_an_unchanged_file_is_indexed_from_the_cache_and_answers_exactly_like_a_cold_build(
+    store_dir: Path, cached: Path
+):
+    cache, _, _ = search_as_a_server_would(store_dir)
+    assert cache.stats["seeded"] == 1 and cache.stats["saves"] == 0  # nothing to save: it is current
+    files = list((store_dir / CACHE_DIR).iterdir())
+    assert len(files) == 1 and stat.S_IMODE(files[0].stat().st_mode) == 0o600
+    assert stat.S_IMODE((store_dir / CACHE_DIR).stat().st_mode) == 0o700
+
+
+def test_a_line_a_foreign_writer_appended_is_indexed_on_top_of_the_cached_tables(store_dir: Path, cached: Path):
+    extra = records.new_record(scope="global", content="zebra crossing appended by DSH 斑马线", now=1)
+    with cached.open("a", encoding="utf-8") as f:
+        f.write(extra.raw + "\n")
+    cache, found, _ = search_as_a_server_would(store_dir)
+    assert cache.stats["seeded"] == 1
+    assert N in found[QUERIES.index("zebra")]  # the appended record is searchable
+
+
+def test_a_touch_rewrite_that_changes_no_text_still_uses_the_cache(store_dir: Path, cached: Path):
+    store = SharedStore(str(store_dir), touch_interval=0.0)
+    ids = [r.id for r in store.snapshot("global").records[:50]]
+    store.touch({"global": ids})
+    store.flush()  # a whole-file replace: new inode, new bytes on 50 lines, the same texts
+    store.close()
+    cache, _, _ = search_as_a_server_would(store_dir)
+    assert cache.stats["seeded"] == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["replaced without one record", "a record edited in the middle", "truncated", "a record inserted at the start"],
+)
+def test_a_file_whose_texts_no_longer_match_is_indexed_from_scratch_and_the_cache_rebuilt(
+    store_dir: Path, cached: Path, change: str
+):
+    lines = cached.read_text(encoding="utf-8").splitlines(keepends=True)
+    if change == "replaced without one record":
+        tmp = cached.with_name("global.jsonl.dsh")
+        tmp.write_text("".join(lines[:100] + lines[101:]), encoding="utf-8")
+        os.replace(tmp, cached)
+    elif change == "a record edited in the middle":
+        data = json.loads(lines[N // 2])
+        data["content"] = data["content"].replace("record", "zebras")  # same length, same inode: new text
+        lines[N // 2] = records.dump_line(data) + "\n"
+        before = cached.stat()
+        with cached.open("r+", encoding="utf-8") as f:  # in place
+            f.write("".join(lines))
+        after = cached.stat()
+        assert (after.st_ino, after.st_size) == (before.st_ino, before.st_size)
+    elif change == "truncated":
+        os.truncate(cached, sum(len(line.encode("utf-8")) for line in lines[: N - 10]))
+    else:
+        first = records.new_record(scope="global", content="zebra first", now=1)
+        cached.write_text(first.raw + "\n" + "".join(lines), encoding="utf-8")
+    cache, _, _ = search_as_a_server_would(store_dir)  # every answer checked against a cold build
+    assert cache.stats["seeded"] == 0 and cache.stats["stale"] == 1
+    assert cache.stats["saves"] == 1  # and a cache for the file as it is now
+    again, _, _ = search_as_a_server_would(store_dir)
+    assert again.stats["seeded"] == 1
+
+
+def test_a_damaged_or_foreign_cache_file_is_ignored_never_half_used(store_dir: Path, cached: Path):
+    [cache_file] = list((store_dir / CACHE_DIR).iterdir())
+    data = bytearray(cache_file.read_bytes())
+    data[-100] ^= 0xFF
+    cache_file.write_bytes(bytes(data))
+    cache, _, _ = search_as_a_server_would(store_dir)
+    assert cache.stats["seeded"] == 0 and cache.stats["stale"] == 1 and cache.stats["saves"] == 1
+    cache_file.write_bytes(b"not a cache at all\n")
+    cache, _, _ = search_as_a_server_would(store_dir)
+    assert cache.stats["seeded"] == 0 and cache.stats["stale"] == 1
+
+
+def test_read_only_commands_use_the_cache_but_never_write_one(store_dir: Path):
+    fill(store_dir)
+    cache = IndexCache(str(store_dir), read_only=True, min_records=100, save_delay=0.0)
+    store = SharedStore(str(store_dir), derived=cache)
+    scoring.index_for(store.snapshot("global"))
+    cache.close()
+    assert not (store_dir / CACHE_DIR).exists() and cache.stats["saves"] == 0
