@@ -33,6 +33,9 @@ SIZE_KEYS = {
     "peak_rss_kb",
     "concurrency",
     "hybrid",
+    "first_search",
+    "relay_first_search",
+    "save_counters",
 }
 
 
@@ -74,3 +77,10 @@ def test_the_quick_benchmark_runs_and_loses_no_concurrent_save(
         assert conc["found"] == conc["expected"] <= conc["attempted"] == conc["procs"] * conc["saves_per_proc"]
     if sys.platform.startswith("linux") and os.path.isdir("/proc"):
         assert row["peak_rss_kb"]
+    first = row["first_search"]
+    for case in ("cached_now", "cached_after2s", "cold_now", "cold_after2s"):
+        assert first[case].keys() == {"initialize_ms", "search_ms", "total_ms"}, first
+    assert row["relay_first_search"].keys() == {"first_host", "second_host"}
+    work = row["save_counters"]  # what 20 saves cost the store: nothing over every record
+    assert work["loss_checks_incremental"] >= 20, work
+    assert [work[k] for k in ("loss_checks_full", "parses", "id_index_builds", "content_index_builds")] == [0] * 4

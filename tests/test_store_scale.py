@@ -119,6 +119,7 @@ def test_sixteen_writer_processes_at_a_large_store_all_get_through_the_lock_and_
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            encoding="utf-8",
         )
         for k in range(WRITERS)
     ]
