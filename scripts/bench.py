@@ -28,12 +28,19 @@ conversations are asked twice (after the first round's access counts were writte
 concurrent sessions over Streamable HTTP (the official client), each alternating searches and saves
 (each session relays one of the three projects in `X-DSH-Project`): search and save p50/p99,
 calls/s, errors (must be 0), and the serve's RSS next to the sum of the RSS of 8 direct stdio
-servers that each did one search and one save on the same store; and `GET /health` on a reused
-connection against a new connection each time, as a ratio (TCP_NODELAY: at or below 1x).
+servers that each did one search and one save on the same store; `GET /health` on a reused
+connection against a new connection each time, as a ratio (TCP_NODELAY: at or below 1x); and 8
+hosts each alternating a search and a save at once: through 8 direct stdio servers, through one
+serve (each host's stdio process relaying to it), and in this process over one service (the floor).
+
+Per size, besides: the first search of a freshly spawned server (right after `initialize` and 2 s
+later, with and without the index cache a previous server left in `<store>/.index`), the first
+search of a host spawned right after a serve started, and the store's work counters for 20 saves
+(full loss checks, whole reads, id and content index builds: all must be 0).
 
 Floors: `import mcp.server.mcpserver` wall time (and bare `python -c pass`), and one read+parse of
-the store files. Every figure is also reported as a ratio to its floor, and issue 13's goals as
-ratios within the run (`goals`). The 1-minute load average before and after is recorded: on a
+the store files. Every figure is also reported as a ratio to its floor, and the goals as ratios
+within the run (`goals`). The 1-minute load average before and after is recorded: on a
 shared machine absolute figures move a lot, ratios less.
 """
 
@@ -1311,8 +1318,8 @@ def _goal(value: Any, goal: str, met: bool) -> dict[str, Any]:
 
 
 def goals(rows: list[dict[str, Any]], serve: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The goals of issues 13 and 21, as ratios within this run (left out when a size they need was
-    not run). Ratios to floors measured in the same run: the machine may be loaded."""
+    """The performance goals, as ratios within this run (left out when a size they need was not
+    run). Ratios to floors measured in the same run: the machine may be loaded."""
     by = {r["size"]: r for r in rows}
     small, big = by.get(1000), by.get(100_000)
     out: dict[str, Any] = {}
