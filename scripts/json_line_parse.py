@@ -91,6 +91,7 @@ def main() -> int:
                     [sys.executable, "-c", _CHILD, src, path, str(args.records)],
                     capture_output=True,
                     text=True,
+                    encoding="utf-8",
                     check=True,
                 )
                 times.setdefault(f"parse_lines[{src}]", []).append(float(out.stdout))

@@ -169,7 +169,8 @@ def test_a_call_deadline_is_stamped_on_the_gates_clock_and_ends_a_lock_wait_on_i
     marker.parent.mkdir(parents=True)
     # Held by a live process on this host (our parent): waited for, never broken.
     marker.write_text(
-        json.dumps({"pid": os.getppid(), "host": socket.gethostname(), "createdAt": int(time.time() * 1000)})
+        json.dumps({"pid": os.getppid(), "host": socket.gethostname(), "createdAt": int(time.time() * 1000)}),
+        encoding="utf-8",
     )
 
     async def scenario() -> tuple[float | None, float | None, float, str, float]:
