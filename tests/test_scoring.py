@@ -477,13 +477,38 @@ def test_vector_scores_for_unknown_ids_are_ignored() -> None:
     assert hits == []
 
 
-def test_the_hybrid_score_adds_the_evidence_of_both_channels() -> None:
-    both = rec("alpha", rid="both")
+def test_the_hybrid_score_combines_both_channels_as_independent_chances() -> None:
+    both = rec("alpha beta", rid="both")
     snapshot = snap("global", both, *filler(3))
-    lexical_only = rank([snapshot], "alpha", top_k=5, now=NOW)[0]
-    fused = rank([snapshot], "alpha", top_k=5, now=NOW, vector_scores={"both": 0.6})[0]
-    assert lexical_only.score == 1.0 and fused.lexical == 1.0 and fused.cosine == 0.6
-    assert fused.score == round(1.0 + (0.6 - 0.5) / 0.5, 4) == 1.2
+    lexical_only = rank([snapshot], "alpha gamma", top_k=5, now=NOW)[0]
+    fused = rank([snapshot], "alpha gamma", top_k=5, now=NOW, vector_scores={"both": 0.6})[0]
+    strength = lexical_only.lexical
+    assert 0.2 < strength < 0.8 and fused.lexical == strength and fused.cosine == 0.6
+    # The vector score 0.6 is a 20 % chance; lexical strength s is a chance s: 1 − (1 − s)(1 − 0.2).
+    assert fused.score == round(1 - (1 - strength) * (1 - 0.2), 4) > lexical_only.score
+    # An exact lexical match is certain whatever the vector channel says.
+    single = snap("global", rec("alpha", rid="exact"), *filler(3))
+    exact = rank([single], "alpha", top_k=5, now=NOW, vector_scores={"exact": 0.6})[0]
+    assert exact.lexical == 1.0 and exact.score == 1.0
+
+
+def test_the_vector_channel_s_best_answer_stays_above_weak_hits_that_both_channels_half_found() -> None:
+    # A conversation: the question shares "learning" and "play" with other turns (weak lexical
+    # hits, strength 0.25) that the vector channel also finds, without conviction (a 30 % chance:
+    # score 0.65); the turn that answers it shares none of its words and is the vector channel's
+    # best candidate (a 50 % chance: score 0.75). Summing the two channels put the four weak turns
+    # first (0.25 + 0.3 > 0.5); as independent chances they stay below (1 − 0.75·0.7 < 0.5).
+    answer = rec("J: I started taking cello lessons last month.", rid="answer")
+    weak = [rec(f"M: learning to play chess on evening {i}", rid=f"weak{i}") for i in range(4)]
+    others = [rec(f"M: unrelated note number {i} about lunch", rid=f"z{i}") for i in range(20)]
+    snapshot = snap("global", answer, *weak, *others)
+    query = "Which instrument is Jordan learning to play?"
+    lexical = rank([snapshot], query, top_k=5, now=NOW)
+    assert sorted(ids(lexical)) == ["weak0", "weak1", "weak2", "weak3"]
+    assert all(0.2 < h.lexical < 0.3 for h in lexical)
+    vectors = {"answer": 0.75, **{f"weak{i}": 0.65 for i in range(4)}}
+    hits = rank([snapshot], query, top_k=5, now=NOW, vector_scores=vectors)
+    assert ids(hits)[0] == "answer" and hits[0].score == 0.5
 
 
 def test_a_strong_lexical_hit_stays_above_a_weak_vector_neighbour() -> None:

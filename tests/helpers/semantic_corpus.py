@@ -244,8 +244,14 @@ def fill(store: SharedStore, scope: str = "global") -> dict[str, str]:
     return {key: store.save(scope, text).record.id for key, text in MEMORIES.items()}
 
 
-def run(store: SharedStore, ids: dict[str, str], channel: VectorChannel | None, scope: str = "global") -> Scores:
-    """Every query through the hybrid ranking (lexical alone when `channel` is None)."""
+def run(
+    store: SharedStore, ids: dict[str, str], channel: VectorChannel | None, scope: str = "global", *, dense: bool = False
+) -> Scores:
+    """Every query through the hybrid ranking (lexical alone when `channel` is None).
+
+    With `dense`, the vector channel alone: its candidates in the order of its own scores (the
+    ranking over an empty query, so expiry and duplicates are handled as in a search).
+    """
     from dsh_memory_mcp.search import scoring
     from dsh_memory_mcp.store.records import now_ms
 
@@ -253,13 +259,22 @@ def run(store: SharedStore, ids: dict[str, str], channel: VectorChannel | None, 
     results = {}
     for q in QUERIES:
         scores = channel.query_scores(q.text, snaps, budget=EVAL_BUDGET) if channel is not None else None
-        hits = scoring.rank(snaps, q.text, top_k=10, now=now_ms(), vector_scores=scores)
+        text = "" if dense else q.text
+        hits = scoring.rank(snaps, text, top_k=10, now=now_ms(), vector_scores=scores)
         results[q.text] = [h.record.id for h in hits]
     return evaluate(results, ids)
 
 
 def hybrid(store: SharedStore, ids: dict[str, str], settings: VectorSettings) -> tuple[Scores, dict[str, Any]]:
     """Start a vector channel on `settings`, embed the table, run the queries; (scores, channel stats)."""
+    scores, _dense, stats = hybrid_and_dense(store, ids, settings)
+    return scores, stats
+
+
+def hybrid_and_dense(
+    store: SharedStore, ids: dict[str, str], settings: VectorSettings
+) -> tuple[Scores, Scores, dict[str, Any]]:
+    """As `hybrid`, and the vector channel alone over the same embeddings: (hybrid, dense, stats)."""
     from dsh_memory_mcp.search.vectors import VectorChannel
 
     ch = VectorChannel(settings, store, load_timeout=60)
@@ -271,6 +286,6 @@ def hybrid(store: SharedStore, ids: dict[str, str], settings: VectorSettings) ->
         # The table was saved before the channel started: the backfill embeds it, 16 per request.
         if not ch.wait_idle(300):
             raise RuntimeError(ch.status)
-        return run(store, ids, ch), ch.stats()
+        return run(store, ids, ch), run(store, ids, ch, dense=True), ch.stats()
     finally:
         ch.close()

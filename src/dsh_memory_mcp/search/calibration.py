@@ -15,9 +15,22 @@ model's own behaviour, per pair of scripts (CJK or not) of query and record:
    score unchanged (MiniLM's English and cross cells).
 3. **Adaptive cells.** Elsewhere a candidate must beat the query's own null: its best cosine to the
    probes of the record's script (sentences surely unrelated to any memory), plus three quarters of the cell's
-   spread, and 0.5 in any case. Then ``score = 0.5 + 0.5 · (cosine − floor) / (1 − floor)``: on
-   the seed's scale, so the hybrid merge (``max(lexical, cosine)``) ranks an e5 match like a MiniLM
-   match of the same strength.
+   spread, and 0.5 in any case.
+
+Passing the gate says a candidate *may* be relevant; how likely it is comes from where it stands
+among the query's own background (`relevance_scores`). Every searched record's *margin* over its
+gate, ``(cosine − floor)/(1 − floor)`` (0 at the gate, 1 at cosine 1; the floor is 0.5 in seed
+cells), and the 24 probes' margins are the query's background; a candidate's z-score in it and
+whether it is the query's best candidate give ``P = σ(1.7·z + 1.9·best − 5.9)``, and its score is
+``0.5 + 0.5·P`` (0.5 at "surely not", 1 at "surely"), which `scoring.fuse` combines with the
+lexical strength as two independent chances. The constants are a logistic fit on both evaluation
+sets (the bilingual table and the English conversations), checked on held-out halves
+(scripts/fusion_eval.py, scripts/fusion_candidates.md). Why the background and not the margin
+alone: chatty dialogue turns all clear a gate drawn from memory-like probes by about the same
+margin, so on the conversations a margin of 0.2–0.3 meant relevant 4 % of the time and on the
+bilingual table 85 %; the z-score among the query's own cosines meant about the same on both
+(relevant 30–75 % at z 2–3, ≥ 80 % from z 3). Being the best candidate counts on its own: the
+vector channel's top candidate was relevant about half the time, its second one time in nine.
 
 A lexical match is never dropped by any of this: the gate only decides which vector candidates
 are added. The calibration (figures plus the probes' 24 record vectors) is computed on the worker
@@ -30,6 +43,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import heapq
 import json
 import math
 import os
@@ -46,11 +60,17 @@ if TYPE_CHECKING:
 __all__ = [
     "CALIBRATION_FILE",
     "PROBES",
+    "RELEVANCE_BEST",
+    "RELEVANCE_BIAS",
+    "RELEVANCE_Z",
     "SEED_GATE",
     "Calibration",
     "calibrate",
     "is_cjk",
     "load_cached",
+    "margins",
+    "relevance",
+    "relevance_scores",
     "save_cached",
 ]
 
@@ -59,6 +79,11 @@ SEED_GATE = 0.5
 #: A candidate must beat the query's best probe cosine by this many cell spreads (0.5 → 0.75 cut
 #: the false positives of the evaluation from 8 to 5 at the same recall).
 MARGIN_SPREADS = 0.75
+#: The chance that a vector candidate is relevant, ``σ(RELEVANCE_Z·z + RELEVANCE_BEST·best + RELEVANCE_BIAS)``
+#: (see the module docstring and `relevance`). Fitted on both evaluation sets, rounded to one decimal.
+RELEVANCE_Z = 1.7
+RELEVANCE_BEST = 1.9
+RELEVANCE_BIAS = -5.9
 #: Bump when PROBES or the rule change: cached calibrations of another version are recomputed
 #: (3: the background is questions against memories, each embedded in its own role).
 VERSION = 3
@@ -151,12 +176,13 @@ class Calibration:
             out.append(max(SEED_GATE, float(np.max(probes)) + MARGIN_SPREADS * cell.spread))
         return out[0], out[1]
 
-    @staticmethod
-    def score(cosine: float, floor: float) -> float:
-        """A passing cosine on the seed's scale: floor → 0.5, 1 → 1 (identity when the floor is 0.5)."""
-        if floor <= SEED_GATE:
-            return min(cosine, 1.0)
-        return min(1.0, SEED_GATE + (1.0 - SEED_GATE) * (cosine - floor) / (1.0 - floor))
+    def probe_margins(self, q: npt.NDArray[np.float32], floor_cjk: float, floor_other: float) -> npt.NDArray[np.float64]:
+        """The probes' margins over the gates `floors` gave `q`: part of the query's background."""
+        import numpy as np
+
+        mask = _probe_mask()
+        floors = np.where(mask, floor_cjk, floor_other)
+        return margins(self.probe_vectors @ q, floors)
 
     def lines(self) -> list[str]:
         """Chinese lines for doctor: background and gate per cell."""
@@ -198,6 +224,47 @@ class Calibration:
         if not all(math.isfinite(x) for x in numbers) or not np.isfinite(vectors).all():
             return None
         return cls(str(data["model"]), dims, str(data["scheme"]), cells, vectors, floors)
+
+
+def margins(cosines: npt.NDArray[Any], floors: npt.NDArray[Any] | float) -> npt.NDArray[np.float64]:
+    """``(cosine − floor)/(1 − floor)``: 0 at the gate, 1 at cosine 1, negative below the gate."""
+    import numpy as np
+
+    floors = np.asarray(floors, dtype=np.float64)
+    return (np.asarray(cosines, dtype=np.float64) - floors) / np.maximum(1.0 - floors, 1e-6)
+
+
+def relevance(z: float, best: bool) -> float:
+    """The chance that a candidate is relevant, from its z-score in the query's background and
+    whether it is the query's best candidate (see the module docstring)."""
+    x = RELEVANCE_Z * z + (RELEVANCE_BEST if best else 0.0) + RELEVANCE_BIAS
+    return 1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0
+
+
+def relevance_scores(
+    found: list[tuple[float, str]], background: npt.NDArray[np.float64], limit: int
+) -> dict[str, float]:
+    """id → ``0.5 + 0.5·P(relevant)`` for the `limit` best gated candidates (`found`: (margin, id)).
+
+    `background` holds the margins of every record searched and of the probes for this query.
+    Each id once, with its best margin; the best candidate is the one with the highest margin
+    (ties: the greater id, so the choice does not depend on the order scopes were read).
+    """
+    import numpy as np
+
+    picked: dict[str, float] = {}
+    for margin, rid in heapq.nlargest(limit, found):
+        picked.setdefault(rid, margin)
+    if not picked:
+        return {}
+    mean = float(np.mean(background)) if len(background) else 0.0
+    std = float(np.std(background)) if len(background) > 1 else 0.0
+    best = next(iter(picked))
+    out = {}
+    for rid, margin in picked.items():
+        z = (margin - mean) / std if std > 1e-9 else 0.0
+        out[rid] = 0.5 + 0.5 * relevance(z, rid == best)
+    return out
 
 
 def _cell(q_cjk: bool, rec_cjk: bool) -> str:

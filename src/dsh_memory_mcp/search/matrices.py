@@ -9,7 +9,6 @@ scope is simply read again from its sidecar the next time.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import os
 import threading
@@ -230,14 +229,6 @@ class MatrixCache:
             out.append((scores[live], [ids[i] for i in live], cjk))
         self.trim()
         return out
-
-
-def best(found: Sequence[tuple[float, str]], limit: int) -> dict[str, float]:
-    """The `limit` best (score, id) pairs as id → score, each id once with its best score."""
-    out: dict[str, float] = {}
-    for score, rid in heapq.nlargest(limit, found):
-        out.setdefault(rid, min(score, 1.0))
-    return out
 
 
 def _live_rows(

@@ -108,7 +108,6 @@ __all__ = [
     "PREVIOUS_CACHE_KEY",
     "SCOPE_THRESHOLD",
     "STOP_WORDS",
-    "VECTOR_WEIGHT",
     "WEAK_ONLY_THRESHOLD",
     "Hit",
     "LexicalIndex",
@@ -158,7 +157,8 @@ STOP_WORDS = frozenset(
     what which who whom whose when where why how
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
-#: Vector candidates below this cosine are noise (SPEC §7), whatever the caller passed.
+#: Vector scores below this are noise (the seed's cosine gate), whatever the caller passed; a
+#: vector score is ``0.5 + 0.5·P(relevant)`` (`search.calibration`, `fuse`).
 MIN_COSINE = 0.5
 #: BM25's term-frequency saturation (the usual value) and length normalisation. b is a third of
 #: the usual 0.75, and only records longer than average are normalised (see the module
@@ -167,11 +167,6 @@ MIN_COSINE = 0.5
 #: evaluation, and even the one-sided form lost 0.01–0.02 at b 0.5–0.75.
 BM25_K1 = 1.2
 BM25_B = 0.3
-#: What a vector candidate at cosine 1 adds to the hybrid score (`fuse`): as much as the lexical
-#: channel's exact match. Equal weights: both are evidence on a 0–1 scale above their own
-#: relevance bar. (On the evaluations 0.75–1.5 were all within a few points; below 0.75 the long
-#: conversations lost recall@10, above 1.5 they lost recall@5.)
-VECTOR_WEIGHT = 1.0
 #: The format of what the tokenizer and `LexicalIndex` produce (tokens, tf, lengths). Anything that
 #: persists an index or its tokens must key on it: bump it whenever `tokenize` or the per-record
 #: statistics change (2: English stemming, term frequencies and record lengths).
@@ -899,7 +894,8 @@ class Hit:
     """One search result: `score` is the final hybrid score (4 decimals) that orders results.
 
     `lexical` is the lexical strength that counted (0.0 when the record was not a lexical hit),
-    `cosine` the vector channel's calibrated score (None when the record was no vector candidate).
+    `cosine` the vector channel's score, ``0.5 + 0.5·P(relevant)`` (None when the record was no
+    vector candidate).
     """
 
     record: Record
@@ -910,19 +906,25 @@ class Hit:
 
 
 def fuse(lexical: float, vector: float | None) -> float:
-    """The hybrid base score: ``lexical + VECTOR_WEIGHT · (vector − 0.5) / 0.5``.
+    """The hybrid base score: ``1 − (1 − lexical)·(1 − (vector − 0.5)/0.5)``, two independent chances.
 
-    Both channels are on calibrated scales: the lexical strength is 0 at no match and 1 at an
-    exact match of an average record; the vector score is 0.5 at the model's relevance gate and 1
-    at cosine 1 (`search.calibration`), so ``(vector − 0.5)/0.5`` is the same 0–1 evidence above
-    "unrelated". Evidence adds up, so a record both channels found beats one only one channel
-    found at the same strength, and a vector neighbour just past the gate adds almost nothing: it
-    never outranks a strong lexical hit. (``max(lexical, cosine)`` handed the list to whichever
-    channel's scale sat higher: with e5, the vector channel's weak neighbours.)
+    Both channels arrive as a chance that the record answers the query. The lexical strength
+    reads as one as it is: on both evaluation sets a hit of strength s was relevant about s of
+    the time (0.1 at 0.15, 0.16–0.17 at 0.25, 0.24 at 0.35, 0.5 at 0.5), and an exact match is 1.
+    The vector score is ``0.5 + 0.5·P(relevant)`` from the query's own background
+    (`search.calibration`). So a record both channels found beats one either found alone; a
+    vector neighbour that barely stands out from the query's background (P near 0) adds almost
+    nothing and never outranks a strong lexical hit; the vector channel's confident best
+    candidate stays above a pile of weak lexical hits that only share a name. Adding the two
+    (the previous fusion) let weak lexical hits that were also weak vector candidates, a
+    conversation's usual case, outrank the vector channel's right answer; ``max(lexical,
+    cosine)`` before it handed the list to whichever channel's scale sat higher.
     """
+    lexical = max(0.0, min(1.0, lexical))
     if vector is None:
         return lexical
-    return lexical + VECTOR_WEIGHT * max(0.0, min(1.0, (vector - MIN_COSINE) / (1.0 - MIN_COSINE)))
+    chance = max(0.0, min(1.0, (vector - MIN_COSINE) / (1.0 - MIN_COSINE)))
+    return 1.0 - (1.0 - lexical) * (1.0 - chance)
 
 
 def rank(
@@ -935,8 +937,8 @@ def rank(
 ) -> list[Hit]:
     """Hybrid search over snapshots: ``round(fuse(lexical, vector) · importance factor, 4)``.
 
-    `vector_scores` maps record id → calibrated vector score for the vector candidates (any
-    scope); those below 0.5 are ignored. Expired records never appear; an id found in several
+    `vector_scores` maps record id → vector score for the vector candidates (any scope), on the
+    scale `search.calibration` gives them: 0.5 + 0.5·P(relevant); those below 0.5 are ignored. Expired records never appear; an id found in several
     snapshots appears once, with its best entry. Order: score desc → scope rank (session,
     project, custom, global) → more important → more recently saved or updated → later in its
     file. Never the id: a uuid is no order anyone would choose. `accessCount` plays no part (a

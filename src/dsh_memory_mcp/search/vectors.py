@@ -44,7 +44,7 @@ from dsh_memory_mcp.config import VectorSettings
 from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.search.backend import QUERY_BUDGET, WRITE_BUDGET, Backend
 from dsh_memory_mcp.search.backfill import BACKFILL_BATCH, Backfill
-from dsh_memory_mcp.search.matrices import MatrixCache, best
+from dsh_memory_mcp.search.matrices import MatrixCache
 from dsh_memory_mcp.search.queries import LET_FINISH, PendingQuery, QueryEmbedder
 from dsh_memory_mcp.search.writes import SidecarWriter, WriteQueue, sidecar_path
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
@@ -350,10 +350,11 @@ class VectorChannel:
     # -- search ----------------------------------------------------------------------------
 
     def _scores(self, raw: list[float], query: str, snapshots: Sequence[ScopeSnapshot]) -> dict[str, float]:
+        """id → ``0.5 + 0.5·P(relevant)`` for the best 30 records past the gate (`search.calibration`)."""
         import numpy as np
 
         from dsh_memory_mcp.search import sidecar
-        from dsh_memory_mcp.search.calibration import SEED_GATE, Calibration, is_cjk
+        from dsh_memory_mcp.search.calibration import SEED_GATE, is_cjk, margins, relevance_scores
 
         backend = self._backend
         if not backend.note_dims(len(raw)):
@@ -361,13 +362,16 @@ class VectorChannel:
         q = sidecar.l2_normalise(raw)[0]
         cal = backend.calibration
         floor_cjk, floor_other = cal.floors(q, is_cjk(query)) if cal is not None else (SEED_GATE, SEED_GATE)
+        # The query's background: every record searched and the probes, each as its margin over its gate.
+        background = [cal.probe_margins(q, floor_cjk, floor_other)] if cal is not None else []
         found: list[tuple[float, str]] = []
         for scores, ids, cjk in self._cache.cosines(q, snapshots, backend.header(), self._backfill.mark):
-            floors = np.where(cjk, floor_cjk, floor_other)
-            for i in np.flatnonzero(scores >= floors):
-                cosine, floor = float(scores[i]), float(floors[i])
-                found.append((Calibration.score(cosine, floor), ids[i]))
-        return best(found, MAX_CANDIDATES)
+            over = margins(scores, np.where(cjk, floor_cjk, floor_other))
+            background.append(over)
+            found.extend((float(over[i]), ids[i]) for i in np.flatnonzero(over >= 0.0))
+        if not found:
+            return {}
+        return relevance_scores(found, np.concatenate(background), MAX_CANDIDATES)
 
     # -- worker ----------------------------------------------------------------------------
 
