@@ -66,10 +66,11 @@ def _embed(texts: list[str], is_query: bool) -> np.ndarray:
 
 
 def collect(out: str) -> None:
-    from dsh_memory_mcp.search import calibration, scoring
-    from dsh_memory_mcp.store.shared import SharedStore
     from tests.helpers import conversation_corpus as conv
     from tests.helpers import semantic_corpus as sem
+
+    from dsh_memory_mcp.search import calibration, scoring
+    from dsh_memory_mcp.store.shared import SharedStore
 
     cals = {}
     probe_vecs = {}
@@ -208,7 +209,7 @@ def f_rrf(k: float = 60.0, top_n: int = MAX_CANDIDATES, min_margin: float | None
     """C2: reciprocal ranks; vector-only entries need vector rank <= top_n and margin >= min_margin (spreads)."""
 
     def fuse(item: Item, scheme: str) -> dict[int, float]:
-        g, vr, margin, _z = _vector_view(item, scheme)
+        _g, vr, margin, _z = _vector_view(item, scheme)
         lr = _lexical_ranks(item)
         out = {p: 1.0 / (k + r) for p, r in lr.items()}
         for p, r in vr.items():
@@ -228,7 +229,9 @@ def f_gate(base: Fusion, z_min: float | None = None, top_n: int | None = None, m
         keep = {
             p
             for p in g
-            if (z_min is None or z[p] >= z_min) and (top_n is None or vr[p] <= top_n) and (m_min is None or margin[p] >= m_min)
+            if (z_min is None or z[p] >= z_min)
+            and (top_n is None or vr[p] <= top_n)
+            and (m_min is None or margin[p] >= m_min)
         }
         return base(_Restricted(item, keep), scheme)
 
@@ -300,7 +303,13 @@ def _features(item: Item, scheme: str) -> dict[int, tuple[list[float], list[floa
             lex = [1.0, s, 1.0 / lr[p], s - top_lex]
         vec = [0.0, 0.0, 0.0, 0.0, 0.0]
         if p in g:
-            vec = [1.0, float(margin[p]), float(z[p]), 1.0 / vr[p], (float(cos[p]) - top_cos) / float(item.spread[scheme][p])]
+            vec = [
+                1.0,
+                float(margin[p]),
+                float(z[p]),
+                1.0 / vr[p],
+                (float(cos[p]) - top_cos) / float(item.spread[scheme][p]),
+            ]
         out[p] = (lex, vec)
     return out
 
@@ -426,7 +435,10 @@ def evaluate(items: list[Item], ranked: list[list[int]]) -> Figures:
 
 
 def table(
-    items: list[Item], fusions: dict[str, Fusion], schemes: tuple[str, ...] = SCHEMES, halves: tuple[str, ...] = ("tune",)
+    items: list[Item],
+    fusions: dict[str, Fusion],
+    schemes: tuple[str, ...] = SCHEMES,
+    halves: tuple[str, ...] = ("tune",),
 ) -> None:
     parts = [
         (s, h, [i for i in items if i.set == s and (h == "all" or i.half == h)])

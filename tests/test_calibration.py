@@ -12,7 +12,7 @@ from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import doctor
 from dsh_memory_mcp.config import VectorSettings
 from dsh_memory_mcp.search import calibration
-from dsh_memory_mcp.search.calibration import PROBES, Calibration, calibrate
+from dsh_memory_mcp.search.calibration import PROBES, calibrate
 from dsh_memory_mcp.search.vectors import VectorChannel
 from dsh_memory_mcp.store.shared import SharedStore
 from tests.helpers.fake_llama import FakeLlama

@@ -245,7 +245,12 @@ def fill(store: SharedStore, scope: str = "global") -> dict[str, str]:
 
 
 def run(
-    store: SharedStore, ids: dict[str, str], channel: VectorChannel | None, scope: str = "global", *, dense: bool = False
+    store: SharedStore,
+    ids: dict[str, str],
+    channel: VectorChannel | None,
+    scope: str = "global",
+    *,
+    dense: bool = False,
 ) -> Scores:
     """Every query through the hybrid ranking (lexical alone when `channel` is None).
 

@@ -176,7 +176,9 @@ class Calibration:
             out.append(max(SEED_GATE, float(np.max(probes)) + MARGIN_SPREADS * cell.spread))
         return out[0], out[1]
 
-    def probe_margins(self, q: npt.NDArray[np.float32], floor_cjk: float, floor_other: float) -> npt.NDArray[np.float64]:
+    def probe_margins(
+        self, q: npt.NDArray[np.float32], floor_cjk: float, floor_other: float
+    ) -> npt.NDArray[np.float64]:
         """The probes' margins over the gates `floors` gave `q`: part of the query's background."""
         import numpy as np
 
@@ -230,8 +232,9 @@ def margins(cosines: npt.NDArray[Any], floors: npt.NDArray[Any] | float) -> npt.
     """``(cosine − floor)/(1 − floor)``: 0 at the gate, 1 at cosine 1, negative below the gate."""
     import numpy as np
 
-    floors = np.asarray(floors, dtype=np.float64)
-    return (np.asarray(cosines, dtype=np.float64) - floors) / np.maximum(1.0 - floors, 1e-6)
+    gate = np.asarray(floors, dtype=np.float64)
+    out: npt.NDArray[np.float64] = (np.asarray(cosines, dtype=np.float64) - gate) / np.maximum(1.0 - gate, 1e-6)
+    return out
 
 
 def relevance(z: float, best: bool) -> float:

@@ -938,8 +938,9 @@ def rank(
     """Hybrid search over snapshots: ``round(fuse(lexical, vector) · importance factor, 4)``.
 
     `vector_scores` maps record id → vector score for the vector candidates (any scope), on the
-    scale `search.calibration` gives them: 0.5 + 0.5·P(relevant); those below 0.5 are ignored. Expired records never appear; an id found in several
-    snapshots appears once, with its best entry. Order: score desc → scope rank (session,
+    scale `search.calibration` gives them: 0.5 + 0.5·P(relevant); those below 0.5 are ignored.
+    Expired records never appear; an id found in several snapshots appears once, with its best
+    entry. Order: score desc → scope rank (session,
     project, custom, global) → more important → more recently saved or updated → later in its
     file. Never the id: a uuid is no order anyone would choose. `accessCount` plays no part (a
     memory recalled often must not win the next question for that reason: generic memories
