@@ -21,7 +21,7 @@ Passing the gate says a candidate *may* be relevant; how likely it is comes from
 among the query's own background (`relevance_scores`). Every searched record's *margin* over its
 gate, ``(cosine − floor)/(1 − floor)`` (0 at the gate, 1 at cosine 1; the floor is 0.5 in seed
 cells), and the 24 probes' margins are the query's background; a candidate's z-score in it and
-whether it is the query's best candidate give ``P = σ(1.7·z + 1.9·best − 5.9)``, and its score is
+whether it is the query's best candidate give ``P = σ(1.7·z + 2.0·best − 6.0)``, and its score is
 ``0.5 + 0.5·P`` (0.5 at "surely not", 1 at "surely"), which `scoring.fuse` combines with the
 lexical strength as two independent chances. The constants are a logistic fit on both evaluation
 sets (the bilingual table and the English conversations), checked on held-out halves
@@ -82,8 +82,8 @@ MARGIN_SPREADS = 0.75
 #: The chance that a vector candidate is relevant, ``σ(RELEVANCE_Z·z + RELEVANCE_BEST·best + RELEVANCE_BIAS)``
 #: (see the module docstring and `relevance`). Fitted on both evaluation sets, rounded to one decimal.
 RELEVANCE_Z = 1.7
-RELEVANCE_BEST = 1.9
-RELEVANCE_BIAS = -5.9
+RELEVANCE_BEST = 2.0
+RELEVANCE_BIAS = -6.0
 #: Bump when PROBES or the rule change: cached calibrations of another version are recomputed
 #: (3: the background is questions against memories, each embedded in its own role).
 VERSION = 3
