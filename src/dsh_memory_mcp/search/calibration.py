@@ -11,8 +11,8 @@ model's own behaviour, per pair of scripts (CJK or not) of query and record:
 1. **Background, once per model.** `PROBES` are 24 short memory-like sentences on unrelated
    everyday topics, 12 Chinese, 12 English. Their pairwise cosines (i ≠ j) in each of the four
    cells zh→zh, zh→en, en→zh, en→en are the model's background there: mean, spread, p99.
-2. **Seed cells.** A cell whose p99 stays below 0.5 − spread keeps the seed's rule: cosine ≥ 0.5,
-   score unchanged (MiniLM's English and cross cells).
+2. **Seed cells.** A cell whose p99 stays below 0.5 − spread keeps the seed's rule: cosine ≥ 0.5
+   (MiniLM's English and cross cells).
 3. **Adaptive cells.** Elsewhere a candidate must beat the query's own null: its best cosine to the
    probes of the record's script (sentences surely unrelated to any memory), plus three quarters of the cell's
    spread, and 0.5 in any case.

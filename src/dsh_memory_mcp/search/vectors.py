@@ -1,9 +1,10 @@
 """`VectorChannel`: the optional semantic half of hybrid search (SPEC §7, §8), as one facade.
 
-It answers one question for a search — which records are within cosine 0.5 of the query — and
-keeps the `.vec` sidecars filled: a saved record is embedded and appended, a deleted one is
-removed, and records without a vector (saved while the backend was down, by another writer, or
-voided by a model change) are backfilled in the background. The jobs live in their own modules:
+It answers one question for a search — which records pass the model's relevance gate, and how
+likely each is to be relevant (`search.calibration`) — and keeps the `.vec` sidecars filled: a
+saved record is embedded and appended, a deleted one is removed, and records without a vector
+(saved while the backend was down, by another writer, or voided by a model change) are
+backfilled in the background. The jobs live in their own modules:
 
 * `search.backend` — reach a ready backend (spawn/reuse llama-server or an endpoint), model and width;
 * `search.matrices` — the bounded cache of per-scope matrices and the query's cosines;
@@ -278,8 +279,8 @@ class VectorChannel:
         """Start embedding `query` now (its search collects it with `finish` after the lexical half).
 
         The gate and the score are the model's calibration (`search.calibration`): for models
-        whose unrelated texts stay well below 0.5 that is the seed's "cosine ≥ 0.5", score =
-        cosine. The budget is `search.queries`' adaptive one (300 ms … 1 s) unless given
+        whose unrelated texts stay well below 0.5 the gate is the seed's "cosine ≥ 0.5"; the
+        score is 0.5 + 0.5·P(relevant) from the query's own background. The budget is `search.queries`' adaptive one (300 ms … 1 s) unless given
         (evaluations pass more). Never raises; when the vector half cannot take part the answer
         says why (off, not ready — a search that arrives while the first probe is under way waits
         for it within its budget —, breaker open, over budget, busy, failed).
