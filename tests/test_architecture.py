@@ -2,7 +2,8 @@
 
 The package's folders are its architecture (AGENTS.md has the same map):
 
-    errors, config                      base: codes and settings, import nothing of ours but each other
+    texts                               messages for people: Chinese that a front door can show in English
+    errors, config                      base: codes and settings, import nothing of ours but each other and texts
     store/      files on disk           records, scopes, fileio, locks, layout, snapshots, touches, aliases, writing, journal, shared store
     search/     finding memories        lexical scoring, .vec sidecars, embedding backend, vector channel
     service/    the tools               plain functions over store + search, any front door calls them
@@ -25,17 +26,19 @@ PKG = Path(__file__).resolve().parent.parent / "src" / "dsh_memory_mcp"
 
 # Each layer and the layers it may import (besides itself).
 LAYERS: dict[str, set[str]] = {
-    "errors": set(),
-    "config": {"errors"},
-    "store": {"errors", "config"},
-    "search": {"errors", "config", "store"},
-    "service": {"errors", "config", "store", "search"},
-    "transports": {"errors", "config", "store", "search", "service"},
-    "cli": {"errors", "config", "store", "search", "service", "transports"},
+    "texts": set(),
+    "errors": {"texts"},
+    "config": {"texts", "errors"},
+    "store": {"texts", "errors", "config"},
+    "search": {"texts", "errors", "config", "store"},
+    "service": {"texts", "errors", "config", "store", "search"},
+    "transports": {"texts", "errors", "config", "store", "search", "service"},
+    "cli": {"texts", "errors", "config", "store", "search", "service", "transports"},
 }
 
 # Every module, by dotted name under the package, with its one job. A new module must be listed.
 MODULES: dict[str, str] = {
+    "texts": "Chinese messages that remember their template, so a front door can show them in English; the table",
     "errors": "exception tree, every spec error code",
     "config": "Settings/VectorSettings resolved from flags and env; creates nothing",
     "store.records": "JSONL line <-> Record/CorruptLine; byte-exact round trip",

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from dsh_memory_mcp.texts import Text, msg, pair
+
 __all__ = [
     "DEFAULT_EMBED_MODEL_ID",
     "DEFAULT_EMBED_PORT",
@@ -102,6 +104,10 @@ class EnvVar:
     high: float | None = None
     choices: tuple[str, ...] = ()
     shown: str | None = None
+    #: The doc in English (`--help` under an English locale); the README's table stays Chinese.
+    en: str = ""
+    #: `shown` in English, when `shown` is words.
+    shown_en: str | None = None
 
     @property
     def shown_default(self) -> str:
@@ -111,6 +117,21 @@ class EnvVar:
             return "关"
         if self.kind == "off":
             return "开"
+        return self._value_shown()
+
+    @property
+    def shown_default_en(self) -> str:
+        if self.shown_en is not None:
+            return self.shown_en
+        if self.shown is not None:
+            return self.shown
+        if self.kind == "on":
+            return "off"
+        if self.kind == "off":
+            return "on"
+        return self._value_shown()
+
+    def _value_shown(self) -> str:
         if self.default is None:
             return "—"
         return (
@@ -131,6 +152,10 @@ VARIABLES: tuple[EnvVar, ...] = (
         "记忆存储目录,同 `--store-dir`;与 DSH 记忆插件共用时指向插件的 storeDir",
         "server, cli",
         shown="`~/.dsh-memory-store`",
+        en=(
+            "the memory store directory, as `--store-dir`; to share memories with the DSH memory plugin point it "
+            "at the plugin's storeDir"
+        ),
     ),
     EnvVar(
         "DSH_MEMORY_PROJECT",
@@ -139,17 +164,51 @@ VARIABLES: tuple[EnvVar, ...] = (
         "当前工作区,同 `--project`;决定 project 作用域",
         "server, cli",
         shown="当前目录",
+        en="the current workspace, as `--project`; decides the project scope",
+        shown_en="the current directory",
     ),
-    EnvVar("DSH_MEMORY_SCOPE_ALL", "on", False, "开 ⇒ `memory_save` 省略 scope 时写 project 而不是 global", "server"),
-    EnvVar("DSH_MEMORY_RELAY", "off", True, "关 ⇒ 等价于 `--no-relay`:有运行中的 serve 也直接打开记忆库", "cli"),
-    EnvVar("DSH_MEMORY_DIGEST", "off", True, "关 ⇒ `instructions` 只含用法说明,不附记忆摘要", "server"),
-    EnvVar("DSH_MEMORY_VECTOR", "off", True, "关 ⇒ 完全关闭向量:不联网、不写 `.vec`,只用词法检索", "vectors"),
+    EnvVar(
+        "DSH_MEMORY_SCOPE_ALL",
+        "on",
+        False,
+        "开 ⇒ `memory_save` 省略 scope 时写 project 而不是 global",
+        "server",
+        en="on ⇒ `memory_save` without a scope writes project instead of global",
+    ),
+    EnvVar(
+        "DSH_MEMORY_RELAY",
+        "off",
+        True,
+        "关 ⇒ 等价于 `--no-relay`:有运行中的 serve 也直接打开记忆库",
+        "cli",
+        en="off ⇒ as `--no-relay`: open the store directly even while a serve runs",
+    ),
+    EnvVar(
+        "DSH_MEMORY_DIGEST",
+        "off",
+        True,
+        "关 ⇒ `instructions` 只含用法说明,不附记忆摘要",
+        "server",
+        en="off ⇒ `instructions` hold the usage guidance only, no digest of memories",
+    ),
+    EnvVar(
+        "DSH_MEMORY_VECTOR",
+        "off",
+        True,
+        "关 ⇒ 完全关闭向量:不联网、不写 `.vec`,只用词法检索",
+        "vectors",
+        en="off ⇒ no vectors at all: no network, no `.vec` files, lexical search only",
+    ),
     EnvVar(
         "DSH_MEMORY_EMBED_ENDPOINT",
         "text",
         None,
         "已有的 embedding 服务(llama-server / Ollama / LM Studio / vLLM…);设了就永不 spawn、永不 kill",
         "vectors",
+        en=(
+            "an embedding service already running (llama-server / Ollama / LM Studio / vLLM…); when set, nothing "
+            "is ever spawned or killed"
+        ),
     ),
     EnvVar(
         "DSH_MEMORY_EMBED_EXE",
@@ -158,6 +217,8 @@ VARIABLES: tuple[EnvVar, ...] = (
         "llama-server 可执行文件",
         "vectors",
         shown="PATH 上的 `llama-server`",
+        en="the llama-server executable",
+        shown_en="`llama-server` on PATH",
     ),
     EnvVar(
         "DSH_MEMORY_EMBED_MODEL",
@@ -165,6 +226,10 @@ VARIABLES: tuple[EnvVar, ...] = (
         None,
         "GGUF 嵌入模型文件;它和 `DSH_MEMORY_EMBED_ENDPOINT` 都没设时向量不可用(stderr 提示一次)",
         "vectors",
+        en=(
+            "a GGUF embedding model file; with neither it nor `DSH_MEMORY_EMBED_ENDPOINT` set, vectors are "
+            "unavailable (said once on stderr)"
+        ),
     ),
     EnvVar(
         "DSH_MEMORY_EMBED_PORT",
@@ -174,8 +239,18 @@ VARIABLES: tuple[EnvVar, ...] = (
         "vectors",
         low=1,
         high=65535,
+        en="the port of the llama-server it starts itself (clear of DSH's 8078)",
     ),
-    EnvVar("DSH_MEMORY_EMBED_THREADS", "int", 6, "llama-server 线程数", "vectors", low=1, high=512),
+    EnvVar(
+        "DSH_MEMORY_EMBED_THREADS",
+        "int",
+        6,
+        "llama-server 线程数",
+        "vectors",
+        low=1,
+        high=512,
+        en="llama-server threads",
+    ),
     EnvVar(
         "DSH_MEMORY_EMBED_POOLING",
         "choice",
@@ -185,6 +260,12 @@ VARIABLES: tuple[EnvVar, ...] = (
         "vectors",
         choices=_POOLINGS,
         shown="按模型推断",
+        en=(
+            "the pooling; by default inferred from the model (qwen3-embedding → last, bge → cls, "
+            "nomic/minilm/e5/gte → mean, others: the GGUF decides). "
+            "A wrong one raises no error: it silently ruins recall"
+        ),
+        shown_en="inferred from the model",
     ),
     EnvVar(
         "DSH_MEMORY_TOUCH_INTERVAL_SECS",
@@ -194,6 +275,10 @@ VARIABLES: tuple[EnvVar, ...] = (
         "server",
         low=0,
         high=86_400,
+        en=(
+            "when search hits' access counts are written back in the background, one scope file is rewritten at "
+            "most once per this many seconds (always written at exit)"
+        ),
     ),
     EnvVar(
         "DSH_MEMORY_FORGET_CONFIRM_OVER",
@@ -203,6 +288,10 @@ VARIABLES: tuple[EnvVar, ...] = (
         "server",
         low=0,
         high=1_000_000,
+        en=(
+            "`memory_forget` by query answers `CONFIRM_REQUIRED` with a preview, deleting nothing, when more "
+            "than this many match"
+        ),
     ),
     EnvVar(
         "DSH_MEMORY_MAX_CONTENT",
@@ -212,6 +301,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         "server",
         low=1,
         high=10_000_000,
+        en="the longest `memory_save` content, in characters; longer is `CONTENT_TOO_LONG`",
     ),
     EnvVar(
         "DSH_MEMORY_ALLOW_SECRETS",
@@ -219,8 +309,16 @@ VARIABLES: tuple[EnvVar, ...] = (
         False,
         "开 ⇒ 关闭凭据检查,允许保存像密钥/口令的内容(默认报 `CONTENT_SECRET`)",
         "server",
+        en="on ⇒ no credential check: content that looks like a key/password is saved (default: `CONTENT_SECRET`)",
     ),
-    EnvVar("DSH_MEMORY_DEBUG", "on", False, "开 ⇒ 启动失败时附完整调用栈,日志含调试信息", "cli"),
+    EnvVar(
+        "DSH_MEMORY_DEBUG",
+        "on",
+        False,
+        "开 ⇒ 启动失败时附完整调用栈,日志含调试信息",
+        "cli",
+        en="on ⇒ start-up failures show the whole traceback, logs include debug lines",
+    ),
     EnvVar(
         "DSH_MEMORY_TOKEN",
         "text",
@@ -228,6 +326,11 @@ VARIABLES: tuple[EnvVar, ...] = (
         "`serve` 的 bearer 令牌;设了才放行非回环地址与 `DSH_MEMORY_ALLOWED_HOSTS`(监听非回环地址时至少 128 位)",
         "serve, cli",
         shown="自动生成",
+        en=(
+            "`serve`'s bearer token; only with it set are non-loopback addresses and `DSH_MEMORY_ALLOWED_HOSTS` "
+            "let in (at least 128 bits for a non-loopback bind)"
+        ),
+        shown_en="generated",
     ),
     EnvVar(
         "DSH_MEMORY_ALLOWED_HOSTS",
@@ -235,8 +338,16 @@ VARIABLES: tuple[EnvVar, ...] = (
         (),
         "`serve` 额外放行的 Host(逗号分隔,`主机` 或 `主机:端口`),只在设了令牌时生效",
         "serve",
+        en="more Host names `serve` lets in (comma-separated, `host` or `host:port`), only with a token set",
     ),
-    EnvVar("DSH_MEMORY_ALLOWED_ORIGINS", "list", (), "`serve` 额外放行的浏览器 Origin(逗号分隔)", "serve"),
+    EnvVar(
+        "DSH_MEMORY_ALLOWED_ORIGINS",
+        "list",
+        (),
+        "`serve` 额外放行的浏览器 Origin(逗号分隔)",
+        "serve",
+        en="more browser Origins `serve` lets in (comma-separated)",
+    ),
     EnvVar(
         "DSH_MEMORY_SESSION_IDLE_SECS",
         "float",
@@ -245,6 +356,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         "serve",
         low=0.1,
         high=7 * 86_400,
+        en="seconds after which `serve` ends an idle session (a running call is not idle)",
     ),
     EnvVar(
         "DSH_MEMORY_SESSION_INIT_SECS",
@@ -254,9 +366,17 @@ VARIABLES: tuple[EnvVar, ...] = (
         "serve",
         low=0.1,
         high=86_400,
+        en="seconds after which `serve` ends a session that never finished its handshake",
     ),
     EnvVar(
-        "DSH_MEMORY_MAX_TOOL_CALLS", "int", 16, "`serve` 同时运行的工具调用上限,多出的排队", "serve", low=1, high=1024
+        "DSH_MEMORY_MAX_TOOL_CALLS",
+        "int",
+        16,
+        "`serve` 同时运行的工具调用上限,多出的排队",
+        "serve",
+        low=1,
+        high=1024,
+        en="tool calls `serve` runs at once; more wait in a queue",
     ),
     EnvVar(
         "DSH_MEMORY_WEB_LOGIN_SECS",
@@ -266,6 +386,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         "serve",
         low=1.0,
         high=30 * 86_400,
+        en="seconds a web page login lasts (12 hours); then the login URL is needed again",
     ),
     EnvVar(
         "DSH_MEMORY_TOOL_DEADLINE_SECS",
@@ -275,6 +396,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         "serve",
         low=0.0,
         high=86_400,
+        en="`serve`'s deadline for each call, queue + run (0 = none)",
     ),
     EnvVar(
         "DSH_MEMORY_MAX_SESSIONS",
@@ -284,6 +406,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         "serve",
         low=1,
         high=100_000,
+        en="sessions `serve` keeps at once; when full, the one idle longest is ended first",
     ),
     EnvVar(
         "DSH_MEMORY_MAX_CONNECTIONS",
@@ -294,6 +417,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         low=1,
         high=1_000_000,
         shown="1024",
+        en="connections `serve` keeps open at once (never more than the file descriptor limit minus a quarter)",
     ),
     EnvVar(
         "DSH_MEMORY_CLIENT_CONNECTIONS",
@@ -304,6 +428,8 @@ VARIABLES: tuple[EnvVar, ...] = (
         low=1,
         high=1_000_000,
         shown="连接上限的 ¼",
+        en="connections one client (one IP; all of loopback is one) may hold **without showing the token**",
+        shown_en="¼ of the connection cap",
     ),
     EnvVar(
         "DSH_MEMORY_HEADER_TIMEOUT_SECS",
@@ -313,6 +439,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         "serve",
         low=0.1,
         high=3600,
+        en="seconds `serve` waits for a request's header; then 408 and the connection is closed",
     ),
     EnvVar(
         "DSH_MEMORY_BODY_TIMEOUT_SECS",
@@ -322,6 +449,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         "serve",
         low=0.1,
         high=3600,
+        en="seconds a client may pause while `serve` reads a request body; after that it must still average ≥ 1 KiB/s",
     ),
 )
 _BY_NAME = {var.name: var for var in VARIABLES}
@@ -361,14 +489,21 @@ def read(name: str, env: Mapping[str, str] | None = None, problems: list[str] | 
             return False
         _warn(
             problems,
-            f"{name}={raw!r} 不是开关值(开:1/true/yes/on,关:0/false/no/off/disabled),已忽略,"
-            f"按缺省({var.shown_default})",
+            msg(
+                "{name}={raw!r} 不是开关值(开:1/true/yes/on,关:0/false/no/off/disabled),已忽略,按缺省({default})",
+                name=name,
+                raw=raw,
+                default=pair(var.shown_default, var.shown_default_en),
+            ),
         )
         return var.default
     if var.kind == "choice":
         if raw.lower() in var.choices:
             return raw.lower()
-        _warn(problems, f"{name}={raw!r} 不是 {'/'.join(var.choices)} 之一,已忽略")
+        _warn(
+            problems,
+            msg("{name}={raw!r} 不是 {choices} 之一,已忽略", name=name, raw=raw, choices="/".join(var.choices)),
+        )
         return var.default
     assert var.low is not None and var.high is not None
     if var.kind == "int":
@@ -380,8 +515,14 @@ def read(name: str, env: Mapping[str, str] | None = None, problems: list[str] | 
             return int(number)
         _warn(
             problems,
-            f"{name}={raw!r} 不是 {_num(var.low)}~{_num(var.high)} 之间的整数,已忽略,"
-            f"改用缺省值 {var.shown_default if var.default is None else var.default}",
+            msg(
+                "{name}={raw!r} 不是 {low}~{high} 之间的整数,已忽略,改用缺省值 {default}",
+                name=name,
+                raw=raw,
+                low=_num(var.low),
+                high=_num(var.high),
+                default=pair(var.shown_default, var.shown_default_en) if var.default is None else var.default,
+            ),
         )
         return var.default
     try:
@@ -392,7 +533,14 @@ def read(name: str, env: Mapping[str, str] | None = None, problems: list[str] | 
         return number
     _warn(
         problems,
-        f"{name}={raw!r} 不是 {_num(var.low)}~{_num(var.high)} 之间的数字,已忽略,改用缺省值 {_num(var.default)}",
+        msg(
+            "{name}={raw!r} 不是 {low}~{high} 之间的数字,已忽略,改用缺省值 {default}",
+            name=name,
+            raw=raw,
+            low=_num(var.low),
+            high=_num(var.high),
+            default=_num(var.default),
+        ),
     )
     return var.default
 
@@ -403,7 +551,7 @@ def _num(value: object) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value}"
 
 
-def _warn(problems: list[str] | None, line: str) -> None:
+def _warn(problems: list[str] | None, line: Text) -> None:
     if problems is not None:
         problems.append(line)
 
@@ -445,17 +593,25 @@ def env_table_markdown() -> str:
 _READERS = {"server": "MCP 服务", "serve": "serve", "cli": "命令行", "vectors": "向量通道"}
 
 
-def env_help_lines() -> list[str]:
-    """`--help`'s environment list, generated from `VARIABLES`: one line per variable."""
+def env_help_lines(language: Literal["zh", "en"] = "zh") -> list[str]:
+    """`--help`'s environment list, generated from `VARIABLES`: one line per variable (`language`: the
+    docs' language; the README's table is always the Chinese one)."""
     width = max(len(var.name) for var in VARIABLES) + 2
+    if language == "en":
+        return [
+            f"  {var.name:<{width}}{_plain(var.en)} (default {_plain(var.shown_default_en)}{_range_note(var, 'en')})"
+            for var in VARIABLES
+        ]
     return [
         f"  {var.name:<{width}}{_plain(var.doc)}(缺省 {_plain(var.shown_default)}{_range_note(var)})"
         for var in VARIABLES
     ]
 
 
-def _range_note(var: EnvVar) -> str:
+def _range_note(var: EnvVar, language: Literal["zh", "en"] = "zh") -> str:
     if var.kind in ("int", "float") and var.low is not None and var.high is not None:
+        if language == "en":
+            return f"; range {_num(var.low)}–{_num(var.high)}"
         return f";范围 {_num(var.low)}~{_num(var.high)}"
     return ""
 
@@ -609,7 +765,7 @@ def resolve_vector_settings(env: Mapping[str, str], cwd: str) -> VectorSettings:
         pooling = infer_pooling(model_id)
     reason = None
     if endpoint is None and model is None:
-        reason = "未设置 DSH_MEMORY_EMBED_MODEL 或 DSH_MEMORY_EMBED_ENDPOINT"
+        reason = msg("未设置 DSH_MEMORY_EMBED_MODEL 或 DSH_MEMORY_EMBED_ENDPOINT")
     return VectorSettings(
         enabled=True,
         endpoint=endpoint,

@@ -34,11 +34,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dsh_memory_mcp import config
-from dsh_memory_mcp.cli.messages import t
+from dsh_memory_mcp.cli.messages import shown, t
 from dsh_memory_mcp.cli.output import detach
 from dsh_memory_mcp.errors import DshMemoryError, EmbeddingUnavailable
 from dsh_memory_mcp.service import health, transfer
 from dsh_memory_mcp.store import records, scopes
+from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.service.tools import MemoryService, ToolResult
@@ -120,11 +121,11 @@ def run(
         # `export | head`: the reader left. Silence the final flush; an export is then incomplete.
         detach(out)
         if name == "export":
-            call.note("⚠️ 输出管道已关闭,导出不完整")
+            call.note(t("⚠️ 输出管道已关闭,导出不完整"))
             return EXIT_FAIL
         return EXIT_OK
     except DshMemoryError as exc:
-        call.note(f"❌ {name} 失败:{exc.message}")
+        call.note(t("❌ {command} 失败:{message}", command=name, message=exc.message))
         return EXIT_FAIL
 
 
@@ -138,11 +139,13 @@ def _store_missing(call: Call) -> bool:
     if os.path.isdir(root):
         return False
     if os.path.lexists(root):
-        call.note(f"❌ 记忆库路径不是目录:{root}")
+        call.note(t("❌ 记忆库路径不是目录:{path}", path=root))
     else:
-        call.note(f"❌ 记忆库目录不存在:{root}")
-    how = "(当前用的是默认目录)" if call.settings.store_dir_is_default else ""
-    call.note(f"⇒ 用 --store-dir <目录> 或环境变量 DSH_MEMORY_STORE_DIR 指向已有的记忆库{how};本命令不会创建它")
+        call.note(t("❌ 记忆库目录不存在:{path}", path=root))
+    how = t("(当前用的是默认目录)") if call.settings.store_dir_is_default else ""
+    call.note(
+        t("⇒ 用 --store-dir <目录> 或环境变量 DSH_MEMORY_STORE_DIR 指向已有的记忆库{how};本命令不会创建它", how=how)
+    )
     return True
 
 
@@ -297,9 +300,13 @@ def cmd_forget(call: Call) -> int:
     ident = call.opt("id")
     if call.args:
         if len(call.args) > 1:
-            return call.usage(f"一次只能删除一个 id(收到 {len(call.args)} 个:{' '.join(call.args)})")
+            return call.usage(
+                t("一次只能删除一个 id(收到 {count} 个:{ids})", count=len(call.args), ids=" ".join(call.args))
+            )
         if ident is not None:
-            return call.usage(f"id 给了两次:位置参数 {call.args[0]} 与 --id {ident},只保留一个")
+            return call.usage(
+                t("id 给了两次:位置参数 {word} 与 --id {ident},只保留一个", word=call.args[0], ident=ident)
+            )
         ident = call.args[0]
     # Vectors only to drop the deleted ids from the sidecars: a local rewrite, no backend.
     with _service(call, create=True, vectors=call.settings.vector) as service:
@@ -437,22 +444,25 @@ def cmd_export(call: Call) -> int:
             sink.flush()
         whole = call.opt("scope") is None and call.opt("path") is None
         stray = transfer.unattributed_files(service.store) if whole else []
-        call.note(f"导出完成:{exported} 条记录,{len(resolved)} 个作用域")
+        call.note(t("导出完成:{records} 条记录,{scopes} 个作用域", records=exported, scopes=len(resolved)))
         if corrupt:
             call.note(
-                f"⚠️ {len(corrupt)} 行损坏的行没有导出(仍原样留在记忆库文件里):"
-                + ",".join(corrupt[:10])
-                + (" …" if len(corrupt) > 10 else "")
+                t(
+                    "⚠️ {count} 行损坏的行没有导出(仍原样留在记忆库文件里):{lines}",
+                    count=len(corrupt),
+                    lines=",".join(corrupt[:10]) + (" …" if len(corrupt) > 10 else ""),
+                )
             )
         for path in stray:
-            call.note(f"⚠️ 无法确定作用域的文件没有导出:{path}")
+            call.note(t("⚠️ 无法确定作用域的文件没有导出:{path}", path=path))
         return EXIT_OK
 
 
 def cmd_import(call: Call) -> int:
     if len(call.args) != 1:
-        what = "缺少要导入的文件" if not call.args else f"只能导入一个文件(收到 {len(call.args)} 个)"
-        return call.usage(f"{what};用 - 表示标准输入")
+        if not call.args:
+            return call.usage(t("缺少要导入的文件;用 - 表示标准输入"))
+        return call.usage(t("只能导入一个文件(收到 {count} 个);用 - 表示标准输入", count=len(call.args)))
     source = call.args[0]
     try:
         if source == "-":
@@ -462,13 +472,13 @@ def cmd_import(call: Call) -> int:
             with open(source, "rb") as fh:
                 data = fh.read()
     except OSError as exc:
-        call.note(f"❌ 无法读取导入文件 {source}:{exc.strerror or exc}")
+        call.note(t("❌ 无法读取导入文件 {path}:{why}", path=source, why=exc.strerror or exc))
         return EXIT_FAIL
     plan = transfer.plan_import(data, transfer.Checks.of(call.settings))
     for problem in plan.problems:
-        call.note(f"⚠️ {problem.text()}")
+        call.note("⚠️ " + shown(problem.text()))
     for refusal in plan.refused:
-        call.note(f"⚠️ {refusal.text()}")
+        call.note("⚠️ " + shown(refusal.text()))
     with _service(call, create=True) as service:
         target = scopes.GLOBAL
         if plan.graph:
@@ -477,16 +487,26 @@ def cmd_import(call: Call) -> int:
                 return _tool_error(call, resolved_target)
             target = resolved_target
         outcome = transfer.apply_import(service.store, plan, target, now=service.clock())
-        refused = f",拒绝 {outcome.refused} 条" if outcome.refused else ""
-        call.note(f"导入完成:新增 {outcome.added} 条,已存在 {outcome.existing} 条,跳过 {outcome.bad} 行{refused}")
+        refused = t(",拒绝 {count} 条", count=outcome.refused) if outcome.refused else ""
+        call.note(
+            t(
+                "导入完成:新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}",
+                added=outcome.added,
+                existing=outcome.existing,
+                bad=outcome.bad,
+                refused=refused,
+            )
+        )
         if not outcome.added and not outcome.existing and outcome.refused:
-            call.note(f"❌ {source} 里的记录都被拒绝了(原因见上,与 memory_save 的检查相同)")
+            call.note(t("❌ {path} 里的记录都被拒绝了(原因见上,与 memory_save 的检查相同)", path=source))
             return EXIT_FAIL
         if not outcome.added and not outcome.existing:
-            call.note(f"❌ {source} 里没有一行可导入的记录(本服务 export 的记录行,或 MCP memory 知识图谱 JSONL)")
+            call.note(
+                t("❌ {path} 里没有一行可导入的记录(本服务 export 的记录行,或 MCP memory 知识图谱 JSONL)", path=source)
+            )
             return EXIT_FAIL
         if outcome.added and call.settings.vector.usable:
-            call.note(f"ℹ️ 新记录的向量由运行中的服务在后台补齐,也可以运行 {PROG} reembed")
+            call.note(t("ℹ️ 新记录的向量由运行中的服务在后台补齐,也可以运行 {prog} reembed"))
         return EXIT_OK
 
 
@@ -500,7 +520,7 @@ def _import_target(call: Call, service: MemoryService) -> str | ToolResult:
     if len(resolved) != 1 or (call.opt("scope") or "").strip().lower() in ("all", "*"):
         from dsh_memory_mcp.service.render import ToolResult
 
-        message = "导入只能写入一个作用域,all 是只读范围:请指定 global、project 或具体作用域。"
+        message = msg("导入只能写入一个作用域,all 是只读范围:请指定 global、project 或具体作用域。")
         return ToolResult(
             text=f"错误 SCOPE_NOT_WRITABLE:{message}",
             structured={"ok": False, "code": "SCOPE_NOT_WRITABLE", "message": message},
@@ -543,44 +563,86 @@ def cmd_stats(call: Call) -> int:
             }
             call.print(json.dumps(report, ensure_ascii=False))
             return EXIT_OK
-        lines = [f"记忆库:{store.root}", ""]
+        lines = [t("记忆库:{path}", path=store.root), ""]
         for row in rows:
-            lines.append(f"{row['scope']}  ({row['file']},{_size(int(row['bytes']))})")
             lines.append(
-                f"  记录 {row['records']} 条:有效 {row['live']},过期/被取代 {row['expired']},损坏行 {row['corrupt']}"
+                t("{scope}  ({file},{size})", scope=row["scope"], file=row["file"], size=_size(int(row["bytes"])))
+            )
+            lines.append(
+                t(
+                    "  记录 {records} 条:有效 {live},过期/被取代 {expired},损坏行 {corrupt}",
+                    records=row["records"],
+                    live=row["live"],
+                    expired=row["expired"],
+                    corrupt=row["corrupt"],
+                )
             )
             car = row["sidecar"]
             if car:
-                head = f"{car['model']} {car['dims']} 维" if car["model"] is not None else "表头无效"
+                head = (
+                    t("{model} {dims} 维", model=car["model"], dims=car["dims"])
+                    if car["model"] is not None
+                    else t("表头无效")
+                )
                 lines.append(
-                    f"  向量 {car['file']}({_size(int(car['bytes']))}):{head},{car['vectors']} 条,"
-                    f"覆盖有效记录 {car['covered']}/{row['live']}"
+                    t(
+                        "  向量 {file}({size}):{head},{vectors} 条,覆盖有效记录 {covered}/{live}",
+                        file=car["file"],
+                        size=_size(int(car["bytes"])),
+                        head=head,
+                        vectors=car["vectors"],
+                        covered=car["covered"],
+                        live=row["live"],
+                    )
                 )
             else:
-                lines.append("  向量:无 .vec 文件")
+                lines.append(t("  向量:无 .vec 文件"))
         if not rows:
-            lines.append("(没有任何作用域文件)")
+            lines.append(t("(没有任何作用域文件)"))
         lines += [
             "",
-            f"合计:{totals['scopes']} 个作用域,{totals['records']} 条记录(有效 {totals['live']},"
-            f"过期 {totals['expired']}),损坏行 {totals['corrupt']},{_size(totals['bytes'])},"
-            f"向量 {totals['vectors']} 条",
+            t(
+                "合计:{scopes} 个作用域,{records} 条记录(有效 {live},过期 {expired}),"
+                "损坏行 {corrupt},{size},向量 {vectors} 条",
+                scopes=totals["scopes"],
+                records=totals["records"],
+                live=totals["live"],
+                expired=totals["expired"],
+                corrupt=totals["corrupt"],
+                size=_size(totals["bytes"]),
+                vectors=totals["vectors"],
+            ),
         ]
         if aliases:
-            lines.append(f"作用域别名 {len(aliases)} 个:" + ",".join(f"{k} → {v}" for k, v in sorted(aliases.items())))
-        lines.extend(f"⚠️ 无法确定作用域的文件:{path}" for path in stray)
+            lines.append(
+                t(
+                    "作用域别名 {count} 个:{aliases}",
+                    count=len(aliases),
+                    aliases=",".join(f"{k} → {v}" for k, v in sorted(aliases.items())),
+                )
+            )
+        lines.extend(t("⚠️ 无法确定作用域的文件:{path}", path=path) for path in stray)
         if aliases_problem:
-            lines.append(f"⚠️ {aliases_problem}")
+            lines.append("⚠️ " + shown(aliases_problem))
         from dsh_memory_mcp.store.shared import RECOVER_HINT
 
         for scope, count in missing.items():
             lines.append(
-                f"⚠️ 作用域 {scope} 少了 {count} 条本服务确认保存过、从未删除或取代的记忆(被不加锁的写入者覆盖了?)"
-                f"⇒ {RECOVER_HINT}"
+                t(
+                    "⚠️ 作用域 {scope} 少了 {count} 条本服务确认保存过、从未删除或取代的记忆"
+                    "(被不加锁的写入者覆盖了?)⇒ {hint}",
+                    scope=scope,
+                    count=count,
+                    hint=RECOVER_HINT,
+                )
             )
         if leftovers:
             lines.append(
-                f"⚠️ 已退出的写入者遗留的临时文件 {len(leftovers)} 个:" + ",".join(leftovers) + "(下次写入时自动清除)"
+                t(
+                    "⚠️ 已退出的写入者遗留的临时文件 {count} 个:{files}(下次写入时自动清除)",
+                    count=len(leftovers),
+                    files=",".join(leftovers),
+                )
             )
         call.print("\n".join(lines))
         return EXIT_OK
@@ -616,23 +678,25 @@ def cmd_recover(call: Call) -> int:
         return EXIT_OK
     lines: list[str] = []
     if not restored:
-        lines.append("没有需要恢复的记忆:本服务确认保存过、从未删除或取代的记录都还在文件里。")
+        lines.append(t("没有需要恢复的记忆:本服务确认保存过、从未删除或取代的记录都还在文件里。"))
     else:
-        verb = "将恢复" if dry_run else "已恢复"
         total = sum(len(ids) for ids in restored.values())
-        lines.append(f"{verb} {total} 条被覆盖的记忆(按写入时的原样追加回作用域文件):")
-        for name, ids in restored.items():
-            shown = ",".join(i[:8] for i in ids[:20]) + ("…" if len(ids) > 20 else "")
-            lines.append(f"  {name}:{len(ids)} 条 {shown}")
         if dry_run:
-            lines.append("(--dry-run:没有写入任何文件;去掉 --dry-run 执行恢复)")
+            lines.append(t("将恢复 {count} 条被覆盖的记忆(按写入时的原样追加回作用域文件):", count=total))
+        else:
+            lines.append(t("已恢复 {count} 条被覆盖的记忆(按写入时的原样追加回作用域文件):", count=total))
+        for name, ids in restored.items():
+            listed = ",".join(i[:8] for i in ids[:20]) + ("…" if len(ids) > 20 else "")
+            lines.append(t("  {scope}:{count} 条 {ids}", scope=name, count=len(ids), ids=listed))
+        if dry_run:
+            lines.append(t("(--dry-run:没有写入任何文件;去掉 --dry-run 执行恢复)"))
     if refused:
         total = sum(len(items) for items in refused.values())
-        lines.append(f"另有 {total} 条不在文件里的记忆没有恢复(无法排除它们已被删除,不做猜测):")
+        lines.append(t("另有 {count} 条不在文件里的记忆没有恢复(无法排除它们已被删除,不做猜测):", count=total))
         for name, items in refused.items():
-            lines.extend(f"  {name}:{rid[:8]} — {why}" for rid, why in items[:20])
+            lines.extend(f"  {name}:{rid[:8]} — {shown(why)}" for rid, why in items[:20])
             if len(items) > 20:
-                lines.append(f"  {name}:…另 {len(items) - 20} 条")
+                lines.append(t("  {scope}:…另 {count} 条", scope=name, count=len(items) - 20))
     call.print("\n".join(lines))
     return EXIT_OK
 
@@ -652,12 +716,18 @@ def _size(n: int) -> str:
 def cmd_reembed(call: Call) -> int:
     vector = call.settings.vector
     if not vector.usable:
-        from dsh_memory_mcp.search.vectors import ENABLE_HINT
-
-        hint = ENABLE_HINT.split(";设 DSH_MEMORY_VECTOR=off")[0]
-        if not vector.enabled:
-            hint = "去掉 DSH_MEMORY_VECTOR=off,并" + hint.removeprefix("启用方法:")
-        call.note(f"❌ 向量检索不可用({vector.unavailable_reason}),无法重建向量", f"⇒ {hint}")
+        if vector.enabled:
+            hint = t(
+                "⇒ 启用方法:把 DSH_MEMORY_EMBED_MODEL 设为一个 .gguf 嵌入模型文件(并让 llama-server 在 PATH 上,"
+                "或用 DSH_MEMORY_EMBED_EXE 指定它的路径),或把 DSH_MEMORY_EMBED_ENDPOINT 设为已在运行的嵌入服务地址"
+            )
+        else:
+            hint = t(
+                "⇒ 去掉 DSH_MEMORY_VECTOR=off,并把 DSH_MEMORY_EMBED_MODEL 设为一个 .gguf 嵌入模型文件"
+                "(并让 llama-server 在 PATH 上,或用 DSH_MEMORY_EMBED_EXE 指定它的路径),"
+                "或把 DSH_MEMORY_EMBED_ENDPOINT 设为已在运行的嵌入服务地址"
+            )
+        call.note(t("❌ 向量检索不可用({why}),无法重建向量", why=vector.unavailable_reason), hint)
         return EXIT_FAIL
     with _service(call, create=True, vectors=vector) as service:
         channel = service.vectors
@@ -679,12 +749,21 @@ def cmd_reembed(call: Call) -> int:
             written = channel.reembed(targets, bar)
         except EmbeddingUnavailable as exc:
             bar.finish()
-            call.note(f"❌ 重建向量失败:{exc}", "⇒ 检查嵌入服务后重试;已写好的作用域保持新向量,其余不变")
+            call.note(
+                t("❌ 重建向量失败:{why}", why=exc.message if isinstance(exc, DshMemoryError) else exc),
+                t("⇒ 检查嵌入服务后重试;已写好的作用域保持新向量,其余不变"),
+            )
             return EXIT_FAIL
         bar.finish()
         model = channel.stats()
         call.note(
-            f"重建完成:{len(targets)} 个作用域,写入 {written} 条向量(model={model['model']},dims={model['dims']})"
+            t(
+                "重建完成:{scopes} 个作用域,写入 {vectors} 条向量(model={model},dims={dims})",
+                scopes=len(targets),
+                vectors=written,
+                model=model["model"],
+                dims=model["dims"],
+            )
         )
         return EXIT_OK
 
@@ -708,7 +787,7 @@ class _ProgressBar:
             step = 10 if total <= 0 else 10 * min(done, total) // total
             if step != self.last_step:
                 self.last_step = step
-                self.stream.write(f"{PREFIX}进度 {done}/{total}\n")
+                self.stream.write(PREFIX + t("进度 {done}/{total}", done=done, total=total) + "\n")
                 self.stream.flush()
             return
         filled = self.width if total <= 0 else min(self.width, self.width * done // total)

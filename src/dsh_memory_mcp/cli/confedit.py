@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsh_memory_mcp.cli.messages import t
+
 __all__ = [
     "ConfigSyntaxError",
     "json_get",
@@ -42,7 +44,7 @@ class ConfigSyntaxError(ValueError):
         self.line = line
 
     def __str__(self) -> str:
-        return f"第 {self.line} 行:{self.message}" if self.line else self.message
+        return t("第 {line} 行:{message}", line=self.line, message=self.message) if self.line else self.message
 
 
 # --------------------------------------------------------------------------------------------
@@ -100,13 +102,13 @@ class _Parser:
         match = _WS.match(self.text, pos)
         end = match.end() if match else pos
         if self.text.startswith("/*", end):
-            raise self.fail(end, "注释没有结束(缺 */)")
+            raise self.fail(end, t("注释没有结束(缺 */)"))
         return end
 
     def value(self, pos: int, trail: tuple[str, ...] = ()) -> _Node:
         pos = self.skip(pos)
         if pos >= len(self.text):
-            raise self.fail(pos, "内容意外结束")
+            raise self.fail(pos, t("内容意外结束"))
         char = self.text[pos]
         if char in "{[":
             if self.spine is not None and trail != self.spine[: len(trail)]:
@@ -118,7 +120,7 @@ class _Parser:
                     return _Node(pos, end, found, is_object=isinstance(found, dict))
             self.depth += 1
             if self.depth > _MAX_DEPTH:
-                raise self.fail(pos, "嵌套太深")
+                raise self.fail(pos, t("嵌套太深"))
             node = self.obj(pos, trail) if char == "{" else self.arr(pos, trail)
             self.depth -= 1
             return node
@@ -132,13 +134,13 @@ class _Parser:
         for word, literal in _LITERALS.items():
             if self.text.startswith(word, pos):
                 return _Node(pos, pos + len(word), literal)
-        raise self.fail(pos, f"无法识别的内容 {self.text[pos : pos + 12]!r}")
+        raise self.fail(pos, t("无法识别的内容 {text!r}", text=self.text[pos : pos + 12]))
 
     def string(self, pos: int) -> tuple[str, int]:
         try:
             return json.decoder.scanstring(self.text, pos + 1, True)  # type: ignore[attr-defined,no-any-return]
         except json.JSONDecodeError as exc:
-            raise self.fail(exc.pos, "字符串不合法") from exc
+            raise self.fail(exc.pos, t("字符串不合法")) from exc
 
     def obj(self, start: int, trail: tuple[str, ...] = ()) -> _Node:
         node = _Node(start, start, {}, is_object=True)
@@ -148,12 +150,12 @@ class _Parser:
                 node.end = pos + 1
                 return node
             if not self.text.startswith('"', pos):
-                raise self.fail(pos, "对象里应是带引号的键或 }")
+                raise self.fail(pos, t("对象里应是带引号的键或 }}"))
             key_start = pos
             key, pos = self.string(pos)
             pos = self.skip(pos)
             if not self.text.startswith(":", pos):
-                raise self.fail(pos, "键后面应是 :")
+                raise self.fail(pos, t("键后面应是 :"))
             child = self.value(pos + 1, (*trail, key))
             node.members.append(_Member(key, key_start, child))
             node.value[key] = child.value
@@ -161,7 +163,7 @@ class _Parser:
             if self.text.startswith(",", pos):
                 pos = self.skip(pos + 1)
             elif not self.text.startswith("}", pos):
-                raise self.fail(pos, "成员之间应是 , 或 }")
+                raise self.fail(pos, t("成员之间应是 , 或 }}"))
 
     def arr(self, start: int, trail: tuple[str, ...] = ()) -> _Node:
         node = _Node(start, start, [])
@@ -176,7 +178,7 @@ class _Parser:
             if self.text.startswith(",", pos):
                 pos = self.skip(pos + 1)
             elif not self.text.startswith("]", pos):
-                raise self.fail(pos, "数组元素之间应是 , 或 ]")
+                raise self.fail(pos, t("数组元素之间应是 , 或 ]"))
 
 
 def _root(text: str, spine: Sequence[str] | None = None) -> _Node | None:
@@ -188,7 +190,7 @@ def _root(text: str, spine: Sequence[str] | None = None) -> _Node | None:
     node = parser.value(0)
     end = parser.skip(node.end)
     if end != len(text):
-        raise parser.fail(end, "文档结束后还有多余内容")
+        raise parser.fail(end, t("文档结束后还有多余内容"))
     return node
 
 
@@ -211,7 +213,7 @@ def _find(root: _Node, path: Sequence[str]) -> tuple[_Node | None, int]:
         if member is None:
             return None, depth
         if not member.node.is_object:
-            raise ConfigSyntaxError(f"{'.'.join(path[: depth + 1])} 不是对象,不敢改动")
+            raise ConfigSyntaxError(t("{path} 不是对象,不敢改动", path=".".join(path[: depth + 1])))
         node = member.node
     return node, len(path)
 
@@ -285,7 +287,7 @@ def json_set(text: str, path: Sequence[str], key: str, value: Any) -> str:
     if root is None:
         return _render(_nest(["", *path], key, value), "", "  ", True) + "\n"
     if not root.is_object:
-        raise ConfigSyntaxError("顶层不是 JSON 对象,不敢改动")
+        raise ConfigSyntaxError(t("顶层不是 JSON 对象,不敢改动"))
     unit = _unit(text, root)
     whole_multiline = "\n" in text[root.start : root.end] or not root.members
     node, depth = _find(root, path)
@@ -370,7 +372,7 @@ def _toml_string(text: str) -> str:
         if char in _ESCAPES:
             out.append(_ESCAPES[char])
         elif 0xD800 <= code <= 0xDFFF:
-            raise ValueError("TOML 字符串不能含孤立代理字符")
+            raise ValueError(t("TOML 字符串不能含孤立代理字符"))
         elif code < 0x20 or code == 0x7F:
             out.append(f"\\u{code:04X}")
         else:
@@ -403,7 +405,7 @@ def toml_value(value: Any) -> str:
         if not value:
             return "{}"
         return "{ " + ", ".join(f"{toml_key(str(k))} = {toml_value(v)}" for k, v in value.items()) + " }"
-    raise TypeError(f"TOML 写不了 {type(value).__name__}")
+    raise TypeError(t("TOML 写不了 {kind}", kind=type(value).__name__))
 
 
 def toml_dumps_table(table: Sequence[str], values: Mapping[str, Any]) -> str:

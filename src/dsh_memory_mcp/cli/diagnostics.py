@@ -16,7 +16,8 @@ from collections.abc import Iterator
 
 from dsh_memory_mcp import config, errors
 from dsh_memory_mcp.cli.logs import log
-from dsh_memory_mcp.cli.output import PROG, describe
+from dsh_memory_mcp.cli.messages import shown, t
+from dsh_memory_mcp.cli.output import describe
 
 __all__ = [
     "SDK_REQUIREMENT",
@@ -70,28 +71,28 @@ def explain_store_problem(path: str, error: BaseException | None = None) -> str 
     try:
         drive = os.path.splitdrive(path)[0]
         if drive and len(drive) == 2 and drive[1] == ":" and not os.path.exists(drive + os.sep):
-            return f"盘符 {drive.upper()} 不存在(这台机器上没有这个盘)"
+            return t("盘符 {drive} 不存在(这台机器上没有这个盘)", drive=drive.upper())
         if os.path.lexists(path) and not os.path.isdir(path):
-            return f"路径已存在,但它是个文件,不是目录:{path}"
+            return t("路径已存在,但它是个文件,不是目录:{path}", path=path)
         parent = os.path.dirname(os.path.normpath(path)) or os.curdir
         if not os.path.isdir(path):
             ancestor = parent
             while not os.path.lexists(ancestor) and os.path.dirname(ancestor) != ancestor:
                 ancestor = os.path.dirname(ancestor)
             if os.path.lexists(ancestor) and not os.path.isdir(ancestor):
-                return f"路径中的 {ancestor} 是个文件,不是目录"
+                return t("路径中的 {path} 是个文件,不是目录", path=ancestor)
             if not os.path.isdir(parent):
-                return f"父目录不存在:{parent}"
+                return t("父目录不存在:{path}", path=parent)
         code = getattr(error, "errno", None)
         target = path if os.path.isdir(path) else parent
         if code in (errno.EACCES, errno.EPERM):
-            return f"没有写入权限:{target}"
+            return t("没有写入权限:{path}", path=target)
         if code == errno.EROFS:
-            return f"所在文件系统是只读的:{target}"
+            return t("所在文件系统是只读的:{path}", path=target)
         if code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
-            return f"磁盘空间或配额已满:{target}"
+            return t("磁盘空间或配额已满:{path}", path=target)
         if not os.access(target, os.W_OK):
-            return f"没有写入权限:{target}"
+            return t("没有写入权限:{path}", path=target)
     except (OSError, ValueError):
         pass
     return None
@@ -128,7 +129,7 @@ def store_failure(exc: BaseException, settings: config.Settings) -> tuple[str, O
 
 def debug_lines(exc: BaseException, settings_debug: bool) -> list[str]:
     if settings_debug:
-        return ["调用栈(DSH_MEMORY_DEBUG=1):\n" + "".join(traceback.format_exception(exc)).rstrip()]
+        return [t("调用栈(DSH_MEMORY_DEBUG=1):") + "\n" + "".join(traceback.format_exception(exc)).rstrip()]
     return []
 
 
@@ -141,17 +142,19 @@ def report_store_failure(path: str, error: OSError, settings: config.Settings, t
     reason = explain_store_problem(path, original)
     if reason is None:
         if isinstance(error, errors.StoreError) and error.message.strip():
-            reason = error.message.strip()
+            reason = shown(error.message).strip()
         elif isinstance(original, OSError) and original.strerror:
             reason = original.strerror
         else:
-            reason = describe(original)
+            reason = shown(describe(original))
     lines = [
-        f"❌ 启动失败:记忆存储目录不可用:{path}",
-        f"⇒ 原因:{reason}",
-        "⇒ 改 --store-dir(或环境变量 DSH_MEMORY_STORE_DIR)指向一个已存在且可写的目录;"
-        f"默认是 {config.default_store_dir()}",
-        f"原始错误:{describe(original)}",
+        t("❌ 启动失败:记忆存储目录不可用:{path}", path=path),
+        t("⇒ 原因:{reason}", reason=reason),
+        t(
+            "⇒ 改 --store-dir(或环境变量 DSH_MEMORY_STORE_DIR)指向一个已存在且可写的目录;默认是 {default}",
+            default=config.default_store_dir(),
+        ),
+        t("原始错误:{error}", error=describe(original)),
         *debug_lines(top, settings.debug),
     ]
     for line in lines:
@@ -159,9 +162,9 @@ def report_store_failure(path: str, error: OSError, settings: config.Settings, t
 
 
 def report_unexpected(exc: BaseException, debug: bool, *, started: bool, top: BaseException | None = None) -> None:
-    what = "服务异常退出" if started else "启动失败"
-    hint = "" if debug else "(设 DSH_MEMORY_DEBUG=1 可看完整调用栈)"
-    log.error("❌ %s:意外错误 %s%s", what, describe(exc), hint)
+    what = t("服务异常退出") if started else t("启动失败")
+    hint = "" if debug else t("(设 DSH_MEMORY_DEBUG=1 可看完整调用栈)")
+    log.error("%s", t("❌ {what}:意外错误 {error}{hint}", what=what, error=describe(exc), hint=hint))
     for line in debug_lines(top or exc, debug):
         log.error("%s", line)
 
@@ -196,35 +199,44 @@ def report_import_problem(problem: ImportProblem, debug: bool) -> None:
     culprit = missing or (frames[-1] if frames else None)
     outer = frames[0] if frames else culprit
     python = sys.executable or "python"
-    reinstall = (
-        f"重装本包(依赖会一并装好):pip install {PROG} --force-reinstall"
-        f"(pipx 装的:pipx reinstall {PROG};uvx:uvx --refresh {PROG};源码仓库里:pip install -e .)"
+    reinstall = t(
+        "重装本包(依赖会一并装好):pip install {prog} --force-reinstall"
+        "(pipx 装的:pipx reinstall {prog};uvx:uvx --refresh {prog};源码仓库里:pip install -e .)"
     )
     if culprit is None or culprit.split(".")[0] == "dsh_memory_mcp":
         if culprit is not None or isinstance(exc, ImportError):
-            lines = [f"❌ 启动失败:{PROG} 安装不完整,找不到 {culprit or '服务模块'}", f"⇒ 修复:{reinstall}"]
+            lines = [
+                t("❌ 启动失败:{prog} 安装不完整,找不到 {module}", module=culprit or t("服务模块")),
+                t("⇒ 修复:{fix}", fix=reinstall),
+            ]
         else:
             lines = [
-                f"❌ 启动失败:加载服务模块时出错(多半是 {PROG} 自身的问题,请附上 DSH_MEMORY_DEBUG=1 的输出报告)",
-                f"⇒ 可以先试试{reinstall}",
+                t("❌ 启动失败:加载服务模块时出错(多半是 {prog} 自身的问题,请附上 DSH_MEMORY_DEBUG=1 的输出报告)"),
+                t("⇒ 可以先试试{fix}", fix=reinstall),
             ]
     else:
         top = culprit.split(".")[0]
         via = outer.split(".")[0] if outer else top
         sdk = top in ("mcp", "mcp_types") or top in _SDK_DEPENDENCIES or via in ("mcp", "mcp_types")
         requirement = _REQUIREMENTS.get(top, SDK_REQUIREMENT if sdk else top)
-        what = "MCP Python SDK 或它的依赖" if sdk else "运行依赖"
-        state = "缺失" if isinstance(exc, ModuleNotFoundError) else "已损坏(导入时出错)"
-        detail = f"{top}" + (f"(导入 {via} 时)" if via != top else "")
+        what = t("MCP Python SDK 或它的依赖") if sdk else t("运行依赖")
+        state = t("缺失") if isinstance(exc, ModuleNotFoundError) else t("已损坏(导入时出错)")
+        detail = f"{top}" + (t("(导入 {module} 时)", module=via) if via != top else "")
         lines = [
-            f"❌ 启动失败:{what}{state}:{detail}",
-            f'⇒ 修复:pip install "{requirement}"(在运行 {PROG} 的同一个 Python 环境里执行,即 {python} -m pip …;'
-            "已装过但坏了就加 --force-reinstall)",
+            t("❌ 启动失败:{what}{state}:{detail}", what=what, state=state, detail=detail),
+            t(
+                '⇒ 修复:pip install "{requirement}"(在运行 {prog} 的同一个 Python 环境里执行,即 {python} -m pip …;'
+                "已装过但坏了就加 --force-reinstall)",
+                requirement=requirement,
+                python=python,
+            ),
         ]
         if sdk and requirement != SDK_REQUIREMENT:
-            lines.append(f'⇒ 也可以直接重装 SDK:pip install --force-reinstall "{SDK_REQUIREMENT}"')
-        lines.append(f"⇒ 或者{reinstall}")
-    lines.append(f"原始错误:{describe(exc)}")
+            lines.append(
+                t('⇒ 也可以直接重装 SDK:pip install --force-reinstall "{requirement}"', requirement=SDK_REQUIREMENT)
+            )
+        lines.append(t("⇒ 或者{fix}", fix=reinstall))
+    lines.append(t("原始错误:{error}", error=describe(exc)))
     lines.extend(debug_lines(exc, debug))
     for line in lines:
         log.error("%s", line)

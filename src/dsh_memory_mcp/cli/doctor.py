@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from dsh_memory_mcp import __version__, config
+from dsh_memory_mcp.cli.messages import N_, shown, t
 from dsh_memory_mcp.cli.output import PROG
 from dsh_memory_mcp.store import scopes
 from dsh_memory_mcp.store.layout import StoreLayout
@@ -60,8 +61,8 @@ HEALTH_TIMEOUT = 1.0
 EMBED_TIMEOUT = 2.0
 
 _ICONS: dict[Status, str] = {"ok": "✅", "warn": "⚠️", "fail": "❌"}
-_STORE_FIX = "用 --store-dir / DSH_MEMORY_STORE_DIR 指向 DSH 的 storeDir"
-_ENABLE_FIX = (
+_STORE_FIX = N_("用 --store-dir / DSH_MEMORY_STORE_DIR 指向 DSH 的 storeDir")
+_ENABLE_FIX = N_(
     "把 DSH_MEMORY_EMBED_MODEL 设为一个 .gguf 嵌入模型文件(llama-server 在 PATH 上,或用 DSH_MEMORY_EMBED_EXE 指定),"
     "或把 DSH_MEMORY_EMBED_ENDPOINT 设为已在运行的嵌入服务;不需要语义检索就设 DSH_MEMORY_VECTOR=off"
 )
@@ -84,29 +85,30 @@ class Check:
 
 
 def render(check: Check) -> str:
-    line = f"{_ICONS[check.status]} {check.title}:{check.detail}"
+    line = t("{icon} {title}:{detail}", icon=_ICONS[check.status], title=check.title, detail=check.detail)
     if check.fix and check.status != "ok":
-        line += f" ⇒ {check.fix}"
+        line += f" ⇒ {shown(check.fix)}"
     return line
 
 
 def main(args: Sequence[str], settings: config.Settings, *, out: TextIO, err: TextIO) -> int:
     """Print the report to `out`; 0 when nothing is broken (warnings allowed), 1 otherwise."""
     if args:
-        err.write(f"doctor 不接受参数:{' '.join(args)}\n")
+        err.write(t("doctor 不接受参数:{words}", words=" ".join(args)) + "\n")
         return 2
-    out.write(f"dsh-memory-mcp {__version__} 自检(只读:不建目录、不写文件、不启动进程)\n")
+    out.write(t("{prog} {version} 自检(只读:不建目录、不写文件、不启动进程)") + "\n")
     checks = run_checks(settings)
     for check in checks:
         out.write(render(check) + "\n")
     fails = sum(c.status == "fail" for c in checks)
     warns = sum(c.status == "warn" for c in checks)
     if fails:
-        summary = f"结论:{fails} 项有问题(❌),需要先修复" + (f";另有 {warns} 项值得注意(⚠️)" if warns else "")
+        more = t(";另有 {warns} 项值得注意(⚠️)", warns=warns) if warns else ""
+        summary = t("结论:{fails} 项有问题(❌),需要先修复{more}", fails=fails, more=more)
     elif warns:
-        summary = f"结论:可以运行;{warns} 项值得注意(⚠️)"
+        summary = t("结论:可以运行;{warns} 项值得注意(⚠️)", warns=warns)
     else:
-        summary = "结论:一切正常"
+        summary = t("结论:一切正常")
     out.write(summary + "\n")
     out.flush()
     return 1 if fails else 0
@@ -124,14 +126,17 @@ def run_checks(settings: config.Settings, *, env: Mapping[str, str] | None = Non
     steps: list[tuple[str, Callable[[], Iterator[Check]]]] = [
         ("Python", lambda: iter([check_python(tuple(sys.version_info[:3]), sys.executable)])),
         ("MCP SDK", lambda: iter([check_sdk()])),
-        ("依赖", lambda: iter([check_dependencies()])),
+        (t("依赖"), lambda: iter([check_dependencies()])),
         ("dsh-memory-mcp", lambda: iter([_check_self()])),
-        ("存储目录", lambda: check_store(settings)),
-        ("记忆库完整性", lambda: check_store_health(settings)),
+        (t("存储目录"), lambda: check_store(settings)),
+        (t("记忆库完整性"), lambda: check_store_health(settings)),
         ("project", lambda: iter([_check_project(settings)])),
-        ("环境变量", lambda: iter(Check("warn", "环境变量", w, "改成合法的值或删掉它") for w in settings.warnings)),
+        (
+            t("环境变量"),
+            lambda: iter(Check("warn", t("环境变量"), shown(w), t("改成合法的值或删掉它")) for w in settings.warnings),
+        ),
         ("serve", lambda: check_serve(settings, env)),
-        ("宿主配置", lambda: check_hosts(settings, env)),
+        (t("宿主配置"), lambda: check_hosts(settings, env)),
     ]
     for title, step in steps:
         checks.extend(_guarded(title, step))
@@ -140,10 +145,10 @@ def run_checks(settings: config.Settings, *, env: Mapping[str, str] | None = Non
     try:
         vector_checks, active = check_vectors(settings, env)
     except Exception as exc:  # a doctor must report, not crash
-        vector_checks = [_crashed("向量检索", exc)]
+        vector_checks = [_crashed(t("向量检索"), exc)]
     checks.extend(vector_checks)
-    checks.extend(_guarded("向量文件", lambda: iter(check_sidecars(settings, active))))
-    checks.extend(_guarded("相关性门限", lambda: iter(check_calibration(settings, active))))
+    checks.extend(_guarded(t("向量文件"), lambda: iter(check_sidecars(settings, active))))
+    checks.extend(_guarded(t("相关性门限"), lambda: iter(check_calibration(settings, active))))
     return checks
 
 
@@ -155,21 +160,27 @@ def _guarded(title: str, step: Callable[[], Iterator[Check]]) -> list[Check]:
 
 
 def _crashed(title: str, exc: BaseException) -> Check:
-    return Check("fail", title, f"检查本身出错({type(exc).__name__}: {exc})", "这是 doctor 的缺陷,请带上这一行报告")
+    return Check(
+        "fail",
+        title,
+        t("检查本身出错({error})", error=f"{type(exc).__name__}: {shown(exc)}"),
+        t("这是 doctor 的缺陷,请带上这一行报告"),
+    )
 
 
 def check_python(version: Sequence[int], executable: str = "") -> Check:
-    shown = ".".join(str(part) for part in version[:3])
+    running = ".".join(str(part) for part in version[:3])
     floor = ".".join(map(str, PYTHON_FLOOR))
-    where = f",解释器 {executable}" if executable else ""
+    where = t(",解释器 {path}", path=executable) if executable else ""
+    detail = t("{version}(要求 >= {floor}){where}", version=running, floor=floor, where=where)
     if tuple(version[:2]) < PYTHON_FLOOR:
         return Check(
             "fail",
-            "Python 版本",
-            f"{shown}(要求 >= {floor}){where}",
-            f"换用 Python {floor} 或更新的解释器,并让 MCP 配置的 command 指向它",
+            t("Python 版本"),
+            detail,
+            t("换用 Python {floor} 或更新的解释器,并让 MCP 配置的 command 指向它", floor=floor),
         )
-    return Check("ok", "Python 版本", f"{shown}(要求 >= {floor}){where}")
+    return Check("ok", t("Python 版本"), detail)
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -225,15 +236,24 @@ def _dist_version(name: str) -> str | None:
 
 def check_sdk() -> Check:
     title = "MCP SDK"
-    fix = f'pip install "{SDK_REQUIREMENT}"(用运行本服务的那个 Python:{sys.executable} -m pip …)'
+    fix = t(
+        'pip install "{requirement}"(用运行本服务的那个 Python:{python} -m pip …)',
+        requirement=SDK_REQUIREMENT,
+        python=sys.executable,
+    )
     where = _locate("mcp")
     version = _dist_version("mcp")
     if where is None:
-        return Check("fail", title, "没有安装(import mcp 找不到)", fix)
+        return Check("fail", title, t("没有安装(import mcp 找不到)"), fix)
     if version is None:
-        return Check("fail", title, f"找到了 {where},但没有安装记录(不是 pip 装的 mcp 包?)", fix)
+        return Check("fail", title, t("找到了 {path},但没有安装记录(不是 pip 装的 mcp 包?)", path=where), fix)
     if not satisfies(version, SDK_REQUIREMENT):
-        return Check("fail", title, f"mcp {version} 不满足 {SDK_REQUIREMENT}({where})", fix)
+        return Check(
+            "fail",
+            title,
+            t("mcp {version} 不满足 {requirement}({path})", version=version, requirement=SDK_REQUIREMENT, path=where),
+            fix,
+        )
     installed = _installed_location("mcp", "mcp/__init__.py")
     origin = importlib.util.find_spec("mcp")
     origin_file = origin.origin if origin is not None else None
@@ -241,10 +261,24 @@ def check_sdk() -> Check:
         return Check(
             "warn",
             title,
-            f"mcp {version} 装在 {os.path.dirname(installed)},但 import mcp 会解析到 {where}(被同名目录或文件遮蔽)",
-            "删除或改名遮蔽它的 mcp 目录/mcp.py,或换一个工作目录再运行",
+            t(
+                "mcp {version} 装在 {installed},但 import mcp 会解析到 {path}(被同名目录或文件遮蔽)",
+                version=version,
+                installed=os.path.dirname(installed),
+                path=where,
+            ),
+            t("删除或改名遮蔽它的 mcp 目录/mcp.py,或换一个工作目录再运行"),
         )
-    return Check("ok", title, f"mcp {version}(要求 {SDK_REQUIREMENT.removeprefix('mcp')}),来自 {where}")
+    return Check(
+        "ok",
+        title,
+        t(
+            "mcp {version}(要求 {requirement}),来自 {path}",
+            version=version,
+            requirement=SDK_REQUIREMENT.removeprefix("mcp"),
+            path=where,
+        ),
+    )
 
 
 def _installed_location(dist: str, relpath: str) -> str | None:
@@ -263,17 +297,20 @@ def check_dependencies() -> Check:
     for name, requirement in DEPENDENCIES:
         version = _dist_version(name)
         if version is None or _locate(name) is None:
-            problems.append(f"{name} 没有安装")
+            problems.append(t("{name} 没有安装", name=name))
             wanted.append(requirement)
         elif not satisfies(version, requirement):
-            problems.append(f"{name} {version} 不满足 {requirement}")
+            problems.append(
+                t("{name} {version} 不满足 {requirement}", name=name, version=version, requirement=requirement)
+            )
             wanted.append(requirement)
         else:
             found.append(f"{name} {version}")
     if problems:
         fix = "pip install " + " ".join(f'"{r}"' for r in wanted)
-        return Check("fail", "其他依赖", ";".join(problems) + (f"(其余正常:{', '.join(found)})" if found else ""), fix)
-    return Check("ok", "其他依赖", ", ".join(found))
+        rest = t("(其余正常:{found})", found=", ".join(found)) if found else ""
+        return Check("fail", t("其他依赖"), t(";").join(problems) + rest, fix)
+    return Check("ok", t("其他依赖"), ", ".join(found))
 
 
 def _check_self() -> Check:
@@ -291,12 +328,15 @@ def _scope_files(store: str) -> list[str]:
 
 def check_store(settings: config.Settings) -> Iterator[Check]:
     store = settings.store_dir
-    title = "存储目录"
+    title = t("存储目录")
     if settings.store_dir_is_default:
-        yield Check("warn", "storeDir", f"{store} 是默认值,不一定是 DSH 插件在用的库", _STORE_FIX)
+        yield Check("warn", "storeDir", t("{path} 是默认值,不一定是 DSH 插件在用的库", path=store), t(_STORE_FIX))
     if os.path.lexists(store) and not os.path.isdir(store):
         yield Check(
-            "fail", title, f"{store} 已存在,但它是个文件,不是目录", "用 --store-dir / DSH_MEMORY_STORE_DIR 指向一个目录"
+            "fail",
+            title,
+            t("{path} 已存在,但它是个文件,不是目录", path=store),
+            t("用 --store-dir / DSH_MEMORY_STORE_DIR 指向一个目录"),
         )
         return
     if os.path.isdir(store):
@@ -304,19 +344,34 @@ def check_store(settings: config.Settings) -> Iterator[Check]:
             yield Check(
                 "fail",
                 title,
-                f"{store} 没有写入权限",
-                f"给当前用户写权限(如 chmod u+w {store}),或用 --store-dir / DSH_MEMORY_STORE_DIR 换一个目录",
+                t("{path} 没有写入权限", path=store),
+                t(
+                    "给当前用户写权限(如 chmod u+w {path}),或用 --store-dir / DSH_MEMORY_STORE_DIR 换一个目录",
+                    path=store,
+                ),
             )
             return
         files = _scope_files(store)
         if files:
-            has_global = ",含 global.jsonl" if "global.jsonl" in files else ""
-            yield Check("ok", title, f"{store} 看起来是一份已有的记忆库({len(files)} 个作用域文件{has_global})")
+            has_global = t(",含 global.jsonl") if "global.jsonl" in files else ""
+            yield Check(
+                "ok",
+                title,
+                t(
+                    "{path} 看起来是一份已有的记忆库({count} 个作用域文件{has_global})",
+                    path=store,
+                    count=len(files),
+                    has_global=has_global,
+                ),
+            )
         else:
             yield Check(
                 "ok",
                 title,
-                f"{store} 存在、可写,还没有作用域文件(空库;若你以为这里已有 DSH 的记忆,说明目录指错了)",
+                t(
+                    "{path} 存在、可写,还没有作用域文件(空库;若你以为这里已有 DSH 的记忆,说明目录指错了)",
+                    path=store,
+                ),
             )
         return
     # Missing: the server creates it (and only it) at first start, so the parent must be usable.
@@ -328,31 +383,34 @@ def check_store(settings: config.Settings) -> Iterator[Check]:
         yield Check(
             "fail",
             title,
-            f"{store} 不存在,且路径中的 {ancestor} 是个文件,不是目录",
-            "用 --store-dir / DSH_MEMORY_STORE_DIR 指向一个可用的目录",
+            t("{path} 不存在,且路径中的 {ancestor} 是个文件,不是目录", path=store, ancestor=ancestor),
+            t("用 --store-dir / DSH_MEMORY_STORE_DIR 指向一个可用的目录"),
         )
         return
     if not os.path.isdir(parent):
         yield Check(
             "fail",
             title,
-            f"{store} 不存在,父目录 {parent} 也不存在(启动时只会建最后一级)",
-            f"先创建父目录(mkdir -p {parent}),或用 --store-dir / DSH_MEMORY_STORE_DIR 指向已存在的位置",
+            t("{path} 不存在,父目录 {parent} 也不存在(启动时只会建最后一级)", path=store, parent=parent),
+            t(
+                "先创建父目录(mkdir -p {parent}),或用 --store-dir / DSH_MEMORY_STORE_DIR 指向已存在的位置",
+                parent=parent,
+            ),
         )
         return
     if not os.access(parent, os.W_OK | os.X_OK):
         yield Check(
             "fail",
             title,
-            f"{store} 不存在,且父目录 {parent} 没有写入权限,启动时无法创建",
-            "用 --store-dir / DSH_MEMORY_STORE_DIR 指向一个可写的位置",
+            t("{path} 不存在,且父目录 {parent} 没有写入权限,启动时无法创建", path=store, parent=parent),
+            t("用 --store-dir / DSH_MEMORY_STORE_DIR 指向一个可写的位置"),
         )
         return
     yield Check(
         "warn",
         title,
-        f"{store} 还不存在,首次启动时会创建(空库)",
-        "若要与 DSH 共用记忆,确认这就是 DSH 的 storeDir;否则" + _STORE_FIX,
+        t("{path} 还不存在,首次启动时会创建(空库)", path=store),
+        t("若要与 DSH 共用记忆,确认这就是 DSH 的 storeDir;否则{fix}", fix=t(_STORE_FIX)),
     )
 
 
@@ -365,40 +423,55 @@ def check_store_health(settings: config.Settings) -> Iterator[Check]:
     store = SharedStore(settings.store_dir)
     problem = store.aliases_problem()
     if problem is not None:
-        yield Check("warn", "作用域别名", problem, "修复 JSON(或删除该文件后重新登记别名)")
+        yield Check("warn", t("作用域别名"), shown(problem), t("修复 JSON(或删除该文件后重新登记别名)"))
     missing = store.missing()
     if missing:
         total = sum(len(lost) for lost in missing.values())
-        where = ",".join(f"{scope} {len(lost)} 条" for scope, lost in missing.items())
+        where = ",".join(t("{scope} {count} 条", scope=scope, count=len(lost)) for scope, lost in missing.items())
         yield Check(
             "fail",
-            "被覆盖的记忆",
-            f"{total} 条本服务确认保存过、从未删除或取代的记忆已不在文件里({where}),多半是不加锁的写入者覆盖了文件",
-            RECOVER_HINT,
+            t("被覆盖的记忆"),
+            t(
+                "{total} 条本服务确认保存过、从未删除或取代的记忆已不在文件里({where}),多半是不加锁的写入者覆盖了文件",
+                total=total,
+                where=where,
+            ),
+            shown(RECOVER_HINT),
         )
     else:
-        yield Check("ok", "被覆盖的记忆", "写入日志中确认保存的记录都还在")
+        yield Check("ok", t("被覆盖的记忆"), t("写入日志中确认保存的记录都还在"))
     leftovers = store.leftover_tmps()
     if leftovers:
         yield Check(
             "warn",
-            "遗留临时文件",
-            f"{len(leftovers)} 个已退出的写入者留下的临时文件:" + ",".join(os.path.basename(p) for p in leftovers),
-            "无需处理:下次写入(或服务启动)时会自动清除",
+            t("遗留临时文件"),
+            t(
+                "{count} 个已退出的写入者留下的临时文件:{files}",
+                count=len(leftovers),
+                files=",".join(os.path.basename(p) for p in leftovers),
+            ),
+            t("无需处理:下次写入(或服务启动)时会自动清除"),
         )
 
 
 def _check_project(settings: config.Settings) -> Check:
     project = settings.project_dir
     key = scopes.project_key(project, project)
-    saved = f";默认保存作用域 = {settings.default_save_scope}"
-    detail = f"{project}(project 作用域 = {key}){saved}"
+    detail = t(
+        "{path}(project 作用域 = {key});默认保存作用域 = {scope}",
+        path=project,
+        key=key,
+        scope=settings.default_save_scope,
+    )
     if not os.path.isdir(project):
         return Check(
-            "warn", "project", f"{detail};这个目录不存在", "用 --project / DSH_MEMORY_PROJECT 指向当前工作区目录"
+            "warn",
+            "project",
+            detail + t(";这个目录不存在"),
+            t("用 --project / DSH_MEMORY_PROJECT 指向当前工作区目录"),
         )
     if os.path.isfile(StoreLayout.at(settings.store_dir).scope_path(key)):
-        detail += ";库里已有这个项目的记忆"
+        detail += t(";库里已有这个项目的记忆")
     return Check("ok", "project", detail)
 
 
@@ -454,21 +527,28 @@ def _probe(base_url: str, *, model: str | None, embed: bool) -> _Probe:
 
 def check_vectors(settings: config.Settings, env: Mapping[str, str]) -> tuple[list[Check], _Active]:
     v = settings.vector
-    title = "向量检索"
+    title = t("向量检索")
     if not v.enabled:
-        return [Check("ok", title, "已关闭(DSH_MEMORY_VECTOR=off),只用词法检索")], _Active(None, None, False)
+        return [Check("ok", title, t("已关闭(DSH_MEMORY_VECTOR=off),只用词法检索"))], _Active(None, None, False)
     checks: list[Check] = []
     if v.invalid_pooling is not None:
         checks.append(
             Check(
                 "warn",
-                "池化方式",
-                f"不认识 DSH_MEMORY_EMBED_POOLING={v.invalid_pooling!r},将被忽略并按模型推断",
-                f"把 DSH_MEMORY_EMBED_POOLING 设为 {'/'.join(_POOLINGS)} 之一,或删掉它",
+                t("池化方式"),
+                t("不认识 DSH_MEMORY_EMBED_POOLING={value!r},将被忽略并按模型推断", value=v.invalid_pooling),
+                t("把 DSH_MEMORY_EMBED_POOLING 设为 {choices} 之一,或删掉它", choices="/".join(_POOLINGS)),
             )
         )
     if not v.usable:
-        checks.append(Check("warn", title, f"不可用({v.unavailable_reason}),只有词法检索,没有语义召回", _ENABLE_FIX))
+        checks.append(
+            Check(
+                "warn",
+                title,
+                t("不可用({why}),只有词法检索,没有语义召回", why=v.unavailable_reason),
+                t(_ENABLE_FIX),
+            )
+        )
         return checks, _Active(None, None, False)
     if v.endpoint is not None:
         more, active = _check_endpoint(v)
@@ -479,25 +559,36 @@ def check_vectors(settings: config.Settings, env: Mapping[str, str]) -> tuple[li
 
 def _check_endpoint(v: config.VectorSettings) -> tuple[list[Check], _Active]:
     assert v.endpoint is not None
-    title = "嵌入端点"
+    title = t("嵌入端点")
     probe = _probe(v.endpoint, model=v.model_id if v.model else None, embed=True)
     # The sidecar header: an explicit DSH_MEMORY_EMBED_MODEL names the endpoint's model, else the
-    # server's own id, else the default (SPEC §3) — what `VectorChannel._pick_model_id` does.
+    # server's own id, else the default — what `VectorChannel._pick_model_id` does.
     model_id = v.model_id if v.model else (probe.served_id or v.model_id)
-    fix_down = (
-        f"先启动 {v.endpoint} 上的嵌入服务,或改正 DSH_MEMORY_EMBED_ENDPOINT(不想用向量就设 DSH_MEMORY_VECTOR=off)"
+    fix_down = t(
+        "先启动 {url} 上的嵌入服务,或改正 DSH_MEMORY_EMBED_ENDPOINT(不想用向量就设 DSH_MEMORY_VECTOR=off)",
+        url=v.endpoint,
     )
     if probe.health == "down":
-        return [Check("fail", title, f"{v.endpoint} 没有应答(连接被拒绝)", fix_down)], _Active(model_id, None, True)
-    if probe.health == "loading":
-        return [Check("warn", title, f"{v.endpoint} 正在加载模型(/health 返回 503)", "稍等片刻再运行 doctor")], _Active(
+        return [Check("fail", title, t("{url} 没有应答(连接被拒绝)", url=v.endpoint), fix_down)], _Active(
             model_id, None, True
         )
+    if probe.health == "loading":
+        return [
+            Check("warn", title, t("{url} 正在加载模型(/health 返回 503)", url=v.endpoint), t("稍等片刻再运行 doctor"))
+        ], _Active(model_id, None, True)
     if probe.dims is None:
-        why = probe.error or "既没有 /v1/models 的维度,嵌入请求也没有结果"
-        return [Check("fail", title, f"{v.endpoint} 不能生成向量({why})", fix_down)], _Active(model_id, None, True)
-    named = "DSH_MEMORY_EMBED_MODEL 的文件名" if v.model else ("服务报告" if probe.served_id else "默认值")
-    detail = f"{v.endpoint} 正常应答,model={model_id}({named}) dims={probe.dims};设了端点,永不启动或停止进程"
+        why = probe.error or t("既没有 /v1/models 的维度,嵌入请求也没有结果")
+        return [Check("fail", title, t("{url} 不能生成向量({why})", url=v.endpoint, why=why), fix_down)], _Active(
+            model_id, None, True
+        )
+    named = t("DSH_MEMORY_EMBED_MODEL 的文件名") if v.model else (t("服务报告") if probe.served_id else t("默认值"))
+    detail = t(
+        "{url} 正常应答,model={model}({named}) dims={dims};设了端点,永不启动或停止进程",
+        url=v.endpoint,
+        model=model_id,
+        named=named,
+        dims=probe.dims,
+    )
     return [Check("ok", title, detail)], _Active(model_id, probe.dims, True)
 
 
@@ -509,67 +600,90 @@ def _check_local(v: config.VectorSettings, env: Mapping[str, str]) -> tuple[list
     reused = probe.health in ("ready", "loading")
 
     # Model file
-    model_fix = "把 DSH_MEMORY_EMBED_MODEL 设为 .gguf 嵌入模型文件的完整路径"
+    model_fix = t("把 DSH_MEMORY_EMBED_MODEL 设为 .gguf 嵌入模型文件的完整路径")
+    model_title = t("嵌入模型")
     if os.path.isfile(v.model):
-        suffix = "" if v.model.lower().endswith(".gguf") else "(注意:文件名不以 .gguf 结尾,llama-server 只认 GGUF)"
+        suffix = "" if v.model.lower().endswith(".gguf") else t("(注意:文件名不以 .gguf 结尾,llama-server 只认 GGUF)")
         status: Status = "ok" if not suffix else "warn"
-        checks.append(Check(status, "嵌入模型", f"{v.model} model={v.model_id}{suffix}", model_fix if suffix else None))
+        checks.append(
+            Check(status, model_title, f"{v.model} model={v.model_id}{suffix}", model_fix if suffix else None)
+        )
     elif reused:
         checks.append(
             Check(
                 "warn",
-                "嵌入模型",
-                f"文件不存在:{v.model};端口 {v.port} 上已有服务会被复用,但它停掉后就无法自行启动",
+                model_title,
+                t(
+                    "文件不存在:{path};端口 {port} 上已有服务会被复用,但它停掉后就无法自行启动",
+                    path=v.model,
+                    port=v.port,
+                ),
                 model_fix,
             )
         )
     else:
-        checks.append(Check("fail", "嵌入模型", f"文件不存在:{v.model}", model_fix))
+        checks.append(Check("fail", model_title, t("文件不存在:{path}", path=v.model), model_fix))
 
     # Pooling: explicit, inferred, or left to the GGUF.
     raw = (env.get("DSH_MEMORY_EMBED_POOLING") or "").strip().lower()
     inferred = config.infer_pooling(v.model_id)
-    pool_fix = "若检索效果差请设置 DSH_MEMORY_EMBED_POOLING"
+    pool_title = t("池化方式")
     if raw in _POOLINGS:
         if inferred is not None and raw != inferred:
             checks.append(
                 Check(
                     "warn",
-                    "池化方式",
-                    f"DSH_MEMORY_EMBED_POOLING={raw},但 {v.model_id} 这一家族应为 {inferred};池化不对会悄悄毁掉召回",
-                    f"确认无误就保留,否则删掉 DSH_MEMORY_EMBED_POOLING 或设为 {inferred}",
+                    pool_title,
+                    t(
+                        "DSH_MEMORY_EMBED_POOLING={raw},但 {model} 这一家族应为 {inferred};池化不对会悄悄毁掉召回",
+                        raw=raw,
+                        model=v.model_id,
+                        inferred=inferred,
+                    ),
+                    t("确认无误就保留,否则删掉 DSH_MEMORY_EMBED_POOLING 或设为 {inferred}", inferred=inferred),
                 )
             )
         else:
-            checks.append(Check("ok", "池化方式", f"--pooling {raw}(DSH_MEMORY_EMBED_POOLING 显式指定)"))
+            checks.append(Check("ok", pool_title, t("--pooling {raw}(DSH_MEMORY_EMBED_POOLING 显式指定)", raw=raw)))
     elif inferred is not None:
-        checks.append(Check("ok", "池化方式", f"--pooling {inferred}(按模型家族 {v.model_id} 推断)"))
+        checks.append(
+            Check(
+                "ok",
+                pool_title,
+                t("--pooling {inferred}(按模型家族 {model} 推断)", inferred=inferred, model=v.model_id),
+            )
+        )
     else:
         checks.append(
             Check(
                 "warn",
-                "池化方式",
-                f"{v.model_id}:未知模型家族,不传 --pooling,由 GGUF 决定",
-                f"{pool_fix}(可选 {'/'.join(_POOLINGS)})",
+                pool_title,
+                t("{model}:未知模型家族,不传 --pooling,由 GGUF 决定", model=v.model_id),
+                t("若检索效果差请设置 DSH_MEMORY_EMBED_POOLING(可选 {choices})", choices="/".join(_POOLINGS)),
             )
         )
 
     # Executable
     exe_path = shutil.which(v.exe) or (v.exe if os.path.isfile(v.exe) else None)
-    exe_fix = "把 llama-server 加入 PATH,或用 DSH_MEMORY_EMBED_EXE 指定它的完整路径"
+    exe_fix = t("把 llama-server 加入 PATH,或用 DSH_MEMORY_EMBED_EXE 指定它的完整路径")
     if exe_path is not None:
         checks.append(Check("ok", "llama-server", exe_path))
     elif reused:
         checks.append(
-            Check("warn", "llama-server", f"找不到 {v.exe!r};端口上已有服务会被复用,但本服务无法自行启动它", exe_fix)
+            Check(
+                "warn",
+                "llama-server",
+                t("找不到 {exe!r};端口上已有服务会被复用,但本服务无法自行启动它", exe=v.exe),
+                exe_fix,
+            )
         )
     else:
-        checks.append(Check("fail", "llama-server", f"找不到可执行文件 {v.exe!r}", exe_fix))
+        checks.append(Check("fail", "llama-server", t("找不到可执行文件 {exe!r}", exe=v.exe), exe_fix))
 
     # Port
     model_id = v.model_id
     dims: int | None = None
-    port_title = f"端口 {v.port}"
+    port_title = t("端口 {port}", port=v.port)
     if probe.health == "ready":
         dims = probe.dims
         if probe.served_id and probe.served_id != v.model_id:
@@ -578,29 +692,37 @@ def _check_local(v: config.VectorSettings, env: Mapping[str, str]) -> tuple[list
                 Check(
                     "warn",
                     port_title,
-                    f"已有 llama-server 在应答,将复用(不会启动新进程);但它加载的是 {probe.served_id},"
-                    f"不是配置的 {v.model_id},向量将按 {probe.served_id} 记录",
-                    "停掉那个服务,或用 DSH_MEMORY_EMBED_PORT 换一个端口让本服务自己启动",
+                    t(
+                        "已有 llama-server 在应答,将复用(不会启动新进程);但它加载的是 {served},"
+                        "不是配置的 {model},向量将按 {served} 记录",
+                        served=probe.served_id,
+                        model=v.model_id,
+                    ),
+                    t("停掉那个服务,或用 DSH_MEMORY_EMBED_PORT 换一个端口让本服务自己启动"),
                 )
             )
         else:
-            shown = f" model={probe.served_id or v.model_id}" + (f" dims={dims}" if dims else "")
-            checks.append(Check("ok", port_title, f"已有 llama-server 在应答,将复用(不会启动新进程){shown}"))
+            extra = f" model={probe.served_id or v.model_id}" + (f" dims={dims}" if dims else "")
+            checks.append(
+                Check("ok", port_title, t("已有 llama-server 在应答,将复用(不会启动新进程){extra}", extra=extra))
+            )
     elif probe.health == "loading":
-        checks.append(Check("ok", port_title, "已有 llama-server 正在加载模型,将复用(不会启动新进程)"))
+        checks.append(Check("ok", port_title, t("已有 llama-server 正在加载模型,将复用(不会启动新进程)")))
     elif probe.health == "foreign":
         checks.append(
             Check(
                 "fail",
                 port_title,
-                f"被其他程序占用({base}/health 的应答不像 llama-server)",
-                "用 DSH_MEMORY_EMBED_PORT 换一个空闲端口",
+                t("被其他程序占用({url}/health 的应答不像 llama-server)", url=base),
+                t("用 DSH_MEMORY_EMBED_PORT 换一个空闲端口"),
             )
         )
     else:
         can_spawn = os.path.isfile(v.model) and exe_path is not None
-        then = "首次启动时将拉起 llama-server(日志写到存储目录)" if can_spawn else "没有现成的服务可复用"
-        checks.append(Check("ok", port_title, f"空闲,{then}"))
+        if can_spawn:
+            checks.append(Check("ok", port_title, t("空闲,首次启动时将拉起 llama-server(日志写到存储目录)")))
+        else:
+            checks.append(Check("ok", port_title, t("空闲,没有现成的服务可复用")))
     return checks, _Active(model_id, dims, True)
 
 
@@ -622,19 +744,35 @@ def check_calibration(settings: config.Settings, active: _Active) -> list[Check]
         for c in calibration.cached_for_model(settings.store_dir, active.model_id)
         if active.dims is None or c.dims == active.dims
     ]
+    title = t("相关性门限")
     if not found:
         return [
             Check(
                 "ok",
-                "相关性门限",
-                f"模型 {active.model_id} 尚未校准:向量后端第一次就绪时自动校准(嵌入 24 句探针,只做一次)",
+                title,
+                t(
+                    "模型 {model} 尚未校准:向量后端第一次就绪时自动校准(嵌入 24 句探针,只做一次)",
+                    model=active.model_id,
+                ),
             )
         ]
     out = []
     for cal in found:
-        rule = "与默认规则(余弦 ≥0.5)相同" if cal.seed_rule else "不相关文本的相似度偏高,按模型自适应"
-        out.append(Check("ok", "相关性门限", f"模型 {cal.model}({cal.dims} 维,{cal.scheme}):{rule}"))
-        out.extend(Check("ok", "相关性门限", f"  {line}") for line in cal.lines())
+        rule = t("与默认规则(余弦 ≥0.5)相同") if cal.seed_rule else t("不相关文本的相似度偏高,按模型自适应")
+        out.append(
+            Check(
+                "ok",
+                title,
+                t(
+                    "模型 {model}({dims} 维,{scheme}):{rule}",
+                    model=cal.model,
+                    dims=cal.dims,
+                    scheme=cal.scheme,
+                    rule=rule,
+                ),
+            )
+        )
+        out.extend(Check("ok", title, f"  {shown(line)}") for line in cal.lines())
     return out
 
 
@@ -643,20 +781,27 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
     if not os.path.isdir(store):
         return []
     files = _sidecar_files(store)
-    title = "向量文件"
+    title = t("向量文件")
     if not files:
         return []
     try:
         from dsh_memory_mcp.search.sidecar import read_header  # numpy: only when there is a sidecar to read
     except Exception as exc:  # numpy missing or broken: say so, do not crash
-        return [Check("warn", title, f"{len(files)} 个,但无法读取文件头({exc})", 'pip install "numpy>=1.26"')]
+        return [
+            Check(
+                "warn",
+                title,
+                t("{count} 个,但无法读取文件头({why})", count=len(files), why=exc),
+                'pip install "numpy>=1.26"',
+            )
+        ]
     headers = {name: read_header(os.path.join(store, name)) for name in files}
     groups: dict[str, list[str]] = {}
     for name, header in headers.items():
-        groups.setdefault(f"{header[0]}/{header[1]}" if header else "无法识别", []).append(name)
+        groups.setdefault(f"{header[0]}/{header[1]}" if header else t("无法识别"), []).append(name)
     found = ",".join(f"{key} ×{len(names)}" for key, names in groups.items())
     if not active.enabled or active.model_id is None:
-        return [Check("ok", title, f"{len(files)} 个({found});向量检索未启用,不会改动它们")]
+        return [Check("ok", title, t("{count} 个({found});向量检索未启用,不会改动它们", count=len(files), found=found))]
 
     def matches(header: tuple[str, int] | None) -> bool:
         if header is None:
@@ -664,17 +809,30 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
         return header[0] == active.model_id and (active.dims is None or header[1] == active.dims)
 
     stale = [name for name, header in headers.items() if not matches(header)]
-    want = f"{active.model_id}/{active.dims}" if active.dims else f"{active.model_id}(维度未知,只比较模型名)"
+    want = (
+        f"{active.model_id}/{active.dims}"
+        if active.dims
+        else t("{model}(维度未知,只比较模型名)", model=active.model_id)
+    )
     if not stale:
-        return [Check("ok", title, f"{len(files)} 个,文件头与当前模型一致({want})")]
-    shown = ", ".join(stale[:3]) + (" …" if len(stale) > 3 else "")
+        return [Check("ok", title, t("{count} 个,文件头与当前模型一致({want})", count=len(files), want=want))]
+    listed = ", ".join(stale[:3]) + (" …" if len(stale) > 3 else "")
     return [
         Check(
             "warn",
             title,
-            f"{len(stale)}/{len(files)} 个文件头与当前模型 {want} 不一致({found}:{shown}),将作废并重新嵌入",
-            "若这是与 DSH 共用的库,让两边用同一个模型(DSH_MEMORY_EMBED_MODEL 指向 DSH 的 .gguf),"
-            "否则双方会反复作废对方的向量",
+            t(
+                "{stale}/{count} 个文件头与当前模型 {want} 不一致({found}:{files}),将作废并重新嵌入",
+                stale=len(stale),
+                count=len(files),
+                want=want,
+                found=found,
+                files=listed,
+            ),
+            t(
+                "若这是与 DSH 共用的库,让两边用同一个模型(DSH_MEMORY_EMBED_MODEL 指向 DSH 的 .gguf),"
+                "否则双方会反复作废对方的向量"
+            ),
         )
     ]
 
@@ -692,9 +850,16 @@ def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str
 
     entries, broken = hosts.configured(env, platform)
     for host, path, why in broken:
-        yield Check("warn", f"宿主 {host.name}", f"{path} {why}", f"修好这个文件,或运行 {PROG} setup {host.id}")
+        yield Check(
+            "warn",
+            t("宿主 {host}", host=host.name),
+            f"{path} {shown(why)}",
+            t("修好这个文件,或运行 {prog} setup {id}", id=host.id),
+        )
     if not entries:
-        yield Check("warn", "宿主配置", "本机没有宿主配置了 dsh-memory", f"运行 {PROG} setup 为已安装的宿主写入配置")
+        yield Check(
+            "warn", t("宿主配置"), t("本机没有宿主配置了 dsh-memory"), t("运行 {prog} setup 为已安装的宿主写入配置")
+        )
         return
 
     def norm(path: str | None) -> str:
@@ -703,33 +868,40 @@ def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str
     stores = Counter(norm(e.store) for e in entries if e.url is None)
     usual = stores.most_common(1)[0][0] if stores else None
     for entry in entries:
-        title = f"宿主 {entry.host.name}"
+        title = t("宿主 {host}", host=entry.host.name)
         if entry.url is not None:
             yield check_url_entry(entry)
             continue
         store = norm(entry.store)
-        where = f"{entry.path}:{entry.name} → 可执行文件 {entry.command or '?'},存储 {store}" + (
-            "" if entry.store else "(条目没写 --store-dir,按缺省)"
+        where = t(
+            "{path}:{name} → 可执行文件 {command},存储 {store}{default}",
+            path=entry.path,
+            name=entry.name,
+            command=entry.command or "?",
+            store=store,
+            default="" if entry.store else t("(条目没写 --store-dir,按缺省)"),
         )
         problem = hosts.executable_problem(entry.command, env)
         if problem is not None:
-            yield Check("fail", title, f"{where};{problem}", f"重新运行 {PROG} setup {entry.host.id}")
+            yield Check(
+                "fail", title, f"{where}{t(';')}{shown(problem)}", t("重新运行 {prog} setup {id}", id=entry.host.id)
+            )
         elif len(stores) > 1 and store != usual:
-            others = "、".join(s for s in stores if s != store)
+            others = t("、").join(s for s in stores if s != store)
             yield Check(
                 "warn",
                 title,
-                f"{where};与其它宿主的存储({others})不同,两边看到的是两份记忆",
-                f"{PROG} setup --store-dir <同一个目录> 统一",
+                t("{where};与其它宿主的存储({others})不同,两边看到的是两份记忆", where=where, others=others),
+                t("{prog} setup --store-dir <同一个目录> 统一"),
             )
         else:
             yield Check("ok", title, where)
     if len(stores) == 1 and usual != norm(settings.store_dir):
         yield Check(
             "warn",
-            "宿主配置",
-            f"宿主都用存储 {usual},本次检查的是 {settings.store_dir}",
-            f"用 {PROG} doctor --store-dir {usual} 检查宿主实际用的库",
+            t("宿主配置"),
+            t("宿主都用存储 {usual},本次检查的是 {store}", usual=usual, store=settings.store_dir),
+            t("用 {prog} doctor --store-dir {usual} 检查宿主实际用的库", usual=usual),
         )
 
 
@@ -745,20 +917,29 @@ def check_serve(settings: config.Settings, env: Mapping[str, str]) -> Iterator[C
 
     found, why = relay.find_serve(settings.store_dir)
     info, _ = serve_file.read(settings.store_dir)
+    stdio = t("stdio 宿主")
     if found is None:
         if info is not None and info.alive:
             yield Check(
                 "warn",
                 "serve",
-                f"serve.json 记录的 pid {info.pid} 还在,但 {info.url} 没有用文件里的令牌应答({why})",
-                f"那个进程若已不是 serve,删除 {serve_file.path_for(settings.store_dir)};否则重启 serve",
+                t(
+                    "serve.json 记录的 pid {pid} 还在,但 {url} 没有用文件里的令牌应答({why})",
+                    pid=info.pid,
+                    url=info.url,
+                    why=why,
+                ),
+                t(
+                    "那个进程若已不是 serve,删除 {path};否则重启 serve",
+                    path=serve_file.path_for(settings.store_dir),
+                ),
             )
         else:
-            yield Check("ok", "serve", f"没有在运行({why})")
+            yield Check("ok", "serve", t("没有在运行({why})", why=why))
         yield Check(
             "ok",
-            "stdio 宿主",
-            "直连记忆库(每个宿主一个进程);要共享一个进程就运行 " + f"{PROG} serve 或 {PROG} setup --serve",
+            stdio,
+            t("直连记忆库(每个宿主一个进程);要共享一个进程就运行 {prog} serve 或 {prog} setup --serve"),
         )
         return
     live = found.info
@@ -767,20 +948,35 @@ def check_serve(settings: config.Settings, env: Mapping[str, str]) -> Iterator[C
     calls: dict[str, object] = raw_calls if isinstance(raw_calls, dict) else {}
     version = data.get("version", live.version)
     running, queued, limit = (calls.get(k, "?") for k in ("running", "queued", "limit"))
-    detail = (
-        f"运行中:{live.url},pid {live.pid},v{version},{data.get('sessions', '?')} 个会话,"
-        f"工具调用 {running} 个在跑 / {queued} 个排队(上限 {limit})"
+    detail = t(
+        "运行中:{url},pid {pid},v{serve_version},{sessions} 个会话,"
+        "工具调用 {running} 个在跑 / {queued} 个排队(上限 {limit})",
+        url=live.url,
+        pid=live.pid,
+        serve_version=version,
+        sessions=data.get("sessions", "?"),
+        running=running,
+        queued=queued,
+        limit=limit,
     )
     if version != __version__:
-        yield Check("warn", "serve", f"{detail};本程序是 v{__version__}", "重启 serve 换成同一个版本")
+        yield Check(
+            "warn",
+            "serve",
+            t("{detail};本程序是 v{version}", detail=detail),
+            t("重启 serve 换成同一个版本"),
+        )
     else:
         yield Check("ok", "serve", detail)
     if config.relay_off(env):
         yield Check(
-            "warn", "stdio 宿主", "DSH_MEMORY_RELAY=off:不中继,每个宿主直连记忆库", "去掉 DSH_MEMORY_RELAY=off 就会中继"
+            "warn",
+            stdio,
+            t("DSH_MEMORY_RELAY=off:不中继,每个宿主直连记忆库"),
+            t("去掉 DSH_MEMORY_RELAY=off 就会中继"),
         )
     else:
-        yield Check("ok", "stdio 宿主", f"会中继到 {live.url}(不打开记忆库、不加载 SDK;--no-relay 可强制直连)")
+        yield Check("ok", stdio, t("会中继到 {url}(不打开记忆库、不加载 SDK;--no-relay 可强制直连)", url=live.url))
 
 
 def check_url_entry(entry: Configured) -> Check:
@@ -788,27 +984,43 @@ def check_url_entry(entry: Configured) -> Check:
     from dsh_memory_mcp.cli import probe
 
     assert entry.url is not None
-    title = f"宿主 {entry.host.name}"
+    title = t("宿主 {host}", host=entry.host.name)
     where = f"{entry.path}:{entry.name} → URL {entry.url}"
     redo = f"{PROG} setup {entry.host.id} --url {entry.url}"
     answer = probe.health(entry.url, dict(entry.headers), timeout=HEALTH_TIMEOUT * 2)
     if answer.state == "ok":
-        return Check("ok", title, f"{where}(令牌有效,serve v{answer.data.get('version', '?')} 在应答)")
+        return Check(
+            "ok",
+            title,
+            t(
+                "{where}(令牌有效,serve v{serve_version} 在应答)",
+                where=where,
+                serve_version=answer.data.get("version", "?"),
+            ),
+        )
     if answer.state == "unauthorized":
-        what = "令牌已失效" if entry.headers else "条目没有 Authorization 头"
+        what = t("令牌已失效") if entry.headers else t("条目没有 Authorization 头")
         return Check(
             "fail",
             title,
-            f"{where};serve 在应答,但{what}({answer.detail}):serve 换过令牌(--new-token)或连的是另一个存储目录的 serve",
-            f"重新运行 {redo}",
+            t(
+                "{where};serve 在应答,但{what}({detail}):serve 换过令牌(--new-token)或连的是另一个存储目录的 serve",
+                where=where,
+                what=what,
+                detail=answer.detail,
+            ),
+            t("重新运行 {redo}", redo=redo),
         )
     if answer.state == "down":
         return Check(
             "warn",
             title,
-            f"{where};现在没有 serve 在应答({answer.detail}),宿主连不上",
-            f"启动 serve({PROG} serve,或 {PROG} setup --serve 让它登录时自动启动)",
+            t("{where};现在没有 serve 在应答({detail}),宿主连不上", where=where, detail=answer.detail),
+            t("启动 serve({prog} serve,或 {prog} setup --serve 让它登录时自动启动)"),
         )
     return Check(
-        "warn", title, f"{where};应答的不是 dsh-memory-mcp serve({answer.detail})", f"检查地址,或重新运行 {redo}"
+        "warn",
+        title,
+        t("{where};应答的不是 dsh-memory-mcp serve({detail})", where=where, detail=answer.detail),
+        t("检查地址,或重新运行 {redo}", redo=redo),
     )

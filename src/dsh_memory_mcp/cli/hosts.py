@@ -28,8 +28,7 @@ from typing import Any, Literal
 from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import confedit
 from dsh_memory_mcp.cli.confedit import ConfigSyntaxError
-from dsh_memory_mcp.cli.messages import N_
-from dsh_memory_mcp.cli.output import PROG
+from dsh_memory_mcp.cli.messages import N_, t
 
 __all__ = [
     "HOSTS",
@@ -308,21 +307,23 @@ def load_toml(text: str) -> dict[str, Any]:
         document: dict[str, Any] = tomllib.loads(text)
         return document
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"不是合法的 TOML:{exc}") from exc
+        raise ValueError(t("不是合法的 TOML:{error}", error=exc)) from exc
 
 
 def executable_problem(command: str | None, env: Mapping[str, str]) -> str | None:
     """Why a host could not start `command`, or None when it can (absolute path exists, or on PATH)."""
     if not command:
-        return "条目里没有 command"
+        return t("条目里没有 command")
     if os.path.isabs(command) or os.sep in command or (os.altsep and os.altsep in command):
         if not os.path.isfile(command):
-            return f"{command} 不存在"
+            return t("{command} 不存在", command=command)
         if not os.access(command, os.X_OK):
-            return f"{command} 不可执行"
+            return t("{command} 不可执行", command=command)
         return None
     if shutil.which(command, path=env.get("PATH")) is None:
-        return f"{command} 不在 PATH 上(IDE 拉起进程时的 PATH 往往更短,最好写绝对路径:{PROG} setup 会写)"
+        return t(
+            "{command} 不在 PATH 上(IDE 拉起进程时的 PATH 往往更短,最好写绝对路径:{prog} setup 会写)", command=command
+        )
     return None
 
 
@@ -334,10 +335,10 @@ def read_config(path: str) -> tuple[str, bool] | None:
         return None
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # a FIFO or device would block or never end
-            raise ValueError("不是普通文件")
+            raise ValueError(t("不是普通文件"))
         raw = handle.read(MAX_CONFIG_BYTES + 1)
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ValueError(f"超过 {MAX_CONFIG_BYTES // (1024 * 1024)} MB,不像配置文件")
+        raise ValueError(t("超过 {mb} MB,不像配置文件", mb=MAX_CONFIG_BYTES // (1024 * 1024)))
     return decode_config(raw)
 
 
@@ -347,7 +348,7 @@ def decode_config(raw: bytes) -> tuple[str, bool]:
     try:
         return raw[3 if bom else 0 :].decode("utf-8"), bom
     except UnicodeDecodeError as exc:
-        raise ValueError("不是 UTF-8 文本") from exc
+        raise ValueError(t("不是 UTF-8 文本")) from exc
 
 
 def configured(env: Mapping[str, str], platform: str) -> tuple[list[Configured], list[tuple[Host, str, str]]]:
@@ -368,7 +369,7 @@ def configured(env: Mapping[str, str], platform: str) -> tuple[list[Configured],
 
 def describe_problem(exc: BaseException) -> str:
     if isinstance(exc, ConfigSyntaxError):
-        return f"解析不了({exc})"
+        return t("解析不了({error})", error=exc)
     if isinstance(exc, OSError):
-        return f"读不了({exc.strerror or exc})"
+        return t("读不了({why})", why=exc.strerror or exc)
     return str(exc)

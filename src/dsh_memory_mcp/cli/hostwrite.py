@@ -42,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dsh_memory_mcp.cli.hosts import MAX_CONFIG_BYTES
+from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.store import fileio
 
 __all__ = [
@@ -107,7 +108,7 @@ class Replaced:
 def _snapshot_fd(fd: int, path: str) -> Snapshot:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
-        raise ValueError("不是普通文件")
+        raise ValueError(t("不是普通文件"))
     chunks: list[bytes] = []
     total = 0
     os.lseek(fd, 0, os.SEEK_SET)
@@ -118,7 +119,7 @@ def _snapshot_fd(fd: int, path: str) -> Snapshot:
         chunks.append(chunk)
         total += len(chunk)
         if total > MAX_CONFIG_BYTES:
-            raise ValueError(f"超过 {MAX_CONFIG_BYTES // (1024 * 1024)} MB,不像配置文件")
+            raise ValueError(t("超过 {mb} MB,不像配置文件", mb=MAX_CONFIG_BYTES // (1024 * 1024)))
     after = os.fstat(fd)
     # Size and mtime from the same descriptor, after the read: a write during it shows up as a
     # version the pre-swap check will not match.
@@ -200,7 +201,7 @@ def owner_problem(old: Snapshot | None) -> str | None:
     euid = _euid()
     if old is None or euid is None or old.uid == euid or euid == 0:
         return None
-    return f"属于另一个用户(uid {old.uid}),当前用户(uid {euid})改写后它就不再属于原主人"
+    return t("属于另一个用户(uid {uid}),当前用户(uid {euid})改写后它就不再属于原主人", uid=old.uid, euid=euid)
 
 
 def _creator(path: str) -> tuple[int, int] | None:
@@ -238,7 +239,7 @@ def _dress(fd: int, old: Snapshot | None, *, secret: bool, creator: tuple[int, i
         try:
             os.fchown(fd, old.uid if st.st_uid != old.uid else -1, old.gid)
         except PermissionError as exc:
-            raise ForeignOwner(f"无法保持它的属组(gid {old.gid}),没有改动") from exc
+            raise ForeignOwner(t("无法保持它的属组(gid {gid}),没有改动", gid=old.gid)) from exc
 
 
 def _makedirs(directory: str, creator: tuple[int, int] | None) -> None:
@@ -366,7 +367,7 @@ def replace_config(
         _drop(backup)
         raise
     _drop(backup)
-    raise Busy(f"在 {MAX_ATTEMPTS} 次尝试里每次都被别的程序改写了(多半是宿主正在运行),没有改动")
+    raise Busy(t("在 {attempts} 次尝试里每次都被别的程序改写了(多半是宿主正在运行),没有改动", attempts=MAX_ATTEMPTS))
 
 
 def _drop(backup: str | None) -> None:

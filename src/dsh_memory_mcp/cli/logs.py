@@ -5,12 +5,16 @@ and short previews). Setting up stderr touches no disk; only `configure_file_log
 
 from __future__ import annotations
 
+import copy
 import logging
 import logging.handlers
 import os
 import sys
 from typing import TextIO
 
+from dsh_memory_mcp import texts
+from dsh_memory_mcp.cli import messages
+from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.output import PREFIX, PROG, describe, write_stderr_lines
 
 __all__ = [
@@ -42,7 +46,7 @@ def log_file_hint() -> str:
     try:
         import platformdirs  # pure: computing the path creates nothing
     except Exception:  # pragma: no cover - platformdirs missing: help must still print
-        return f"<用户日志目录>/{LOG_FILE_NAME}"
+        return t("<用户日志目录>/{name}", name=LOG_FILE_NAME)
     return os.path.join(platformdirs.user_log_dir(PROG, appauthor=False), LOG_FILE_NAME)
 
 
@@ -81,7 +85,32 @@ class LogFileHandler(logging.handlers.RotatingFileHandler):
             return
         self._warned = True
         exc = sys.exc_info()[1]
-        write_stderr_lines([f"⚠️ 写日志文件 {self.baseFilename} 失败({describe(exc)}),之后的日志只输出到 stderr"])
+        write_stderr_lines(
+            [t("⚠️ 写日志文件 {path} 失败({why}),之后的日志只输出到 stderr", path=self.baseFilename, why=describe(exc))]
+        )
+
+
+class LocalisedFormatter(logging.Formatter):
+    """Log lines on stderr in the user's language: under an English locale a template the tables know
+    (`cli.messages.EN` for the CLI's own, `texts.EN` for the layers below) is shown in English, and
+    `texts.Text` arguments too. The log file keeps the Chinese lines (one language for every process
+    that shares it, and for bug reports)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if messages.english() and isinstance(record.msg, str):
+            args = record.args if isinstance(record.args, tuple) else ()
+            template = messages.EN.get(record.msg)
+            if template is None:
+                template, args = texts.english_log(record.msg, args)
+            else:
+                args = texts.english_log("", args)[1]
+            if not args and isinstance(record.msg, texts.Text):
+                template = record.msg.english()
+            record = copy.copy(record)
+            record.msg = template
+            if isinstance(record.args, tuple):
+                record.args = args
+        return super().format(record)
 
 
 _installed: list[logging.Handler] = []
@@ -91,7 +120,7 @@ def configure_stderr_logging(debug: bool, *filters: logging.Filter) -> None:
     """Root `dsh_memory_mcp` logger → stderr with the `[dsh-memory-mcp] ` prefix. Touches no disk."""
     remove_handlers()
     handler = StderrHandler()
-    handler.setFormatter(logging.Formatter(PREFIX + "%(message)s"))
+    handler.setFormatter(LocalisedFormatter(PREFIX + "%(message)s"))
     for item in filters:  # on the handler: logger filters never see records from child loggers
         handler.addFilter(item)
     log.addHandler(handler)
@@ -102,7 +131,7 @@ def configure_stderr_logging(debug: bool, *filters: logging.Filter) -> None:
 
 def configure_file_logging() -> None:
     """Add the rotating log file in platformdirs' user log dir; on failure warn once and go on."""
-    log_dir = "<用户日志目录>"
+    log_dir = t("<用户日志目录>")
     try:
         import platformdirs
 

@@ -11,6 +11,8 @@ import sys
 from collections.abc import Sequence
 from typing import IO, Any
 
+from dsh_memory_mcp.texts import msg
+
 __all__ = [
     "EXIT_OK",
     "EXIT_STARTUP",
@@ -125,7 +127,8 @@ def flush_std() -> None:
 
 
 def describe(exc: BaseException | None) -> str:
+    """``Type: message`` of an exception (a `texts.Text` when its message is one, so it can be shown in English)."""
     if exc is None:
-        return "未知错误"
+        return msg("未知错误")
     text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return msg("{kind}: {text}", kind=type(exc).__name__, text=text) if text else type(exc).__name__

@@ -21,7 +21,7 @@ from typing import Protocol, TextIO, cast
 
 from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import diagnostics, logs
-from dsh_memory_mcp.cli.messages import N_
+from dsh_memory_mcp.cli.messages import N_, shown, t
 from dsh_memory_mcp.cli.output import EXIT_STARTUP, PipeSafe, describe, flush_std, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Command, Invocation, Option
 
@@ -54,7 +54,7 @@ def _run_guarded(name: str, invocation: Invocation, load: Callable[[], Body]) ->
     try:
         settings = config.resolve_settings(store_dir=invocation.store_dir, project_dir=invocation.project_dir)
         if settings.warnings:
-            write_stderr_lines([f"⚠️ {problem}" for problem in settings.warnings])
+            write_stderr_lines(["⚠️ " + shown(problem) for problem in settings.warnings])
         try:
             body = load()
         except Exception as exc:
@@ -66,11 +66,16 @@ def _run_guarded(name: str, invocation: Invocation, load: Callable[[], Body]) ->
         diagnostics.report_import_problem(problem, debug)
         return EXIT_STARTUP
     except KeyboardInterrupt:
-        write_stderr_lines(["已中断(Ctrl+C)"])
+        write_stderr_lines([t("已中断(Ctrl+C)")])
         return EXIT_INTERRUPTED
     except Exception as exc:
-        hint = "" if debug else "(设 DSH_MEMORY_DEBUG=1 可看完整调用栈)"
-        write_stderr_lines([f"❌ {name} 失败:意外错误 {describe(exc)}{hint}", *diagnostics.debug_lines(exc, debug)])
+        hint = "" if debug else t("(设 DSH_MEMORY_DEBUG=1 可看完整调用栈)")
+        write_stderr_lines(
+            [
+                t("❌ {command} 失败:意外错误 {error}{hint}", command=name, error=describe(exc), hint=hint),
+                *diagnostics.debug_lines(exc, debug),
+            ]
+        )
         return EXIT_STARTUP
     finally:
         flush_std()

@@ -21,9 +21,11 @@ from types import FrameType
 
 from dsh_memory_mcp import __version__, config
 from dsh_memory_mcp.cli import diagnostics, logs
+from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, flush_std, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Invocation
 from dsh_memory_mcp.service.render import PROJECT_SOURCES
+from dsh_memory_mcp.texts import pair
 
 __all__ = [
     "EXIT_GRACE_SECONDS",
@@ -191,7 +193,7 @@ class SignalGuard:
 
 
 def _hard_exit() -> None:
-    write_stderr_lines([f"⚠️ 收到退出信号 {HARD_EXIT_SECONDS:g} 秒后仍未停下,强制退出"])
+    write_stderr_lines([t("⚠️ 收到退出信号 {secs} 秒后仍未停下,强制退出", secs=f"{HARD_EXIT_SECONDS:g}")])
     flush_std()
     os._exit(EXIT_OK)
 
@@ -277,7 +279,7 @@ def load_serve() -> ServeFn:
     serve = getattr(module, "serve", None)
     if not callable(serve):
         name = "dsh_memory_mcp.transports.mcp_server"
-        raise diagnostics.ImportProblem(ImportError(f"{name} 里没有 serve()", name=name))
+        raise diagnostics.ImportProblem(ImportError(t("{module} 里没有 serve()", module=name), name=name))
     return serve  # type: ignore[no-any-return]
 
 
@@ -309,6 +311,16 @@ def run_server(invocation: Invocation, serve: ServeFn | None) -> int:
     return code
 
 
+#: `PROJECT_SOURCES` in English, for the start-up line.
+_SOURCES_EN = {
+    "flag": "--project",
+    "env": "DSH_MEMORY_PROJECT",
+    "roots": "the client's roots",
+    "relay": "relay",
+    "cwd": "the working directory",
+}
+
+
 def log_settings(settings: config.Settings) -> None:
     """The start-up lines every server prints (stdio and `serve`): what is actually in effect."""
     for problem in settings.warnings:  # an invalid value silently becoming the default would mislead
@@ -318,7 +330,7 @@ def log_settings(settings: config.Settings) -> None:
         "project = %s(project 作用域 = project:%s;来源:%s)",
         settings.project_dir,
         settings.project_dir,
-        PROJECT_SOURCES[settings.project_source],
+        pair(PROJECT_SOURCES[settings.project_source], _SOURCES_EN[settings.project_source]),
     )
     _cli_log.info("默认保存作用域 = %s", settings.default_save_scope)
     if settings.store_dir_is_default:

@@ -14,7 +14,7 @@ from typing import Any
 
 from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import diagnostics, logs
-from dsh_memory_mcp.cli.messages import t
+from dsh_memory_mcp.cli.messages import N_, t
 from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, EXIT_USAGE, PROG, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Invocation
 from dsh_memory_mcp.cli.runtime import log_settings
@@ -22,9 +22,9 @@ from dsh_memory_mcp.cli.runtime import log_settings
 __all__ = ["run"]
 
 _ADDRESS_ERRORS = {
-    errno.EADDRINUSE: "端口已被占用",
-    errno.EACCES: "没有权限监听这个端口",
-    errno.EADDRNOTAVAIL: "本机没有这个地址",
+    errno.EADDRINUSE: N_("端口已被占用"),
+    errno.EACCES: N_("没有权限监听这个端口"),
+    errno.EADDRNOTAVAIL: N_("本机没有这个地址"),
 }
 
 
@@ -44,7 +44,10 @@ def _run(invocation: Invocation, debug: bool) -> int:
     if isinstance(raw_port, str):
         if not raw_port.strip().isdigit() or not 0 <= int(raw_port) <= 65535:
             write_stderr_lines(
-                [f"❌ 参数错误:--port 必须是 0~65535 之间的整数(收到 {raw_port})", f"⇒ 用 {PROG} serve --help 查看用法"]
+                [
+                    t("❌ 参数错误:--port 必须是 0~65535 之间的整数(收到 {port})", port=raw_port),
+                    t("⇒ 用 {prog} {command} --help 查看用法", command="serve"),
+                ]
             )
             return EXIT_USAGE
         port = int(raw_port)
@@ -77,7 +80,7 @@ def _run(invocation: Invocation, debug: bool) -> int:
 
     def announce(login_url: str) -> None:
         # Straight to stderr, not through the logger: the token must not land in the log file.
-        write_stderr_lines([f"网页(含令牌,勿外传):{login_url}"])
+        write_stderr_lines([t("网页(含令牌,勿外传):{url}", url=login_url)])
 
     try:
         http.check_bind(serve)
@@ -150,7 +153,7 @@ def _failure(exc: Exception, settings: config.Settings, serve: config.ServeSetti
         diagnostics.report_store_failure(failure[0], failure[1], settings, exc)
         return EXIT_STARTUP
     if isinstance(exc, OSError) and exc.errno in _ADDRESS_ERRORS:
-        logs.log.error("❌ 启动失败:无法监听 %s:%d(%s)", serve.host, serve.port, _ADDRESS_ERRORS[exc.errno])
+        logs.log.error("❌ 启动失败:无法监听 %s:%d(%s)", serve.host, serve.port, t(_ADDRESS_ERRORS[exc.errno]))
         logs.log.error("⇒ 换一个端口:%s serve --port <端口>(0 = 任取空闲端口),或停掉占用它的程序", PROG)
         return EXIT_STARTUP
     diagnostics.report_unexpected(exc, debug, started=False)

@@ -23,6 +23,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.store import fileio
 
 __all__ = ["KeptToken", "keep", "path_for", "read", "rotate"]
@@ -57,12 +58,12 @@ class KeptToken:
 
 def _untrusted(st: os.stat_result) -> str | None:
     if not stat.S_ISREG(st.st_mode):
-        return "不是普通文件"
+        return t("不是普通文件")
     if sys.platform != "win32":
         if st.st_uid != os.geteuid():
-            return f"属于另一个用户(uid {st.st_uid})"
+            return t("属于另一个用户(uid {uid})", uid=st.st_uid)
         if st.st_mode & 0o077:
-            return f"同组或其他用户可读写(权限 {stat.S_IMODE(st.st_mode):o})"
+            return t("同组或其他用户可读写(权限 {mode})", mode=f"{stat.S_IMODE(st.st_mode):o}")
     return None
 
 
@@ -75,11 +76,11 @@ def read(store_dir: str) -> tuple[str | None, str]:
     except FileNotFoundError:
         return None, ""
     except OSError as exc:
-        return None, f"读不了 {path}({exc.strerror or exc})"
+        return None, t("读不了 {path}({why})", path=path, why=exc.strerror or exc)
     try:
         problem = _untrusted(os.fstat(fd))
         if problem is not None:
-            return None, f"{path} 不可信:{problem}"
+            return None, t("{path} 不可信:{problem}", path=path, problem=problem)
         data = os.read(fd, _MAX_BYTES + 1)
     finally:
         os.close(fd)
@@ -88,7 +89,7 @@ def read(store_dir: str) -> tuple[str | None, str]:
     except (UnicodeDecodeError, ValueError, AttributeError):
         token = None
     if not isinstance(token, str) or len(token) < 32 or not token.isascii() or not token.isprintable():
-        return None, f"{path} 内容无法解析"
+        return None, t("{path} 内容无法解析", path=path)
     return token, ""
 
 

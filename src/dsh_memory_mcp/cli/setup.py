@@ -38,7 +38,7 @@ from typing import Any, TextIO
 from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import confedit, hosts, hostwrite
 from dsh_memory_mcp.cli.hosts import SERVER_NAME, Host
-from dsh_memory_mcp.cli.messages import t
+from dsh_memory_mcp.cli.messages import N_, t
 from dsh_memory_mcp.cli.output import PROG
 from dsh_memory_mcp.cli.parser import Invocation
 from dsh_memory_mcp.store import fileio
@@ -50,7 +50,7 @@ EXIT_FAIL = 1
 EXIT_USAGE = 2
 
 TOKEN_ENV = "DSH_MEMORY_TOKEN"
-MASK = "<令牌已隐藏>"
+MASK = N_("<令牌已隐藏>")
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
         out.write(
             t(
                 "没有发现已安装的宿主({names});指名就会写入,例如 {prog} setup cursor\n",
-                names="、".join(h.name for h in missing),
+                names=t("、").join(h.name for h in missing),
             )
         )
         return EXIT_FAIL
@@ -313,7 +313,7 @@ def choose_store(
     if len(stores) == 1:
         return next(iter(stores)), t("沿用已配置宿主里的存储目录")
     differ = (
-        t(";已配置的宿主用了不同的存储目录:{stores},建议用 --store-dir 统一", stores="、".join(stores))
+        t(";已配置的宿主用了不同的存储目录:{stores},建议用 --store-dir 统一", stores=t("、").join(stores))
         if stores
         else ""
     )
@@ -455,12 +455,16 @@ def plan_text(host: Host, read: tuple[str, bool] | None, ours: Mapping[str, Any]
         after = confedit.json_set(text, host.table, SERVER_NAME, entry)
     if after == text:
         if entry is not None or current is not None:
-            raise ValueError(f"里的 {SERVER_NAME} 条目写法我们改不了,请手动修改")
+            raise ValueError(t("里的 {name} 条目写法我们改不了,请手动修改", name=SERVER_NAME))
         return Outcome(before, text, bom, entry)
     new_doc = _load(host, after)
     if _without_ours(host, new_doc) != _without_ours(host, old_doc) or _ours(host, new_doc) != entry:
-        hint = f"请手动{'删除' if entry is None else '加入'} {SERVER_NAME} 条目"
-        raise ValueError(f"的写法我们没法安全修改(改完再读,其它内容或我们的条目不对),{hint}")
+        hint = (
+            t("请手动删除 {name} 条目", name=SERVER_NAME)
+            if entry is None
+            else t("请手动加入 {name} 条目", name=SERVER_NAME)
+        )
+        raise ValueError(t("的写法我们没法安全修改(改完再读,其它内容或我们的条目不对),{hint}", hint=hint))
     return Outcome(before, after, bom, entry)
 
 
@@ -527,7 +531,7 @@ def _entry_as_planned(host: Host, data: bytes | None, outcome: Outcome) -> bool:
 def _diff(path: str, outcome: Outcome, token: str | None) -> str:
     def masked(text: str) -> list[str]:
         if token:
-            text = text.replace(token, MASK)
+            text = text.replace(token, t(MASK))
         return text.splitlines(keepends=True)
 
     before = outcome.before if outcome.before is not None else ""
@@ -635,7 +639,7 @@ def _run_commands(commands: Sequence[Sequence[str]], out: TextIO) -> bool:
             problem = str(exc)
         if done is not None:
             said = (done.stderr or done.stdout).strip().splitlines()
-            problem = said[0] if said else f"退出码 {done.returncode}"
+            problem = said[0] if said else t("退出码 {code}", code=done.returncode)
         if done is not None and done.returncode == 0:
             out.write(t("  ✅ {cmd}\n", cmd=shown))
         elif not optional:
