@@ -153,7 +153,7 @@ Options (both --key value and --key=value work; relative paths resolve against t
   errors (exit 2), never ignored.
 
 Environment (switches: on = 1/true/yes/on, off = 0/false/no/off/disabled; an invalid value falls back to the
-default with a warning; the descriptions come from the configuration table, in Chinese):
+default with a warning):
 {env}
   LANG / LC_ALL / LC_MESSAGES  en* ⇒ this command line speaks English (the tools' texts stay as they are)
 
@@ -182,7 +182,8 @@ An MCP config (mcp.json; Claude Code, Cursor, Trae… use the same shape):
   When the IDE does not start it in the workspace, add "--project", "<workspace>".
 
 Check a deployment (empty stdin: the server exits 0 at EOF; success is the stderr line
-"已启动 {prog} v{version}(stdio)" — the server's own log lines are always in Chinese):
+"已启动 {prog} v{version}(stdio)— started (stdio)": that line keeps its Chinese words under any locale,
+so a script written for the Chinese default finds it too):
   echo '' | {prog} --store-dir /tmp/dsh-probe
 """
 

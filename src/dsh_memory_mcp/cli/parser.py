@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from dsh_memory_mcp import __version__, config
 from dsh_memory_mcp.cli.logs import log_file_hint
-from dsh_memory_mcp.cli.messages import HELP_ZH, N_, t
+from dsh_memory_mcp.cli.messages import HELP_ZH, N_, english, t
 from dsh_memory_mcp.cli.output import PROG
 
 __all__ = [
@@ -318,7 +318,7 @@ def help_text(commands: Mapping[str, Command]) -> str:
 
 def _env_list() -> str:
     """The environment variables, from the configuration table (never listed by hand)."""
-    return "\n".join(config.env_help_lines())
+    return "\n".join(config.env_help_lines("en" if english() else "zh"))
 
 
 def _command_list(commands: Mapping[str, Command]) -> str:

@@ -25,6 +25,7 @@ from dsh_memory_mcp.service.render import RESULT_CONTENT_CHARS, client_of, recor
 from dsh_memory_mcp.store import records as _records
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.snapshots import WRITERS_KEY, WRITERS_PREVIOUS_KEY
+from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.service.tools import MemoryService
@@ -174,7 +175,9 @@ def _sort_key(sort: str) -> Any:
 def _check_sort(sort: str, *, relevance: bool) -> str:
     allowed = (*SORTS, "relevance") if relevance else SORTS
     if sort not in allowed:
-        raise InvalidArgument(f"sort 必须是 {' / '.join(allowed)} 之一(收到 {sort!r})。", code="SORT_INVALID")
+        raise InvalidArgument(
+            msg("sort 必须是 {value} 之一(收到 {sort!r})。", value=" / ".join(allowed), sort=sort), code="SORT_INVALID"
+        )
     return sort
 
 
@@ -243,7 +246,9 @@ def facets(records: Iterable[tuple[Record, Writer]]) -> dict[str, Any]:
 
 def check_tz(tz_minutes: int) -> int:
     if not -TZ_MINUTES_MAX <= tz_minutes <= TZ_MINUTES_MAX:
-        raise InvalidArgument(f"tz 必须是 -840~840 之间的分钟数(收到 {tz_minutes})。", code="TZ_INVALID")
+        raise InvalidArgument(
+            msg("tz 必须是 -840~840 之间的分钟数(收到 {tz_minutes})。", tz_minutes=tz_minutes), code="TZ_INVALID"
+        )
     return tz_minutes
 
 
@@ -260,7 +265,7 @@ def day_bounds(date: str, tz_minutes: int) -> tuple[int, int]:
     try:
         day = (_dt.date.fromisoformat(date.strip()) - _dt.date(1970, 1, 1)).days
     except ValueError:
-        raise InvalidArgument(f"日期必须写成 YYYY-MM-DD(收到 {date!r})。", code="DATE_INVALID") from None
+        raise InvalidArgument(msg("日期必须写成 YYYY-MM-DD(收到 {date!r})。", date=date), code="DATE_INVALID") from None
     start = day * DAY_MS - check_tz(tz_minutes) * 60_000
     return start, start + DAY_MS
 

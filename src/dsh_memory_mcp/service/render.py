@@ -116,10 +116,7 @@ def part_note(record: Record, offset: int, limit: int) -> str:
         return f"\n  (offset {offset} 超出内容长度:全文共 {total} 个字符)"
     where = f"内容共 {total} 个字符,这里是第 {offset + 1}–{end} 个"
     if end < total:
-        return (
-            f"\n  ({where};下一段用 memory_get 传同一 id 与 offset: {end};"
-            "命令行可用 dsh-memory-mcp export 取全文)"
-        )
+        return f"\n  ({where};下一段用 memory_get 传同一 id 与 offset: {end};命令行可用 dsh-memory-mcp export 取全文)"
     return f"\n  ({where},已到末尾)"
 
 

@@ -13,6 +13,7 @@ from dsh_memory_mcp.errors import InvalidArgument, ScopeError
 from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.validate import ALL_SCOPES, is_blank, show
 from dsh_memory_mcp.store.scopes import GLOBAL, normalise_custom_name, normalise_path, project_key
+from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.store.shared import SharedStore
@@ -42,12 +43,12 @@ class ScopeResolver:
         if low.startswith("session:"):
             ident = text[len("session:") :].strip()
             if not ident or any(ord(ch) < 32 for ch in ident):
-                raise ScopeError(f"作用域 {raw!r} 不合法:session: 后面需要会话 id。", code="SCOPE_INVALID")
+                raise ScopeError(msg("作用域 {raw!r} 不合法:session: 后面需要会话 id。", raw=raw), code="SCOPE_INVALID")
             return f"session:{ident}"
         if low.startswith("project:"):
             path = text[len("project:") :].strip()
             if not path:
-                raise ScopeError("作用域 'project:' 后面需要工作区路径。", code="SCOPE_INVALID")
+                raise ScopeError(msg("作用域 'project:' 后面需要工作区路径。"), code="SCOPE_INVALID")
             return f"project:{normalise_path(path, self.ctx.project_dir)}"
         name = normalise_custom_name(text)
         alias = self.store.read_aliases().get(name)
@@ -58,14 +59,16 @@ class ScopeResolver:
         if is_blank(value):
             return None
         if not isinstance(value, str):
-            raise ScopeError(f"scope 必须是字符串(收到 {show(value)})。", code="SCOPE_INVALID")
+            raise ScopeError(msg("scope 必须是字符串(收到 {show})。", show=show(value)), code="SCOPE_INVALID")
         return value.strip()
 
     def path_arg(self, value: Any) -> str | None:
         if value is None:
             return None
         if not isinstance(value, str) or not value.strip():
-            raise InvalidArgument(f"path 必须是非空的目录路径(收到 {show(value)});不需要时省略。", code="PATH_INVALID")
+            raise InvalidArgument(
+                msg("path 必须是非空的目录路径(收到 {show});不需要时省略。", show=show(value)), code="PATH_INVALID"
+            )
         return value
 
     def path_scope(self, path: str, scope: str | None, *, register: bool = True) -> str:
@@ -80,8 +83,11 @@ class ScopeResolver:
         low = scope.lower()
         if low in (GLOBAL, "session", *ALL_SCOPES) or low.startswith("session:"):
             raise InvalidArgument(
-                f"path 与 scope={scope!r} 冲突:给了 path 就是写入该工作区(project 作用域);"
-                "要写 global/session 请去掉 path。",
+                msg(
+                    "path 与 scope={scope!r} 冲突:给了 path 就是写入该工作区(project 作用域);要写 global/session "
+                    "请去掉 path。",
+                    scope=scope,
+                ),
                 code="PATH_SCOPE_CONFLICT",
             )
         if low == "project":
@@ -90,7 +96,9 @@ class ScopeResolver:
             other = f"project:{normalise_path(scope[len('project:') :], self.ctx.project_dir)}"
             if other != key:
                 raise InvalidArgument(
-                    f"path 指向 {key[len('project:') :]},scope 却是 {scope!r}:两者只保留一个。",
+                    msg(
+                        "path 指向 {key},scope 却是 {scope!r}:两者只保留一个。", key=key[len("project:") :], scope=scope
+                    ),
                     code="PATH_SCOPE_CONFLICT",
                 )
             return key
@@ -108,7 +116,8 @@ class ScopeResolver:
             return self.current_project if self.scope_all else GLOBAL
         if scope.lower() in ALL_SCOPES:
             raise ScopeError(
-                "all 是只读范围(所有作用域),不能写入:请指定 global、project 或具体作用域。", code="SCOPE_NOT_WRITABLE"
+                msg("all 是只读范围(所有作用域),不能写入:请指定 global、project 或具体作用域。"),
+                code="SCOPE_NOT_WRITABLE",
             )
         return self.named_scope(scope)
 

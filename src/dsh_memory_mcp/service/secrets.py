@@ -75,8 +75,20 @@ _DOC_EXAMPLES = frozenset(
 #: Words that make a vendor-shaped token a placeholder. Six letters or more count anywhere (a
 #: random token holds one by chance about once in 10⁸); shorter ones only as a word of their own
 #: (``xoxb-your-token``), since ``…iYOuR…`` turns up in random base64 often enough.
-_FAKE_LONG = ("example", "placeholder", "redacted", "change", "replace", "not-a-real", "notreal", "not_real",
-              "dummy", "sample", "test-token", "insert")
+_FAKE_LONG = (
+    "example",
+    "placeholder",
+    "redacted",
+    "change",
+    "replace",
+    "not-a-real",
+    "notreal",
+    "not_real",
+    "dummy",
+    "sample",
+    "test-token",
+    "insert",
+)
 _FAKE_SHORT = re.compile(r"(?i)(?<![a-z])(?:your|fake|mock|here|xxx+)(?![a-z])")
 _FAKE_MARKS = ("<", ">", "...", "…", "****")
 _RUN = re.compile(r"(.)\1{5,}")
@@ -150,15 +162,35 @@ _FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Check], ...] = tup
     for label, needles, pattern, check in (
         ("PuTTY private key", ("PuTTY-User-Key-File-",), r"PuTTY-User-Key-File-\d+: *[a-z0-9\-]+", _ANY),
         ("OpenAI-style API key", ("sk-",), r"sk-[A-Za-z0-9_\-]{20,300}", _random_tail(3)),
-        ("AWS access key id", ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "APKA"), r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}", _random_tail(4)),
+        (
+            "AWS access key id",
+            ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "APKA"),
+            r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}",
+            _random_tail(4),
+        ),
         ("GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"gh[pousr]_[A-Za-z0-9]{36,255}", _random_tail(4)),
         ("GitHub fine-grained token", ("github_pat_",), r"github_pat_[A-Za-z0-9_]{50,255}", _random_tail(11)),
-        ("GitLab token", ("gl",), r"gl(?:pat|dt|rt|ptt|cbt|soat|oas|ft|imt|agent|ffct|wt)-[A-Za-z0-9_\-]{20,300}", lambda t: _mixed(t.split("-", 1)[1])),
+        (
+            "GitLab token",
+            ("gl",),
+            r"gl(?:pat|dt|rt|ptt|cbt|soat|oas|ft|imt|agent|ffct|wt)-[A-Za-z0-9_\-]{20,300}",
+            lambda t: _mixed(t.split("-", 1)[1]),
+        ),
         ("Slack token", ("xox",), r"xox[abposre]-[A-Za-z0-9\-]{10,300}", _random_tail(5)),
         ("Slack token", ("xox",), r"xoxe(?:\.xox[bp])?-\d-[A-Za-z0-9\-]{20,300}", _ANY),
         ("Slack app-level token", ("xapp-",), r"xapp-\d-[A-Z0-9]{8,16}-\d{6,16}-[A-Za-z0-9]{32,80}", _ANY),
-        ("Slack webhook", ("hooks.slack.com/",), r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]{20,200}", _ANY),
-        ("Stripe secret key", ("k_live_", "k_test_", "k_prod_"), r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{16,255}", lambda t: _mixed(t[8:])),
+        (
+            "Slack webhook",
+            ("hooks.slack.com/",),
+            r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]{20,200}",
+            _ANY,
+        ),
+        (
+            "Stripe secret key",
+            ("k_live_", "k_test_", "k_prod_"),
+            r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{16,255}",
+            lambda t: _mixed(t[8:]),
+        ),
         ("Stripe webhook secret", ("whsec_",), r"whsec_[A-Za-z0-9+/=]{24,100}", _random_tail(6)),
         ("Google API key", ("AIza",), r"AIza[0-9A-Za-z_\-]{35}", _ANY),
         ("Google OAuth client secret", ("GOCSPX-",), r"GOCSPX-[A-Za-z0-9_\-]{24,40}", _random_tail(7)),
@@ -178,10 +210,30 @@ _FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Check], ...] = tup
         ("Discord bot token", (".",), r"[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}", _mixed),
         ("Discord webhook", ("discord",), r"discord(?:app)?\.com/api/webhooks/\d{15,22}/[A-Za-z0-9_\-]{40,100}", _ANY),
         ("Microsoft Teams webhook", ("webhook",), r"webhook\.office\.com/webhookb2/[A-Za-z0-9@/\-]{40,300}", _ANY),
-        ("Microsoft Teams webhook", ("webhook",), r"outlook\.office(?:365)?\.com/webhook/[A-Za-z0-9@/\-]{40,300}", _ANY),
-        ("Feishu/Lark bot webhook", ("/open-apis/bot/v2/hook/",), r"open\.(?:feishu\.cn|larksuite\.com)/open-apis/bot/v2/hook/[A-Za-z0-9\-]{20,64}", _ANY),
-        ("WeCom bot webhook", ("qyapi.weixin.qq.com/cgi-bin/webhook/send?key=",), r"qyapi\.weixin\.qq\.com/cgi-bin/webhook/send\?key=[A-Za-z0-9\-]{20,64}", _ANY),
-        ("DingTalk bot webhook", ("oapi.dingtalk.com/robot/send?access_token=",), r"oapi\.dingtalk\.com/robot/send\?access_token=[a-f0-9]{40,80}", _ANY),
+        (
+            "Microsoft Teams webhook",
+            ("webhook",),
+            r"outlook\.office(?:365)?\.com/webhook/[A-Za-z0-9@/\-]{40,300}",
+            _ANY,
+        ),
+        (
+            "Feishu/Lark bot webhook",
+            ("/open-apis/bot/v2/hook/",),
+            r"open\.(?:feishu\.cn|larksuite\.com)/open-apis/bot/v2/hook/[A-Za-z0-9\-]{20,64}",
+            _ANY,
+        ),
+        (
+            "WeCom bot webhook",
+            ("qyapi.weixin.qq.com/cgi-bin/webhook/send?key=",),
+            r"qyapi\.weixin\.qq\.com/cgi-bin/webhook/send\?key=[A-Za-z0-9\-]{20,64}",
+            _ANY,
+        ),
+        (
+            "DingTalk bot webhook",
+            ("oapi.dingtalk.com/robot/send?access_token=",),
+            r"oapi\.dingtalk\.com/robot/send\?access_token=[a-f0-9]{40,80}",
+            _ANY,
+        ),
         ("Telegram bot token", (":AA",), r"\d{8,10}:AA[A-Za-z0-9_\-]{33}", _ANY),
         ("npm token", ("npm_",), r"npm_[A-Za-z0-9]{36}", _random_tail(4)),
         ("PyPI token", ("pypi-AgE",), r"pypi-AgE[A-Za-z0-9_\-]{50,300}", _ANY),
@@ -206,11 +258,21 @@ _FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Check], ...] = tup
         ("Notion token", ("secret_", "ntn_"), r"(?:secret_[A-Za-z0-9]{43}|ntn_[0-9]{11}[A-Za-z0-9]{35})", _mixed),
         ("Airtable token", ("pat",), r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}", _ANY),
         ("Cloudflare origin CA key", ("v1.0-",), r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}", _ANY),
-        ("Fly.io token", ("fo1_", "fm1", "fm2"), r"(?:fo1_[A-Za-z0-9_\-]{43}|fm[12][ar]?_[A-Za-z0-9+/=_\-]{100,2000})", _ANY),
+        (
+            "Fly.io token",
+            ("fo1_", "fm1", "fm2"),
+            r"(?:fo1_[A-Za-z0-9_\-]{43}|fm[12][ar]?_[A-Za-z0-9+/=_\-]{100,2000})",
+            _ANY,
+        ),
         ("Replicate token", ("r8_",), r"r8_[A-Za-z0-9]{37}", _random_tail(3)),
         ("Perplexity API key", ("pplx-",), r"pplx-[A-Za-z0-9]{48}", _random_tail(5)),
         ("xAI API key", ("xai-",), r"xai-[A-Za-z0-9]{80}", _random_tail(4)),
-        ("Tailscale key", ("tskey-",), r"tskey-(?:auth|api|client|scim|webhook)-[A-Za-z0-9]{6,20}-[A-Za-z0-9]{16,64}", _ANY),
+        (
+            "Tailscale key",
+            ("tskey-",),
+            r"tskey-(?:auth|api|client|scim|webhook)-[A-Za-z0-9]{6,20}-[A-Za-z0-9]{16,64}",
+            _ANY,
+        ),
         ("Netlify token", ("nfp_",), r"nfp_[A-Za-z0-9]{36,40}", _random_tail(4)),
         ("Figma token", ("figd_",), r"figd_[A-Za-z0-9_\-]{40}", _random_tail(5)),
         ("Bitbucket app password", ("ATBB",), r"ATBB[A-Za-z0-9_=.\-]{32}", _random_tail(4)),
@@ -234,7 +296,9 @@ def _formats(text: str) -> SecretFinding | None:
 _PEM = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ ){0,3})PRIVATE KEY(?: BLOCK)?-----")
 #: After the header: optional RFC 1421 headers (Proc-Type, DEK-Info), then base64 — in a file, or
 #: inside a JSON string where the newlines are ``\n`` escapes.
-_PEM_BODY = re.compile(r"(?:\\n|\\r|\s){1,8}(?:[A-Za-z\-]{2,20}: [^\n\\]{1,100}(?:\\n|\\r|\s){1,8}){0,4}[A-Za-z0-9+/=]{40}")
+_PEM_BODY = re.compile(
+    r"(?:\\n|\\r|\s){1,8}(?:[A-Za-z\-]{2,20}: [^\n\\]{1,100}(?:\\n|\\r|\s){1,8}){0,4}[A-Za-z0-9+/=]{40}"
+)
 _JWT = re.compile(r"eyJ[A-Za-z0-9_\-]{8,2000}\.eyJ[A-Za-z0-9_\-]{8,8000}\.([A-Za-z0-9_\-]{16,2000})")
 
 
@@ -341,15 +405,37 @@ def _near(text: str) -> SecretFinding | None:
 
 # scheme://user:password@host — the password may hold '@' (people do not percent-encode): the last
 # '@' before the host ends it (bounded, so the backtracking is too).
-_URL_PASSWORD = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]{1,20})://([^\s:/@]{0,64}):([^\s/]{3,200})@([A-Za-z0-9.\-_]+|\[[0-9A-Fa-f:]+\])")
+_URL_PASSWORD = re.compile(
+    r"([a-zA-Z][a-zA-Z0-9+.\-]{1,20})://([^\s:/@]{0,64}):([^\s/]{3,200})@([A-Za-z0-9.\-_]+|\[[0-9A-Fa-f:]+\])"
+)
 #: ``…;Password=…;`` — a field of a semicolon-separated connection string (ADO.NET, Azure, ODBC).
 _CONN_FIELD = _Folded(r"(?:^|;)\s*(?:password|pwd|accountkey|sharedaccesskey)\s*=\s*([^;\s\"'=]{4,200}=*)")
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "0.0.0.0", "[::1]", "host.docker.internal", "example.com", "example.org")
 #: Passwords that are words for "a password goes here".
 _PASSWORD_WORDS = frozenset(["password", "passwd", "pass", "pwd", "pw", "secret", "xxx", "mypassword", "yourpassword"])
 #: Defaults of local development setups (docker images, tutorials).
-_DEFAULTS = frozenset(["root", "admin", "postgres", "guest", "test", "example", "changeme", "mysql", "redis",
-                       "user", "123456", "toor", "default", "dev", "demo", "rabbitmq", "mongo", "sa"])
+_DEFAULTS = frozenset(
+    [
+        "root",
+        "admin",
+        "postgres",
+        "guest",
+        "test",
+        "example",
+        "changeme",
+        "mysql",
+        "redis",
+        "user",
+        "123456",
+        "toor",
+        "default",
+        "dev",
+        "demo",
+        "rabbitmq",
+        "mongo",
+        "sa",
+    ]
+)
 
 
 def _urls(text: str) -> SecretFinding | None:
@@ -440,7 +526,7 @@ _SSHPASS = re.compile(r"sshpass\s+-p\s*[\"']?([^\s\"']{3,200})")
 def _password_like(value: str, *, loose: bool) -> bool:
     """A password value. `loose`: separated only by whitespace or a prose word, so a plain word or a
     short number is prose, not a password."""
-    value = value.rstrip(".,;:!?)]}>。,")  if loose else value
+    value = value.rstrip(".,;:!?)]}>。,") if loose else value
     if len(value) < (6 if loose else 4) or _placeholder(value):
         return False
     if value.isalpha() and value.islower() and len(value) < 12:
@@ -491,7 +577,7 @@ def _assignments(text: str) -> SecretFinding | None:
         loose = sep not in ("=", ":", "：", "=>", ":=", "==", "是", "为")
         norm = key.lower().replace("-", "_").replace(" ", "_")
         value = tail.group("value")
-        if value.endswith("(") and text[tail.end() : tail.end() + 1] not in ("\"", "'", "`"):
+        if value.endswith("(") and text[tail.end() : tail.end() + 1] not in ('"', "'", "`"):
             value = value[:-1]  # "新密码:abc123(下次要改)": a parenthesis, not a call "f(" cut at a quote
         flag = text[max(0, match.start() - 1) : match.start()] == "-"  # --token VALUE, -password VALUE
         if loose and sep == "" and not tail.group("q") and not flag and not norm.startswith(("pass", "pwd", "pw")):
@@ -508,7 +594,7 @@ def _assignments(text: str) -> SecretFinding | None:
         if tail is None:
             continue
         value = tail.group("value")
-        if value.endswith("(") and text[tail.end() : tail.end() + 1] not in ("\"", "'", "`"):
+        if value.endswith("(") and text[tail.end() : tail.end() + 1] not in ('"', "'", "`"):
             value = value[:-1]
         if _password_like(value, loose=tail.group("sep").isspace()):
             return SecretFinding(f"{match.group(1)} value", match.start())
@@ -527,14 +613,28 @@ _PROSE_AND_COMMANDS: tuple[tuple[re.Pattern[str] | _Folded, str], ...] = (
     (_USE_AS, "password value"),
     (_PAIR, "login and password"),
     (_SSHPASS, "sshpass password"),
-    (re.compile(r"(?:docker|podman|nerdctl|helm)\s+(?:registry\s+)?login\b[^\n]{0,120}?\s(?:-p|--password)[\s=]+" + _FLAG_VALUE), "registry login password"),
-    (re.compile(r"curl\b[^\n]{0,200}?\s(?:-u|--user)[\s=]+[\"']?[^\s:\"']{1,64}:([^\s\"']{3,200})"), "curl user:password"),
+    (
+        re.compile(
+            r"(?:docker|podman|nerdctl|helm)\s+(?:registry\s+)?login\b[^\n]{0,120}?\s(?:-p|--password)[\s=]+"
+            + _FLAG_VALUE
+        ),
+        "registry login password",
+    ),
+    (
+        re.compile(r"curl\b[^\n]{0,200}?\s(?:-u|--user)[\s=]+[\"']?[^\s:\"']{1,64}:([^\s\"']{3,200})"),
+        "curl user:password",
+    ),
     (re.compile(r"redis-cli\b[^\n]{0,120}?\s(?:-a|--pass)\s+" + _FLAG_VALUE), "redis-cli password"),
     (re.compile(r"mysql(?:dump|admin|sh)?\b[^\n]{0,120}?\s-p[\"']?([^\s\"']{3,200})"), "mysql password"),
-    (re.compile(r"(?:mongo|mongosh|mongodump)\b[^\n]{0,120}?\s(?:-p|--password)[\s=]+" + _FLAG_VALUE), "mongo password"),
+    (
+        re.compile(r"(?:mongo|mongosh|mongodump)\b[^\n]{0,120}?\s(?:-p|--password)[\s=]+" + _FLAG_VALUE),
+        "mongo password",
+    ),
     (re.compile(r"htpasswd\s+-\w*b\w*\s+\S{1,200}\s+\S{1,64}\s+" + _FLAG_VALUE), "htpasswd password"),
     (
-        _Folded(r"key\s*=\s*[\"'][\w.:\-]{0,40}(?:password|passwd|pwd|secret|token|apikey|api_key)[\"']\s+value\s*=\s*[\"']([^\"']{4,200})"),
+        _Folded(
+            r"key\s*=\s*[\"'][\w.:\-]{0,40}(?:password|passwd|pwd|secret|token|apikey|api_key)[\"']\s+value\s*=\s*[\"']([^\"']{4,200})"
+        ),
         "config password attribute",
     ),
 )

@@ -62,6 +62,7 @@ from dsh_memory_mcp.service.validate import (
 )
 from dsh_memory_mcp.store.locks import call_deadline
 from dsh_memory_mcp.store.records import Record, now_ms
+from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.search.vectors import VectorAnswer, VectorChannel
@@ -108,11 +109,14 @@ class MemoryService:
         """Run one tool; never raises. Unknown names → UNKNOWN_TOOL, bugs → INTERNAL_ERROR."""
         handler = self._handlers.get(name)
         if handler is None:
-            return error_result("UNKNOWN_TOOL", f"没有名为 {name!r} 的工具。可用工具:{', '.join(TOOL_NAMES)}。")
+            return error_result(
+                "UNKNOWN_TOOL",
+                msg("没有名为 {name!r} 的工具。可用工具:{value}。", name=name, value=", ".join(TOOL_NAMES)),
+            )
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, Mapping):
-            return error_result("TOOL_ERROR", "参数必须是一个 JSON 对象。")
+            return error_result("TOOL_ERROR", msg("参数必须是一个 JSON 对象。"))
         ctx = ctx if ctx is not None else self.default_context
         try:
             # A lock wait inside never outlives the call's deadline (serve's tool gate): DEADLINE then.
@@ -167,7 +171,11 @@ class MemoryService:
         if not is_blank(supersedes_raw):
             if not isinstance(supersedes_raw, str) or len(supersedes_raw.strip()) < PREFIX_MIN:
                 raise InvalidArgument(
-                    f"supersedes 必须是被取代记忆的 id 或至少 {PREFIX_MIN} 位前缀(收到 {show(supersedes_raw)})。",
+                    msg(
+                        "supersedes 必须是被取代记忆的 id 或至少 {prefix_min} 位前缀(收到 {show})。",
+                        prefix_min=PREFIX_MIN,
+                        show=show(supersedes_raw),
+                    ),
                     code="TOOL_ERROR",
                 )
             supersedes = supersedes_raw.strip()
@@ -253,7 +261,7 @@ class MemoryService:
         )
         client_raw = args.get("client")
         if client_raw is not None and not isinstance(client_raw, str):
-            raise InvalidArgument(f"client 必须是字符串(收到 {show(client_raw)})。", code="TOOL_ERROR")
+            raise InvalidArgument(msg("client 必须是字符串(收到 {show})。", show=show(client_raw)), code="TOOL_ERROR")
         client = client_raw.strip().lower() if client_raw else ""
         scopes = self._scopes(ctx).read_scopes(args.get("scope"), args.get("path"))
         now = self.clock()
@@ -302,7 +310,11 @@ class MemoryService:
                     keys.append(key)
         if not keys:
             raise InvalidArgument(
-                f"ids 必须是非空的 id 数组(完整 id 或至少 {PREFIX_MIN} 位前缀),收到 {show(raw)}。",
+                msg(
+                    "ids 必须是非空的 id 数组(完整 id 或至少 {prefix_min} 位前缀),收到 {show}。",
+                    prefix_min=PREFIX_MIN,
+                    show=show(raw),
+                ),
                 code="IDS_EMPTY",
             )
         keys = keys[:IDS_MAX]
@@ -355,25 +367,27 @@ class MemoryService:
         has_id, has_query = not is_blank(ident), not is_blank(query)
         if has_id and has_query:
             raise InvalidArgument(
-                "id 与 query 只能给一个:按 id 精确删除一条,或按 query(内容子串)批量删除。", code="TARGET_AMBIGUOUS"
+                msg("id 与 query 只能给一个:按 id 精确删除一条,或按 query(内容子串)批量删除。"), code="TARGET_AMBIGUOUS"
             )
         if not has_id and not has_query:
             raise InvalidArgument(
-                "需要 id(精确 id 或至少 8 位前缀)或 query(内容子串)之一,告诉我删哪条。", code="TARGET_REQUIRED"
+                msg("需要 id(精确 id 或至少 8 位前缀)或 query(内容子串)之一,告诉我删哪条。"), code="TARGET_REQUIRED"
             )
         if has_id:
             if not isinstance(ident, str):
-                raise InvalidArgument(f"id 必须是字符串(收到 {show(ident)})。", code="TARGET_REQUIRED")
+                raise InvalidArgument(msg("id 必须是字符串(收到 {show})。", show=show(ident)), code="TARGET_REQUIRED")
             removed = self._forget_id(ident.strip())
         else:
             if not isinstance(query, str):
-                raise InvalidArgument(f"query 必须是字符串(收到 {show(query)})。", code="TARGET_REQUIRED")
+                raise InvalidArgument(
+                    msg("query 必须是字符串(收到 {show})。", show=show(query)), code="TARGET_REQUIRED"
+                )
             scopes = self._scopes(ctx)
             scope = scopes.scope_arg(args.get("scope"))
             path = scopes.path_arg(args.get("path"))
             if scope is not None and scope.lower() in ALL_SCOPES:
                 raise ScopeError(
-                    "按 query 删除不能用 scope=all(防止跨作用域批量误删):请指定一个作用域,或改用 id。",
+                    msg("按 query 删除不能用 scope=all(防止跨作用域批量误删):请指定一个作用域,或改用 id。"),
                     code="SCOPE_NOT_WRITABLE",
                 )
             if path is not None:
@@ -414,10 +428,12 @@ class MemoryService:
         if len(matches) <= limit:
             return None
         matches.sort(key=lambda r: (-r.updated_at, r.id))
-        message = (
-            f"按 query 在 {scope} 中匹配到 {len(matches)} 条记忆,超过 {limit} 条,为防误删没有删除任何记忆。"
-            "确认要全部删除:用同样的参数加 confirm: true 再调用一次(删除的是那时仍匹配的记忆);"
-            "只删其中几条:改用 id 逐条删除。"
+        message = msg(
+            "按 query 在 {scope} 中匹配到 {count} 条记忆,超过 {limit} 条,为防误删没有删除任何记忆。确认要全部删除:"
+            "用同样的参数加 confirm: true 再调用一次(删除的是那时仍匹配的记忆);只删其中几条:改用 id 逐条删除。",
+            scope=scope,
+            count=len(matches),
+            limit=limit,
         )
         result = error_result("CONFIRM_REQUIRED", message)
         listing = "\n\n".join(f"({r.scope}/{r.kind}) {snippet(r.content)}\n{meta_line(r)}" for r in matches)
@@ -427,13 +443,21 @@ class MemoryService:
 
     def _forget_id(self, key: str) -> list[Record]:
         if len(key) < PREFIX_MIN:
-            raise InvalidArgument(f"id 至少需要 {PREFIX_MIN} 位(收到 {key!r})。", code="TARGET_REQUIRED")
+            raise InvalidArgument(
+                msg("id 至少需要 {prefix_min} 位(收到 {key!r})。", prefix_min=PREFIX_MIN, key=key),
+                code="TARGET_REQUIRED",
+            )
         matches = self.store.find([key]).get(key, [])
         unique = {r.id: r for r in matches}
         if len(unique) > 1:
             listing = ", ".join(f"{r.id} @ {r.scope}" for r in unique.values())
             raise InvalidArgument(
-                f"前缀 {key!r} 匹配到 {len(unique)} 条记忆:{listing}。请给出更长的前缀或完整 id。",
+                msg(
+                    "前缀 {key!r} 匹配到 {count} 条记忆:{listing}。请给出更长的前缀或完整 id。",
+                    key=key,
+                    count=len(unique),
+                    listing=listing,
+                ),
                 code="TARGET_AMBIGUOUS",
             )
         if not unique:
@@ -454,7 +478,7 @@ def _confirm_arg(value: Any) -> bool:
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise InvalidArgument(f"confirm 必须是布尔值 true / false(收到 {show(value)})。", code="TOOL_ERROR")
+    raise InvalidArgument(msg("confirm 必须是布尔值 true / false(收到 {show})。", show=show(value)), code="TOOL_ERROR")
 
 
 _READ_ONLY = frozenset(spec.name for spec in TOOL_SPECS if spec.read_only)

@@ -27,6 +27,7 @@ from dsh_memory_mcp.errors import InvalidArgument
 from dsh_memory_mcp.service.validate import content_arg, refuse_secrets, tags_arg
 from dsh_memory_mcp.store import records, scopes
 from dsh_memory_mcp.store.records import Record
+from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.store.shared import SharedStore
@@ -84,7 +85,7 @@ def export_scopes(store: SharedStore, wanted: Sequence[str]) -> Iterator[ExportP
             if isinstance(line, Record):
                 chunk.append(line.raw + "\n")
             else:
-                corrupt.append(f"{relpath(store, snap.path)} 第 {line.lineno} 行")
+                corrupt.append(msg("{relpath} 第 {lineno} 行", relpath=relpath(store, snap.path), lineno=line.lineno))
         yield ExportPart(scope, "".join(chunk), len(chunk), tuple(corrupt))
 
 
@@ -115,7 +116,7 @@ class Problem:
     preview: str
 
     def text(self) -> str:
-        return f"第 {self.lineno} 行{self.why},已跳过:{self.preview}"
+        return msg("第 {lineno} 行{why},已跳过:{preview}", lineno=self.lineno, why=self.why, preview=self.preview)
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,13 @@ class Refusal:
     preview: str
 
     def text(self) -> str:
-        return f"第 {self.lineno} 行被拒绝({self.code}):{self.message} 内容:{self.preview}"
+        return msg(
+            "第 {lineno} 行被拒绝({code}):{message} 内容:{preview}",
+            lineno=self.lineno,
+            code=self.code,
+            message=self.message,
+            preview=self.preview,
+        )
 
 
 @dataclass(frozen=True)
@@ -271,14 +278,14 @@ def _plan_line(plan: ImportPlan, lineno: int, raw: bytes, checks: Checks) -> Non
         if error is None:
             return False
         # The preview of a refused credential must not echo it: only the code and the message.
-        shown = "(已隐去)" if error.code == "CONTENT_SECRET" else _preview(str(content))
+        shown = msg("(已隐去)") if error.code == "CONTENT_SECRET" else _preview(str(content))
         plan.refused.append(Refusal(lineno, error.code, error.message, shown))
         return True
 
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError:
-        bad("不是 UTF-8 文本")
+        bad(msg("不是 UTF-8 文本"))
         return
     if lineno == 1:
         line = line.removeprefix("\ufeff")
@@ -288,10 +295,10 @@ def _plan_line(plan: ImportPlan, lineno: int, raw: bytes, checks: Checks) -> Non
     try:
         obj = json.loads(line)
     except (ValueError, RecursionError):
-        bad("不是 JSON")
+        bad(msg("不是 JSON"))
         return
     if not isinstance(obj, dict):
-        bad("不是 JSON 对象")
+        bad(msg("不是 JSON 对象"))
         return
     if "id" in obj and "content" in obj and "scope" in obj:
         why = _record_problem(obj)
@@ -318,14 +325,14 @@ def _plan_line(plan: ImportPlan, lineno: int, raw: bytes, checks: Checks) -> Non
         for key, typ in (("entities", "entity"), ("relations", "relation")):
             items = obj.get(key)
             for entry in items if isinstance(items, list) else []:
-                made = _graph_memory({"type": typ, **entry}) if isinstance(entry, dict) else "不是对象"
+                made = _graph_memory({"type": typ, **entry}) if isinstance(entry, dict) else msg("不是对象")
                 if isinstance(made, str):
-                    bad(f"中的一个 {typ}{made}")
+                    bad(msg("中的一个 {typ}{made}", typ=typ, made=made))
                     continue
                 _refuse_empty(plan, lineno, {"type": typ, **entry})
                 _add_graph(plan, [m for m in made if not refused(*m)])
         return
-    bad("既不是记忆记录(id/scope/content),也不是知识图谱的 entity / relation")
+    bad(msg("既不是记忆记录(id/scope/content),也不是知识图谱的 entity / relation"))
 
 
 def _refuse_empty(plan: ImportPlan, lineno: int, obj: Mapping[str, Any]) -> None:
@@ -336,7 +343,9 @@ def _refuse_empty(plan: ImportPlan, lineno: int, obj: Mapping[str, Any]) -> None
     name = " ".join(str(obj.get("name") or "").split())
     for number, observation in enumerate(obj.get("observations") or [], start=1):
         if isinstance(observation, str) and not observation.strip():
-            message = f"entity {name} 的第 {number} 条 observation 是空的,没有可保存的内容。"
+            message = msg(
+                "entity {name} 的第 {number} 条 observation 是空的,没有可保存的内容。", name=name, number=number
+            )
             plan.refused.append(Refusal(lineno, "CONTENT_EMPTY", message, _preview(f"{name}: {observation}")))
 
 
@@ -351,15 +360,15 @@ def _add_graph(plan: ImportPlan, items: list[tuple[str, list[str]]]) -> None:
 def _record_problem(obj: Mapping[str, Any]) -> str | None:
     ident, scope, content = obj.get("id"), obj.get("scope"), obj.get("content")
     if not isinstance(ident, str) or not ident.strip():
-        return "的 id 不是非空字符串"
+        return msg("的 id 不是非空字符串")
     if not isinstance(scope, str) or not scope.strip() or _CONTROL.search(scope):
-        return "的 scope 不是有效的作用域键"
+        return msg("的 scope 不是有效的作用域键")
     try:
         scope.encode("utf-8")
     except UnicodeEncodeError:
-        return "的 scope 含无法编码的字符"
+        return msg("的 scope 含无法编码的字符")
     if not isinstance(content, str):
-        return "的 content 不是字符串"
+        return msg("的 content 不是字符串")
     return None
 
 
@@ -374,13 +383,13 @@ def _graph_memory(obj: Mapping[str, Any]) -> list[tuple[str, list[str]]] | str:
         name = text("name")
         observations = obj.get("observations", [])
         if name is None:
-            return "的 entity 缺少 name"
+            return msg("的 entity 缺少 name")
         if not isinstance(observations, list) or not all(isinstance(o, str) for o in observations):
-            return "的 observations 不是字符串数组"
+            return msg("的 observations 不是字符串数组")
         entity_type = text("entityType")
         tags = [entity_type, IMPORT_TAG] if entity_type and entity_type != IMPORT_TAG else [IMPORT_TAG]
         return [(f"{name}: {o.strip()}", tags) for o in observations if o.strip()]
     source, relation, target = text("from"), text("relationType"), text("to")
     if source is None or relation is None or target is None:
-        return "的 relation 缺少 from / relationType / to"
+        return msg("的 relation 缺少 from / relationType / to")
     return [(f"{source} {relation} {target}", [RELATION_TAG, IMPORT_TAG])]

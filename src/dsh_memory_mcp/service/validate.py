@@ -15,6 +15,7 @@ from typing import Any
 from dsh_memory_mcp.errors import InvalidArgument
 from dsh_memory_mcp.service.secrets import find_secret
 from dsh_memory_mcp.store.records import KINDS
+from dsh_memory_mcp.texts import msg
 
 log = logging.getLogger("dsh_memory_mcp.service.validate")
 
@@ -51,7 +52,15 @@ def integer_arg(value: Any, *, name: str, low: int, high: int, default: int, cod
             number = parsed
     if number is None or not low <= number <= high:
         raise InvalidArgument(
-            f"{name} 必须是 {low}~{high} 之间的整数(收到 {show(value)});省略时默认 {default}。", code=code
+            msg(
+                "{name} 必须是 {low}~{high} 之间的整数(收到 {show});省略时默认 {default}。",
+                name=name,
+                low=low,
+                high=high,
+                show=show(value),
+                default=default,
+            ),
+            code=code,
         )
     return int(number)
 
@@ -69,7 +78,8 @@ def importance_arg(value: Any) -> float | None:
             number = None
     if number is None or not math.isfinite(number) or not 0.0 <= number <= 1.0:
         raise InvalidArgument(
-            f"importance 必须是 0~1 之间的数字(收到 {show(value)});不确定时省略即可。", code="IMPORTANCE_RANGE"
+            msg("importance 必须是 0~1 之间的数字(收到 {show});不确定时省略即可。", show=show(value)),
+            code="IMPORTANCE_RANGE",
         )
     return number
 
@@ -109,7 +119,7 @@ def tags_arg(value: Any) -> list[str]:
     items = string_list(value)
     if items is None:
         raise InvalidArgument(
-            f'tags 必须是字符串数组,如 ["python", "部署"](收到 {show(value)});不需要标签时省略。',
+            msg('tags 必须是字符串数组,如 ["python", "部署"](收到 {show});不需要标签时省略。', show=show(value)),
             code="TAGS_INVALID",
         )
     if isinstance(value, str) and not value.strip().startswith("["):
@@ -119,14 +129,24 @@ def tags_arg(value: Any) -> list[str]:
         tag = " ".join(tag.split())
         if len(tag) > TAG_CHARS_MAX:
             raise InvalidArgument(
-                f"标签 {show(tag)} 有 {len(tag)} 个字符,超过上限 {TAG_CHARS_MAX}:标签应是短词,长内容写进 content。",
+                msg(
+                    "标签 {show} 有 {count} 个字符,超过上限 {limit}:标签应是短词,长内容写进 content。",
+                    show=show(tag),
+                    count=len(tag),
+                    limit=TAG_CHARS_MAX,
+                ),
                 code="TAGS_INVALID",
             )
         if tag and tag not in seen:
             seen[tag] = None
     if len(seen) > TAGS_MAX:
         raise InvalidArgument(
-            f"tags 有 {len(seen)} 个(去重后),最多 {TAGS_MAX} 个:只留最能帮助检索的几个。", code="TAGS_INVALID"
+            msg(
+                "tags 有 {count} 个(去重后),最多 {limit} 个:只留最能帮助检索的几个。",
+                count=len(seen),
+                limit=TAGS_MAX,
+            ),
+            code="TAGS_INVALID",
         )
     return list(seen)
 
@@ -136,7 +156,9 @@ def kind_arg(value: Any, *, default: str | None) -> str | None:
         return default
     if isinstance(value, str) and value.strip().lower() in KINDS:
         return value.strip().lower()
-    raise InvalidArgument(f"kind 只能是 {' / '.join(KINDS)} 之一(收到 {show(value)})。", code="KIND_INVALID")
+    raise InvalidArgument(
+        msg("kind 只能是 {value} 之一(收到 {show})。", value=" / ".join(KINDS), show=show(value)), code="KIND_INVALID"
+    )
 
 
 def show(value: Any) -> str:
@@ -149,17 +171,25 @@ def show(value: Any) -> str:
 
 def text_arg(value: Any, *, name: str, code: str, hint: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise InvalidArgument(f"{name} 不能为空(收到 {show(value)}):{hint}", code=code)
+        raise InvalidArgument(
+            msg("{name} 不能为空(收到 {show}):{hint}", name=name, show=show(value), hint=hint), code=code
+        )
     return value.strip()
 
 
 def content_arg(value: Any, *, max_chars: int) -> str:
     """A save's content: non-blank (CONTENT_EMPTY) and at most `max_chars` (CONTENT_TOO_LONG)."""
-    content = text_arg(value, name="content", code="CONTENT_EMPTY", hint="请传入一句自包含的陈述,脱离上下文也能读懂。")
+    content = text_arg(
+        value, name="content", code="CONTENT_EMPTY", hint=msg("请传入一句自包含的陈述,脱离上下文也能读懂。")
+    )
     if len(content) > max_chars:
         raise InvalidArgument(
-            f"content 有 {len(content)} 个字符,超过上限 {max_chars}(DSH_MEMORY_MAX_CONTENT):一条记忆应是一句"
-            "自包含的陈述;长文档请存成文件,记忆里只记它在哪、讲什么,或拆成几条要点分别保存。",
+            msg(
+                "content 有 {count} 个字符,超过上限 {max_chars}(DSH_MEMORY_MAX_CONTENT):一条记忆应是一句自包含的陈述;"
+                "长文档请存成文件,记忆里只记它在哪、讲什么,或拆成几条要点分别保存。",
+                count=len(content),
+                max_chars=max_chars,
+            ),
             code="CONTENT_TOO_LONG",
         )
     return content
@@ -167,7 +197,7 @@ def content_arg(value: Any, *, max_chars: int) -> str:
 
 def query_arg(value: Any) -> tuple[str, bool]:
     """A search query (QUERY_EMPTY if blank), cut to `QUERY_MAX_CHARS`; and whether it was cut."""
-    query = text_arg(value, name="query", code="QUERY_EMPTY", hint="请传入关键词或一句话描述要找的内容。")
+    query = text_arg(value, name="query", code="QUERY_EMPTY", hint=msg("请传入关键词或一句话描述要找的内容。"))
     if len(query) > QUERY_MAX_CHARS:
         return query[:QUERY_MAX_CHARS], True
     return query, False
@@ -188,8 +218,11 @@ def refuse_secrets(content: str, tags: list[str]) -> None:
             continue
         log.info("refused a save or import: content looks like a credential (%s)", finding.kind)
         raise InvalidArgument(
-            f"内容里像是有凭据({finding.kind}),记忆库是本机所有 IDE 和智能体都能读的明文,不能保存密钥本身。"
-            "请改为记下「密钥放在哪里」,例如:「OpenAI key 存在 1Password 的 OpenAI 条目里,运行时读环境变量 "
-            "OPENAI_API_KEY」,不要写出值。若确属误判,用户可设置环境变量 DSH_MEMORY_ALLOW_SECRETS=1 关闭此检查。",
+            msg(
+                "内容里像是有凭据({kind}),记忆库是本机所有 IDE 和智能体都能读的明文,不能保存密钥本身。"
+                "请改为记下「密钥放在哪里」,例如:「OpenAI key 存在 1Password 的 OpenAI 条目里,运行时读环境变量 "
+                "OPENAI_API_KEY」,不要写出值。若确属误判,用户可设置环境变量 DSH_MEMORY_ALLOW_SECRETS=1 关闭此检查。",
+                kind=finding.kind,
+            ),
             code="CONTENT_SECRET",
         )

@@ -12,6 +12,7 @@ from typing import Any
 from dsh_memory_mcp.errors import ScopeError, StoreError
 from dsh_memory_mcp.store import fileio, scopes, writing
 from dsh_memory_mcp.store.layout import ALIASES_FILE, StoreLayout
+from dsh_memory_mcp.texts import msg
 
 __all__ = ["AliasFile"]
 
@@ -49,11 +50,11 @@ class AliasFile:
         try:
             data = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise ValueError("不是 UTF-8 文本") from exc
+            raise ValueError(msg("不是 UTF-8 文本")) from exc
         except RecursionError as exc:
-            raise ValueError("JSON 嵌套过深") from exc
+            raise ValueError(msg("JSON 嵌套过深")) from exc
         if not isinstance(data, dict):
-            raise ValueError("顶层不是 JSON 对象")
+            raise ValueError(msg("顶层不是 JSON 对象"))
         return data
 
     def problem(self) -> str | None:
@@ -62,9 +63,11 @@ class AliasFile:
             self._read_raw()
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            return (
-                f"作用域别名文件 {self.path} 无法读取或解析({reason}):自定义作用域名暂按没有别名处理,"
-                "登记新别名会被拒绝(不会覆盖该文件)。请修复或删除该文件。"
+            return msg(
+                "作用域别名文件 {path} 无法读取或解析({reason}):自定义作用域名暂按没有别名处理,"
+                "登记新别名会被拒绝(不会覆盖该文件)。请修复或删除该文件。",
+                path=self.path,
+                reason=reason,
             )
         return None
 
@@ -102,8 +105,13 @@ class AliasFile:
             except (OSError, ValueError) as exc:
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                 raise StoreError(
-                    f"作用域别名文件 {path} 无法读取或解析({reason}),为免覆盖其中内容,未登记别名 {name!r}。"
-                    "请修复或删除该文件后重试。",
+                    msg(
+                        "作用域别名文件 {path} 无法读取或解析({reason}),为免覆盖其中内容,未登记别名 {name!r}。"
+                        "请修复或删除该文件后重试。",
+                        path=path,
+                        reason=reason,
+                        name=name,
+                    ),
                     path=path,
                 ) from exc
             if name in data:
@@ -111,8 +119,14 @@ class AliasFile:
                 if existing == project_key:
                     return
                 raise ScopeError(
-                    f"作用域别名 {name!r} 已指向 {_display_key(existing)},不能再指向 {_display_key(project_key)}。"
-                    f"请换一个别名,或在 {path} 中修改原有映射。",
+                    msg(
+                        "作用域别名 {name!r} 已指向 {display_key},不能再指向 {display_key2}。请换一个别名,或在 {path} "
+                        "中修改原有映射。",
+                        name=name,
+                        display_key=_display_key(existing),
+                        display_key2=_display_key(project_key),
+                        path=path,
+                    ),
                     code="SCOPE_NAME_TAKEN",
                 )
             data[name] = project_key

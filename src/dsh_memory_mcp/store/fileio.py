@@ -32,6 +32,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 
+from dsh_memory_mcp.texts import msg
+
 __all__ = [
     "HOST_TAG",
     "NotRegularFile",
@@ -156,20 +158,20 @@ def replace(src: str, dst: str) -> None:
 
 def _kind(mode: int) -> str:
     if stat.S_ISFIFO(mode):
-        return "命名管道(FIFO)"
+        return msg("命名管道(FIFO)")
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "设备文件"
+        return msg("设备文件")
     if stat.S_ISDIR(mode):
-        return "目录"
+        return msg("目录")
     if stat.S_ISSOCK(mode):
-        return "套接字"
+        return msg("套接字")
     if stat.S_ISLNK(mode):
-        return "符号链接"
-    return "特殊文件"
+        return msg("符号链接")
+    return msg("特殊文件")
 
 
 def _not_regular(path: str, mode: int) -> NotRegularFile:
-    return NotRegularFile(errno.EINVAL, f"不是普通文件(是{_kind(mode)})", path)
+    return NotRegularFile(errno.EINVAL, msg("不是普通文件(是{kind})", kind=_kind(mode)), path)
 
 
 def open_regular(path: str, *, follow: bool = True, append: bool = False, update: bool = False) -> int:

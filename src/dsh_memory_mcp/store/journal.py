@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_memory_mcp.store import fileio
+from dsh_memory_mcp.texts import msg
 
 __all__ = ["JOURNAL_DIR", "Doubt", "Entry", "Journal"]
 
@@ -109,9 +110,12 @@ class Doubt:
 
     @property
     def reason(self) -> str:
-        return (
-            f"写入日志 {JOURNAL_DIR}/{self.segment} 第 {self.lineno} 行无法解析且提到了这条记忆"
-            "(可能是一次删除或取代),无法排除它已被删除,没有恢复"
+        return msg(
+            "写入日志 {journal}/{segment} 第 {lineno} 行无法解析且提到了这条记忆(可能是一次删除或取代),"
+            "无法排除它已被删除,没有恢复",
+            journal=JOURNAL_DIR,
+            segment=self.segment,
+            lineno=self.lineno,
         )
 
 
@@ -233,7 +237,9 @@ class Journal:
         try:
             written = os.write(fd, data)
             if written != len(data):  # a file-size limit, a full disk: the batch is torn, not retried
-                raise OSError(errno.EIO, f"写入不完整(只写入了 {written}/{len(data)} 字节)")
+                raise OSError(
+                    errno.EIO, msg("写入不完整(只写入了 {written}/{count} 字节)", written=written, count=len(data))
+                )
             if defer is None:
                 os.fsync(fd)
         except BaseException:
@@ -294,7 +300,7 @@ class Journal:
                 return fd, False
             os.close(fd)
             n += 1
-        raise OSError(errno.ENOSPC, "写入日志没有可用的分段文件", self.dir)
+        raise OSError(errno.ENOSPC, msg("写入日志没有可用的分段文件"), self.dir)
 
     def _warn_once(self, path: str, exc: OSError) -> None:
         with self._warn_lock:
@@ -585,9 +591,7 @@ class Journal:
             if not kept or not self._unparsed:
                 return kept
             return [
-                e
-                for e in kept
-                if not any(line.seq > live[e.id].seq and line.mentions(e.id) for line in self._unparsed)
+                e for e in kept if not any(line.seq > live[e.id].seq and line.mentions(e.id) for line in self._unparsed)
             ]
 
     def scopes(self) -> list[str]:
@@ -681,7 +685,7 @@ def _unchanged(path: str, before: os.stat_result) -> None:
     """A compaction's pre-rename check: the segment is still the file it read."""
     now = os.stat(path, follow_symlinks=False)
     if (now.st_ino, now.st_size, now.st_mtime_ns) != (before.st_ino, before.st_size, before.st_mtime_ns):
-        raise OSError(errno.EAGAIN, "写入日志分段在整理期间被修改", path)
+        raise OSError(errno.EAGAIN, msg("写入日志分段在整理期间被修改"), path)
 
 
 def _today() -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from dsh_memory_mcp.errors import StoreError
 from dsh_memory_mcp.store import fileio, scopes
+from dsh_memory_mcp.texts import Text, msg
 
 __all__ = [
     "ALIASES_FILE",
@@ -140,10 +141,12 @@ class StoreLayout:
 
         :raises StoreError: with a Chinese message naming the path and why it is unusable.
         """
-        hint = "请用 --store-dir 或环境变量 DSH_MEMORY_STORE_DIR 指定一个可写的目录。"
+        hint = msg("请用 --store-dir 或环境变量 DSH_MEMORY_STORE_DIR 指定一个可写的目录。")
 
-        def fail(path: str, reason: str, exc: BaseException | None = None) -> StoreError:
-            err = StoreError(f"记忆库目录不可用:{path} {reason}。{hint}", path=path)
+        def fail(path: str, reason: Text, exc: BaseException | None = None) -> StoreError:
+            err = StoreError(
+                msg("记忆库目录不可用:{path} {reason}。{hint}", path=path, reason=reason, hint=hint), path=path
+            )
             err.__cause__ = exc
             return err
 
@@ -153,31 +156,33 @@ class StoreLayout:
             except FileNotFoundError:
                 mode = None
             except OSError as exc:
-                raise fail(directory, f"无法访问:{exc.strerror or exc}", exc) from exc
+                raise fail(directory, msg("无法访问:{why}", why=exc.strerror or exc), exc) from exc
             if mode is not None:
                 if stat.S_ISDIR(mode):
                     continue
-                raise fail(directory, "已存在但不是目录(是一个文件)")
+                raise fail(directory, msg("已存在但不是目录(是一个文件)"))
             parent = os.path.dirname(directory)
             try:
                 parent_is_dir = stat.S_ISDIR(os.stat(parent).st_mode)
             except FileNotFoundError as exc:
-                raise fail(directory, f"的上级目录 {parent} 不存在", exc) from exc
+                raise fail(directory, msg("的上级目录 {parent} 不存在", parent=parent), exc) from exc
             except NotADirectoryError as exc:
-                raise fail(directory, f"的上级路径 {parent} 中有一段不是目录", exc) from exc
+                raise fail(directory, msg("的上级路径 {parent} 中有一段不是目录", parent=parent), exc) from exc
             except OSError as exc:
-                raise fail(directory, f"的上级目录 {parent} 无法访问:{exc.strerror or exc}", exc) from exc
+                raise fail(
+                    directory, msg("的上级目录 {parent} 无法访问:{why}", parent=parent, why=exc.strerror or exc), exc
+                ) from exc
             if not parent_is_dir:
-                raise fail(directory, f"的上级路径 {parent} 不是目录")
+                raise fail(directory, msg("的上级路径 {parent} 不是目录", parent=parent))
             try:
                 os.mkdir(directory, 0o700)
             except FileExistsError as exc:
                 if not os.path.isdir(directory):  # a dangling symlink, or a file created meanwhile
-                    raise fail(directory, "已存在但不是目录", exc) from exc
+                    raise fail(directory, msg("已存在但不是目录"), exc) from exc
             except PermissionError as exc:
-                raise fail(directory, f"无法创建:没有写权限({exc.strerror})", exc) from exc
+                raise fail(directory, msg("无法创建:没有写权限({why})", why=exc.strerror), exc) from exc
             except OSError as exc:
-                raise fail(directory, f"无法创建:{exc.strerror or exc}", exc) from exc
+                raise fail(directory, msg("无法创建:{why}", why=exc.strerror or exc), exc) from exc
         # Every directory we will write to, since an existing one may belong to another user.
         for directory in self.directories():
             try:
@@ -188,6 +193,6 @@ class StoreLayout:
                     os.close(fd)
                     os.unlink(probe)
             except PermissionError as exc:
-                raise fail(directory, f"不可写:没有写权限({exc.strerror})", exc) from exc
+                raise fail(directory, msg("不可写:没有写权限({why})", why=exc.strerror), exc) from exc
             except OSError as exc:
-                raise fail(directory, f"不可写:{exc.strerror or exc}", exc) from exc
+                raise fail(directory, msg("不可写:{why}", why=exc.strerror or exc), exc) from exc

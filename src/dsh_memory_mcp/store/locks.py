@@ -57,6 +57,7 @@ from dsh_memory_mcp.errors import CallRefused, LockError, LockRecursion, LockTim
 from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.scopes import scope_sha1
+from dsh_memory_mcp.texts import msg
 
 __all__ = ["LockLost", "LockManager", "call_deadline"]
 
@@ -440,15 +441,22 @@ class LockManager:
         me = threading.get_ident()
         if guard.owner == me:
             raise LockRecursion(
-                f"同一线程重复获取锁 {name!r}(锁文件 {path}):这是程序错误,已拒绝以免自己等自己。",
+                msg(
+                    "同一线程重复获取锁 {name!r}(锁文件 {path}):这是程序错误,已拒绝以免自己等自己。",
+                    name=name,
+                    path=path,
+                ),
                 lock_file=path,
             )
         if not guard.lock.acquire(timeout=max(0.0, deadline - self.clock.monotonic())):
             if by_call:
                 raise self._deadline(path)
             raise LockTimeout(
-                f"等待锁超时({self.timeout:g} 秒):锁文件 {path} 正被本进程的另一个请求持有,"
-                "它正在写入记忆库。请稍后重试。",
+                msg(
+                    "等待锁超时({timeout} 秒):锁文件 {path} 正被本进程的另一个请求持有,它正在写入记忆库。请稍后重试。",
+                    timeout=f"{self.timeout:g}",
+                    path=path,
+                ),
                 lock_file=path,
             )
         guard.owner = me
@@ -496,9 +504,12 @@ class LockManager:
             return
         logger.warning("锁文件 %s 在持有期间已不属于本进程(被当作陈旧锁清除?),本次写入不提交", held.path)
         raise LockLost(
-            f"写入前发现锁文件 {held.path} 已不属于本进程:持有期间它被其他进程当作陈旧锁清除了"
-            f"(本进程停顿超过 {self.stale_after:g} 秒?)。为免覆盖别人在此期间的写入,本次写入没有提交,"
-            "文件保持对方写入后的样子。请重试。",
+            msg(
+                "写入前发现锁文件 {path} 已不属于本进程:持有期间它被其他进程当作陈旧锁清除了(本进程停顿超过 "
+                "{stale_after} 秒?)。为免覆盖别人在此期间的写入,本次写入没有提交,文件保持对方写入后的样子。请重试。",
+                path=held.path,
+                stale_after=f"{self.stale_after:g}",
+            ),
             lock_file=held.path,
         )
 
@@ -522,7 +533,8 @@ class LockManager:
                 continue
             except OSError as exc:
                 raise StoreError(
-                    f"无法创建锁文件 {path}:{exc.strerror or exc}。请检查记忆库目录的权限。", path=path
+                    msg("无法创建锁文件 {path}:{why}。请检查记忆库目录的权限。", path=path, why=exc.strerror or exc),
+                    path=path,
                 ) from exc
             else:
                 return self._write_marker(fd, path)
@@ -539,7 +551,9 @@ class LockManager:
                 try:
                     seen = _read_marker(path)
                 except OSError as exc:
-                    raise StoreError(f"无法读取锁文件 {path}:{exc.strerror or exc}。", path=path) from exc
+                    raise StoreError(
+                        msg("无法读取锁文件 {path}:{why}。", path=path, why=exc.strerror or exc), path=path
+                    ) from exc
                 progressed = seen is None  # released between our open and our read: retry at once
                 if seen is None:
                     self._forget(path)
@@ -579,7 +593,12 @@ class LockManager:
             os.makedirs(directory, mode=0o700, exist_ok=True)
         except OSError as exc:
             raise StoreError(
-                f"无法创建锁目录 {directory}:{exc.strerror or exc}。请检查记忆库目录的权限。", path=directory
+                msg(
+                    "无法创建锁目录 {directory}:{why}。请检查记忆库目录的权限。",
+                    directory=directory,
+                    why=exc.strerror or exc,
+                ),
+                path=directory,
             ) from exc
 
     def _write_marker(self, fd: int, path: str) -> _Held:
@@ -596,7 +615,9 @@ class LockManager:
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(path)
-            raise StoreError(f"无法写入锁文件 {path}:{exc.strerror or exc}。", path=path) from exc
+            raise StoreError(
+                msg("无法写入锁文件 {path}:{why}。", path=path, why=exc.strerror or exc), path=path
+            ) from exc
         self._forget(path)
         return _Held(path, content, st.st_dev, st.st_ino, nonce)
 
@@ -654,34 +675,43 @@ class LockManager:
             # directory nobody's lock code creates). Judging by inode alone once broke a live
             # holder's lock under 16 writers, hence the full identity in `_unchanged_for`.
             if unchanged >= self.unreadable_grace:
-                what = "内容为空或无法解析" if seen.regular else "不是普通文件(符号链接、目录等)"
-                return f"锁文件{what},且 {self.unreadable_grace:g} 秒未变"
+                what = msg("内容为空或无法解析") if seen.regular else msg("不是普通文件(符号链接、目录等)")
+                return msg(
+                    "锁文件{what},且 {unreadable_grace} 秒未变",
+                    what=what,
+                    unreadable_grace=f"{self.unreadable_grace:g}",
+                )
             return None
         pid, host, created, nonce = info.get("pid"), info.get("host"), info.get("createdAt"), info.get("nonce")
         if host == _HOST and isinstance(pid, int) and not isinstance(pid, bool) and pid > 0:
             if pid == os.getpid():
                 owner = _live_nonces.get(nonce) if isinstance(nonce, str) else None
                 if owner is None:
-                    return "本进程先前遗留的锁"
+                    return msg("本进程先前遗留的锁")
                 if owner == threading.get_ident():
                     raise LockRecursion(
-                        f"同一线程重复获取锁文件 {path}:这是程序错误,已拒绝以免自己等自己。", lock_file=path
+                        msg("同一线程重复获取锁文件 {path}:这是程序错误,已拒绝以免自己等自己。", path=path),
+                        lock_file=path,
                     )
                 return None
             if not _pid_alive(pid):
-                return f"持有进程 pid={pid} 已不存在"
+                return msg("持有进程 pid={pid} 已不存在", pid=pid)
             if (
                 isinstance(created, (int, float))
                 and not isinstance(created, bool)
                 and math.isfinite(created)
                 and _pid_started_after(pid, created)
             ):
-                return f"持有进程 pid={pid} 已不存在(该 pid 已被新进程重用)"
+                return msg("持有进程 pid={pid} 已不存在(该 pid 已被新进程重用)", pid=pid)
             return None  # alive on this host: waited for, whatever its age
         # Another host, or no usable pid: by the last refresh as observed here, never by the
         # createdAt of another clock (a future one would wedge the scope, a past one break it).
         if unchanged > self.stale_after:
-            return f"锁文件已 {unchanged:.0f} 秒未刷新(超过 {self.stale_after:g} 秒)"
+            return msg(
+                "锁文件已 {unchanged} 秒未刷新(超过 {stale_after} 秒)",
+                unchanged=f"{unchanged:.0f}",
+                stale_after=f"{self.stale_after:g}",
+            )
         return None
 
     def _break(self, path: str, seen: _Seen, reason: str) -> bool:
@@ -761,20 +791,28 @@ class LockManager:
         holder = ""
         info = _parse_marker(seen.content) if seen is not None else None
         if info is not None:
-            holder = f"(持有者 pid={info.get('pid')},主机 {info.get('host')})"
+            holder = msg("(持有者 pid={pid},主机 {host})", pid=info.get("pid"), host=info.get("host"))
         elif seen is not None and not seen.regular:
-            holder = "(它不是普通文件,若它一直在,请手动删除它)"
+            holder = msg("(它不是普通文件,若它一直在,请手动删除它)")
         return LockTimeout(
-            f"等待锁超时({self.timeout:g} 秒):锁文件 {path} 被另一个进程持有{holder},"
-            "它正在写入记忆库。请稍后重试;本机上仍在运行的持有者会一直被等待,"
-            f"其他主机上超过 {self.stale_after:g} 秒未刷新的锁会被自动清除。",
+            msg(
+                "等待锁超时({timeout} 秒):锁文件 {path} 被另一个进程持有{holder},它正在写入记忆库。请稍后重试;"
+                "本机上仍在运行的持有者会一直被等待,其他主机上超过 {stale_after} 秒未刷新的锁会被自动清除。",
+                timeout=f"{self.timeout:g}",
+                path=path,
+                holder=holder,
+                stale_after=f"{self.stale_after:g}",
+            ),
             lock_file=path,
         )
 
     def _deadline(self, path: str) -> CallRefused:
         return CallRefused(
-            f"等待锁 {path} 时到了这次调用的截止时间:另一个写入者一直占着该作用域,本次调用没有写入任何内容。"
-            "请稍后重试。",
+            msg(
+                "等待锁 {path} 时到了这次调用的截止时间:另一个写入者一直占着该作用域,本次调用没有写入任何内容。"
+                "请稍后重试。",
+                path=path,
+            ),
             code="DEADLINE",
         )
 

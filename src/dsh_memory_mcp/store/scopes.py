@@ -14,6 +14,7 @@ import re
 import unicodedata
 
 from dsh_memory_mcp.errors import InvalidArgument, ScopeError
+from dsh_memory_mcp.texts import msg
 
 __all__ = [
     "GLOBAL",
@@ -74,9 +75,11 @@ def normalise_path(path: str, base: str) -> str:
     store may be shared with a Windows host; symlinks are not resolved.
     """
     if not isinstance(path, str) or not path.strip():
-        raise InvalidArgument("path 不能为空:请传入工作区目录(绝对路径或相对 --project 的路径)。", code="PATH_INVALID")
+        raise InvalidArgument(
+            msg("path 不能为空:请传入工作区目录(绝对路径或相对 --project 的路径)。"), code="PATH_INVALID"
+        )
     if "\x00" in path:
-        raise InvalidArgument("path 含有 NUL 字符,不是合法路径。", code="PATH_INVALID")
+        raise InvalidArgument(msg("path 含有 NUL 字符,不是合法路径。"), code="PATH_INVALID")
     path = path.strip()
     if _WINDOWS_ABS.match(path) or (_WINDOWS_ABS.match(base) and not path.startswith("/")):
         if not _WINDOWS_ABS.match(path):
@@ -107,24 +110,29 @@ def normalise_custom_name(name: str, *, code: str = "SCOPE_INVALID") -> str:
     folded = _WS.sub(" ", name).strip().lower()
     problem = None
     if not folded:
-        problem = "名字为空"
+        problem = msg("名字为空")
     elif len(folded) > 64:
-        problem = f"长度 {len(folded)} 超过 64 个字符"
+        problem = msg("长度 {count} 超过 64 个字符", count=len(folded))
     elif any(ch in folded for ch in (":", "/", "\\")):
-        problem = "不能包含 : / \\"
+        problem = msg("不能包含 : / \\")
     elif ".." in folded:
-        problem = "不能包含 .."
+        problem = msg("不能包含 ..")
     elif any(unicodedata.category(ch) in ("Cc", "Cf") for ch in folded):
-        problem = "不能包含控制字符"
+        problem = msg("不能包含控制字符")
     elif not folded.strip(". "):
-        problem = "不能只由点和空格组成"
+        problem = msg("不能只由点和空格组成")
     elif folded in RESERVED_NAMES:
-        problem = f"{folded!r} 是保留名"
+        problem = msg("{folded!r} 是保留名", folded=folded)
     if problem is not None:
-        what = "作用域别名" if code == "SCOPE_NAME_INVALID" else "作用域名"
+        what = msg("作用域别名") if code == "SCOPE_NAME_INVALID" else msg("作用域名")
         raise ScopeError(
-            f"{what} {name!r} 不合法:{problem}。可用 global、project、session、session:<id>、all,"
-            "或 1~64 个字符、不含 : / \\ .. 与控制字符的自定义名。",
+            msg(
+                "{what} {name!r} 不合法:{problem}。可用 global、project、session、session:<id>、all,或 1~64 "
+                "个字符、不含 : / \\ .. 与控制字符的自定义名。",
+                what=what,
+                name=name,
+                problem=problem,
+            ),
             code=code,
         )
     return folded

@@ -39,6 +39,7 @@ from dsh_memory_mcp.store.locks import LockManager
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
 from dsh_memory_mcp.store.snapshots import ScopeSnapshot, SnapshotCache
 from dsh_memory_mcp.store.touches import TouchBuffer
+from dsh_memory_mcp.texts import msg
 
 __all__ = ["ALIASES_FILE", "SaveResult", "ScopeSnapshot", "SharedStore"]
 
@@ -91,7 +92,7 @@ class _Change:
     superseded: list[str] = field(default_factory=list)
 
 
-RECOVER_HINT = "运行 `dsh-memory-mcp recover`(可先加 --dry-run 查看)按原样恢复它们"
+RECOVER_HINT = msg("运行 `dsh-memory-mcp recover`(可先加 --dry-run 查看)按原样恢复它们")
 
 
 def _fold(text: str) -> str:
@@ -494,8 +495,11 @@ class SharedStore:
                 if not self._commit(scope, snap, change, last_try=attempt >= _MAX_REREADS, pending=pending):
                     if attempt >= 2 * _MAX_REREADS:
                         raise StoreError(
-                            f"写入 {path} 失败:写入期间该文件被反复整份替换(有不加锁的写者在同时改它),"
-                            "本次保存没有完成。请稍后重试,并避免与 DSH 插件同时写同一个作用域。",
+                            msg(
+                                "写入 {path} 失败:写入期间该文件被反复整份替换(有不加锁的写者在同时改它),"
+                                "本次保存没有完成。请稍后重试,并避免与 DSH 插件同时写同一个作用域。",
+                                path=path,
+                            ),
                             path=path,
                         )
                     continue
@@ -518,11 +522,20 @@ class SharedStore:
             path = self.journal.dir
             if before:
                 raise StoreError(
-                    f"无法写入记忆库的写入日志 {path}:{exc.strerror or exc}。本次修改没有提交,文件未改动。", path=path
+                    msg(
+                        "无法写入记忆库的写入日志 {path}:{why}。本次修改没有提交,文件未改动。",
+                        path=path,
+                        why=exc.strerror or exc,
+                    ),
+                    path=path,
                 ) from exc
             raise StoreError(
-                f"记忆已写入,但无法写入记忆库的写入日志 {path}:{exc.strerror or exc}"
-                "(被其他程序覆盖时将无法发现与恢复)。请检查磁盘空间与权限。",
+                msg(
+                    "记忆已写入,但无法写入记忆库的写入日志 {path}:{why}(被其他程序覆盖时将无法发现与恢复)。"
+                    "请检查磁盘空间与权限。",
+                    path=path,
+                    why=exc.strerror or exc,
+                ),
                 path=path,
             ) from exc
 

@@ -25,6 +25,7 @@ from dsh_memory_mcp.store import fileio, records, scopes
 from dsh_memory_mcp.store.layout import StoreLayout
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
 from dsh_memory_mcp.store.redact import redacted
+from dsh_memory_mcp.texts import msg
 
 __all__ = ["Identity", "ScopeSnapshot", "SnapshotCache", "identity_of", "stat_identity"]
 
@@ -253,7 +254,7 @@ def identity_of(path: str) -> Identity | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise StoreError(f"无法读取记忆文件 {path}:{exc.strerror or exc}。", path=path) from exc
+        raise StoreError(msg("无法读取记忆文件 {path}:{why}。", path=path, why=exc.strerror or exc), path=path) from exc
 
 
 #: Derived data a new version of a scope file may start from, and the key it gets there. After a
@@ -813,7 +814,9 @@ class SnapshotCache:
                 except FileNotFoundError:
                     continue
                 except OSError as exc:
-                    raise StoreError(f"无法读取记忆文件 {path}:{exc.strerror or exc}。", path=path) from exc
+                    raise StoreError(
+                        msg("无法读取记忆文件 {path}:{why}。", path=path, why=exc.strerror or exc), path=path
+                    ) from exc
                 if read is not None:
                     self.stats["parses"] += 1
                     snap = self._remember(
@@ -830,7 +833,9 @@ class SnapshotCache:
             with open(fileio.open_regular(path), "rb") as f:
                 data = f.read()
         except OSError as exc:
-            raise StoreError(f"无法读取记忆文件 {path}:{exc.strerror or exc}。", path=path) from exc
+            raise StoreError(
+                msg("无法读取记忆文件 {path}:{why}。", path=path, why=exc.strerror or exc), path=path
+            ) from exc
         lines = parse(path, data)
         return make(path, scope if scope is not None else self.scope_of(path, lines), identity, lines)
 

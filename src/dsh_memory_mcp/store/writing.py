@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dsh_memory_mcp.errors import StoreError
 from dsh_memory_mcp.store import fileio, records
 from dsh_memory_mcp.store.records import Line
+from dsh_memory_mcp.texts import msg
 
 __all__ = ["Probe", "append_bytes", "encoded_chunks", "replace_file", "sync_file"]
 
@@ -46,18 +47,30 @@ def replace_file(path: str, data: bytes | Iterable[bytes]) -> os.stat_result:
     try:
         path = fileio.write_target(path)
     except OSError as exc:
-        raise StoreError(f"写入 {path} 失败:{exc.strerror or exc}。原文件未改动。", path=path) from exc
+        raise StoreError(
+            msg("写入 {path} 失败:{why}。原文件未改动。", path=path, why=exc.strerror or exc), path=path
+        ) from exc
     try:
         fd, tmp = fileio.new_tmp(path)
     except OSError as exc:
         raise StoreError(
-            f"写入 {path} 失败:{exc.strerror or exc}。原文件未改动;请检查记忆库目录是否存在且可写。", path=path
+            msg(
+                "写入 {path} 失败:{why}。原文件未改动;请检查记忆库目录是否存在且可写。",
+                path=path,
+                why=exc.strerror or exc,
+            ),
+            path=path,
         ) from exc
     try:
         return fileio.commit(fd, tmp, path, data)
     except OSError as exc:
         raise StoreError(
-            f"写入 {path} 失败:{exc.strerror or exc}。原文件未改动;请检查磁盘空间、文件大小限制与权限。", path=path
+            msg(
+                "写入 {path} 失败:{why}。原文件未改动;请检查磁盘空间、文件大小限制与权限。",
+                path=path,
+                why=exc.strerror or exc,
+            ),
+            path=path,
         ) from exc
 
 
@@ -142,12 +155,17 @@ def append_bytes(
         fd = os.open(path, flags, 0o600)
     except OSError as exc:
         raise StoreError(
-            f"写入 {path} 失败:{exc.strerror or exc}。原文件未改动;请检查记忆库目录是否存在且可写。", path=path
+            msg(
+                "写入 {path} 失败:{why}。原文件未改动;请检查记忆库目录是否存在且可写。",
+                path=path,
+                why=exc.strerror or exc,
+            ),
+            path=path,
         ) from exc
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise StoreError(f"写入 {path} 失败:它不是普通文件。原文件未改动。", path=path)
+            raise StoreError(msg("写入 {path} 失败:它不是普通文件。原文件未改动。", path=path), path=path)
         identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if identity != expect and not (expect is None and st.st_size == 0):
             os.close(fd)
@@ -166,7 +184,11 @@ def append_bytes(
                 os.ftruncate(fd, size)
                 os.fsync(fd)
             raise StoreError(
-                f"写入 {path} 失败:{exc.strerror or exc}。原文件未改动;请检查磁盘空间、文件大小限制与权限。",
+                msg(
+                    "写入 {path} 失败:{why}。原文件未改动;请检查磁盘空间、文件大小限制与权限。",
+                    path=path,
+                    why=exc.strerror or exc,
+                ),
                 path=path,
             ) from exc
         after = os.fstat(fd)
