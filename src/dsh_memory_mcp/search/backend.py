@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from dsh_memory_mcp.config import VectorSettings
 from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
+from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.search.calibration import Calibration
@@ -78,9 +79,9 @@ class Backend:
         self.manager: LlamaServerManager | None = None
         self.model_id = settings.model_id
         self.dims: int | None = None
-        self.status = "向量检索:关闭(DSH_MEMORY_VECTOR=off)" if not settings.enabled else "向量检索:尚未启动"
+        self.status = msg("向量检索:关闭(DSH_MEMORY_VECTOR=off)") if not settings.enabled else msg("向量检索:尚未启动")
         if settings.enabled and not settings.usable:
-            self.status = f"向量检索:不可用({settings.unavailable_reason})"
+            self.status = msg("向量检索:不可用({unavailable_reason})", unavailable_reason=settings.unavailable_reason)
         self.failed_bringups = 0
         self.last_problem: str | None = None
         self.check_requested = False
@@ -109,7 +110,12 @@ class Backend:
         status = self.status
         client = self.client
         if self.ready.is_set() and client is not None and client.breaker.failures:
-            status += f";熔断中(连续失败 {client.breaker.failures} 次,{client.breaker.retry_in():.1f} s 后重试)"
+            status = msg(
+                "{status};熔断中(连续失败 {failures} 次,{secs} s 后重试)",
+                status=status,
+                failures=client.breaker.failures,
+                secs=f"{client.breaker.retry_in():.1f}",
+            )
         return status
 
     def note_dims(self, dims: int) -> bool:
@@ -122,7 +128,9 @@ class Backend:
                 self.log.warning("vector: 嵌入维度从 %s 变为 %s,所有向量文件将按新维度重建", self.dims, dims)
                 self.dims = dims
                 self.calibration = None  # another model: the worker calibrates it (seed rule meanwhile)
-                self.status = f"向量检索:就绪 model={self.model_id} dims={dims}(维度刚变更,正在重建)"
+                self.status = msg(
+                    "向量检索:就绪 model={model_id} dims={dims}(维度刚变更,正在重建)", model_id=self.model_id, dims=dims
+                )
         if changed:
             self.on_new_space()
         return False
@@ -157,7 +165,7 @@ class Backend:
         client = self.client
         try:
             if self.manager is not None:
-                self.status = "向量检索:正在连接/启动 llama-server"
+                self.status = msg("向量检索:正在连接/启动 llama-server")
                 origin = self.manager.ensure(self.stop, on_spawn=self.probing.clear)
                 where = self.manager.base_url
             else:
@@ -184,8 +192,18 @@ class Backend:
         self.dims = len(probe[0])
         self.failed_bringups = 0
         self.last_problem = None
-        how = {"spawned": f"本进程启动 pid={self.spawned_pid}", "reused": "复用已运行的服务", "endpoint": "外部端点"}
-        self.status = f"向量检索:就绪 model={self.model_id} dims={self.dims} {where}({how.get(origin, origin)})"
+        how = {
+            "spawned": msg("本进程启动 pid={spawned_pid}", spawned_pid=self.spawned_pid),
+            "reused": msg("复用已运行的服务"),
+            "endpoint": msg("外部端点"),
+        }
+        self.status = msg(
+            "向量检索:就绪 model={model_id} dims={dims} {where}({value})",
+            model_id=self.model_id,
+            dims=self.dims,
+            where=where,
+            value=how.get(origin, origin),
+        )
         if origin == "reused":
             self.log.info("vector: 复用已在运行的 llama-server %s(不归本进程管理,退出时不会停止它)", where)
         self.log.info("vector: 向量后端就绪 model=%s dims=%s %s", self.model_id, self.dims, where)
@@ -225,7 +243,7 @@ class Backend:
             for start in range(0, len(probes), 8):  # small requests: a slow CPU gets WRITE_BUDGET for each
                 out.extend(self.client.embed(probes[start : start + 8], timeout=WRITE_BUDGET, role=role))
             if {len(v) for v in out} != {dims}:
-                raise EmbeddingUnavailable("校准探针的嵌入维度与模型不一致")
+                raise EmbeddingUnavailable(msg("校准探针的嵌入维度与模型不一致"))
             return out
 
         # The probes as memories (the per-query null), and as questions when those are marked otherwise.
@@ -245,11 +263,13 @@ class Backend:
         while True:
             health = client.health(timeout=2.0)
             if health == "down":
-                raise EmbeddingUnavailable(f"无法连接嵌入服务 {self.settings.endpoint}(DSH_MEMORY_EMBED_ENDPOINT)")
+                raise EmbeddingUnavailable(
+                    msg("无法连接嵌入服务 {endpoint}(DSH_MEMORY_EMBED_ENDPOINT)", endpoint=self.settings.endpoint)
+                )
             if health != "loading":
                 return  # ready, or a server without llama-server's /health (OpenAI-compatible)
             if self.clock.monotonic() > deadline or self.clock.wait(self.stop, 0.2):
-                raise EmbeddingUnavailable(f"嵌入服务 {self.settings.endpoint} 一直在加载模型")
+                raise EmbeddingUnavailable(msg("嵌入服务 {endpoint} 一直在加载模型", endpoint=self.settings.endpoint))
 
     def _pick_model_id(self, origin: str, served: str | None) -> str:
         """The id for sidecar headers: the model that actually produces the vectors.
@@ -273,7 +293,7 @@ class Backend:
         return served
 
     def problem(self, reason: str) -> None:
-        self.status = f"向量检索:不可用({reason}),已退化为纯词法检索"
+        self.status = msg("向量检索:不可用({reason}),已退化为纯词法检索", reason=reason)
         if reason != self.last_problem:
             self.log.warning("vector: 向量后端不可用(%s),退化为纯词法检索", reason)
             self.last_problem = reason
@@ -312,7 +332,7 @@ class Backend:
         assert self.client is not None
         vectors = self.client.embed(texts, timeout=WRITE_BUDGET, role="record")
         if not self.note_dims(len(vectors[0])):
-            raise EmbeddingUnavailable("嵌入维度变了,按新维度重建")
+            raise EmbeddingUnavailable(msg("嵌入维度变了,按新维度重建"))
         return vectors
 
     def embed_with_retries(self, texts: list[str], tries: int = 3) -> list[list[float]]:

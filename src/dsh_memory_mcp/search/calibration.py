@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dsh_memory_mcp.store import fileio
+from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
     import numpy as np
@@ -191,9 +192,20 @@ class Calibration:
         out = []
         for name in CELLS:
             cell = self.cells[name]
-            gate = "沿用默认 ≥0.50" if cell.seed else f"自适应,典型门限 {self.typical_floor[name]:.2f}"
+            gate = (
+                msg("沿用默认 ≥0.50")
+                if cell.seed
+                else msg("自适应,典型门限 {typical_floor}", typical_floor=f"{self.typical_floor[name]:.2f}")
+            )
             out.append(
-                f"{name}:背景相似度 均值 {cell.background:.2f} 波动 {cell.spread:.2f} 99% 分位 {cell.p99:.2f};{gate}"
+                msg(
+                    "{name}:背景相似度 均值 {background} 波动 {spread} 99% 分位 {p99};{gate}",
+                    name=name,
+                    background=f"{cell.background:.2f}",
+                    spread=f"{cell.spread:.2f}",
+                    p99=f"{cell.p99:.2f}",
+                    gate=gate,
+                )
             )
         return out
 

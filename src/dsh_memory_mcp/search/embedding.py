@@ -45,6 +45,7 @@ import httpx
 from dsh_memory_mcp.config import VectorSettings, model_id_from_path
 from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
+from dsh_memory_mcp.texts import msg
 
 __all__ = [
     "E5_RECORD_ROLE",
@@ -247,7 +248,7 @@ def _deadline_timeout(deadline: float, clock: Clock) -> httpx.Timeout:
     """An httpx timeout that ends every phase at `deadline` (httpx's timeouts are per phase)."""
     remaining = deadline - clock.monotonic()
     if remaining <= 0.005:
-        raise EmbeddingTimeout("嵌入请求超出时间预算")
+        raise EmbeddingTimeout(msg("嵌入请求超出时间预算"))
     return httpx.Timeout(remaining)
 
 
@@ -384,12 +385,12 @@ class EmbeddingClient:
         success between them, count as one failure (a backend that hangs).
         """
         if self._closed:
-            raise EmbeddingUnavailable("嵌入客户端已关闭")
+            raise EmbeddingUnavailable(msg("嵌入客户端已关闭"))
         if not texts:
             return []
         deadline = self.clock.monotonic() + timeout
         if not self.breaker.allow():
-            raise BreakerOpen(f"熔断中,{self.breaker.retry_in():.1f} s 后重试")
+            raise BreakerOpen(msg("熔断中,{value} s 后重试", value=f"{self.breaker.retry_in():.1f}"))
         try:
             out: list[list[float]] = []
             for start in range(0, len(texts), self.batch_size):
@@ -436,7 +437,7 @@ class EmbeddingClient:
                     return self._request([text], deadline, input_type)
                 except _InputTooLong as again:
                     exc = again
-            raise EmbeddingUnavailable("输入过长,截短后仍被嵌入服务拒绝") from exc
+            raise EmbeddingUnavailable(msg("输入过长,截短后仍被嵌入服务拒绝")) from exc
 
     def _request(self, texts: list[str], deadline: float, input_type: str | None = None) -> list[list[float]]:
         api = self._api
@@ -471,11 +472,13 @@ class EmbeddingClient:
         try:
             return self._http.post(url, content=body, timeout=_deadline_timeout(deadline, self.clock))
         except httpx.TimeoutException as exc:
-            raise EmbeddingTimeout(f"嵌入服务超时({url})") from exc
+            raise EmbeddingTimeout(msg("嵌入服务超时({url})", url=url)) from exc
         except httpx.HTTPError as exc:
-            raise EmbeddingUnavailable(f"嵌入服务连接失败({url}: {type(exc).__name__})") from exc
+            raise EmbeddingUnavailable(
+                msg("嵌入服务连接失败({url}: {name})", url=url, name=type(exc).__name__)
+            ) from exc
         except RuntimeError as exc:  # the client was closed under us (shutdown)
-            raise EmbeddingUnavailable("嵌入客户端已关闭") from exc
+            raise EmbeddingUnavailable(msg("嵌入客户端已关闭")) from exc
 
     @staticmethod
     def _checked(response: httpx.Response) -> Any:
@@ -487,11 +490,13 @@ class EmbeddingClient:
                 limit_match = _BATCH_SIZE.search(text)
                 limit = int(limit_match.group(1)) if limit_match else 512
                 raise _InputTooLong(0.9 * limit / max(tokens, 1))
-            raise EmbeddingUnavailable(f"嵌入服务返回 HTTP {response.status_code}: {text}")
+            raise EmbeddingUnavailable(
+                msg("嵌入服务返回 HTTP {status_code}: {text}", status_code=response.status_code, text=text)
+            )
         try:
             return response.json()
         except ValueError as exc:
-            raise EmbeddingUnavailable("嵌入服务返回的不是 JSON") from exc
+            raise EmbeddingUnavailable(msg("嵌入服务返回的不是 JSON")) from exc
 
 
 def _vector(value: Any) -> list[float]:
@@ -507,26 +512,28 @@ def _vector(value: Any) -> list[float]:
             return rows[0]
         width = len(rows[0])
         if any(len(r) != width for r in rows):
-            raise EmbeddingUnavailable("嵌入服务返回的逐 token 向量宽度不一致")
+            raise EmbeddingUnavailable(msg("嵌入服务返回的逐 token 向量宽度不一致"))
         return [sum(col) / len(rows) for col in zip(*rows, strict=True)]
     if not isinstance(value, list) or not value:
-        raise EmbeddingUnavailable("嵌入服务返回的向量为空或格式不对")
+        raise EmbeddingUnavailable(msg("嵌入服务返回的向量为空或格式不对"))
     out: list[float] = []
     for x in value:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-            raise EmbeddingUnavailable("嵌入服务返回的向量含非数值")
+            raise EmbeddingUnavailable(msg("嵌入服务返回的向量含非数值"))
         out.append(float(x))
     return out
 
 
 def _ordered(items: list[Any], count: int, key: str) -> list[list[float]]:
     if len(items) != count:
-        raise EmbeddingUnavailable(f"嵌入服务返回了 {len(items)} 个向量,应为 {count} 个")
+        raise EmbeddingUnavailable(
+            msg("嵌入服务返回了 {count} 个向量,应为 {count2} 个", count=len(items), count2=count)
+        )
     if all(isinstance(it, dict) and isinstance(it.get("index"), int) for it in items):
         items = sorted(items, key=lambda it: int(it["index"]))
     vectors = [_vector(it.get(key) if isinstance(it, dict) else None) for it in items]
     if len({len(v) for v in vectors}) > 1:
-        raise EmbeddingUnavailable("嵌入服务返回的向量维度不一致")
+        raise EmbeddingUnavailable(msg("嵌入服务返回的向量维度不一致"))
     return vectors
 
 
@@ -534,14 +541,14 @@ def _parse_llama(body: Any, count: int) -> list[list[float]]:
     if isinstance(body, dict) and "embedding" in body:
         body = [body]
     if not isinstance(body, list):
-        raise EmbeddingUnavailable("/embedding 的应答格式不对")
+        raise EmbeddingUnavailable(msg("/embedding 的应答格式不对"))
     return _ordered(body, count, "embedding")
 
 
 def _parse_openai(body: Any, count: int) -> list[list[float]]:
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list):
-        raise EmbeddingUnavailable("/v1/embeddings 的应答格式不对")
+        raise EmbeddingUnavailable(msg("/v1/embeddings 的应答格式不对"))
     return _ordered(data, count, "embedding")
 
 
@@ -658,7 +665,9 @@ class LlamaServerManager:
         try:
             os.makedirs(os.path.dirname(self.spawn_lock_path), mode=0o700, exist_ok=True)
         except OSError as exc:
-            raise EmbeddingUnavailable(f"无法创建 {os.path.dirname(self.spawn_lock_path)}: {exc}") from exc
+            raise EmbeddingUnavailable(
+                msg("无法创建 {value}: {exc}", value=os.path.dirname(self.spawn_lock_path), exc=exc)
+            ) from exc
         lock = filelock.FileLock(self.spawn_lock_path, mode=0o600)
         deadline = self.clock.monotonic() + self.load_timeout + 10.0
         while True:
@@ -667,13 +676,19 @@ class LlamaServerManager:
                 break
             except filelock.Timeout:
                 if stop is not None and stop.is_set():
-                    raise EmbeddingUnavailable("正在退出,不再等待 llama-server") from None
+                    raise EmbeddingUnavailable(msg("正在退出,不再等待 llama-server")) from None
                 if self.clock.monotonic() > deadline:
                     raise EmbeddingUnavailable(
-                        f"另一个进程一直在启动端口 {self.settings.port} 上的 llama-server({self.spawn_lock_path})"
+                        msg(
+                            "另一个进程一直在启动端口 {port} 上的 llama-server({spawn_lock_path})",
+                            port=self.settings.port,
+                            spawn_lock_path=self.spawn_lock_path,
+                        )
                     ) from None
             except OSError as exc:
-                raise EmbeddingUnavailable(f"无法使用启动锁 {self.spawn_lock_path}: {exc}") from exc
+                raise EmbeddingUnavailable(
+                    msg("无法使用启动锁 {spawn_lock_path}: {exc}", spawn_lock_path=self.spawn_lock_path, exc=exc)
+                ) from exc
         try:
             yield
         finally:
@@ -686,8 +701,11 @@ class LlamaServerManager:
             return self.origin
         if health == "foreign":
             raise EmbeddingUnavailable(
-                f"端口 {self.settings.port} 已被其他程序占用(它不像 llama-server:/health 没有正确应答);"
-                f"请用 DSH_MEMORY_EMBED_PORT 换一个空闲端口"
+                msg(
+                    "端口 {port} 已被其他程序占用(它不像 llama-server:/health 没有正确应答);请用 DSH_MEMORY_EMBED_PORT "
+                    "换一个空闲端口",
+                    port=self.settings.port,
+                )
             )
         if health == "loading" or self.owned:
             # Someone (maybe us) is loading a model there: wait for it instead of spawning.
@@ -730,15 +748,15 @@ class LlamaServerManager:
         if os.path.isfile(exe):
             return exe
         raise EmbeddingUnavailable(
-            f"找不到 llama-server 可执行文件 {exe!r}:把它加入 PATH,或用 DSH_MEMORY_EMBED_EXE 指定完整路径"
+            msg("找不到 llama-server 可执行文件 {exe!r}:把它加入 PATH,或用 DSH_MEMORY_EMBED_EXE 指定完整路径", exe=exe)
         )
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         model = self.settings.model
         if not model:
-            raise EmbeddingUnavailable("没有设置 DSH_MEMORY_EMBED_MODEL,无法启动 llama-server")
+            raise EmbeddingUnavailable(msg("没有设置 DSH_MEMORY_EMBED_MODEL,无法启动 llama-server"))
         if not os.path.isfile(model):
-            raise EmbeddingUnavailable(f"模型文件不存在:{model}(DSH_MEMORY_EMBED_MODEL)")
+            raise EmbeddingUnavailable(msg("模型文件不存在:{model}(DSH_MEMORY_EMBED_MODEL)", model=model))
         cmd = self._command()
         log_file = self._open_log(cmd)
         try:
@@ -752,7 +770,7 @@ class LlamaServerManager:
             )
         except OSError as exc:
             log_file.close()
-            raise EmbeddingUnavailable(f"无法启动 llama-server({cmd[0]}: {exc})") from exc
+            raise EmbeddingUnavailable(msg("无法启动 llama-server({cmd}: {exc})", cmd=cmd[0], exc=exc)) from exc
         self._proc = proc
         self._log_file = log_file
         if not self._atexit_registered:
@@ -772,7 +790,9 @@ class LlamaServerManager:
             # Append mode (O_APPEND): another instance's llama-server may still be writing here.
             fh = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed in stop()
         except OSError as exc:
-            raise EmbeddingUnavailable(f"无法写 llama-server 日志 {self.log_path}: {exc}") from exc
+            raise EmbeddingUnavailable(
+                msg("无法写 llama-server 日志 {log_path}: {exc}", log_path=self.log_path, exc=exc)
+            ) from exc
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         fh.write(f"\n=== {stamp} dsh-memory-mcp pid={os.getpid()} spawn: {' '.join(cmd)}\n".encode())
         fh.flush()
@@ -783,21 +803,31 @@ class LlamaServerManager:
         interval = 0.02
         while True:
             if stop is not None and stop.is_set():
-                raise EmbeddingUnavailable("正在退出,不再等待 llama-server")
+                raise EmbeddingUnavailable(msg("正在退出,不再等待 llama-server"))
             if proc is not None and proc.poll() is not None:
                 raise EmbeddingUnavailable(
-                    f"llama-server 启动后退出(rc={proc.returncode});"
-                    f"端口 {self.settings.port} 可能被占用,详见 {self.log_path}"
+                    msg(
+                        "llama-server 启动后退出(rc={returncode});端口 {port} 可能被占用,详见 {log_path}",
+                        returncode=proc.returncode,
+                        port=self.settings.port,
+                        log_path=self.log_path,
+                    )
                 )
             health = probe_health(self._http, self.base_url)
             if health == "ready":
                 return
             if health == "foreign" and proc is None:
-                raise EmbeddingUnavailable(f"端口 {self.settings.port} 上的进程不再像 llama-server")
+                raise EmbeddingUnavailable(msg("端口 {port} 上的进程不再像 llama-server", port=self.settings.port))
             if health == "down" and proc is None:
-                raise EmbeddingUnavailable(f"端口 {self.settings.port} 上的 llama-server 已退出")
+                raise EmbeddingUnavailable(msg("端口 {port} 上的 llama-server 已退出", port=self.settings.port))
             if self.clock.monotonic() > deadline:
-                raise EmbeddingUnavailable(f"llama-server 在 {self.load_timeout:.0f} s 内没有就绪,详见 {self.log_path}")
+                raise EmbeddingUnavailable(
+                    msg(
+                        "llama-server 在 {load_timeout} s 内没有就绪,详见 {log_path}",
+                        load_timeout=f"{self.load_timeout:.0f}",
+                        log_path=self.log_path,
+                    )
+                )
             if stop is not None:
                 self.clock.wait(stop, interval)
             else:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh_memory_mcp.errors import EmbeddingUnavailable
+from dsh_memory_mcp.texts import msg
 
 __all__ = ["LET_FINISH", "MAX_BUDGET", "MAX_CACHED", "MAX_IN_FLIGHT", "Embedded", "PendingQuery", "QueryEmbedder"]
 
@@ -86,7 +87,10 @@ class PendingQuery:
         if not request.done.wait(max(0.0, remaining)):
             return Embedded(
                 None,
-                f"查询嵌入超过 {self.budget * 1000:.0f} ms 预算(后台继续计算,同样的查询再问时直接使用)",
+                msg(
+                    "查询嵌入超过 {value} ms 预算(后台继续计算,同样的查询再问时直接使用)",
+                    value=f"{self.budget * 1000:.0f}",
+                ),
                 "timeout",
             )
         if request.vector is None:
@@ -144,7 +148,7 @@ class QueryEmbedder:
             request = self._in_flight.get(key)
             if request is None:
                 if len(self._in_flight) >= MAX_IN_FLIGHT:
-                    busy = Embedded(None, "前面的查询嵌入还没算完(嵌入服务很慢),本次没有再排队", "busy")
+                    busy = Embedded(None, msg("前面的查询嵌入还没算完(嵌入服务很慢),本次没有再排队"), "busy")
                     return PendingQuery(self, None, busy, t0, wait)
                 request = self._in_flight[key] = _Request()
                 threading.Thread(
@@ -178,10 +182,10 @@ class QueryEmbedder:
         from dsh_memory_mcp.search.embedding import BreakerOpen
 
         if isinstance(error, BreakerOpen):
-            return f"向量后端最近连续失败,熔断中({error})", "breaker"
+            return msg("向量后端最近连续失败,熔断中({error})", error=error), "breaker"
         if isinstance(error, EmbeddingUnavailable):
-            return f"查询嵌入失败({error})", "failed"
-        return f"查询嵌入出错({type(error).__name__})", "error"
+            return msg("查询嵌入失败({error})", error=error), "failed"
+        return msg("查询嵌入出错({name})", name=type(error).__name__), "error"
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

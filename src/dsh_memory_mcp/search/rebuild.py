@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.search.writes import SAVE_BATCH
 from dsh_memory_mcp.store.records import Record, now_ms
+from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
     import numpy as np
@@ -64,7 +65,9 @@ def rebuild(
             batch = items[start : start + SAVE_BATCH]
             vectors = backend.embed_with_retries([r.content for r in batch])
             if backend.dims != dims:
-                raise EmbeddingUnavailable(f"重建过程中嵌入维度从 {dims} 变为 {backend.dims},请重新运行")
+                raise EmbeddingUnavailable(
+                    msg("重建过程中嵌入维度从 {dims} 变为 {dims2},请重新运行", dims=dims, dims2=backend.dims)
+                )
             entries.extend((r.id, v) for r, v in zip(batch, vectors, strict=True))
             done += len(batch)
             if progress is not None:

@@ -50,6 +50,7 @@ from dsh_memory_mcp.search.queries import LET_FINISH, PendingQuery, QueryEmbedde
 from dsh_memory_mcp.search.writes import SidecarWriter, WriteQueue, sidecar_path
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.records import Record
+from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.store.shared import ScopeSnapshot, SharedStore
@@ -74,10 +75,10 @@ MAX_CANDIDATES = 30
 #: Idle worker rescans every scope this often, to pick up records other writers left unembedded.
 RESCAN_INTERVAL = 60.0
 
-ENABLE_HINT = (
-    "启用方法:把 DSH_MEMORY_EMBED_MODEL 设为一个 .gguf 嵌入模型文件(并让 llama-server 在 PATH 上,"
-    "或用 DSH_MEMORY_EMBED_EXE 指定它的路径),或把 DSH_MEMORY_EMBED_ENDPOINT 设为已在运行的嵌入服务地址;"
-    "设 DSH_MEMORY_VECTOR=off 可关闭向量检索并不再显示本提示"
+ENABLE_HINT = msg(
+    "启用方法:把 DSH_MEMORY_EMBED_MODEL 设为一个 .gguf 嵌入模型文件(并让 llama-server 在 PATH 上,或用 "
+    "DSH_MEMORY_EMBED_EXE 指定它的路径),或把 DSH_MEMORY_EMBED_ENDPOINT 设为已在运行的嵌入服务地址;设 "
+    "DSH_MEMORY_VECTOR=off 可关闭向量检索并不再显示本提示"
 )
 
 
@@ -184,7 +185,7 @@ class VectorChannel:
     def _embed_query(self, query: str, timeout: float) -> list[float]:
         client = self._backend.client
         if client is None:
-            raise EmbeddingUnavailable("向量后端尚未就绪")
+            raise EmbeddingUnavailable(msg("向量后端尚未就绪"))
         return client.embed([query], timeout=timeout, slow_is_failure=False, role="query")[0]
 
     def _work_arrived(self) -> None:
@@ -212,7 +213,7 @@ class VectorChannel:
             return
         if self._thread is not None:
             return
-        self._backend.status = "向量检索:启动中"
+        self._backend.status = msg("向量检索:启动中")
         self._backend.probing.set()
         self._thread = threading.Thread(target=self._run, name="dsh-vector-worker", daemon=True)
         self._thread.start()
@@ -226,7 +227,7 @@ class VectorChannel:
             thread.join(timeout=5.0)
         self._backend.close()
         if self._active:
-            self._backend.status = "向量检索:已关闭"
+            self._backend.status = msg("向量检索:已关闭")
 
     @property
     def status(self) -> str:
@@ -291,7 +292,7 @@ class VectorChannel:
         wait = self._queries.budget() if budget is None else budget
         backend = self._backend
         if not backend.ready.is_set() and not backend.probing.is_set():
-            return PendingSearch(self, query, None, self._skipped("向量后端尚未就绪", "not-ready"), t0, wait)
+            return PendingSearch(self, query, None, self._skipped(msg("向量后端尚未就绪"), "not-ready"), t0, wait)
         pending = None
         if backend.ready.is_set() and backend.client is not None:
             pending = self._queries.start(query, backend.header(), budget=wait)
@@ -312,16 +313,16 @@ class VectorChannel:
         try:
             if pending is None:  # the first probe was under way: wait for it within the budget
                 if not backend.ready.wait(max(0.0, wait - (time.monotonic() - t0))) or backend.client is None:
-                    return self._skipped("向量后端尚未就绪", "not-ready")
+                    return self._skipped(msg("向量后端尚未就绪"), "not-ready")
                 pending = self._queries.start(query, backend.header(), budget=max(0.0, wait - (time.monotonic() - t0)))
             embedded = pending.result()
             if embedded.vector is None:
-                return self._skipped(embedded.skipped or "查询嵌入不可用", embedded.kind or "failed")
+                return self._skipped(embedded.skipped or msg("查询嵌入不可用"), embedded.kind or "failed")
             try:
                 return VectorAnswer(self._scores(embedded.vector, query, snapshots), "used")
             except Exception as exc:  # a bug here must cost the vector half of one search, not the search
-                self._unexpected("vector: 计算相似度出错,本次只用词法检索", exc)
-                return self._skipped("计算相似度出错", "error")
+                self._unexpected(msg("vector: 计算相似度出错,本次只用词法检索"), exc)
+                return self._skipped(msg("计算相似度出错"), "error")
         finally:
             self.last_query_ms = (time.monotonic() - t0) * 1000
 
@@ -389,8 +390,12 @@ class VectorChannel:
                     delay = min(30.0, 2.0 ** min(crashes - 1, 5))  # 1 s → 2 s → … ≤ 30 s, as the breaker
                     self.restarts += 1
                     status = backend.status
-                    backend.status = "向量检索:后台线程出错,正在重启"
-                    self._unexpected("vector: 后台线程出错", exc, f",{delay:.0f} s 后重启(同样的错误之后只记 DEBUG)")
+                    backend.status = msg("向量检索:后台线程出错,正在重启")
+                    self._unexpected(
+                        msg("vector: 后台线程出错"),
+                        exc,
+                        msg(",{delay} s 后重启(同样的错误之后只记 DEBUG)", delay=f"{delay:.0f}"),
+                    )
                     self._idle.set()
                     self._stop.wait(delay)
                     backend.status = status
@@ -458,21 +463,23 @@ class VectorChannel:
 
         backend = self._backend
         if not self._active:
-            raise EmbeddingUnavailable(self.settings.unavailable_reason or "向量检索已关闭")
+            raise EmbeddingUnavailable(self.settings.unavailable_reason or msg("向量检索已关闭"))
         if self.read_only:
-            raise EmbeddingUnavailable("只读模式不重建向量")
+            raise EmbeddingUnavailable(msg("只读模式不重建向量"))
         if self._thread is None:
             backend.setup()
             if not backend.ready.is_set() and not backend.bring_up():
-                raise EmbeddingUnavailable(backend.last_problem or "向量后端不可用")
+                raise EmbeddingUnavailable(backend.last_problem or msg("向量后端不可用"))
         elif not backend.ready.wait(backend.load_timeout):
-            raise EmbeddingUnavailable(backend.last_problem or "向量后端没有就绪")
+            raise EmbeddingUnavailable(backend.last_problem or msg("向量后端没有就绪"))
         return rebuild(backend, self._cache, self._writer, self.store, scopes, progress)
 
     def stats(self) -> dict[str, Any]:
         """Numbers for a doctor command: state, model, width, cached rows per scope, backfilled."""
         return {
             "status": self.status,
+            #: Why the backend is unusable now (the reason inside `status`), None when it is not known to be.
+            "problem": self._backend.last_problem,
             "ready": self.ready,
             "model": self._backend.model_id,
             "dims": self._backend.dims,
