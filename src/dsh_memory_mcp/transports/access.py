@@ -35,6 +35,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from dsh_memory_mcp.texts import msg
+
 __all__ = [
     "CHALLENGE",
     "MIN_TOKEN_BITS",
@@ -92,9 +94,17 @@ def weak_token_lines(token: str, host: str) -> list[str] | None:
     if bits >= MIN_TOKEN_BITS:
         return None
     return [
-        f"❌ 拒绝启动:要监听非回环地址 {host},但 DSH_MEMORY_TOKEN 太弱(约 {int(bits)} 位,至少要 {MIN_TOKEN_BITS} 位)",
-        "⇒ 原因:对网络开放时,令牌是唯一的门;短令牌或重复字符几分钟就能被猜中",
-        f"⇒ 修复:生成一个随机令牌 {_MAKE_ONE},设为 DSH_MEMORY_TOKEN 后重启;或去掉 --host 只在本机监听",
+        msg(
+            "❌ 拒绝启动:要监听非回环地址 {host},但 DSH_MEMORY_TOKEN 太弱(约 {bits} 位,至少要 {min_bits} 位)",
+            host=host,
+            bits=int(bits),
+            min_bits=MIN_TOKEN_BITS,
+        ),
+        msg("⇒ 原因:对网络开放时,令牌是唯一的门;短令牌或重复字符几分钟就能被猜中"),
+        msg(
+            "⇒ 修复:生成一个随机令牌 {command},设为 DSH_MEMORY_TOKEN 后重启;或去掉 --host 只在本机监听",
+            command=_MAKE_ONE,
+        ),
     ]
 
 

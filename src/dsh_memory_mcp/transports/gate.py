@@ -26,6 +26,7 @@ import anyio.abc
 from dsh_memory_mcp.errors import CallRefused
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.locks import call_deadline
+from dsh_memory_mcp.texts import msg
 
 __all__ = ["ANSWER_GRACE_SECS", "ToolGate"]
 
@@ -75,7 +76,7 @@ class ToolGate:
             stopping) or ``DEADLINE`` (started, still running at the deadline).
         """
         if self.closing or self._tg is None:
-            raise CallRefused("服务正在退出,这次调用没有执行。请稍后重连后重试。", code="BUSY")
+            raise CallRefused(msg("服务正在退出,这次调用没有执行。请稍后重连后重试。"), code="BUSY")
         deadline = self._deadline()
         self.queued_calls += 1
         try:
@@ -83,15 +84,19 @@ class ToolGate:
                 await self._slots.acquire()
             if waiting.cancelled_caught:
                 raise CallRefused(
-                    f"服务器繁忙:{self.limit} 个工具调用正在运行,这次调用排队 {self.deadline_secs:g} 秒仍未开始,"
-                    "没有执行任何操作。请稍后重试。",
+                    msg(
+                        "服务器繁忙:{limit} 个工具调用正在运行,这次调用排队 {deadline_secs} 秒仍未开始,"
+                        "没有执行任何操作。请稍后重试。",
+                        limit=self.limit,
+                        deadline_secs=f"{self.deadline_secs:g}",
+                    ),
                     code="BUSY",
                 )
         finally:
             self.queued_calls -= 1
         if self.closing:
             self._slots.release()
-            raise CallRefused("服务正在退出,这次调用没有执行。请稍后重连后重试。", code="BUSY")
+            raise CallRefused(msg("服务正在退出,这次调用没有执行。请稍后重连后重试。"), code="BUSY")
         self.running_calls += 1
         done = anyio.Event()
         outcome: dict[str, Any] = {}
@@ -117,8 +122,11 @@ class ToolGate:
             await done.wait()
         if not done.is_set():
             raise CallRefused(
-                f"这次调用运行超过了截止时间({self.deadline_secs:g} 秒)还没有结束,先返回错误;"
-                "它仍在后台运行,写入可能稍后才完成。重试前先用 memory_search / memory_list 确认结果。",
+                msg(
+                    "这次调用运行超过了截止时间({deadline_secs} 秒)还没有结束,先返回错误;它仍在后台运行,"
+                    "写入可能稍后才完成。重试前先用 memory_search / memory_list 确认结果。",
+                    deadline_secs=f"{self.deadline_secs:g}",
+                ),
                 code="DEADLINE",
             )
         if "error" in outcome:

@@ -76,6 +76,7 @@ from dsh_memory_mcp.service.compose import close_service, open_service
 from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.render import error_result
 from dsh_memory_mcp.service.tools import MemoryService
+from dsh_memory_mcp.texts import msg
 from dsh_memory_mcp.transports import access, call_facts, listener, serve_file
 from dsh_memory_mcp.transports.gate import ToolGate
 from dsh_memory_mcp.transports.mcp_server import MemoryServer, build_server
@@ -718,16 +719,29 @@ def edge_limits(settings: ServeSettings) -> listener.EdgeLimits:
 
 def _other_serve_lines(store_dir: str, other: serve_file.ServeInfo) -> list[str]:
     answers = serve_file.probe(other)
-    state = "正在应答" if answers else "进程还在,但没有应答"
+    state = msg("正在应答") if answers else msg("进程还在,但没有应答")
     lines = [
-        f"❌ 启动失败:这个记忆库已经有一个 serve 在运行(pid {other.pid},{other.url},{state})",
-        f"⇒ 记忆库 {store_dir} 同一时间只能有一个 serve;其它宿主直接连 {other.url} 即可(令牌见 "
-        f"{serve_file.path_for(store_dir)})",
-        f"⇒ 要换端口或参数,先停掉它(kill {other.pid})再启动",
+        msg(
+            "❌ 启动失败:这个记忆库已经有一个 serve 在运行(pid {pid},{url},{state})",
+            pid=other.pid,
+            url=other.url,
+            state=state,
+        ),
+        msg(
+            "⇒ 记忆库 {store_dir} 同一时间只能有一个 serve;其它宿主直接连 {url} 即可(令牌见 {path})",
+            store_dir=store_dir,
+            url=other.url,
+            path=serve_file.path_for(store_dir),
+        ),
+        msg("⇒ 要换端口或参数,先停掉它(kill {pid})再启动", pid=other.pid),
     ]
     if not answers:
         lines.append(
-            f"⇒ 若 pid {other.pid} 已不是 dsh-memory-mcp(进程号被复用),删除 {serve_file.path_for(store_dir)} 后重试"
+            msg(
+                "⇒ 若 pid {pid} 已不是 dsh-memory-mcp(进程号被复用),删除 {path} 后重试",
+                pid=other.pid,
+                path=serve_file.path_for(store_dir),
+            )
         )
     return lines
 
@@ -742,10 +756,12 @@ def check_bind(settings: ServeSettings) -> None:
     if not settings.loopback and settings.token is None:
         raise ServeRefused(
             [
-                f"❌ 拒绝启动:要监听非回环地址 {settings.host},但没有设置 DSH_MEMORY_TOKEN",
-                "⇒ 原因:自动生成的令牌只写在本机的 serve.json 里,别的机器拿不到;不设令牌就对网络开放等于没有门",
-                "⇒ 修复:DSH_MEMORY_TOKEN=<足够长的随机串> dsh-memory-mcp serve --host …"
-                "(生成:python -c 'import secrets; print(secrets.token_urlsafe(32))'),或去掉 --host 只在本机监听",
+                msg("❌ 拒绝启动:要监听非回环地址 {host},但没有设置 DSH_MEMORY_TOKEN", host=settings.host),
+                msg("⇒ 原因:自动生成的令牌只写在本机的 serve.json 里,别的机器拿不到;不设令牌就对网络开放等于没有门"),
+                msg(
+                    "⇒ 修复:DSH_MEMORY_TOKEN=<足够长的随机串> dsh-memory-mcp serve --host …(生成:python -c 'import "
+                    "secrets; print(secrets.token_urlsafe(32))'),或去掉 --host 只在本机监听"
+                ),
             ],
             code=2,
         )
@@ -812,7 +828,9 @@ def _serve_service(
         if not claimed.ok:
             if claimed.other is not None:
                 raise ServeRefused(_other_serve_lines(settings.store_dir, claimed.other), code=1)
-            raise ServeRefused([f"❌ 启动失败:无法写入 {serve_file.path_for(settings.store_dir)}"], code=1)
+            raise ServeRefused(
+                [msg("❌ 启动失败:无法写入 {path}", path=serve_file.path_for(settings.store_dir))], code=1
+            )
         try:
             if claimed.replaced_stale is not None:
                 log.info("已替换遗留的 serve.json(pid %d %s)", claimed.replaced_stale.pid, claimed.replaced_why)
@@ -837,12 +855,14 @@ def _serve_service(
             log.info("已启动 dsh-memory-mcp v%s(serve,%s)", __version__, info.url)
             log.info(
                 "令牌 = %s(DSH_MEMORY_TOKEN)",
-                "用户设置" if user_token else f"自动生成,见 {serve_file.path_for(settings.store_dir)}",
+                msg("用户设置")
+                if user_token
+                else msg("自动生成,见 {path}", path=serve_file.path_for(settings.store_dir)),
             )
             log.info(
                 "工具调用并发上限 = %d,截止时间 = %s,空闲会话 %g 秒后回收",
                 serve.max_tool_calls,
-                f"{serve.tool_deadline_secs:g} 秒" if serve.tool_deadline_secs > 0 else "无",
+                msg("{secs} 秒", secs=f"{serve.tool_deadline_secs:g}") if serve.tool_deadline_secs > 0 else msg("无"),
                 serve.session_idle_secs,
             )
             if on_started is not None and extra:

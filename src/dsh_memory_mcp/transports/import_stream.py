@@ -34,6 +34,7 @@ import anyio.to_thread
 from starlette.requests import Request
 
 from dsh_memory_mcp.service.transfer import Checks, ImportPlan, ImportPlanner
+from dsh_memory_mcp.texts import msg
 
 __all__ = ["OTHER_MAX_BYTES", "BodyRefused", "ImportUpload", "one_import_at_a_time", "read_import"]
 
@@ -60,7 +61,7 @@ class BodyRefused(Exception):
         self.message = message
 
 
-def _bad_json(message: str = "请求体不是合法的 JSON。") -> BodyRefused:
+def _bad_json(message: str = msg("请求体不是合法的 JSON。")) -> BodyRefused:
     return BodyRefused(400, "BAD_JSON", message)
 
 
@@ -183,7 +184,9 @@ class _ObjectReader:
         self._run(eof=True)
         if self.state != "done":
             raise _bad_json(
-                "请求体必须是 JSON 对象。" if self.state == "start" and self.buf.strip() else "请求体不是合法的 JSON。"
+                msg("请求体必须是 JSON 对象。")
+                if self.state == "start" and self.buf.strip()
+                else msg("请求体不是合法的 JSON。")
             )
         sink = self.sinks.get("data") or self.sinks.get("text")
         return ImportUpload(plan=None if sink is None else sink.result(), members=self.members)
@@ -221,7 +224,7 @@ class _ObjectReader:
                 return
             if self.state == "start":
                 if byte != ord("{"):
-                    raise _bad_json("请求体必须是 JSON 对象。")
+                    raise _bad_json(msg("请求体必须是 JSON 对象。"))
                 self.pos += 1
                 self.state = "key-or-end"
             elif self.state in ("key-or-end", "key"):
@@ -260,7 +263,9 @@ class _ObjectReader:
         self.other += size
         if self.other > OTHER_MAX_BYTES:
             raise BodyRefused(
-                413, "BODY_TOO_LARGE", f"导入请求里 data/text 以外的字段合计超过 {OTHER_MAX_BYTES >> 20} MB。"
+                413,
+                "BODY_TOO_LARGE",
+                msg("导入请求里 data/text 以外的字段合计超过 {mb} MB。", mb=OTHER_MAX_BYTES >> 20),
             )
 
     def _key(self, eof: bool) -> bool:
@@ -381,14 +386,14 @@ async def read_import(request: Request, limit: int, checks: Checks) -> ImportUpl
     """
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise BodyRefused(413, "BODY_TOO_LARGE", f"请求体超过 {limit // (1 << 20)} MB 上限。")
+        raise BodyRefused(413, "BODY_TOO_LARGE", msg("请求体超过 {mb} MB 上限。", mb=limit // (1 << 20)))
     reader = _ObjectReader(checks, limit)
     batch = bytearray()
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise BodyRefused(413, "BODY_TOO_LARGE", f"请求体超过 {limit // (1 << 20)} MB 上限。")
+            raise BodyRefused(413, "BODY_TOO_LARGE", msg("请求体超过 {mb} MB 上限。", mb=limit // (1 << 20)))
         batch += chunk
         if len(batch) >= _BATCH:
             await anyio.to_thread.run_sync(reader.feed, bytes(batch))

@@ -46,6 +46,7 @@ from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.render import ToolResult
 from dsh_memory_mcp.service.schemas import TOOL_SPECS, ToolSpec
 from dsh_memory_mcp.service.tools import MemoryService
+from dsh_memory_mcp.texts import msg
 from dsh_memory_mcp.transports.stdio_guard import guarded_stdio
 
 __all__ = ["INSTRUCTIONS", "MemoryServer", "build_server", "refresh_digests", "serve"]
@@ -289,7 +290,7 @@ class MemoryServer:
     # -- the project from the client's roots ----------------------------------------------------
 
     def _roots_unanswered(self, state: _Client, why: str) -> None:
-        who = state.client or "未知客户端"
+        who = state.client or msg("未知客户端")
         fallback = self.service.settings.project_dir
         if who not in self._told:
             self._told.add(who)
@@ -323,10 +324,10 @@ class MemoryServer:
                         types.ListRootsRequest(), types.ListRootsResult, metadata=related
                     )
             except TimeoutError:
-                self._roots_unanswered(state, f"{budget:g} 秒内没有回答 roots/list")
+                self._roots_unanswered(state, msg("{budget} 秒内没有回答 roots/list", budget=f"{budget:g}"))
                 return
             except Exception as exc:
-                self._roots_unanswered(state, f"roots/list 失败:{type(exc).__name__}")
+                self._roots_unanswered(state, msg("roots/list 失败:{name}", name=type(exc).__name__))
                 return
             self._roots_answered(state, list(result.roots))
 
@@ -343,7 +344,7 @@ class MemoryServer:
                 self._roots_answered(state, list(answer.roots))
             else:
                 state.fallback_until = now + ROOTS_VALID_SECS
-                self._roots_unanswered(state, "回答的不是 roots/list 的结果")
+                self._roots_unanswered(state, msg("回答的不是 roots/list 的结果"))
             return None
         if state.answered_at is not None and now - state.answered_at < ROOTS_VALID_SECS:
             return None
@@ -353,7 +354,7 @@ class MemoryServer:
             # We asked; the client came back with another request instead of the answer.
             state.asked_at = None
             state.fallback_until = now + ROOTS_VALID_SECS
-            self._roots_unanswered(state, f"{ROOTS_TIMEOUT:g} 秒内没有带着 roots 重试")
+            self._roots_unanswered(state, msg("{secs} 秒内没有带着 roots 重试", secs=f"{ROOTS_TIMEOUT:g}"))
             return None
         if state.asked_at is None:
             state.asked_at = now

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from dsh_memory_mcp import config
+from dsh_memory_mcp.texts import msg
 from dsh_memory_mcp.transports import relay_wire as wire
 from dsh_memory_mcp.transports import serve_file
 from dsh_memory_mcp.transports.serve_file import ServeInfo
@@ -88,17 +89,19 @@ def read_serve_file(store_dir: str) -> tuple[ServeInfo | None, str]:
     """
     info, why = serve_file.read(store_dir)
     if info is None:
-        return None, "没有运行中的 serve" if why == f"没有 {serve_file.SERVE_FILE_NAME}" else why
+        return None, msg("没有运行中的 serve") if why == f"没有 {serve_file.SERVE_FILE_NAME}" else why
     if urllib.parse.urlsplit(info.url).scheme != "http":
-        return None, f"{serve_file.SERVE_FILE_NAME} 的地址不是 http://,中继不支持"
+        return None, msg("{name} 的地址不是 http://,中继不支持", name=serve_file.SERVE_FILE_NAME)
     if not info.alive:
-        return None, f"{serve_file.SERVE_FILE_NAME} 记录的进程 {info.pid} 已退出"
+        return None, msg("{name} 记录的进程 {pid} 已退出", name=serve_file.SERVE_FILE_NAME, pid=info.pid)
     return info, ""
 
 
 def probe(info: ServeInfo, timeout: float = PROBE_TIMEOUT) -> str:
     """ "" when `serve` answers `GET /health` with this token, else why not (for the start-up line)."""
-    return "" if serve_file.health(info, timeout=timeout) is not None else "serve 无应答或不接受 serve.json 里的令牌"
+    return (
+        "" if serve_file.health(info, timeout=timeout) is not None else msg("serve 无应答或不接受 serve.json 里的令牌")
+    )
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,7 @@ def find_serve(store_dir: str) -> tuple[Found | None, str]:
         return None, why
     health = serve_file.health(info, timeout=PROBE_TIMEOUT)
     if health is None:
-        return None, "serve 无应答或不接受 serve.json 里的令牌"
+        return None, msg("serve 无应答或不接受 serve.json 里的令牌")
     calls = health.get("toolCalls")
     deadline = calls.get("deadlineSecs") if isinstance(calls, dict) else None
     if not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or deadline < 0:
@@ -271,7 +274,9 @@ class Relay:
                         self._remember_protocol(message)
                     self._emit(line)  # under the lock: a re-send to the child cannot answer it twice
             if dropped:
-                self._tell_once("answer", f"{origin} 发来一个不属于任何在途请求的应答(id {key}),已丢弃")
+                self._tell_once(
+                    "answer", msg("{origin} 发来一个不属于任何在途请求的应答(id {key}),已丢弃", origin=origin, key=key)
+                )
                 return False
             return target is call
         if message.kind == "request":
@@ -280,7 +285,10 @@ class Relay:
             self._emit(line)
             return False
         if not self._notification_for_host(message, origin):
-            self._tell_once(f"note:{message.method}", f"{origin} 发来的 {message.method} 不属于宿主的任何请求,已丢弃")
+            self._tell_once(
+                f"note:{message.method}",
+                msg("{origin} 发来的 {method} 不属于宿主的任何请求,已丢弃", origin=origin, method=message.method),
+            )
             return False
         self._emit(line)
         return False
@@ -361,7 +369,7 @@ class Relay:
             if call is not None and (self._calls.get(call.key) is not call or call.target != "serve"):
                 return
             if self._gone:
-                raise _ServeGone("serve 已放弃")
+                raise _ServeGone(msg("serve 已放弃"))
             if call is not None:
                 call.conn = conn
             self._inflight[conn] = time.monotonic() if watched else float("inf")
@@ -390,14 +398,14 @@ class Relay:
                 if body.strip():
                     answered = self._take(body, call, sink)
             if call is not None and not answered and self._owns(call):
-                raise _ServeGone("serve 的应答结束了,却没有这个请求的应答")
+                raise _ServeGone(msg("serve 的应答结束了,却没有这个请求的应答"))
         except wire.Misbehaving as bad:
             raise _ServeGone(str(bad)) from bad
         except (OSError, http.client.HTTPException) as exc:
             if call is not None and not self._owns(call):
                 return
             if isinstance(exc, TimeoutError):
-                raise _ServeGone("serve 长时间没有发来任何数据") from exc
+                raise _ServeGone(msg("serve 长时间没有发来任何数据")) from exc
             raise _ServeGone(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
         finally:
             with self._lock:
@@ -413,7 +421,7 @@ class Relay:
         """
         message = wire.parse(data)
         if message is None:
-            raise wire.Misbehaving("serve 发来的不是一条完整的 JSON-RPC 消息")
+            raise wire.Misbehaving(msg("serve 发来的不是一条完整的 JSON-RPC 消息"))
         if sink is not None:
             sink.append(message)
             return message.kind == "response"
@@ -430,7 +438,7 @@ class Relay:
         detail = ""
         if parsed is not None and isinstance(parsed.data.get("error"), dict):
             detail = str(parsed.data["error"].get("message", ""))
-        text = f"serve 返回 HTTP {status}" + (f":{detail}" if detail else "")
+        text = msg("serve 返回 HTTP {status}{detail}", status=status, detail=f":{detail}" if detail else "")
         return wire.rpc_error(message.data["id"], _ANSWER_LOST, text)
 
     def _to_serve(self, line: bytes, message: wire.Message, call: _Call | None) -> None:
@@ -444,7 +452,7 @@ class Relay:
         except _SessionLost as lost:
             with self._reinit_lock:
                 if self.session_id == lost.session_id:  # nobody re-opened it meanwhile
-                    self.log("serve 的会话已失效(可能因空闲被回收),重新建立会话")
+                    self.log(msg("serve 的会话已失效(可能因空闲被回收),重新建立会话"))
                     self._reopen()
         try:
             self._post(line, message, call)
@@ -454,14 +462,14 @@ class Relay:
     def _reopen(self) -> None:
         """A new session: the host's `initialize` again (answer swallowed), the GET stream, `initialized`."""
         if self._init_line is None:
-            raise _ServeGone("会话失效,且宿主没有发过 initialize")
+            raise _ServeGone(msg("会话失效,且宿主没有发过 initialize"))
         self.session_id = None
         replay = _with_id(self._init_line, _REPLAY_ID)
         replies: list[wire.Message] = []
         self._post(replay, _checked(replay), None, sink=replies)
         answer = next((r for r in replies if r.kind == "response" and r.data.get("id") == _REPLAY_ID), None)
         if answer is None or "result" not in answer.data or not self.session_id:
-            raise _ServeGone("serve 不接受重放的 initialize")
+            raise _ServeGone(msg("serve 不接受重放的 initialize"))
         self._remember_protocol(answer)
         if self._initialized_line is not None:
             self._open_get_stream()
@@ -530,20 +538,21 @@ class Relay:
                     for c in self._calls.values()
                 )
             if overdue:
-                self._serve_failed(f"工具调用超过 serve 的截止时间 {self.call_bound - CALL_GRACE:g} 秒仍无应答")  # type: ignore[operator]
+                bound = f"{self.call_bound - CALL_GRACE:g}"  # type: ignore[operator]
+                self._serve_failed(msg("工具调用超过 serve 的截止时间 {secs} 秒仍无应答", secs=bound))
                 return
             if now - oldest < LIVENESS_AFTER:
                 failures = 0
                 continue
             if process_stopped(self.info.pid):
-                self._serve_failed(f"serve 进程 {self.info.pid} 已被暂停(SIGSTOP / Ctrl+Z)")
+                self._serve_failed(msg("serve 进程 {pid} 已被暂停(SIGSTOP / Ctrl+Z)", pid=self.info.pid))
                 return
             if serve_file.health(self.info, timeout=LIVENESS_TIMEOUT) is not None:
                 failures = 0
                 continue
             failures += 1
             if failures >= LIVENESS_FAILURES:
-                self._serve_failed("serve 对 /health 没有应答(进程可能被暂停或卡死)")
+                self._serve_failed(msg("serve 对 /health 没有应答(进程可能被暂停或卡死)"))
                 return
 
     # -- the direct fallback -------------------------------------------------------------------
@@ -566,7 +575,7 @@ class Relay:
         with self._child_lock:
             if self._child is not None or self._child_dead:
                 return
-            self.log(f"serve 不可用({why}),改为直连模式继续服务(记忆库相同)")
+            self.log(msg("serve 不可用({why}),改为直连模式继续服务(记忆库相同)", why=why))
             env = dict(config.environ() if self.env is None else self.env)
             env["DSH_MEMORY_RELAY"] = "off"
             try:
@@ -577,7 +586,7 @@ class Relay:
                     env=env,
                 )
             except OSError as exc:
-                self.log(f"无法启动直连服务({exc}),请求将得到错误应答")
+                self.log(msg("无法启动直连服务({exc}),请求将得到错误应答", exc=exc))
                 self._child_dead = True
                 self._child_open.set()
                 return
@@ -698,7 +707,9 @@ class Relay:
                 break
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 self._skip_line()
-                self._emit(wire.rpc_error(None, -32600, f"Invalid Request: 一行超过 {MAX_LINE_BYTES // (1024 * 1024)} MiB"))
+                self._emit(
+                    wire.rpc_error(None, -32600, f"Invalid Request: 一行超过 {MAX_LINE_BYTES // (1024 * 1024)} MiB")
+                )
                 continue
             line = raw.strip()
             if not line:

@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
+from dsh_memory_mcp.texts import msg
+
 __all__ = [
     "HANDSHAKE_VERSIONS",
     "MAX_MESSAGE_BYTES",
@@ -131,7 +133,7 @@ def read_body(response: IO[bytes], limit: int = MAX_MESSAGE_BYTES) -> bytes:
     """
     body = response.read(limit + 1)
     if len(body) > limit:
-        raise Misbehaving(f"serve 的应答超过 {limit // (1024 * 1024)} MiB")
+        raise Misbehaving(msg("serve 的应答超过 {mib} MiB", mib=limit // (1024 * 1024)))
     return body
 
 
@@ -150,7 +152,7 @@ def read_sse(stream: IO[bytes], limit: int = MAX_MESSAGE_BYTES) -> Iterator[byte
         if not raw:
             return  # end of stream; a pending unterminated event is not an event
         if len(raw) > limit + 2 and not raw.endswith(b"\n"):
-            raise Misbehaving(f"serve 的一个事件超过 {limit // (1024 * 1024)} MiB")
+            raise Misbehaving(msg("serve 的一个事件超过 {mib} MiB", mib=limit // (1024 * 1024)))
         line = raw.rstrip(b"\r\n")
         if not raw.endswith((b"\n", b"\r")):
             return  # the stream ended in the middle of a line
@@ -167,7 +169,7 @@ def read_sse(stream: IO[bytes], limit: int = MAX_MESSAGE_BYTES) -> Iterator[byte
         if field == b"data":
             size += len(value) + 1
             if size > limit:
-                raise Misbehaving(f"serve 的一个事件超过 {limit // (1024 * 1024)} MiB")
+                raise Misbehaving(msg("serve 的一个事件超过 {mib} MiB", mib=limit // (1024 * 1024)))
             data.append(value)
 
 

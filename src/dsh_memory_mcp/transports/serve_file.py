@@ -29,6 +29,7 @@ from typing import Any
 
 from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.layout import SERVE_FILE, StoreLayout
+from dsh_memory_mcp.texts import msg
 
 __all__ = [
     "SERVE_FILE_NAME",
@@ -100,13 +101,13 @@ def _parse(content: bytes) -> ServeInfo | None:
 def untrusted_reason(st: os.stat_result) -> str | None:
     """Why a `serve.json` with this stat must not be believed; None when it may be."""
     if not stat.S_ISREG(st.st_mode):
-        return "不是普通文件"
+        return msg("不是普通文件")
     if sys.platform != "win32":
         getuid = getattr(os, "getuid", None)
         if getuid is not None and st.st_uid != getuid():
-            return f"属于另一个用户(uid {st.st_uid})"
+            return msg("属于另一个用户(uid {uid})", uid=st.st_uid)
         if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            return f"同组或其他用户可写(权限 {stat.S_IMODE(st.st_mode):o})"
+            return msg("同组或其他用户可写(权限 {mode})", mode=f"{stat.S_IMODE(st.st_mode):o}")
     return None
 
 
@@ -121,24 +122,24 @@ def read(store_dir: str) -> tuple[ServeInfo | None, str]:
     try:
         fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        return None, f"没有 {SERVE_FILE_NAME}"
+        return None, msg("没有 {name}", name=SERVE_FILE_NAME)
     except OSError as exc:
-        return None, f"读不了 {path}({exc.strerror or exc})"
+        return None, msg("读不了 {path}({why})", path=path, why=exc.strerror or exc)
     try:
         st = os.fstat(fd)
         reason = untrusted_reason(st)
         if reason is not None:
-            return None, f"{path} 不可信:{reason}"
+            return None, msg("{path} 不可信:{reason}", path=path, reason=reason)
         content = os.read(fd, _MAX_BYTES + 1)
     except OSError as exc:
-        return None, f"读不了 {path}({exc.strerror or exc})"
+        return None, msg("读不了 {path}({why})", path=path, why=exc.strerror or exc)
     finally:
         os.close(fd)
     if len(content) > _MAX_BYTES:
-        return None, f"{path} 太大,不是 serve 写的"
+        return None, msg("{path} 太大,不是 serve 写的", path=path)
     info = _parse(content)
     if info is None:
-        return None, f"{path} 内容无法解析"
+        return None, msg("{path} 内容无法解析", path=path)
     return info, ""
 
 
@@ -168,12 +169,12 @@ def _stale_why(info: ServeInfo, path: str) -> str | None:
     answers nor exits, does not keep the store from a new `serve`.
     """
     if not info.alive:
-        return "已不在运行"
+        return msg("已不在运行")
     if not _old_enough(path, CLAIM_GRACE_SECS):
         return None
     if probe(info, timeout=OWNER_PROBE_TIMEOUT) or probe(info, timeout=OWNER_PROBE_TIMEOUT):
         return None
-    return "的进程还在,但它的 /health 不用文件里的令牌应答(不是这个记忆库的 serve)"
+    return msg("的进程还在,但它的 /health 不用文件里的令牌应答(不是这个记忆库的 serve)")
 
 
 def owner(store_dir: str) -> ServeInfo | None:
@@ -226,7 +227,7 @@ def claim(store_dir: str, info: ServeInfo) -> Claim:
         if existing is None:
             why: str | None = ""
         elif existing.pid == os.getpid():
-            why = "是本进程留下的"
+            why = msg("是本进程留下的")
         else:
             why = _stale_why(existing, path)
         if existing is not None and why is None:
