@@ -32,6 +32,7 @@ without inline script, ``nosniff`` and ``no-referrer``; the page renders memory 
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import hashlib
 import hmac
@@ -59,6 +60,7 @@ from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.service.validate import ALL_SCOPES, PREFIX_MIN
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL
+from dsh_memory_mcp.texts import Language, english, language_of, localized, msg, pair
 from dsh_memory_mcp.transports import import_stream, listener
 
 if TYPE_CHECKING:
@@ -129,7 +131,7 @@ _LOGIN_FAILED_PAGE = """<!doctype html>
 <p><a href="/">返回 · Back</a></p></section></body></html>
 """
 
-_LOGIN_NEEDED = "需要登录:请用 serve 打印的登录地址打开页面,或带上 Bearer 令牌。"
+_LOGIN_NEEDED = msg("需要登录:请用 serve 打印的登录地址打开页面,或带上 Bearer 令牌。")
 
 
 class _HttpError(Exception):
@@ -140,8 +142,13 @@ class _HttpError(Exception):
         self.message = message
 
 
+#: The language of the request being answered: its ``Accept-Language`` (the page sends its own
+#: choice there). Every `texts.Text` in an answer is shown in it; memory content never is a Text.
+_LANGUAGE: contextvars.ContextVar[Language] = contextvars.ContextVar("dsh_memory_web_language", default="zh")
+
+
 def _json(data: Mapping[str, Any], status: int = 200) -> Response:
-    body = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    body = json.dumps(localized(data, _LANGUAGE.get()), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return Response(body, status_code=status, media_type="application/json", headers={"Cache-Control": "no-store"})
 
 
@@ -176,9 +183,15 @@ def _int_param(params: Mapping[str, str], name: str, default: int, low: int, hig
     try:
         value = int(raw.strip())
     except ValueError:
-        raise _HttpError(400, "PARAM_INVALID", f"{name} 必须是整数(收到 {raw[:40]!r})。") from None
+        raise _HttpError(
+            400, "PARAM_INVALID", msg("{name} 必须是整数(收到 {raw!r})。", name=name, raw=raw[:40])
+        ) from None
     if not low <= value <= high:
-        raise _HttpError(400, "PARAM_INVALID", f"{name} 必须在 {low}~{high} 之间(收到 {value})。")
+        raise _HttpError(
+            400,
+            "PARAM_INVALID",
+            msg("{name} 必须在 {low}~{high} 之间(收到 {value})。", name=name, low=low, high=high, value=value),
+        )
     return value
 
 
@@ -242,45 +255,54 @@ class _Web:
         origin = request.headers.get("origin")
         own = f"{request.url.scheme}://{request.headers.get('host', '')}"
         if origin is not None and origin != own:
-            return _error(403, "CROSS_SITE", "拒绝跨站请求:只接受来自本页面的修改。")
+            return _error(403, "CROSS_SITE", msg("拒绝跨站请求:只接受来自本页面的修改。"))
         fetch_site = request.headers.get("sec-fetch-site")
         if fetch_site is not None and fetch_site not in ("same-origin", "none"):
-            return _error(403, "CROSS_SITE", "拒绝跨站请求:只接受来自本页面的修改。")
+            return _error(403, "CROSS_SITE", msg("拒绝跨站请求:只接受来自本页面的修改。"))
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media != "application/json":
-            return _error(403, "CONTENT_TYPE", "修改类请求必须是 Content-Type: application/json。")
+            return _error(403, "CONTENT_TYPE", msg("修改类请求必须是 Content-Type: application/json。"))
         return None
 
     @staticmethod
     async def json_body(request: Request, limit: int) -> dict[str, Any]:
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            raise _HttpError(413, "BODY_TOO_LARGE", f"请求体超过 {limit // (1 << 20)} MB 上限。")
+            raise _HttpError(413, "BODY_TOO_LARGE", msg("请求体超过 {mb} MB 上限。", mb=limit // (1 << 20)))
         chunks: list[bytes] = []
         size = 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                raise _HttpError(413, "BODY_TOO_LARGE", f"请求体超过 {limit // (1 << 20)} MB 上限。")
+                raise _HttpError(413, "BODY_TOO_LARGE", msg("请求体超过 {mb} MB 上限。", mb=limit // (1 << 20)))
             chunks.append(chunk)
         try:
             value = json.loads(b"".join(chunks))
         except (ValueError, RecursionError):
-            raise _HttpError(400, "BAD_JSON", "请求体不是合法的 JSON。") from None
+            raise _HttpError(400, "BAD_JSON", msg("请求体不是合法的 JSON。")) from None
         if not isinstance(value, dict):
-            raise _HttpError(400, "BAD_JSON", "请求体必须是 JSON 对象。")
+            raise _HttpError(400, "BAD_JSON", msg("请求体必须是 JSON 对象。"))
         return value
 
     def guarded(self, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         """The SDK's Host/Origin refusal (421/403, as on `/mcp`) in the page's coded form, then `endpoint`."""
 
         async def checked(request: Request) -> Response:
+            language = _LANGUAGE.set(language_of(request.headers.get("accept-language")))
+            try:
+                return await answer(request)
+            finally:
+                _LANGUAGE.reset(language)
+
+        async def answer(request: Request) -> Response:
             refusal = await self.checks.refused(request)
             if refusal is not None:
                 if refusal.status_code == 421:
-                    response = _error(421, "HOST_REFUSED", "拒绝:Host 不在允许列表里(防 DNS 重绑定)。")
+                    response = _error(421, "HOST_REFUSED", msg("拒绝:Host 不在允许列表里(防 DNS 重绑定)。"))
                 else:
-                    response = _error(refusal.status_code, "ORIGIN_REFUSED", "拒绝:请求来自不被允许的网页(Origin)。")
+                    response = _error(
+                        refusal.status_code, "ORIGIN_REFUSED", msg("拒绝:请求来自不被允许的网页(Origin)。")
+                    )
                 return _secured(response)
             return await endpoint(request)
 
@@ -313,7 +335,7 @@ class _Web:
                 response = _error(_status_of(exc.code), exc.code, exc.message)
             except Exception:
                 log.exception("web API %s %s failed", request.method, request.url.path)
-                response = _error(500, "INTERNAL_ERROR", "服务内部错误,记忆库未被改动。详情见 serve 的 stderr。")
+                response = _error(500, "INTERNAL_ERROR", msg("服务内部错误,记忆库未被改动。详情见 serve 的 stderr。"))
             return _secured(response)
 
         return endpoint
@@ -452,7 +474,9 @@ class _Web:
         unavailable = _UNAVAILABLE.match(reason)
         if unavailable:
             reason = unavailable.group(1) + unavailable.group(2)
-        return {"state": "down", **common, "reason": reason}
+        # In English: the backend's own reason when it has one, else the whole status line.
+        problem = stats.get("problem")
+        return {"state": "down", **common, "reason": pair(reason, english(problem or stats.get("status") or ""))}
 
     def filters(self, params: Mapping[str, str], tz: int) -> browse.Filters:
         def text(name: str) -> str | None:
@@ -482,7 +506,7 @@ class _Web:
         """``/api/search?q=…&topK=…``: the listing with a query (``topK`` = the page size)."""
         params = dict(request.query_params)
         if not (params.get("q") or "").strip():
-            return _error(400, "QUERY_EMPTY", "检索词不能为空。")
+            return _error(400, "QUERY_EMPTY", msg("检索词不能为空。"))
         if params.get("topK") and not params.get("limit"):
             params["limit"] = params["topK"]
         return await self.listing(params)
@@ -550,7 +574,7 @@ class _Web:
         def work() -> Response:
             record = self.record(ident)
             if record is None:
-                return _error(404, "NOT_FOUND", f"没有找到 id 为 {ident[:40]} 的记忆(可能已被删除)。")
+                return _error(404, "NOT_FOUND", msg("没有找到 id 为 {ident} 的记忆(可能已被删除)。", ident=ident[:40]))
             out = browse.card(record)
             out["content"] = record.content
             out.pop("truncated", None)
@@ -596,9 +620,9 @@ class _Web:
                 out["record"] = browse.card(record)
             short = str(out["id"])[:8]
             if out.get("deduped"):
-                out["message"] = f"内容与已有记忆 {short} 相同,没有重复保存"
+                out["message"] = msg("内容与已有记忆 {short} 相同,没有重复保存", short=short)
             else:
-                out["message"] = f"已保存新记忆 {short}(作用域 {out['scope']})"
+                out["message"] = msg("已保存新记忆 {short}(作用域 {scope})", short=short, scope=out["scope"])
             return _json(out)
 
         return await run_in_threadpool(work)
@@ -611,7 +635,7 @@ class _Web:
             now = self.service.clock()
             found = self.record(ident)
             if found is None or found.is_expired(now):
-                return _error(409, "GONE", "这条记忆已被删除或已被别处的修改取代:请刷新后再编辑。")
+                return _error(409, "GONE", msg("这条记忆已被删除或已被别处的修改取代:请刷新后再编辑。"))
             args: dict[str, Any] = {
                 "content": body.get("content"),
                 "kind": body.get("kind"),
@@ -626,11 +650,23 @@ class _Web:
             out = result.structured
             new_id, superseded = str(out["id"]), out.get("superseded")
             if superseded is None:
-                message = f"已保存 {new_id[:8]},但旧记录 {found.short_id} 已不在(可能刚被别处修改)"
+                message = msg(
+                    "已保存 {new_id},但旧记录 {short_id} 已不在(可能刚被别处修改)",
+                    new_id=new_id[:8],
+                    short_id=found.short_id,
+                )
             elif out.get("deduped"):
-                message = f"内容与已有记忆 {new_id[:8]} 相同:旧记录 {found.short_id} 已并入它,不再出现在检索中"
+                message = msg(
+                    "内容与已有记忆 {new_id} 相同:旧记录 {short_id} 已并入它,不再出现在检索中",
+                    new_id=new_id[:8],
+                    short_id=found.short_id,
+                )
             else:
-                message = f"已保存:新记录 {new_id[:8]} 取代了旧记录 {found.short_id}(旧记录仍留在磁盘上)"
+                message = msg(
+                    "已保存:新记录 {new_id} 取代了旧记录 {short_id}(旧记录仍留在磁盘上)",
+                    new_id=new_id[:8],
+                    short_id=found.short_id,
+                )
             return _json({**out, "old": found.id, "message": message})
 
         return await run_in_threadpool(work)
@@ -639,9 +675,9 @@ class _Web:
         body = await self.json_body(request, JSON_MAX_BYTES)
         ids = body.get("ids")
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i.strip() for i in ids):
-            return _error(400, "IDS_EMPTY", "ids 必须是非空的 id 数组。")
+            return _error(400, "IDS_EMPTY", msg("ids 必须是非空的 id 数组。"))
         if len(ids) > _FORGET_MAX:
-            return _error(400, "IDS_TOO_MANY", f"一次最多删除 {_FORGET_MAX} 条。")
+            return _error(400, "IDS_TOO_MANY", msg("一次最多删除 {limit} 条。", limit=_FORGET_MAX))
 
         def work() -> Response:
             deleted: list[str] = []
@@ -657,9 +693,9 @@ class _Web:
                     deleted.extend(gone)
                 else:
                     missing.append(ident)
-            message = f"已删除 {len(deleted)} 条记忆"
+            message = msg("已删除 {count} 条记忆", count=len(deleted))
             if missing:
-                message += f";{len(missing)} 条已不存在"
+                message = msg("已删除 {count} 条记忆;{gone} 条已不存在", count=len(deleted), gone=len(missing))
             return _json({"ok": True, "deleted": len(deleted), "ids": deleted, "missing": missing, "message": message})
 
         return await run_in_threadpool(work)
@@ -680,7 +716,6 @@ class _Web:
                 for scope, doubts in store.doubtful(None).items()
                 for d in doubts
             ]
-            verb = "将恢复" if dry_run else "已恢复"
             return _json(
                 {
                     "ok": True,
@@ -690,7 +725,13 @@ class _Web:
                     "records": rows[:_RECOVER_SHOWN],
                     "refused": refused[:_RECOVER_SHOWN],
                     "refusedTotal": len(refused),
-                    "message": f"{verb} {total} 条被覆盖的记忆" if total else "没有需要恢复的记忆",
+                    "message": (
+                        msg("没有需要恢复的记忆")
+                        if not total
+                        else msg("将恢复 {total} 条被覆盖的记忆", total=total)
+                        if dry_run
+                        else msg("已恢复 {total} 条被覆盖的记忆", total=total)
+                    ),
                 }
             )
 
@@ -709,7 +750,7 @@ class _Web:
 
     async def _import_planned(self, upload: import_stream.ImportUpload) -> Response:
         if upload.plan is None:
-            return _error(400, "IMPORT_EMPTY", "需要导入文件的内容:data(base64 编码的文件字节)或 text(文本)。")
+            return _error(400, "IMPORT_EMPTY", msg("需要导入文件的内容:data(base64 编码的文件字节)或 text(文本)。"))
         plan = upload.plan
         dry_run = upload.dry_run
         scope = upload.scope
@@ -719,16 +760,18 @@ class _Web:
             target = GLOBAL
             if plan.graph:
                 if scope.strip().lower() in ALL_SCOPES:
-                    return _error(400, "SCOPE_NOT_WRITABLE", "all 是只读范围:请选一个作用域。")
+                    return _error(400, "SCOPE_NOT_WRITABLE", msg("all 是只读范围:请选一个作用域。"))
                 resolved = self.scopes_of(scope)
                 if len(resolved) != 1:
-                    return _error(400, "SCOPE_NOT_WRITABLE", "导入只能写入一个作用域。")
+                    return _error(400, "SCOPE_NOT_WRITABLE", msg("导入只能写入一个作用域。"))
                 target = resolved[0]
             outcome = transfer.apply_import(self.service.store, plan, target, now=self.service.clock(), dry_run=dry_run)
-            verb = "将新增" if dry_run else "已新增"
-            head = "预览(尚未写入):" if dry_run else "导入完成:"
-            refused = f",拒绝 {outcome.refused} 条" if outcome.refused else ""
-            message = f"{head}{verb} {outcome.added} 条,已存在 {outcome.existing} 条,跳过 {outcome.bad} 行{refused}"
+            refused = msg(",拒绝 {refused} 条", refused=outcome.refused) if outcome.refused else ""
+            counts = {"added": outcome.added, "existing": outcome.existing, "bad": outcome.bad, "refused": refused}
+            if dry_run:
+                message = msg("预览(尚未写入):将新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}", **counts)
+            else:
+                message = msg("导入完成:已新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}", **counts)
             return _json(
                 {
                     "ok": True,

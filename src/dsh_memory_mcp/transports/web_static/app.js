@@ -185,6 +185,7 @@ function setLanguage(lang) {
   }
   applyLanguage();
   if (state.started) {
+    loadOverview(); // the server's own texts (the vector status) in the new language
     renderScopes();
     renderHealth();
     renderFacets();
@@ -216,9 +217,13 @@ function dropLogin() {
   }
 }
 
+// The server writes its own sentences (errors, import problems, recover reasons, the vector status)
+// in the language the request asks for: the page's choice, not the browser's.
 function authHeaders() {
   const login = storedLogin();
-  return login ? { [login.header]: login.credential } : {};
+  const headers = { "Accept-Language": state.lang };
+  if (login) headers[login.header] = login.credential;
+  return headers;
 }
 
 // The token from the login URL's fragment → a page credential in this origin's storage.
