@@ -109,6 +109,7 @@ MODULES: dict[str, str] = {
     "cli.probe": "GET /health of a serve URL with a given header: ok / 401 / down / not ours",
     "cli.service": "serve as a login service: systemd unit, launchd agent, Task Scheduler XML, their commands",
     "cli.commands": "human subcommands",
+    "cli.views": "tool results for an English terminal, from their structured data",
     "cli.doctor": "read-only deployment check",
 }
 

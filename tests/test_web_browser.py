@@ -949,6 +949,75 @@ def test_the_page_is_english_when_the_browser_asks_and_the_switch_is_remembered(
         ctx.close()
 
 
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+
+
+def test_the_english_page_shows_the_servers_own_texts_in_english_and_chinese_again_after_the_switch(
+    browser: Any, tmp_path: Path
+):
+    """Vector status, recover's preview and refusal reasons, import problems and an API error come from
+    the server: on the English page they are English (only memory content stays as it is); switching to
+    Chinese asks the server again."""
+    store_dir = tmp_path / "store"
+    keep = save_in(store_dir, "global", "留在文件里的中文记忆")
+    lost = save_in(store_dir, "global", "被覆盖的一条")
+    doubtful = save_in(store_dir, "global", "日志里说不清的一条")
+    erase_all_but(store_dir, "global", keep)
+    segment = max((store_dir / ".journal").glob("*.ndjson"))
+    with segment.open("ab") as f:  # a journal line that does not parse and names `doubtful`
+        f.write(b'{"t":1,"op":"save","scope":"global","id":"0000-torn","line":"{\\"id')
+        f.write(json.dumps({"t": 2, "op": "forget", "scope": "global", "ids": [doubtful]}).encode() + b"\n")
+    source = tmp_path / "import.jsonl"
+    source.write_text('{"type":"entity","name":"x","entityType":"t","observations":["ok"]}\nnot json\n', "utf-8")
+    contents = ("留在文件里的中文记忆", "被覆盖的一条", "日志里说不清的一条")
+    env = {"DSH_MEMORY_VECTOR": "on", "DSH_MEMORY_EMBED_MODEL": str(tmp_path / "missing.gguf")}
+    with running_web(store_dir, tmp_path, **env) as srv:
+        ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+        try:
+            pg = watched(ctx.new_page())
+            pg.goto(srv.login_url)
+            pg.wait_for_selector("html[data-ready=true]")
+            assert pg.evaluate("document.documentElement.lang") == "en"
+            pg.wait_for_selector("#vectors .vec-reason:has-text('no such model file')")
+            pg.click("#recover-open")
+            pg.wait_for_selector("#recover-dialog[open]")
+            items = pg.inner_text("#recover-items")
+            assert lost[:8] in items and doubtful[:8] in items
+            assert "a removal cannot be ruled out" in items
+            pg.click("#recover-cancel")
+            pg.click("#import-open")
+            pg.set_input_files("#import-file", str(source))
+            pg.click("#import-dry")
+            pg.wait_for_selector("#import-preview:has-text('line 2 is not JSON')")
+            pg.click("#import-close")
+            pg.goto(f"{srv.base}/?scope=a%2Fb")
+            pg.wait_for_selector("html[data-ready=true]")
+            pg.wait_for_selector("#list-note:has-text('is invalid')")
+            assert pg.get_attribute("#list-note", "title") == "SCOPE_INVALID"
+            pg.goto(srv.base + "/")
+            pg.wait_for_selector("html[data-ready=true]")
+            pg.wait_for_selector("#vectors .vec-reason:has-text('no such model file')")
+            visible = pg.inner_text("body")
+            # Memory content stays as it is; the language switch names each language in its own words.
+            for content in (*contents, *pg.locator("#lang option").all_inner_texts()):
+                visible = visible.replace(content, "")
+            assert _CJK.findall(visible) == []
+            pg.select_option("#lang", "zh")
+            pg.wait_for_selector("#vectors .vec-reason:has-text('模型文件不存在')")  # asked again, in Chinese
+            assert pg.errors == []
+        finally:
+            ctx.close()
+
+
+def save_in(store_dir: Path, scope: str, content: str) -> str:
+    store = SharedStore(str(store_dir))
+    store.prepare()
+    try:
+        return store.save(scope, content).record.id
+    finally:
+        store.close()
+
+
 # -- wording for people, usable by keyboard, labelled, narrow ------------------------------------
 
 

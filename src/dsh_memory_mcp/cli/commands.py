@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dsh_memory_mcp import config
-from dsh_memory_mcp.cli.messages import shown, t
+from dsh_memory_mcp.cli import views
+from dsh_memory_mcp.cli.messages import english, shown, t
 from dsh_memory_mcp.cli.output import detach
 from dsh_memory_mcp.errors import DshMemoryError, EmbeddingUnavailable
 from dsh_memory_mcp.service import health, transfer
@@ -190,6 +191,12 @@ def _resolve_scopes(call: Call, service: MemoryService) -> list[str] | ToolResul
 def _tool_error(call: Call, result: ToolResult) -> int:
     if call.flag("json"):
         call.print(json.dumps(result.structured, ensure_ascii=False))
+    elif english():  # the tool's text is the model's Chinese: say it from its structured form
+        if result.structured.get("code") == "CONFIRM_REQUIRED":
+            text = views.confirm_text(result.structured, limit=call.settings.forget_confirm_over)
+        else:
+            text = views.error_text(result.structured)
+        call.note(*text.splitlines())
     else:
         call.note(*human_text(result.text).splitlines())
     return EXIT_FAIL
@@ -217,11 +224,33 @@ def human_text(text: str) -> str:
 # list / search / get / forget: the tools
 
 
-def _show(call: Call, result: ToolResult) -> int:
+def _show(call: Call, result: ToolResult, view: Callable[[], str] | None = None) -> int:
+    """A tool's result: ``--json`` its structuredContent; at a terminal its text (Chinese, the
+    tool's own) or, under an English locale, `view` (the same facts from the structured data)."""
     if result.is_error:
         return _tool_error(call, result)
-    call.print(json.dumps(result.structured, ensure_ascii=False) if call.flag("json") else human_text(result.text))
+    if call.flag("json"):
+        call.print(json.dumps(result.structured, ensure_ascii=False))
+    elif view is not None and english():
+        call.print(view())
+    else:
+        call.print(human_text(result.text))
     return EXIT_OK
+
+
+def _where(service: MemoryService) -> dict[str, str]:
+    """The current project's scope key and where it came from, for the English views' scope labels."""
+    ctx = service.default_context
+    return {"project": ctx.project, "source": ctx.project_source}
+
+
+def _clients(service: MemoryService, result: ToolResult) -> dict[str, str | None]:
+    """Who wrote each listed record (``source.client``), read from the store as the tool's text shows it."""
+    from dsh_memory_mcp.service.render import client_of
+
+    ids = [str(r["id"]) for r in result.structured.get("records") or []]
+    found = service.store.find(ids) if ids else {}
+    return {ident: (client_of(hits[0]) if hits else None) for ident, hits in found.items()}
 
 
 def _tool_args(call: Call, *names: tuple[str, str]) -> dict[str, Any]:
@@ -235,7 +264,14 @@ def cmd_list(call: Call) -> int:
         args = _tool_args(
             call, ("scope", "scope"), ("path", "path"), ("kind", "kind"), ("limit", "limit"), ("client", "client")
         )
-        return _show(call, service.call("memory_list", args))
+        result = service.call("memory_list", args)
+        return _show(
+            call,
+            result,
+            lambda: views.list_text(
+                result.structured, kind=call.opt("kind"), clients=_clients(service, result), **_where(service)
+            ),
+        )
 
 
 def cmd_search(call: Call) -> int:
@@ -257,7 +293,11 @@ def cmd_search(call: Call) -> int:
             service.vectors.wait_ready(SEARCH_BRING_UP_SECONDS)
         args = _tool_args(call, ("scope", "scope"), ("path", "path"), ("top_k", "topK"))
         args["query"] = " ".join(call.args)
-        return _show(call, service.call("memory_search", args))
+        result = service.call("memory_search", args)
+        from dsh_memory_mcp.service.validate import QUERY_MAX_CHARS
+
+        cut = QUERY_MAX_CHARS if len(args["query"].strip()) > QUERY_MAX_CHARS else None
+        return _show(call, result, lambda: views.search_text(result.structured, query_cut=cut, **_where(service)))
 
 
 def _search_vectors(vector: config.VectorSettings) -> config.VectorSettings | None:
@@ -291,7 +331,9 @@ def cmd_get(call: Call) -> int:
         return EXIT_FAIL
     with _service(call, create=False) as service:
         result = service.call("memory_get", {"ids": list(call.args)})
-        code = _show(call, result)
+        from dsh_memory_mcp.service.validate import PREFIX_MIN
+
+        code = _show(call, result, lambda: views.get_text(result.structured, prefix_min=PREFIX_MIN))
         # A script asking for ids must be able to tell that one is not there (the text says which).
         return EXIT_FAIL if code == EXIT_OK and result.structured.get("missing") else code
 
@@ -319,7 +361,7 @@ def cmd_forget(call: Call) -> int:
         if result.structured.get("code") == "CONFIRM_REQUIRED":  # at a terminal the way to confirm is a flag
             text = result.text.replace("用同样的参数加 confirm: true 再调用一次", "同样的命令加 --confirm 再运行一次")
             result = dataclasses.replace(result, text=text)
-        return _show(call, result)
+        return _show(call, result, lambda: views.forget_text(result.structured, ident=ident, query=call.opt("query")))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -375,7 +417,7 @@ def cmd_save(call: Call) -> int:
         args["importance"] = call.opt("importance")
     with _service(call, create=True) as service:
         ctx = default_context(call.settings).with_client(CLI_CLIENT)
-        return _save_outcome(call, service.call("memory_save", args, ctx))
+        return _save_outcome(call, service.call("memory_save", args, ctx), _where(service))
 
 
 def _read_stdin_content(max_chars: int) -> str | ToolResult:
@@ -402,7 +444,7 @@ def _read_stdin_content(max_chars: int) -> str | ToolResult:
         return error_result("CONTENT_EMPTY", message)
 
 
-def _save_outcome(call: Call, result: ToolResult) -> int:
+def _save_outcome(call: Call, result: ToolResult, where: Mapping[str, str] | None = None) -> int:
     code = result.structured.get("code")
     if result.is_error:
         _tool_error(call, result)
@@ -413,7 +455,10 @@ def _save_outcome(call: Call, result: ToolResult) -> int:
         call.print(json.dumps(result.structured, ensure_ascii=False))
     else:
         call.print(str(result.structured["id"]))
-        call.note(*result.text.splitlines())
+        if english():
+            call.note(views.save_text(result.structured, **(where or {})))
+        else:
+            call.note(*result.text.splitlines())
     return EXIT_OK
 
 
@@ -450,7 +495,7 @@ def cmd_export(call: Call) -> int:
                 t(
                     "⚠️ {count} 行损坏的行没有导出(仍原样留在记忆库文件里):{lines}",
                     count=len(corrupt),
-                    lines=",".join(corrupt[:10]) + (" …" if len(corrupt) > 10 else ""),
+                    lines=",".join(shown(c) for c in corrupt[:10]) + (" …" if len(corrupt) > 10 else ""),
                 )
             )
         for path in stray:
@@ -479,24 +524,21 @@ def cmd_import(call: Call) -> int:
         call.note("⚠️ " + shown(problem.text()))
     for refusal in plan.refused:
         call.note("⚠️ " + shown(refusal.text()))
-    with _service(call, create=True) as service:
+    dry_run = call.flag("dry_run")
+    with _service(call, create=not dry_run) as service:
         target = scopes.GLOBAL
         if plan.graph:
             resolved_target = _import_target(call, service)
             if not isinstance(resolved_target, str):
                 return _tool_error(call, resolved_target)
             target = resolved_target
-        outcome = transfer.apply_import(service.store, plan, target, now=service.clock())
+        outcome = transfer.apply_import(service.store, plan, target, now=service.clock(), dry_run=dry_run)
         refused = t(",拒绝 {count} 条", count=outcome.refused) if outcome.refused else ""
-        call.note(
-            t(
-                "导入完成:新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}",
-                added=outcome.added,
-                existing=outcome.existing,
-                bad=outcome.bad,
-                refused=refused,
-            )
-        )
+        counts = {"added": outcome.added, "existing": outcome.existing, "bad": outcome.bad, "refused": refused}
+        if dry_run:
+            call.note(t("预览(没有写入):将新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}", **counts))
+        else:
+            call.note(t("导入完成:新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}", **counts))
         if not outcome.added and not outcome.existing and outcome.refused:
             call.note(t("❌ {path} 里的记录都被拒绝了(原因见上,与 memory_save 的检查相同)", path=source))
             return EXIT_FAIL
@@ -505,7 +547,7 @@ def cmd_import(call: Call) -> int:
                 t("❌ {path} 里没有一行可导入的记录(本服务 export 的记录行,或 MCP memory 知识图谱 JSONL)", path=source)
             )
             return EXIT_FAIL
-        if outcome.added and call.settings.vector.usable:
+        if outcome.added and call.settings.vector.usable and not dry_run:
             call.note(t("ℹ️ 新记录的向量由运行中的服务在后台补齐,也可以运行 {prog} reembed"))
         return EXIT_OK
 

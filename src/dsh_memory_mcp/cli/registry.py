@@ -267,8 +267,12 @@ _BUILTIN: tuple[Command, ...] = (
         N_("从 JSONL 导入记忆"),
         _runner("import"),
         accepts_args=True,
-        extra_options=(_SCOPE, _PATH),
-        usage=("import FILE [--scope SCOPE | --path DIR]", "import - < backup.jsonl"),
+        extra_options=(
+            _SCOPE,
+            _PATH,
+            Option(("--dry-run",), "dry_run", help=N_("只报告会导入什么,不写任何文件")),
+        ),
+        usage=("import FILE [--scope SCOPE | --path DIR] [--dry-run]", "import - < backup.jsonl"),
         details=N_(
             "逐行自动识别两种格式:\n"
             "  1. 本服务 export 的记录行:原样写回它自己的作用域(id 与所有字段保留);\n"
@@ -278,7 +282,8 @@ _BUILTIN: tuple[Command, ...] = (
             "(kind=fact,tags=[entityType, mcp-memory-import]),\n"
             "     每条关系成为一条记忆「<from> <relationType> <to>」(kind=fact,tags=[relation, mcp-memory-import]),\n"
             "     写入 --scope / --path 指定的作用域(缺省 global)。\n"
-            "无效行在 stderr 报出行号并跳过,不影响其它行。FILE 为 - 时读标准输入。"
+            "无效行在 stderr 报出行号并跳过,不影响其它行。FILE 为 - 时读标准输入。\n"
+            "--dry-run:只报告会新增、已存在、跳过和拒绝多少,不写任何文件(也不创建记忆库目录)。"
         ),
     ),
     Command(

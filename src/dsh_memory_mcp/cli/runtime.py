@@ -24,6 +24,7 @@ from dsh_memory_mcp.cli import diagnostics, logs
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, flush_std, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Invocation
+from dsh_memory_mcp.cli.views import SOURCES
 from dsh_memory_mcp.service.render import PROJECT_SOURCES
 from dsh_memory_mcp.texts import pair
 
@@ -311,16 +312,6 @@ def run_server(invocation: Invocation, serve: ServeFn | None) -> int:
     return code
 
 
-#: `PROJECT_SOURCES` in English, for the start-up line.
-_SOURCES_EN = {
-    "flag": "--project",
-    "env": "DSH_MEMORY_PROJECT",
-    "roots": "the client's roots",
-    "relay": "relay",
-    "cwd": "the working directory",
-}
-
-
 def log_settings(settings: config.Settings) -> None:
     """The start-up lines every server prints (stdio and `serve`): what is actually in effect."""
     for problem in settings.warnings:  # an invalid value silently becoming the default would mislead
@@ -330,7 +321,7 @@ def log_settings(settings: config.Settings) -> None:
         "project = %s(project 作用域 = project:%s;来源:%s)",
         settings.project_dir,
         settings.project_dir,
-        pair(PROJECT_SOURCES[settings.project_source], _SOURCES_EN[settings.project_source]),
+        pair(PROJECT_SOURCES[settings.project_source], SOURCES[settings.project_source]),
     )
     _cli_log.info("默认保存作用域 = %s", settings.default_save_scope)
     if settings.store_dir_is_default:
