@@ -7,11 +7,13 @@ template to its English one; both use ``str.format`` fields (``{path}``), and a 
 always available (`GLOBALS`: ``{prog}``, ``{version}``, the default ports). The language comes
 from `config.ui_language` (``LC_ALL`` → ``LC_MESSAGES`` → ``LANG``; ``en*`` means English).
 
-What stays Chinese whatever the locale: the tools' texts (they are written for the model, and
-``list``/``search``/``get``/``forget``/``save`` print them as the tools return them), the store's
-and the transports' own messages that reach the CLI (a `StoreError`'s text, serve's start-up
-lines), and `config`'s warnings. `tests/test_messages.py` checks that every CJK literal in
-``cli/`` goes through `t`/`N_` and has an English entry with the same fields.
+Messages from the layers below (a `StoreError`'s text, a config warning, a vector status) are
+`texts.Text`: `t` shows such a field in the same language, `shown` shows one on its own, and the
+stderr log handler shows Chinese log templates in English (`logs.LocalisedFormatter`). What stays
+Chinese whatever the locale: the tools' texts for the model (under English, ``list``/``search``/
+``get``/``forget``/``save`` say their results from the structured data instead: `cli.views`),
+``--json`` output, the log file, and the 已启动 marker of the success line. `tests/test_messages.py`
+checks this table's entries; `tests/test_texts.py` that every CJK literal in ``cli/`` goes through it.
 """
 
 # ruff: noqa: E501 - one message per line, however long: the table reads as pairs
