@@ -519,4 +519,8 @@ EN: dict[str, str] = {
     "需要导入文件的内容:data(base64 编码的文件字节)或 text(文本)。": "the import needs the file's content: data (the file's bytes, base64) or text.",
     "需要登录:请用 serve 打印的登录地址打开页面,或带上 Bearer 令牌。": "login needed: open the page with the login URL serve printed, or send a Bearer token.",
     "预览(尚未写入):将新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}": "preview (nothing written yet): {added} to add, {existing} already there, {bad} lines to skip{refused}",
+    # -- store and search: durability, the index cache
+    "已写入 {path},但无法将其落盘:{why}。断电时这次修改可能丢失;请检查磁盘。": "{path} was written but cannot be flushed to disk: {why}. A power cut may lose this change; check the disk.",
+    "记忆文件 {path} 无法落盘:{why}。请检查磁盘。": "the memory file {path} cannot be flushed to disk: {why}. Check the disk.",
+    "未能写入索引缓存 %s(%s);不影响使用,下次启动会重新建立": "could not write the index cache %s (%s); nothing else is affected, the next start builds it again",
 }

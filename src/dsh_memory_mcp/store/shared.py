@@ -457,7 +457,11 @@ class SharedStore:
                 pending.sync()
             except OSError as exc:
                 raise StoreError(
-                    f"已写入 {path},但无法将其落盘:{exc.strerror or exc}。断电时这次修改可能丢失;请检查磁盘。",
+                    msg(
+                        "已写入 {path},但无法将其落盘:{why}。断电时这次修改可能丢失;请检查磁盘。",
+                        path=path,
+                        why=exc.strerror or exc,
+                    ),
                     path=path,
                 ) from exc
             return result

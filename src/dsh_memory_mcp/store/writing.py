@@ -117,11 +117,13 @@ def sync_file(path: str) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise StoreError(f"无法读取记忆文件 {path}:{exc.strerror or exc}。", path=path) from exc
+        raise StoreError(msg("无法读取记忆文件 {path}:{why}。", path=path, why=exc.strerror or exc), path=path) from exc
     try:
         os.fsync(fd)
     except OSError as exc:
-        raise StoreError(f"记忆文件 {path} 无法落盘:{exc.strerror or exc}。请检查磁盘。", path=path) from exc
+        raise StoreError(
+            msg("记忆文件 {path} 无法落盘:{why}。请检查磁盘。", path=path, why=exc.strerror or exc), path=path
+        ) from exc
     finally:
         os.close(fd)
 
