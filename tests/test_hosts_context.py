@@ -23,6 +23,7 @@ from dsh_memory_mcp.store.records import new_record, now_ms
 from dsh_memory_mcp.store.scopes import project_key, scope_file_relpath
 from dsh_memory_mcp.transports.mcp_server import build_server, root_dir
 from tests.helpers.mcp_session import server_params, stdio_session
+from tests.helpers.polling import until
 
 
 class Roots:
@@ -49,18 +50,6 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _until(fn: Any, timeout: float = 5.0) -> Any:
-    """Poll `fn` until it returns something truthy (the notification is handled asynchronously)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
-
-
 # The Python SDK marks roots deprecated for the 2026-07-28 protocol; today's hosts (handshake 2025-11-25) use them.
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 def test_the_first_file_root_is_the_project_and_a_roots_change_moves_it(tmp_path, store_dir, dirs):
@@ -76,10 +65,11 @@ def test_the_first_file_root_is_the_project_and_a_roots_change_moves_it(tmp_path
 
         roots.uris = [dirs["other"].as_uri()]
         s.portal.call(s.session.send_roots_list_changed)
-        moved = _until(
-            lambda: (r := s.call("memory_list", {})).structured_content["scopes"][0] == f"project:{dirs['other']}" and r
+        moved = until(  # the notification is handled asynchronously
+            "the project follows notifications/roots/list_changed",
+            lambda: (r := s.call("memory_list", {})).structured_content["scopes"][0] == f"project:{dirs['other']}" and r,
+            timeout=5.0,
         )
-        assert moved, "the project did not follow notifications/roots/list_changed"
         assert moved.structured_content["count"] == 0  # the memory stayed with the first workspace
     err = (tmp_path / "err.log").read_text(encoding="utf-8")
     assert f"project = {dirs['app']}(来源:客户端 roots" in err

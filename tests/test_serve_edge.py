@@ -20,13 +20,14 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import subprocess_env
+from tests.helpers.polling import until
 from tests.helpers.serve_proc import Serve, initialize, rss_kb, running_serve
 
 pytestmark = [
@@ -39,18 +40,6 @@ PROTOCOL = "2025-06-18"
 
 def _port(serve: Serve) -> int:
     return int(serve.base.rsplit(":", 1)[1])
-
-
-def _until(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    """`check()`'s first truthy value, polled until `timeout` s have passed."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what} (last: {value!r})")
-        time.sleep(0.05)
 
 
 def _edge(serve: Serve) -> dict[str, Any]:
@@ -184,7 +173,7 @@ def test_one_client_holds_at_most_its_share_of_connections_without_the_token(tmp
         for _ in range(40):
             strangers.append(_connect(serve, _half_header(serve)))
         assert _health_status(serve) == 200
-        open_now = _until(
+        open_now = until(
             "the oldest 30 are closed", lambda: (n := sum(_closed(s) is None for s in strangers)) <= 10 and n
         )
         assert open_now <= 10
@@ -240,21 +229,21 @@ def test_stalled_headers_and_stalled_or_dripping_bodies_are_closed_after_their_t
             dripped = _closed(drip)
         assert dripped is not None, "the dripping body was never closed"
 
-        edge = _until(
+        edge = until(
             "all stalls timed out",
             lambda: (e := _edge(serve))["headerTimeout"] >= 30 and e["bodyTimeout"] >= 21 and e,
         )
         assert edge["headerTimeout"] >= 30
         for sock in silent:  # closed without a word: nothing was asked
-            assert _until("a silent connection is closed", lambda s=sock: _closed(s), timeout=10) == b"<closed>"
+            assert until("a silent connection is closed", lambda s=sock: _closed(s), timeout=10) == b"<closed>"
         for sock in headers:
-            got = _until("a stalled header is closed", lambda s=sock: _closed(s), timeout=10)
+            got = until("a stalled header is closed", lambda s=sock: _closed(s), timeout=10)
             assert got.startswith(b"HTTP/1.1 408")
         for sock in bodies:
-            got = _until("a stalled body is closed", lambda s=sock: _closed(s), timeout=10)
+            got = until("a stalled body is closed", lambda s=sock: _closed(s), timeout=10)
             assert got.startswith(b"HTTP/1.1 408")
         for sock in strangers:  # answered 401 at once; the rest of the body never came
-            got = _until("a stranger's stalled body is closed", lambda s=sock: _closed(s), timeout=10)
+            got = until("a stranger's stalled body is closed", lambda s=sock: _closed(s), timeout=10)
             assert got.startswith(b"HTTP/1.1 401")
         assert _health_status(serve) == 200
 

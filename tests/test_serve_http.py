@@ -20,6 +20,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import subprocess_env
+from tests.helpers.polling import until
 from tests.helpers.serve_proc import (
     Serve,
     call_tool,
@@ -208,11 +209,13 @@ def test_sigterm_lets_a_running_call_finish_then_exits_0(tmp_path, store_dir):
 
             call = threading.Thread(target=save)
             call.start()
-            time.sleep(0.8)  # the save is now waiting for the held lock
+            until("the save waits for the held lock", lambda: serve.health()["toolCalls"]["running"] == 1)
             serve.proc.send_signal(signal.SIGTERM)
-            time.sleep(0.5)
-            # While draining, a new call (on a connection that was already open) is not started.
-            late = call_tool(serve, http, sid, "memory_search", {"query": "x"})
+            # Once draining, a new call (on a connection that was already open) is not started.
+            late = until(
+                "a call is refused while draining",
+                lambda: (r := call_tool(serve, http, sid, "memory_search", {"query": "x"}))["isError"] and r,
+            )
             assert late["structuredContent"]["code"] == "BUSY" and "正在退出" in late["structuredContent"]["message"]
             holder.proc.kill()  # a dead holder's lock is broken at once: the save goes through
             holder.proc.wait(timeout=10)  # (a zombie still counts as alive)
@@ -270,10 +273,10 @@ def test_a_lock_wait_ends_at_the_call_deadline_and_the_queue_is_first_come_first
 
             slow = threading.Thread(target=run, args=("save", "memory_save", {"content": "等锁的保存"}))
             slow.start()
-            time.sleep(0.5)  # the save holds the only slot, waiting for the lock
+            until("the save holds the only slot", lambda: serve.health()["toolCalls"]["running"] == 1)
             queued = threading.Thread(target=run, args=("search", "memory_search", {"query": "x"}))
             queued.start()
-            time.sleep(0.3)
+            until("the search waits for the slot", lambda: serve.health()["toolCalls"]["queued"] == 1)
             assert serve.health()["toolCalls"] == {"running": 1, "queued": 1, "limit": 1, "deadlineSecs": 2.5}
             slow.join(timeout=20)
             queued.join(timeout=20)
@@ -302,12 +305,12 @@ def test_idle_and_never_initialized_sessions_are_reaped_but_a_running_call_is_no
 
         half = initialize(serve, http, notify=False)
         whole = initialize(serve, http)
-        time.sleep(1.5)
+        assert serve.health()["sessions"] == 2
+        until("the half-open session is ended", lambda: serve.health()["sessions"] <= 1)
         assert ping_status(half) == 404  # never sent notifications/initialized: gone after 0.5 s
-        assert ping_status(whole) == 200
-        time.sleep(4.0)
+        assert ping_status(whole) == 200  # (a request: its 3 s start again)
+        until("the idle session is ended", lambda: serve.health()["sessions"] == 0)
         assert ping_status(whole) == 404  # idle for longer than 3 s
-        assert serve.health()["sessions"] == 0
 
         # A call that runs longer than the idle time keeps its session.
         busy = initialize(serve, http)
@@ -338,16 +341,13 @@ def test_many_sessions_do_not_grow_the_server_without_bound(tmp_path, store_dir)
                     http.delete(serve.url, headers=serve.auth(**{"mcp-session-id": sid}))
 
         churn(20)
-        time.sleep(2.5)
+        until("every session of the first round is gone", lambda: serve.health()["sessions"] == 0)
         warm = rss_kb(serve.proc.pid)
-        assert serve.health()["sessions"] == 0
         churn(70)
-        time.sleep(2.5)
+        # Deleted, abandoned mid-handshake (0.5 s) and idle (2 s) sessions are all gone, and took their memory.
+        until("every session is gone", lambda: serve.health()["sessions"] == 0)
         after = rss_kb(serve.proc.pid)
-        sessions = serve.health()["sessions"]
     print(f"RSS after 20 sessions {warm} KiB, after 90 {after} KiB")
-    # Deleted, abandoned mid-handshake (0.5 s) and idle (2 s) sessions are all gone, and took their memory.
-    assert sessions == 0, sessions
     assert after - warm < 8_000, (warm, after)
 
 
