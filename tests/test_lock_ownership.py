@@ -7,7 +7,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,9 +22,9 @@ from dsh_memory_mcp.store.locks import LockLost, LockManager
 from dsh_memory_mcp.store.records import Record, parse_lines
 from dsh_memory_mcp.store.shared import SharedStore
 from tests.helpers.clock import FakeClock
+from tests.helpers.lock_markers import marker, plant
 from tests.helpers.store_procs import worker_env
 
-HOST = socket.gethostname()
 STALL_WORKER = str(Path(__file__).resolve().parent / "helpers" / "lock_stall_worker.py")
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGSTOP/SIGCONT")
 
@@ -162,19 +161,6 @@ def test_a_holder_whose_lock_was_broken_while_it_stalled_fails_instead_of_erasin
     assert holder_says == "error LOCK_TIMEOUT"  # not acknowledged over the other's work
     assert lost(acked, on_disk) == 0 and len(on_disk) == 21
     assert not any(p.name.endswith(".tmp") for p in store_dir.rglob("*"))
-
-
-def plant(path: Path, content: bytes, *, age: float = 0.0) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(content)
-    if age:
-        then = time.time() - age
-        os.utime(path, (then, then))
-
-
-def marker(pid: int, host: str = HOST, created_ms: int | None = None) -> bytes:
-    created = time.time_ns() // 1_000_000 if created_ms is None else created_ms
-    return json.dumps({"pid": pid, "host": host, "createdAt": created}).encode()
 
 
 def test_a_live_holder_on_this_host_is_never_broken_whatever_its_age(tmp_path: Path):

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,34 +15,8 @@ from dsh_memory_mcp.errors import LockRecursion, LockTimeout
 from dsh_memory_mcp.store import locks
 from dsh_memory_mcp.store.locks import LockManager
 from dsh_memory_mcp.store.scopes import scope_sha1
+from tests.helpers.lock_markers import HOST, dead_pid, marker, now_ms, plant
 from tests.helpers.store_procs import Worker, reaped
-
-HOST = socket.gethostname()
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def dead_pid() -> int:
-    """The pid of a process that has exited and been reaped."""
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
-
-
-def plant(path: Path, content: bytes, *, age: float = 0.0) -> None:
-    """A marker left by someone else; `age` seconds old by mtime."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(content)
-    if age:
-        past = time.time() - age
-        os.utime(path, (past, past))
-
-
-def marker(pid: int, host: str = HOST, created: int | None = None) -> bytes:
-    data = {"pid": pid, "host": host, "createdAt": now_ms() if created is None else created}
-    return json.dumps(data, separators=(",", ":")).encode()
 
 
 @pytest.fixture
@@ -149,7 +120,7 @@ def test_a_stale_lock_from_a_dead_process_is_broken_at_once(locks_dir: Path, cap
 def test_a_foreign_host_lock_not_refreshed_for_stale_after_is_broken(locks_dir: Path):
     manager = LockManager(str(locks_dir), timeout=5.0)
     path = Path(manager.lock_path("global"))
-    plant(path, marker(os.getppid(), host="another-host", created=now_ms() - 31_000), age=31)
+    plant(path, marker(os.getppid(), host="another-host", created_ms=now_ms() - 31_000), age=31)
     start = time.monotonic()
     with manager.hold("global"):
         pass

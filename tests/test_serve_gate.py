@@ -156,22 +156,16 @@ def test_a_lock_wait_inside_a_gated_call_ends_at_the_call_deadline(tmp_path):
 
 
 def test_a_call_deadline_is_stamped_on_the_gates_clock_and_ends_a_lock_wait_on_it(tmp_path):
-    import json
     import os
-    import socket
 
     from dsh_memory_mcp.store import locks as locks_module
     from tests.helpers.clock import FakeClock
+    from tests.helpers.lock_markers import marker, plant
 
     clock = FakeClock()  # time passes only as the lock waiter polls: its 3 s go by at once
     locks = LockManager(str(tmp_path / ".locks"), timeout=10.0, poll=0.5, clock=clock)
-    marker = Path(locks.lock_path("global"))
-    marker.parent.mkdir(parents=True)
     # Held by a live process on this host (our parent): waited for, never broken.
-    marker.write_text(
-        json.dumps({"pid": os.getppid(), "host": socket.gethostname(), "createdAt": int(time.time() * 1000)}),
-        encoding="utf-8",
-    )
+    plant(Path(locks.lock_path("global")), marker(os.getppid()))
 
     async def scenario() -> tuple[float | None, float | None, float, str, float]:
         async with ToolGate(limit=1, deadline_secs=3.0, clock=clock).running() as gate:

@@ -21,7 +21,16 @@ import pytest
 from dsh_memory_mcp.store.records import new_record
 from dsh_memory_mcp.store.scopes import scope_file_relpath
 from dsh_memory_mcp.store.shared import SharedStore
-from tests.helpers.web_server import WebServer, erase_all_but, page_login, recover_dry_run, running_web
+from tests.helpers.web_server import (
+    WebServer,
+    erase_all_but,
+    inserted,
+    on_disk,
+    page_login,
+    recover_dry_run,
+    running_web,
+    saved,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -59,29 +68,7 @@ def client(server: WebServer, credential: dict[str, str]) -> Iterator[httpx.Clie
         yield c
 
 
-def saved(server: WebServer, scope: str, content: str, **kw) -> str:
-    """Save through another process's view of the store (this test process), return the id."""
-    store = SharedStore(str(server.store_dir))
-    try:
-        return store.save(scope, content, **kw).record.id
-    finally:
-        store.close()
 
-
-def inserted(server: WebServer, scope: str, records: list) -> None:
-    store = SharedStore(str(server.store_dir))
-    try:
-        store.insert(scope, records)
-    finally:
-        store.close()
-
-
-def on_disk(server: WebServer, scope: str = "global") -> dict[str, dict]:
-    store = SharedStore(str(server.store_dir))
-    try:
-        return {r.id: r.data for r in store.snapshot(scope).records}
-    finally:
-        store.close()
 
 
 def store_bytes(server: WebServer) -> dict[Path, bytes]:

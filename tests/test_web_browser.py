@@ -31,10 +31,9 @@ import pytest
 
 from dsh_memory_mcp.store.records import new_record
 from dsh_memory_mcp.store.scopes import scope_file_relpath
-from dsh_memory_mcp.store.shared import SharedStore
 from tests.helpers.mcp_session import StdioSession, server_params, stdio_session
 from tests.helpers.require import require
-from tests.helpers.web_server import WebServer, erase_all_but, recover_dry_run, running_web
+from tests.helpers.web_server import WebServer, erase_all_but, inserted, on_disk, recover_dry_run, running_web, saved
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -124,28 +123,7 @@ def page(context: Any, server: WebServer) -> Iterator[Any]:
         pg.close()
 
 
-def save(server: WebServer, scope: str, content: str, **kw: Any) -> str:
-    store = SharedStore(str(server.store_dir))
-    try:
-        return store.save(scope, content, **kw).record.id
-    finally:
-        store.close()
 
-
-def insert(server: WebServer, scope: str, records: list[Any]) -> None:
-    store = SharedStore(str(server.store_dir))
-    try:
-        store.insert(scope, records)
-    finally:
-        store.close()
-
-
-def on_disk(server: WebServer, scope: str = "global") -> dict[str, dict]:
-    store = SharedStore(str(server.store_dir))
-    try:
-        return {r.id: r.data for r in store.snapshot(scope).records}
-    finally:
-        store.close()
 
 
 def card(page: Any, ident: str) -> Any:
@@ -214,7 +192,7 @@ def _seed_main(server: WebServer) -> None:
             source=source,
             now=now - back * DAY - 3_600_000,
         )
-        insert(server, scope, [rec])
+        inserted(server, scope, [rec])
 
 
 def test_the_login_url_logs_in_keeps_the_credential_in_this_origins_storage_and_sets_no_cookie(
@@ -244,7 +222,7 @@ def test_the_login_url_logs_in_keeps_the_credential_in_this_origins_storage_and_
 
 
 def test_a_page_without_a_login_names_serves_real_port_and_gets_no_data(browser: Any, server: WebServer, shots: Path):
-    save(server, "global", "没有登录的人看不到这条记忆")
+    saved(server, "global", "没有登录的人看不到这条记忆")
     ctx = browser.new_context(viewport={"width": 1280, "height": 600}, locale="zh-CN")
     try:
         pg = ctx.new_page()
@@ -328,7 +306,7 @@ def test_another_port_the_logged_in_browser_visits_receives_no_credential_and_no
 ):
     """The attack that worked with the old login cookie: another local user's server, a visit from
     the logged-in browser, and a replay of whatever arrived against /api."""
-    secret = save(server, "global", "只有本机用户能看到的记忆")
+    secret = saved(server, "global", "只有本机用户能看到的记忆")
     pg = watched(context.new_page())
     try:
         pg.goto(server.login_url)
@@ -372,7 +350,7 @@ def test_another_port_the_logged_in_browser_visits_receives_no_credential_and_no
 
 
 def test_a_cross_site_post_from_another_origin_changes_nothing(context: Any, server: WebServer):
-    ident = save(server, "global", "别的网站删不掉这条")
+    ident = saved(server, "global", "别的网站删不掉这条")
     pg = context.new_page()
     try:
         pg.goto(server.login_url)
@@ -478,7 +456,7 @@ def test_a_memory_saved_through_mcp_appears_without_reload_and_a_chinese_search_
 
 
 def test_search_terms_are_marked_in_the_cards_as_text(page: Any, server: WebServer):
-    ident = save(server, "web-browser-mark", "上线前:先跑数据库迁移,再 <b>重启</b> worker。Database migration first.")
+    ident = saved(server, "web-browser-mark", "上线前:先跑数据库迁移,再 <b>重启</b> worker。Database migration first.")
     fresh(page)
     open_scope(page, "web-browser-mark")
     page.fill("#q", "数据库迁移 migration")
@@ -492,7 +470,7 @@ def test_search_terms_are_marked_in_the_cards_as_text(page: Any, server: WebServ
 
 
 def test_html_in_a_memory_is_shown_as_text(page: Any, server: WebServer):
-    ident = save(server, "global", "<img src=x onerror=alert(1)> 和 <b>粗体</b>")
+    ident = saved(server, "global", "<img src=x onerror=alert(1)> 和 <b>粗体</b>")
     fresh(page)
     text = card(page, ident).locator(".content").inner_text()
     assert text == "<img src=x onerror=alert(1)> 和 <b>粗体</b>"
@@ -551,7 +529,7 @@ def test_a_new_memory_from_the_form_is_saved_by_memory_save_and_its_card_appears
 
 
 def test_an_edit_in_the_page_is_a_supersede_on_disk(page: Any, server: WebServer, shots: Path):
-    old = save(server, "global", "周报在每周五下午发", kind="note", tags=["例会"])
+    old = saved(server, "global", "周报在每周五下午发", kind="note", tags=["例会"])
     fresh(page)
     card(page, old).locator("[data-role=open]").click()
     page.wait_for_selector("#detail-dialog[open]")
@@ -592,7 +570,7 @@ def test_an_edit_in_the_page_is_a_supersede_on_disk(page: Any, server: WebServer
 
 
 def test_forget_one_asks_first_and_cancel_keeps_it(page: Any, server: WebServer, shots: Path):
-    ident = save(server, "global", "这条记忆会在确认后被删除")
+    ident = saved(server, "global", "这条记忆会在确认后被删除")
     fresh(page)
     card(page, ident).locator("[data-role=forget]").click()
     page.wait_for_selector("#confirm-dialog[open]")
@@ -610,7 +588,7 @@ def test_forget_one_asks_first_and_cancel_keeps_it(page: Any, server: WebServer,
 
 def test_forget_a_selection_removes_exactly_the_checked_ones(page: Any, server: WebServer):
     scope = "web-browser-selection"
-    ids = [save(server, scope, f"批量删除 {i}") for i in range(3)]
+    ids = [saved(server, scope, f"批量删除 {i}") for i in range(3)]
     fresh(page)
     open_scope(page, scope)
     card(page, ids[2]).wait_for()
@@ -659,7 +637,7 @@ def browse_scope(server: WebServer) -> tuple[str, dict[str, dict]]:
         ).with_changes(accessCount=seed["access"])
         seeds[rec.id] = seed
         records.append(rec)
-    insert(server, scope, records)
+    inserted(server, scope, records)
     return scope, seeds
 
 
@@ -739,7 +717,7 @@ def test_each_filter_and_sort_shows_the_right_memories_and_the_view_lives_in_the
 
 def test_load_more_walks_past_200_memories(page: Any, server: WebServer):
     scope = "web-browser-paging"
-    insert(server, scope, [new_record(scope=scope, content=f"分页 {i}", now=BASE + i * 60_000) for i in range(230)])
+    inserted(server, scope, [new_record(scope=scope, content=f"分页 {i}", now=BASE + i * 60_000) for i in range(230)])
     fresh(page)
     open_scope(page, scope)
     page.wait_for_function("() => document.querySelectorAll('li.card').length === 100")
@@ -756,7 +734,7 @@ def test_load_more_walks_past_200_memories(page: Any, server: WebServer):
 def test_a_long_memory_expands_in_place(page: Any, server: WebServer):
     text = "".join(f"第 {i} 段:这是一条很长的记忆,用来检查在原处展开全文。\n" for i in range(120))
     assert len(text) > 2_000  # longer than a listing carries: the rest is fetched on expand
-    ident = save(server, "web-browser-long", text)
+    ident = saved(server, "web-browser-long", text)
     fresh(page)
     open_scope(page, "web-browser-long")
     body = card(page, ident).locator(".content")
@@ -793,7 +771,7 @@ def test_the_chart_shows_the_per_day_counts_by_client_and_the_kinds_of_the_store
         source = {"origin": "explicit", **({"client": client_name} if client_name else {})}
         kind = ["fact", "rule", "preference", "decision"][i % 4]
         recs.append(new_record(scope=scope, content=f"图表 {i}", kind=kind, source=source, now=now - back * DAY))
-    insert(server, scope, recs)
+    inserted(server, scope, recs)
     fresh(page)
     open_scope(page, scope)
     chart = page.locator(f'figure.chart[data-scope="{scope}"]')
@@ -835,8 +813,8 @@ def test_the_chart_shows_the_per_day_counts_by_client_and_the_kinds_of_the_store
 
 def test_recover_previews_what_the_recover_command_would_and_restores_after_a_confirm(page: Any, server: WebServer):
     scope = "web-browser-vanished"
-    lost = save(server, scope, "被不加锁的写入者覆盖掉的一条")
-    kept = save(server, scope, "留下的一条")
+    lost = saved(server, scope, "被不加锁的写入者覆盖掉的一条")
+    kept = saved(server, scope, "留下的一条")
     path = erase_all_but(server.store_dir, scope, kept)
     fresh(page)
     page.wait_for_selector("#recover-open")
@@ -865,7 +843,7 @@ def test_recover_previews_what_the_recover_command_would_and_restores_after_a_co
 
 def test_import_previews_without_writing_then_applies(page: Any, server: WebServer, root: Path, shots: Path):
     scope = "web-browser-import"
-    save(server, scope, "导入前已经有的记忆")
+    saved(server, scope, "导入前已经有的记忆")
     graph = [
         {"type": "entity", "name": "小红", "entityType": "person", "observations": ["用 Neovim", "住在杭州"]},
         {"type": "relation", "from": "小红", "relationType": "维护", "to": "记忆服务"},
@@ -898,7 +876,7 @@ def test_import_previews_without_writing_then_applies(page: Any, server: WebServ
 
 def test_export_downloads_the_current_scope(page: Any, server: WebServer, root: Path):
     scope = "web-browser-export"
-    ident = save(server, scope, "导出测试")
+    ident = saved(server, scope, "导出测试")
     fresh(page)
     open_scope(page, scope)
     with page.expect_download() as info:
@@ -1022,10 +1000,10 @@ def save_in(store_dir: Path, scope: str, content: str) -> str:
 
 
 def test_the_wording_is_for_people(page: Any, server: WebServer):
-    ident = save(
+    ident = saved(
         server, "web-browser-words", "来源显示客户端的名字", source={"origin": "explicit", "client": "cline/3.2"}
     )
-    by_hand = save(server, "web-browser-words", "没有客户端的就是手动")
+    by_hand = saved(server, "web-browser-words", "没有客户端的就是手动")
     fresh(page)
     open_scope(page, "web-browser-words")
     card(page, ident).wait_for()
@@ -1055,7 +1033,7 @@ def test_every_control_has_a_label_and_the_keyboard_reaches_search_and_a_memory(
             .map(e => e.outerHTML.slice(0, 80))"""
     )
     assert unlabeled == []
-    ident = save(server, "global", "键盘也能打开这条记忆")
+    ident = saved(server, "global", "键盘也能打开这条记忆")
     fresh(page)
     page.locator("body").focus()
     page.keyboard.press("/")
@@ -1076,7 +1054,7 @@ def test_every_control_has_a_label_and_the_keyboard_reaches_search_and_a_memory(
 
 
 def test_the_page_is_readable_in_a_400px_window(page: Any, server: WebServer, shots: Path):
-    save(server, "global", "窄窗口下也要读得清楚的一条很长很长的记忆," * 4, tags=["移动端", "窄屏"])
+    saved(server, "global", "窄窗口下也要读得清楚的一条很长很长的记忆," * 4, tags=["移动端", "窄屏"])
     page.set_viewport_size({"width": 400, "height": 900})
     page.reload()
     page.wait_for_selector("html[data-ready=true]")

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -122,6 +123,39 @@ def running_web(
         yield WebServer(base, token or str(info["token"]), login.group(1), store_dir, errpath, proc)  # type: ignore[arg-type]
     finally:
         _stop(proc)
+
+
+def saved(server: WebServer, scope: str, content: str, **kw: Any) -> str:
+    """Save through another process's view of the store (the test process), return the id."""
+    from dsh_memory_mcp.store.shared import SharedStore
+
+    store = SharedStore(str(server.store_dir))
+    try:
+        return store.save(scope, content, **kw).record.id
+    finally:
+        store.close()
+
+
+def inserted(server: WebServer, scope: str, records: list[Any]) -> None:
+    """Insert ready-made records (another writer's, with their own timestamps) into `scope`."""
+    from dsh_memory_mcp.store.shared import SharedStore
+
+    store = SharedStore(str(server.store_dir))
+    try:
+        store.insert(scope, records)
+    finally:
+        store.close()
+
+
+def on_disk(server: WebServer, scope: str = "global") -> dict[str, dict[str, Any]]:
+    """id → record of `scope` as the files hold it now."""
+    from dsh_memory_mcp.store.shared import SharedStore
+
+    store = SharedStore(str(server.store_dir))
+    try:
+        return {r.id: r.data for r in store.snapshot(scope).records}
+    finally:
+        store.close()
 
 
 def erase_all_but(store_dir: Path, scope: str, keep_id: str) -> Path:
