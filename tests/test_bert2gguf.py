@@ -12,7 +12,6 @@ import importlib.util
 import json
 import math
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers.reap import stop_process
 
 REPO = Path(__file__).resolve().parent.parent
 CONVERTER = REPO / "scripts" / "bert2gguf.py"
@@ -191,12 +192,7 @@ class _Server:
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        stop_process(self.proc, timeout=10)
 
 
 @pytest.fixture(scope="module")

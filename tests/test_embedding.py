@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.search.embedding import CircuitBreaker, EmbeddingClient, _parse_llama
 from tests.helpers.clock import FakeClock
-from tests.helpers.fake_llama import FakeLlama, embed_text, free_port
+from tests.helpers.fake_llama import FakeLlama, embed_text, free_port, not_llama
 
 
 @pytest.fixture
@@ -217,20 +215,8 @@ def test_health_reports_loading_then_ready(fake: FakeLlama) -> None:
 
 
 def test_health_tells_down_from_a_foreign_process() -> None:
-    class NotLlama(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), NotLlama)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        client = EmbeddingClient(f"http://127.0.0.1:{server.server_address[1]}")
+    with not_llama() as port:
+        client = EmbeddingClient(f"http://127.0.0.1:{port}")
         down = EmbeddingClient(f"http://127.0.0.1:{free_port()}")
         try:
             assert client.health() == "foreign"
@@ -238,10 +224,6 @@ def test_health_tells_down_from_a_foreign_process() -> None:
         finally:
             client.close()
             down.close()
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 def test_model_info_reads_the_model_file_and_width(fake: FakeLlama) -> None:

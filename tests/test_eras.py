@@ -33,6 +33,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation, ListRootsResult, Root
 
 from tests.conftest import SRC
+from tests.helpers.reap import stop_process
 from tests.helpers.serve_proc import Serve, initialize, running_serve, sse_result, wait_listening
 
 pytestmark = [
@@ -171,12 +172,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         info = wait_listening(proc, store, errlog)
         yield World(base, store, project, cwd, Serve(proc=proc, store_dir=store, errlog=errlog, info=info), errlog)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc)
 
 
 class Roots:

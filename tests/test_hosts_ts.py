@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from dsh_memory_mcp.store.records import new_record
-from tests.helpers.ts_client import TS_DIR, drive, require_ts_client, sdk_version, stdio_target
+from tests.helpers.ts_client import TS_DIR, drive, inspector_cli, require_ts_client, sdk_version, stdio_target
 
 TOOLS = ["memory_forget", "memory_get", "memory_list", "memory_save", "memory_search"]
 
@@ -145,16 +145,6 @@ def test_every_error_code_reaches_the_typescript_client_as_is_error_with_its_cod
         assert _text(result) == f"错误 {code}:{structured['message']}"
 
 
-def _inspector() -> list[str]:
-    node = require_ts_client()
-    cli = (
-        TS_DIR / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
-    )
-    if not cli.is_file():
-        pytest.fail(f"the Inspector is part of tests/ts/package.json but {cli} is missing: run npm ci")
-    return [node, str(cli), "--cli"]
-
-
 def test_the_inspector_cli_reports_no_schema_portability_problems(tmp_path, store_dir, project):
     target = stdio_target(store_dir, tmp_path / "err.log", project=project)
     env_args = [
@@ -164,7 +154,7 @@ def test_the_inspector_cli_reports_no_schema_portability_problems(tmp_path, stor
         for arg in ("-e", f"{key}={target['env'][key]}")
     ]
     proc = subprocess.run(
-        [*_inspector(), *env_args, target["command"], *target["args"], "--method", "tools/list", "--strict"],
+        [*inspector_cli(), *env_args, target["command"], *target["args"], "--method", "tools/list", "--strict"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

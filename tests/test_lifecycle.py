@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -24,7 +23,7 @@ from dsh_memory_mcp.search.embedding import LOG_FILE_NAME, LlamaServerManager
 from dsh_memory_mcp.search.vectors import VectorChannel
 from dsh_memory_mcp.store.shared import SharedStore
 from tests.conftest import SRC
-from tests.helpers.fake_llama import FakeLlama, free_port
+from tests.helpers.fake_llama import FakeLlama, free_port, not_llama
 from tests.helpers.fake_llama_exe import kill_quietly, make_stand_in, pid_alive, read_spawns, wait_gone
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the stand-in executable is a POSIX shell script")
@@ -160,32 +159,15 @@ def test_a_running_llama_server_is_reused_and_never_stopped(
 def test_a_port_held_by_another_program_is_a_clear_error_and_search_stays_lexical(
     settings: VectorSettings, store: SharedStore, argv_file: Path
 ) -> None:
-    class Other(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", settings.port), Other)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        with channel(settings, store) as ch:
-            deadline = time.monotonic() + 5
-            while "不可用" not in ch.status and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert f"端口 {settings.port}" in ch.status and "DSH_MEMORY_EMBED_PORT" in ch.status
-            store.save("global", TARGET)
-            t0 = time.monotonic()
-            assert ch.query_scores(QUERY, [store.snapshot("global")]) == {}
-            assert time.monotonic() - t0 < 0.25  # no 300 ms wait for a backend that is not there
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with not_llama(settings.port), channel(settings, store) as ch:
+        deadline = time.monotonic() + 5
+        while "不可用" not in ch.status and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert f"端口 {settings.port}" in ch.status and "DSH_MEMORY_EMBED_PORT" in ch.status
+        store.save("global", TARGET)
+        t0 = time.monotonic()
+        assert ch.query_scores(QUERY, [store.snapshot("global")]) == {}
+        assert time.monotonic() - t0 < 0.25  # no 300 ms wait for a backend that is not there
     assert read_spawns(argv_file) == []
 
 

@@ -8,17 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory_mcp.config import resolve_settings
-from dsh_memory_mcp.service.tools import MemoryService
-from dsh_memory_mcp.store.shared import SharedStore
 from tests.helpers.mcp_session import server_params, stdio_session
-
-
-def make_service(store_dir: Path, project: Path, **env: str) -> MemoryService:
-    settings = resolve_settings(store_dir=str(store_dir), project_dir=str(project), env=env, cwd=str(project))
-    store = SharedStore(settings.store_dir)
-    store.prepare()
-    return MemoryService(settings=settings, store=store)
+from tests.helpers.services import code, make_service
 
 
 @pytest.fixture
@@ -26,10 +17,6 @@ def svc(store_dir: Path, tmp_path: Path):
     service = make_service(store_dir, tmp_path)
     yield service
     service.store.close()
-
-
-def code(result) -> str | None:
-    return result.structured.get("code") if result.is_error else None
 
 
 def lines(store_dir: Path) -> list[str]:

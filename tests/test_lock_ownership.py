@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,65 +21,19 @@ from dsh_memory_mcp.store.records import Record, parse_lines
 from dsh_memory_mcp.store.shared import SharedStore
 from tests.helpers.clock import FakeClock
 from tests.helpers.lock_markers import marker, plant
-from tests.helpers.store_procs import worker_env
+from tests.helpers.store_procs import StallWorker
 
-STALL_WORKER = str(Path(__file__).resolve().parent / "helpers" / "lock_stall_worker.py")
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGSTOP/SIGCONT")
 
 
-class Child:
-    """A `lock_stall_worker.py` child with its stdout lines in a queue."""
-
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, STALL_WORKER, *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=worker_env(),
-            text=True, encoding="utf-8",
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
-        self._pump_thread.start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def next(self, timeout: float = 30.0) -> str:
-        line = self.lines.get(timeout=timeout)
-        if line is None:
-            assert self.proc.stderr is not None
-            raise AssertionError(f"child ended early: {self.proc.stderr.read()}")
-        return line
-
-    def until(self, last: str, timeout: float = 60.0) -> list[str]:
-        out: list[str] = []
-        while (line := self.next(timeout)) != last:
-            out.append(line)
-        return out
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-        self._pump_thread.join(timeout=10)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
-
-
 @pytest.fixture
-def children() -> Iterator[list[Child]]:
-    made: list[Child] = []
+def children() -> Iterator[list[StallWorker]]:
+    made: list[StallWorker] = []
     try:
         yield made
     finally:
         for child in made:
-            child.stop()
+            child.kill()
 
 
 def wait_stopped(pid: int) -> None:
@@ -107,18 +59,18 @@ def lost(acked: list[str], on_disk: list[str]) -> int:
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="process state from /proc")
 def test_a_live_holder_stalled_inside_its_write_is_waited_for_and_no_acknowledged_save_is_lost(
-    store_dir: Path, children: list[Child]
+    store_dir: Path, children: list[StallWorker]
 ):
     store = SharedStore(str(store_dir))
     store.prepare()
     store.save("global", "before")
-    holder = Child("stall", str(store_dir), "global")
+    holder = StallWorker("stall", str(store_dir), "global")
     children.append(holder)
     assert holder.next() == "stopping"
     wait_stopped(holder.proc.pid)  # stopped holding the lock, right before its rename
     # Locks "stale" after 2 s, and a wall clock an hour ahead: to this waiter the stopped holder's
     # marker is an hour old, past any age limit (a live holder was once broken by age).
-    other = Child("saves", str(store_dir), "global", "20", "2", "3600")
+    other = StallWorker("saves", str(store_dir), "global", "20", "2", "3600")
     children.append(other)
     assert other.next() == "waiting"  # it has judged the held marker 20 times and not broken it
     holder.proc.send_signal(signal.SIGCONT)
@@ -137,12 +89,12 @@ def test_a_live_holder_stalled_inside_its_write_is_waited_for_and_no_acknowledge
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="process state from /proc")
 def test_a_holder_whose_lock_was_broken_while_it_stalled_fails_instead_of_erasing_the_next_holders_saves(
-    store_dir: Path, children: list[Child]
+    store_dir: Path, children: list[StallWorker]
 ):
     store = SharedStore(str(store_dir))
     store.prepare()
     store.save("global", "before")
-    holder = Child("stall", str(store_dir), "global")
+    holder = StallWorker("stall", str(store_dir), "global")
     children.append(holder)
     assert holder.next() == "stopping"
     wait_stopped(holder.proc.pid)
@@ -150,7 +102,7 @@ def test_a_holder_whose_lock_was_broken_while_it_stalled_fails_instead_of_erasin
     lock = Path(store._locks.lock_path("global"))
     assert json.loads(lock.read_bytes())["pid"] == holder.proc.pid
     lock.unlink()
-    other = Child("saves", str(store_dir), "global", "20", "30")
+    other = StallWorker("saves", str(store_dir), "global", "20", "30")
     children.append(other)
     acked = [line.split()[1] for line in other.until("done") if line.startswith("ack ")]
     assert len(acked) == 20

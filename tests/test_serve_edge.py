@@ -29,6 +29,7 @@ import pytest
 from tests.conftest import subprocess_env
 from tests.helpers.polling import until
 from tests.helpers.serve_proc import Serve, initialize, rss_kb, running_serve
+from tests.helpers.ts_client import inspector_cli
 
 pytestmark = [
     pytest.mark.slow,
@@ -537,23 +538,11 @@ def test_the_python_sdk_client_without_the_token_shows_where_the_token_comes_fro
     assert "缺少令牌" in message and "serve.json" in message and "DSH_MEMORY_TOKEN" in message, message
 
 
-def _inspector_cli() -> list[str]:
-    from tests.helpers.ts_client import TS_DIR, require_ts_client
-
-    node = require_ts_client()
-    cli = (
-        TS_DIR / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
-    )
-    if not cli.is_file():
-        pytest.fail(f"the Inspector is part of tests/ts/package.json but {cli} is missing: run npm ci")
-    return [node, str(cli), "--cli"]
-
-
 def test_the_inspector_cli_without_the_token_shows_the_hint_instead_of_an_oauth_sign_in(tmp_path, store_dir):
     """The Inspector treats every 401 as OAuth. Without a terminal (`--stored-auth-only`) it prints our
     401 body; when it may sign in (`MCP_AUTO_OPEN_ENABLED`) its client registration gets our 404 and
     prints that, and it never gets as far as opening a browser."""
-    cli = _inspector_cli()
+    cli = inspector_cli()
     home = tmp_path / "home"
     home.mkdir()
     env = subprocess_env(HOME=str(home), MCP_INSPECTOR_SECRET_STORE="memory", BROWSER="/bin/false")

@@ -14,7 +14,7 @@ import pytest
 
 from dsh_memory_mcp.store.records import Record, parse_lines
 from dsh_memory_mcp.store.shared import SharedStore
-from tests.test_lock_ownership import Child
+from tests.helpers.store_procs import StallWorker as Child
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")]
 
@@ -63,7 +63,7 @@ def test_random_sigkills_of_concurrent_writers_lose_no_acknowledged_save_and_dup
             victim.proc.wait(timeout=10)
             kills += 1
             drain(victim, acked, to_eof=True)
-            victim.stop()
+            victim.kill()
             spawn()
             for child in live:
                 drain(child, acked)
@@ -73,7 +73,7 @@ def test_random_sigkills_of_concurrent_writers_lose_no_acknowledged_save_and_dup
                 child.proc.send_signal(signal.SIGKILL)
                 child.proc.wait(timeout=10)
             drain(child, acked, to_eof=True)
-            child.stop()
+            child.kill()
 
     store = SharedStore(str(store_dir))
     lost = dup = 0

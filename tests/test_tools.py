@@ -11,13 +11,7 @@ from dsh_memory_mcp.config import resolve_settings
 from dsh_memory_mcp.service.schemas import TOOL_NAMES, TOOL_SPECS
 from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.store.shared import SharedStore
-
-
-def make_service(store_dir: Path, project: Path, **env: str) -> MemoryService:
-    settings = resolve_settings(store_dir=str(store_dir), project_dir=str(project), env=env, cwd=str(project))
-    store = SharedStore(settings.store_dir)
-    store.prepare()
-    return MemoryService(settings=settings, store=store)
+from tests.helpers.services import code, make_service
 
 
 @pytest.fixture
@@ -32,10 +26,6 @@ def svc(store_dir: Path, project: Path):
     service = make_service(store_dir, project)
     yield service
     service.store.close()
-
-
-def code(result) -> str | None:
-    return result.structured.get("code") if result.is_error else None
 
 
 def test_every_tool_spec_has_schemas_and_a_description_naming_its_errors():

@@ -26,6 +26,8 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -375,6 +377,30 @@ def _make_handler(fake: FakeLlama) -> type[BaseHTTPRequestHandler]:
                 self._send(200, [{"index": i, "embedding": [v]} for i, v in enumerate(result)])
 
     return Handler
+
+
+class _NotLlama(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # every path, /health included: a 404
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def not_llama(port: int = 0) -> Iterator[int]:
+    """Another program on `port` (0: a free one), answering 404 to every GET; yields the port."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), _NotLlama)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
 
 
 def main(argv: list[str] | None = None) -> int:

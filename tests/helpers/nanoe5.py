@@ -22,6 +22,7 @@ from urllib.request import urlopen
 import pytest
 
 from tests.helpers.fake_llama import free_port
+from tests.helpers.reap import stop_process
 from tests.helpers.require import require
 
 
@@ -64,12 +65,7 @@ def serve(threads: int = 1, timeout: float = 60.0) -> Iterator[str]:
             time.sleep(0.1)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process(proc, timeout=10)
         if proc.stderr is not None:
             proc.stderr.close()
 

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import subprocess_env
+from tests.helpers.reap import stop_process
 
 ACCEPT = "application/json, text/event-stream"
 
@@ -116,13 +117,7 @@ def running_serve(
         info = wait_listening(proc, store_dir, errlog)
         yield Serve(proc=proc, store_dir=store_dir, errlog=errlog, info=info)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_process(proc)
 
 
 def rss_kb(pid: int) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
 import subprocess
 import sys
@@ -11,23 +10,23 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.conftest import subprocess_env
+
 WORKER = str(Path(__file__).resolve().with_name("store_worker.py"))
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+STALL_WORKER = str(Path(__file__).resolve().with_name("lock_stall_worker.py"))
 
 
 def worker_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = SRC + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    """A worker's environment: this one, with the tree's src importable (as for `python -m dsh_memory_mcp`)."""
+    return subprocess_env()
 
 
 class Worker:
-    """One child running `store_worker.py`, its stdout lines delivered through a queue."""
+    """One child running `script` (`store_worker.py`), its stdout lines delivered through a queue."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, script: str = WORKER) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, WORKER, *args],
+            [sys.executable, script, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=worker_env(),
@@ -69,6 +68,22 @@ class Worker:
             if line.startswith(("OVERLAP", "no-go")):
                 raise AssertionError(f"worker said {line!r}")
 
+    def next(self, timeout: float = 30.0) -> str:
+        """The next stdout line; fail with the child's stderr if it ends first."""
+        line = self.lines.get(timeout=timeout)
+        if line is None:
+            self.proc.wait(timeout=5)
+            self._err.join(timeout=5)
+            raise AssertionError(f"child ended early: rc={self.proc.returncode}\n{self.stderr}")
+        return line
+
+    def until(self, last: str, timeout: float = 60.0) -> list[str]:
+        """The stdout lines before the line `last`."""
+        out: list[str] = []
+        while (line := self.next(timeout)) != last:
+            out.append(line)
+        return out
+
     def rest(self, timeout: float = 30.0) -> tuple[int, list[str], str]:
         """Wait for the end: (exit code, remaining stdout lines, stderr)."""
         rc = self.proc.wait(timeout=timeout)
@@ -90,6 +105,13 @@ class Worker:
         self.proc.wait(timeout=10)
         self._out.join(timeout=5)
         self._err.join(timeout=5)
+
+
+class StallWorker(Worker):
+    """A child running `lock_stall_worker.py` (stalled holders, savers, the soak's writers)."""
+
+    def __init__(self, *args: str) -> None:
+        super().__init__(*args, script=STALL_WORKER)
 
 
 @contextlib.contextmanager

@@ -66,6 +66,19 @@ def client_v2_version() -> str:
     return str(json.loads(CLIENT_V2_PACKAGE.read_text(encoding="utf-8"))["version"])
 
 
+def inspector_cli() -> list[str]:
+    """The argv prefix of the MCP Inspector's CLI mode (``node …/launcher/build/index.js --cli``)."""
+    import pytest
+
+    node = require_ts_client()
+    cli = (
+        TS_DIR / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
+    )
+    if not cli.is_file():
+        pytest.fail(f"the Inspector is part of tests/ts/package.json but {cli} is missing: run npm ci")
+    return [node, str(cli), "--cli"]
+
+
 def stdio_target(
     store_dir: Path | str,
     errlog: Path,

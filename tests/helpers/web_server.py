@@ -15,7 +15,6 @@ import contextlib
 import json
 import re
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import subprocess_env
+from tests.helpers.reap import stop_process
 
 START_SECONDS = 30
 #: The line `serve` prints once on stderr (cli/serve.py); the token is in the URL's fragment.
@@ -76,16 +76,6 @@ def _env(token: str | None, logs: Path, extra: dict[str, str]) -> dict[str, str]
     return env
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
 @contextlib.contextmanager
 def running_web(
     store_dir: Path,
@@ -122,7 +112,7 @@ def running_web(
         base = str(info["url"]).rsplit("/mcp", 1)[0]
         yield WebServer(base, token or str(info["token"]), login.group(1), store_dir, errpath, proc)  # type: ignore[arg-type]
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 def saved(server: WebServer, scope: str, content: str, **kw: Any) -> str:
