@@ -184,6 +184,18 @@ def test_heavy_libraries_stay_in_the_modules_that_own_them():
         assert roots <= HEAVY_ALLOWED.get(mod, set()), f"{mod} imports {sorted(roots)}"
 
 
+def test_the_ruff_import_ban_exempts_exactly_the_modules_allowed_what_it_bans():
+    import tomllib
+
+    lint = tomllib.loads((PKG.parent.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["ruff"]["lint"]
+    banned = set(lint["flake8-tidy-imports"]["banned-api"])
+    assert {"mcp", "httpx"} <= banned
+    exempt = {path for path, rules in lint["per-file-ignores"].items() if path.startswith("src/") and "TID251" in rules}
+    allowed = {f"src/dsh_memory_mcp/{mod.replace('.', '/')}.py" for mod, libs in HEAVY_ALLOWED.items() if libs & banned}
+    # Module by module, never a folder or a glob: a new transport does not inherit the SDK.
+    assert exempt == allowed
+
+
 def test_no_module_calls_the_private_json_scanner():
     # `json.scanner.make_scanner` is not public API; `json.JSONDecoder().raw_decode` is, and as fast.
     for mod, path in _modules().items():

@@ -211,6 +211,48 @@ def test_search_finds_with_the_tools_ranking_and_counts_the_hit(store: SharedSto
     )
 
 
+def test_a_content_line_that_looks_like_a_block_head_is_printed_as_it_was_written(
+    store: SharedStore, project: Path
+) -> None:
+    # The terminal's `(scope · kind)` heads are rendered as such, not patched into the tools' text
+    # afterwards: a memory's own line that reads like a head stays exactly as saved.
+    content = "(global/note) 这一行是内容,不是标题\n共 3 条note 类记忆也是内容"
+    ident = store.save("global", content).record.id
+    got = run(project, "get", ident)
+    assert got.returncode == 0, got.stderr
+    lines = got.stdout.splitlines()
+    assert lines[2] == f"(global · note) id={ident}"
+    assert lines[3:5] == content.splitlines()
+    listed = run(project, "list", "--scope", "global", "--kind", "note").stdout
+    assert listed.startswith("共 1 条 note 类记忆(范围:global")
+    assert "\n(global · note) (global/note) 这一行是内容,不是标题 共 3 条note 类记忆也是内容\n" in listed
+
+
+def test_scopes_named_on_the_command_line_follow_the_tools_rules_and_codes(
+    store: SharedStore, store_dir: Path, project: Path
+) -> None:
+    seed(store, project)
+    service = service_for(store_dir, project)
+    one = json.loads(run(project, "stats", "--scope", "project", "--json").stdout)
+    assert [row["scope"] for row in one["scopes"]] == [f"project:{project}"]
+    every = json.loads(run(project, "stats", "--scope", "all", "--json").stdout)
+    assert {row["scope"] for row in every["scopes"]} >= {"global", f"project:{project}"}
+    for argv, tool_args in (
+        (["--scope", "a/b"], {"scope": "a/b"}),
+        (["--scope", "global", "--path", str(project)], {"scope": "global", "path": str(project)}),
+    ):
+        expected = service.call("memory_list", tool_args)
+        assert expected.is_error
+        for command in ("stats", "export"):
+            refused = run(project, command, *argv)
+            assert refused.returncode == 1 and refused.stdout == "", (command, argv)
+            assert refused.stderr == "".join(P + line + "\n" for line in expected.text.splitlines()), (command, argv)
+    bad_word = run(project, "reembed", "a/b", DSH_MEMORY_VECTOR="on", DSH_MEMORY_EMBED_ENDPOINT="http://127.0.0.1:9")
+    assert bad_word.returncode == 1 and "错误 SCOPE_INVALID" in bad_word.stderr
+    into_all = run(project, "import", "-", "--scope", "all", stdin=b'{"type":"entity","name":"x","observations":["y"]}\n')
+    assert into_all.returncode == 1 and "错误 SCOPE_NOT_WRITABLE" in into_all.stderr
+
+
 def test_get_takes_ids_and_prefixes_as_positionals_and_reports_the_missing(
     store: SharedStore, store_dir: Path, project: Path
 ) -> None:

@@ -27,7 +27,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -168,24 +167,26 @@ def _service(call: Call, *, create: bool, vectors: config.VectorSettings | None 
         close_service(service)
 
 
-def _resolve_scopes(call: Call, service: MemoryService) -> list[str] | ToolResult:
-    """The scope keys `--scope` / `--path` name, by the tools' own rules (aliases, `all`, paths).
+def _resolve_scopes(call: Call, service: MemoryService, scope: str | None = None) -> list[str] | ToolResult:
+    """The scope keys `scope` (default `--scope`) / `--path` name, by the tools' own rules (aliases,
+    `all`, paths), or the tools' coded error; with neither given, every scope on disk."""
+    from dsh_memory_mcp.service.render import error_result
 
-    Asks `memory_list` (which resolves them and reports errors with the tools' codes); with
-    neither given, every scope on disk.
-    """
-    scope, path = call.opt("scope"), call.opt("path")
+    path = call.opt("path") if scope is None else None
+    scope = call.opt("scope") if scope is None else scope
     if scope is None and path is None:
         return service.store.discover_scopes()
-    args: dict[str, Any] = {"limit": 1}
-    if scope is not None:
-        args["scope"] = scope
-    if path is not None:
-        args["path"] = path
-    result = service.call("memory_list", args)
-    if result.is_error:
-        return result
-    return [s for s in result.structured["scopes"] if isinstance(s, str)]
+    try:
+        return service.read_scopes(scope, path)
+    except DshMemoryError as exc:
+        return error_result(exc.code, exc.message)
+
+
+def _tool(service: MemoryService, name: str, args: Mapping[str, Any], client: str | None = None) -> ToolResult:
+    """`name` called as a person at a terminal calls it: the tools' checks and codes, the text
+    rendered for a terminal (`render.FOR_TERMINAL`), the structured content unchanged."""
+    ctx = service.default_context.for_terminal()
+    return service.call(name, args, ctx.with_client(client) if client is not None else ctx)
 
 
 def _tool_error(call: Call, result: ToolResult) -> int:
@@ -198,26 +199,8 @@ def _tool_error(call: Call, result: ToolResult) -> int:
             text = views.error_text(result.structured)
         call.note(*text.splitlines())
     else:
-        call.note(*human_text(result.text).splitlines())
+        call.note(*result.text.splitlines())
     return EXIT_FAIL
-
-
-_KINDS = "|".join(records.KINDS)
-#: `(project:/x/y/rule)` reads like a path: at a terminal the scope and the kind get a visible separator.
-_SCOPE_KIND = re.compile(rf"^(\[[0-9.]+\] )?\((.+)/({_KINDS})\)(?= )", re.M)
-_COUNT_KIND = re.compile(rf"(共 \d+ 条|没有)({_KINDS}) 类记忆")
-
-
-def human_text(text: str) -> str:
-    """A tool's text as a person at a terminal reads it (the MCP tools keep theirs unchanged):
-    ``(scope · kind)``, a space before the kind in counts, and the CLI command instead of the tool
-    name in the search footer."""
-    text = _SCOPE_KIND.sub(lambda m: f"{m.group(1) or ''}({m.group(2)} · {m.group(3)})", text)
-    text = _COUNT_KIND.sub(lambda m: f"{m.group(1)} {m.group(2)} 类记忆", text)
-    return text.replace(
-        "提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。",
-        f"提示:需要完整内容时运行 {PROG} get <上面的 8 位 id 前缀>。",
-    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -234,7 +217,7 @@ def _show(call: Call, result: ToolResult, view: Callable[[], str] | None = None)
     elif view is not None and english():
         call.print(view())
     else:
-        call.print(human_text(result.text))
+        call.print(result.text)
     return EXIT_OK
 
 
@@ -264,7 +247,7 @@ def cmd_list(call: Call) -> int:
         args = _tool_args(
             call, ("scope", "scope"), ("path", "path"), ("kind", "kind"), ("limit", "limit"), ("client", "client")
         )
-        result = service.call("memory_list", args)
+        result = _tool(service, "memory_list", args)
         return _show(
             call,
             result,
@@ -293,7 +276,7 @@ def cmd_search(call: Call) -> int:
             service.vectors.wait_ready(SEARCH_BRING_UP_SECONDS)
         args = _tool_args(call, ("scope", "scope"), ("path", "path"), ("top_k", "topK"))
         args["query"] = " ".join(call.args)
-        result = service.call("memory_search", args)
+        result = _tool(service, "memory_search", args)
         from dsh_memory_mcp.service.validate import QUERY_MAX_CHARS
 
         cut = QUERY_MAX_CHARS if len(args["query"].strip()) > QUERY_MAX_CHARS else None
@@ -330,7 +313,7 @@ def cmd_get(call: Call) -> int:
     if _store_missing(call):
         return EXIT_FAIL
     with _service(call, create=False) as service:
-        result = service.call("memory_get", {"ids": list(call.args)})
+        result = _tool(service, "memory_get", {"ids": list(call.args)})
         from dsh_memory_mcp.service.validate import PREFIX_MIN
 
         code = _show(call, result, lambda: views.get_text(result.structured, prefix_min=PREFIX_MIN))
@@ -357,10 +340,7 @@ def cmd_forget(call: Call) -> int:
             args["confirm"] = True
         if ident is not None:
             args["id"] = ident
-        result = service.call("memory_forget", args)
-        if result.structured.get("code") == "CONFIRM_REQUIRED":  # at a terminal the way to confirm is a flag
-            text = result.text.replace("用同样的参数加 confirm: true 再调用一次", "同样的命令加 --confirm 再运行一次")
-            result = dataclasses.replace(result, text=text)
+        result = _tool(service, "memory_forget", args)
         return _show(call, result, lambda: views.forget_text(result.structured, ident=ident, query=call.opt("query")))
 
 
@@ -409,15 +389,12 @@ def cmd_save(call: Call) -> int:
         if not isinstance(read, str):
             return _save_outcome(call, read)
         content = read
-    from dsh_memory_mcp.service.context import default_context
-
     args: dict[str, Any] = {"content": content}
     args.update(_tool_args(call, ("kind", "kind"), ("tags", "tags"), ("scope", "scope"), ("path", "path")))
     if call.opt("importance") is not None:
         args["importance"] = call.opt("importance")
     with _service(call, create=True) as service:
-        ctx = default_context(call.settings).with_client(CLI_CLIENT)
-        return _save_outcome(call, service.call("memory_save", args, ctx), _where(service))
+        return _save_outcome(call, _tool(service, "memory_save", args, client=CLI_CLIENT), _where(service))
 
 
 def _read_stdin_content(max_chars: int) -> str | ToolResult:
@@ -776,10 +753,10 @@ def cmd_reembed(call: Call) -> int:
         assert channel is not None
         wanted: list[str] = []
         for word in call.args:
-            result = service.call("memory_list", {"scope": word, "limit": 1})
-            if result.is_error:
-                return _tool_error(call, result)
-            wanted.extend(result.structured["scopes"])
+            named = _resolve_scopes(call, service, word)
+            if not isinstance(named, list):
+                return _tool_error(call, named)
+            wanted.extend(named)
         if call.opt("scope") is not None or call.opt("path") is not None or not call.args:
             resolved = _resolve_scopes(call, service)
             if not isinstance(resolved, list):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from dsh_memory_mcp.config import Settings
+from dsh_memory_mcp.service.render import FOR_MODEL, FOR_TERMINAL, TextStyle
 from dsh_memory_mcp.store.scopes import project_key
 
 #: Where the current project came from: `--project`, `DSH_MEMORY_PROJECT`, the client's MCP roots,
@@ -32,6 +33,8 @@ class CallContext:
     #: person browsing the web page: looking is not recall, and must not move rankings or
     #: rewrite scope files (the page would see its own touch as a change and search again).
     record_access: bool = True
+    #: Who reads the answer's text: a model (`FOR_MODEL`) or a person at a terminal (`FOR_TERMINAL`).
+    style: TextStyle = FOR_MODEL
 
     @property
     def project(self) -> str:
@@ -43,6 +46,10 @@ class CallContext:
         if self.deadline is None:
             return None
         return max(0.0, self.deadline - time.monotonic())
+
+    def for_terminal(self) -> CallContext:
+        """This context for a person reading the answer at a terminal (the human CLI)."""
+        return replace(self, style=FOR_TERMINAL)
 
     def with_client(self, client: str | None) -> CallContext:
         return replace(self, client=client)

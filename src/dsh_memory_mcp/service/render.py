@@ -1,7 +1,9 @@
 """How tool results look: `ToolResult`, the Chinese text blocks and the structured record dicts.
 
 One rendering for every front door (MCP tools, the human CLI, the web API), so a memory reads the same
-wherever a person or a model meets it.
+wherever a person or a model meets it. The few places where a person at a terminal reads better
+otherwise are a `TextStyle` the caller's `CallContext` carries (`FOR_TERMINAL`, the CLI's); the
+structured content is the same for every reader.
 """
 
 from __future__ import annotations
@@ -30,6 +32,35 @@ class ToolResult:
     text: str
     structured: dict[str, Any]
     is_error: bool = False
+
+
+@dataclass(frozen=True)
+class TextStyle:
+    """The reader-dependent parts of the text blocks (never of the structured content)."""
+
+    #: Between scope and kind in a block's head: ``(project:/x/y/rule)`` reads like a path to a person.
+    scope_separator: str = "/"
+    #: Before a kind in a count: ``共 2 条 preference 类记忆`` at a terminal.
+    kind_gap: str = ""
+    #: The search footer: how to get a record whole.
+    full_content_hint: str = "提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。"
+    #: How to confirm a forget that matched many records.
+    confirm_hint: str = "用同样的参数加 confirm: true 再调用一次"
+
+    def head(self, record: Record) -> str:
+        """``(scope/kind)``: what a block about `record` starts with."""
+        return f"({record.scope}{self.scope_separator}{record.kind})"
+
+
+#: The tools' own text (MCP, the web page's writes).
+FOR_MODEL = TextStyle()
+#: The human CLI's text.
+FOR_TERMINAL = TextStyle(
+    scope_separator=" · ",
+    kind_gap=" ",
+    full_content_hint="提示:需要完整内容时运行 dsh-memory-mcp get <上面的 8 位 id 前缀>。",
+    confirm_hint="同样的命令加 --confirm 再运行一次",
+)
 
 
 def error_result(code: str, message: str) -> ToolResult:

@@ -22,6 +22,7 @@ from dsh_memory_mcp.errors import DshMemoryError, InvalidArgument, ScopeError
 from dsh_memory_mcp.search import scoring
 from dsh_memory_mcp.service.context import CallContext, default_context
 from dsh_memory_mcp.service.render import (
+    FOR_MODEL,
     GET_CONTENT_CHARS,
     RESULT_CONTENT_CHARS,
     ToolResult,
@@ -236,14 +237,15 @@ class MemoryService:
             text = f"没有找到相关记忆(检索范围:{labels})"
         else:
             blocks = [
-                f"[{hit.score:.4f}] ({hit.record.scope}/{hit.record.kind}) {snippet(hit.record.content)}\n"
+                f"[{hit.score:.4f}] {ctx.style.head(hit.record)} {snippet(hit.record.content)}\n"
                 + meta_line(hit.record)
                 for hit in hits
             ]
             text = (
                 f"找到 {len(hits)} 条记忆(检索范围:{labels})\n\n"
                 + "\n\n".join(blocks)
-                + "\n\n提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。"
+                + "\n\n"
+                + ctx.style.full_content_hint
             )
         structured: dict[str, Any] = {"ok": True, "count": len(records), "scopes": scopes, "records": records}
         if vector is not None:
@@ -279,11 +281,11 @@ class MemoryService:
         total = len(found)
         shown = found[:limit]
         labels = ", ".join(scope_label(s, ctx.project, ctx.project_source) for s in scopes)
-        what = f"{kind} 类" if kind else ""
+        what = f"{ctx.style.kind_gap}{kind} 类" if kind else ""
         if not shown:
             text = f"没有{what}记忆(范围:{labels})"
         else:
-            blocks = [f"({r.scope}/{r.kind}) {snippet(r.content)}\n{meta_line(r, client=client_of(r))}" for r in shown]
+            blocks = [f"{ctx.style.head(r)} {snippet(r.content)}\n{meta_line(r, client=client_of(r))}" for r in shown]
             more = f",仅显示最新 {len(shown)} 条(调大 limit 可看更多)" if total > len(shown) else ""
             text = f"共 {total} 条{what}记忆(范围:{labels};按最近更新排序{more})\n\n" + "\n\n".join(blocks)
         listed = [record_dict(r, max_chars=RESULT_CONTENT_CHARS) for r in shown]
@@ -340,7 +342,7 @@ class MemoryService:
             flag = "(已被取代/过期,检索中不再出现)" if r.is_expired(now) else ""
             part = r.content[offset : offset + limit]
             blocks.append(
-                f"({r.scope}/{r.kind}) id={r.id}{flag}\n{part}\n{meta_line(r)}{source_line(r, source)}"
+                f"{ctx.style.head(r)} id={r.id}{flag}\n{part}\n{meta_line(r)}{source_line(r, source)}"
                 + part_note(r, offset, limit)
             )
         parts = [f"找到 {len(records)} 条记忆" + ("\n\n" + "\n\n".join(blocks) if blocks else "")]
@@ -398,7 +400,7 @@ class MemoryService:
                 target = scopes.named_scope(scope)
             confirmed = _confirm_arg(args.get("confirm"))
             if not confirmed:
-                preview = self._forget_preview(target, query.strip())
+                preview = self._forget_preview(target, query.strip(), ctx)
                 if preview is not None:
                     return preview
             # Confirmed (or few enough): delete what matches *now*, inside the lock — the preview is
@@ -416,7 +418,7 @@ class MemoryService:
             text = f"没有删除任何记忆:作用域内没有内容包含 {str(query).strip()!r} 的记忆"
         return ToolResult(text=text, structured={"ok": True, "deleted": len(ids), "ids": ids})
 
-    def _forget_preview(self, scope: str, query: str) -> ToolResult | None:
+    def _forget_preview(self, scope: str, query: str, ctx: CallContext) -> ToolResult | None:
         """`CONFIRM_REQUIRED` with the would-be-deleted list when more than the threshold match."""
         limit = self.settings.forget_confirm_over
         needle = _fold(query)
@@ -435,10 +437,12 @@ class MemoryService:
             count=len(matches),
             limit=limit,
         )
+        # The structured message is the tools' for every reader; the text says how this reader confirms.
         result = error_result("CONFIRM_REQUIRED", message)
-        listing = "\n\n".join(f"({r.scope}/{r.kind}) {snippet(r.content)}\n{meta_line(r)}" for r in matches)
+        listing = "\n\n".join(f"{ctx.style.head(r)} {snippet(r.content)}\n{meta_line(r)}" for r in matches)
         result.structured.update(scope=scope, count=len(matches), records=[record_dict(r) for r in matches])
-        text = f"{result.text}\n\n将被删除的记忆:\n\n{listing}"
+        head = result.text.replace(FOR_MODEL.confirm_hint, ctx.style.confirm_hint)
+        text = f"{head}\n\n将被删除的记忆:\n\n{listing}"
         return ToolResult(text=text, structured=result.structured, is_error=True)
 
     def _forget_id(self, key: str) -> list[Record]:
