@@ -548,11 +548,10 @@ def _start_and_wait_until_serving(
     return proc
 
 
-def _stop(proc: subprocess.Popen[bytes], sig: int, *, times: int = 1) -> tuple[int, float, str]:
+def _stop(proc: subprocess.Popen[bytes], sig: int) -> tuple[int, float, str]:
+    """Send `sig` once; (exit code, seconds until it exited, the rest of its stderr)."""
     started = time.monotonic()
-    for _ in range(times):
-        proc.send_signal(sig)
-        time.sleep(0.05)
+    proc.send_signal(sig)
     try:
         code = proc.wait(timeout=15)
     finally:

@@ -5,7 +5,7 @@
 //
 // config: {target, roots?, clientInfo?, sdk?: "v1" | "v2", mode?: "auto" | "legacy", steps: [{op, ...}]}
 // ops: listTools | call {name, arguments} | setRoots {roots} | listPrompts | getPrompt {name, arguments}
-//      | listResources {cursor?} | listResourceTemplates | readResource {uri} | sleep {ms}
+//      | listResources {cursor?} | listResourceTemplates | readResource {uri}
 //      | callUntil {name, arguments, path, equals, timeoutMs}: repeat the call until the value at
 //        `path` (dotted, e.g. "structuredContent.scopes.0") equals `equals`; the last result wins
 //      | validate {tool, instance}: the tool's outputSchema (as listed) checked by the SDK's own
@@ -47,9 +47,6 @@ async function runStep(session, step, listed) {
       return await client.listResourceTemplates();
     case "readResource":
       return await client.readResource({ uri: step.uri });
-    case "sleep":
-      await new Promise((resolve) => setTimeout(resolve, step.ms));
-      return {};
     case "validate": {
       const tool = listed.get(step.tool);
       if (!tool) throw new Error(`tool ${step.tool} was not listed`);
