@@ -47,7 +47,8 @@ INSPECTOR_JS = INSPECTOR / "build" / "index.js"
 
 
 def load() -> str:
-    return "load %.1f/%.1f/%.1f" % os.getloadavg()
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.1f}/{five:.1f}/{fifteen:.1f}"
 
 
 def env_for(src: str, store: Path, **extra: str) -> dict[str, str]:

@@ -264,7 +264,7 @@ def forget64_pair(before: Path, after: Path, work: Path, journal_mb: int) -> lis
         servers = {name: Stdio(tree, stores[name]) for name, tree in (("before", before), ("after", after))}
         times: dict[str, list[float]] = {"before": [], "after": []}
         try:
-            for name, server in servers.items():
+            for server in servers.values():
                 server.tool("memory_list", {"scope": "global", "limit": 1})  # the journal is read once
             if mb:
                 wait_scrubbed(stores["after"], b"churn memory")

@@ -18,7 +18,7 @@ from dsh_memory_mcp.transports import relay_wire as wire
 
 
 def test_the_relays_handshake_revisions_are_the_sdks():
-    assert wire.HANDSHAKE_VERSIONS == tuple(HANDSHAKE_PROTOCOL_VERSIONS)
+    assert tuple(HANDSHAKE_PROTOCOL_VERSIONS) == wire.HANDSHAKE_VERSIONS
 
 
 @pytest.mark.parametrize(

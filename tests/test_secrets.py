@@ -14,14 +14,13 @@ written after the first tuning and measured once before any further change.
 from __future__ import annotations
 
 import base64
+import collections
 import hashlib
 import json
+import os
 import random
 import string
 import uuid
-
-import collections
-import os
 
 import pytest
 

@@ -27,7 +27,7 @@ SSE_HEAD = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 class Handler(BaseHTTPRequestHandler):
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     # -- what scenarios write -----------------------------------------------------------------
@@ -67,7 +67,7 @@ class Handler(BaseHTTPRequestHandler):
         self.head(401, {"Content-Length": "0"})
         return False
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         if not self._authorized():
             return
         if self.path == "/health":
@@ -80,10 +80,10 @@ class Handler(BaseHTTPRequestHandler):
             return
         self.head(405, {"Content-Length": "0"})
 
-    def do_DELETE(self) -> None:  # noqa: N802
+    def do_DELETE(self) -> None:
         self.head(200, {"Content-Length": "0"})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         if not self._authorized():
             return
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))

@@ -87,9 +87,8 @@ class _Entry:
 def text_digests(records: Sequence[Record], n: int) -> bytes:
     """The digests of the texts the tokenizer sees of the first `n` records, concatenated."""
     text = scoring.indexed_text
-    return b"".join(
-        _digest(text(r).encode("utf-8", "surrogatepass")) for r in (records.prefix(n) if isinstance(records, Rows) else records[:n])
-    )
+    head = records.prefix(n) if isinstance(records, Rows) else records[:n]
+    return b"".join(_digest(text(r).encode("utf-8", "surrogatepass")) for r in head)
 
 
 class _Hook:

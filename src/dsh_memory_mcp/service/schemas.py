@@ -55,7 +55,8 @@ _RECORD_SCHEMA: dict[str, Any] = {
         "expiredAt": {"type": "integer"},
         "truncated": {
             "type": "boolean",
-            "description": "内容过长,只带了一部分(检索/列表:前 2000 字,全文用 memory_get;memory_get:超过 20000 字的分段)",
+            "description": "内容过长,只带了一部分(检索/列表:前 2000 字,全文用 memory_get;"
+            "memory_get:超过 20000 字的分段)",
         },
         "contentChars": {"type": "integer", "description": "被截断或分段时:全文的字符数"},
         "contentOffset": {"type": "integer", "description": "memory_get 分段时:这一段从第几个字符开始(0 起)"},

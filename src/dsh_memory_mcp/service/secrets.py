@@ -461,7 +461,7 @@ _WORDS = frozenset(
     boolean number hidden masked redacted secret password token value example sample changeme here
     your yours same env environment variable default unset set see below above placeholder dummy test
     na n/a tbd todo tba unknown encrypted hashed stored saved missing invalid wrong expired reset
-    protected managed rotated configured generated provided given shown""".split()
+    protected managed rotated configured generated provided given shown""".split()  # noqa: SIM905 - prose reads better
 )
 _PLACEHOLDER = re.compile(
     r"^(?:<[^>]*>?|\$\{[^}]*\}?|\$\(?[A-Za-z_][A-Za-z0-9_]*\)?|%[sd]|%\([a-z_]+\)s|\{\{?[^}]*\}?\}?|\[[^\]]*\]?|"
@@ -526,7 +526,7 @@ _SSHPASS = re.compile(r"sshpass\s+-p\s*[\"']?([^\s\"']{3,200})")
 def _password_like(value: str, *, loose: bool) -> bool:
     """A password value. `loose`: separated only by whitespace or a prose word, so a plain word or a
     short number is prose, not a password."""
-    value = value.rstrip(".,;:!?)]}>。,") if loose else value
+    value = value.rstrip(".,;:!?)]}>。,") if loose else value  # noqa: B005 - a set of trailing marks
     if len(value) < (6 if loose else 4) or _placeholder(value):
         return False
     if value.isalpha() and value.islower() and len(value) < 12:
@@ -557,7 +557,7 @@ def _key_is_bounded(text: str, start: int, key: str) -> bool:
     before = text[start - 1]
     if not before.isalnum():
         return True
-    return key[:1].isupper() and (before.isupper() or before.islower() and not key.isupper())
+    return key[:1].isupper() and (before.isupper() or (before.islower() and not key.isupper()))
 
 
 def _is_password_key(norm: str) -> bool:

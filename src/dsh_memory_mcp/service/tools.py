@@ -338,7 +338,7 @@ class MemoryService:
         # Parsed once per record: a 20 MB line written by another program was parsed three times.
         sources = [r.data.get("source") for r in records]
         blocks = []
-        for r, source in zip(records, sources):
+        for r, source in zip(records, sources, strict=True):
             flag = "(已被取代/过期,检索中不再出现)" if r.is_expired(now) else ""
             part = r.content[offset : offset + limit]
             blocks.append(
@@ -352,7 +352,7 @@ class MemoryService:
             if short:
                 parts.append(f"提示:id 前缀至少 {PREFIX_MIN} 位({', '.join(short)} 太短)。")
         out = []
-        for r, source in zip(records, sources):
+        for r, source in zip(records, sources, strict=True):
             entry = record_dict(r, max_chars=limit, offset=offset, paged=True)
             if isinstance(source, dict):
                 entry["source"] = source

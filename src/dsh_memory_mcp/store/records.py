@@ -144,6 +144,7 @@ class Record:
     """
 
     __slots__ = (
+        "_raw",
         "_tags",
         "access_count",
         "content",
@@ -152,7 +153,6 @@ class Record:
         "id",
         "importance",
         "kind",
-        "_raw",
         "last_accessed_at",
         "scope",
         "updated_at",

@@ -354,8 +354,8 @@ class SharedStore:
         """Put back, under each scope's lock, the records `missing` finds: their exact lines, appended.
 
         Never brings back what our tools forgot or superseded (the journal says so), nor a
-        record whose id is on disk again, nor one whose removal it cannot rule out (`doubtful`). `dry_run`: only find them. Returns what was (or
-        would be) restored, by scope.
+        record whose id is on disk again, nor one whose removal it cannot rule out (`doubtful`).
+        `dry_run`: only find them. Returns what was (or would be) restored, by scope.
         """
         restored: dict[str, list[Entry]] = {}
         for name, candidates in self.missing(scope).items():

@@ -802,10 +802,14 @@ class SnapshotCache:
                 # One whole read per file at a time: threads asking at once (a fresh serve's
                 # first searches, the digest and a warm-up) wait for it instead of parsing too.
                 now = self.get(path)
-                if now is not None and now is not cached and now.identity == identity_of(path):
-                    if scope is None or now.scope == scope:
-                        self.stats["hits"] += 1
-                        return now
+                if (
+                    now is not None
+                    and now is not cached
+                    and now.identity == identity_of(path)
+                    and (scope is None or now.scope == scope)
+                ):
+                    self.stats["hits"] += 1
+                    return now
                 try:
                     # Never a FIFO (would block) or a device (a symlink to /dev/zero reads forever).
                     with open(fileio.open_regular(path), "rb") as f:

@@ -616,9 +616,8 @@ class Relay:
             with self._lock:
                 if self._calls.get(call.key) is not call:
                     return  # answered or cancelled meanwhile
-        if self._child_dead or not self._write_child(line):
-            if call is not None:
-                self._answer_error(call, "serve 不可用,直连服务也没有启动成功")
+        if (self._child_dead or not self._write_child(line)) and call is not None:
+            self._answer_error(call, "serve 不可用,直连服务也没有启动成功")
 
     def _answer_error(self, call: _Call, text: str) -> None:
         with self._lock:
@@ -707,9 +706,8 @@ class Relay:
                 break
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 self._skip_line()
-                self._emit(
-                    wire.rpc_error(None, -32600, f"Invalid Request: 一行超过 {MAX_LINE_BYTES // (1024 * 1024)} MiB")
-                )
+                too_long = f"Invalid Request: 一行超过 {MAX_LINE_BYTES // (1024 * 1024)} MiB"
+                self._emit(wire.rpc_error(None, -32600, too_long))
                 continue
             line = raw.strip()
             if not line:
