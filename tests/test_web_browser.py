@@ -31,6 +31,7 @@ import pytest
 
 from dsh_memory_mcp.store.records import new_record
 from dsh_memory_mcp.store.scopes import scope_file_relpath
+from dsh_memory_mcp.store.shared import SharedStore
 from tests.helpers.mcp_session import StdioSession, server_params, stdio_session
 from tests.helpers.require import require
 from tests.helpers.web_server import WebServer, erase_all_but, inserted, on_disk, recover_dry_run, running_web, saved

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 __all__ = [
     "EN",
@@ -83,7 +83,7 @@ class _Pair(Text):
     """A text whose English is given with it (words from a table of their own, like `config.VARIABLES`)."""
 
     def __new__(cls, zh: str, en: str) -> _Pair:
-        self = Text.__new__(cls, "{zh}", {"zh": zh})
+        self = cast("_Pair", Text.__new__(cls, "{zh}", {"zh": zh}))
         self.en = en
         return self
 

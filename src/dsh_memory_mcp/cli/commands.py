@@ -38,7 +38,7 @@ from dsh_memory_mcp.cli.messages import english, shown, t
 from dsh_memory_mcp.cli.output import detach
 from dsh_memory_mcp.errors import DshMemoryError, EmbeddingUnavailable
 from dsh_memory_mcp.service import health, transfer
-from dsh_memory_mcp.store import records, scopes
+from dsh_memory_mcp.store import scopes
 from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dsh_memory_mcp.store import fileio
-from dsh_memory_mcp.texts import msg
+from dsh_memory_mcp.texts import Text, msg
 
 if TYPE_CHECKING:
     import numpy as np
@@ -187,7 +187,7 @@ class Calibration:
         floors = np.where(mask, floor_cjk, floor_other)
         return margins(self.probe_vectors @ q, floors)
 
-    def lines(self) -> list[str]:
+    def lines(self) -> list[Text]:
         """Chinese lines for doctor: background and gate per cell."""
         out = []
         for name in CELLS:

@@ -243,7 +243,8 @@ class IndexCache:
             self._on_disk[path] = entry.n
         return entry
 
-    def _stale(self, cache_file: str, why: str) -> None:
+    def _stale(self, cache_file: str, why: str) -> _Entry | None:
+        """Count and log why a cache file is not used; None, for the reader to return."""
         self.stats["stale"] += 1
         log.debug("index cache %s ignored: %s", cache_file, why)
         return None

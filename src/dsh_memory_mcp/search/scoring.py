@@ -817,7 +817,7 @@ class LexicalIndex:
         return frozenset(max(choices, key=lambda tokens: sum(dfs[t] for t in tokens)))
 
 
-def _sorted_index(values: list[int], value: int) -> int:
+def _sorted_index(values: Sequence[int], value: int) -> int:
     """The index of `value` in the sorted list `values`, or -1."""
     i = bisect_left(values, value)
     return i if i < len(values) and values[i] == value else -1

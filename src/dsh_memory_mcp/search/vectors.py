@@ -281,8 +281,9 @@ class VectorChannel:
 
         The gate and the score are the model's calibration (`search.calibration`): for models
         whose unrelated texts stay well below 0.5 the gate is the seed's "cosine ≥ 0.5"; the
-        score is 0.5 + 0.5·P(relevant) from the query's own background. The budget is `search.queries`' adaptive one (300 ms … 1 s) unless given
-        (evaluations pass more). Never raises; when the vector half cannot take part the answer
+        score is 0.5 + 0.5·P(relevant) from the query's own background. The budget is
+        `search.queries`' adaptive one (300 ms … 1 s) unless given (evaluations pass more). Never
+        raises; when the vector half cannot take part the answer
         says why (off, not ready — a search that arrives while the first probe is under way waits
         for it within its budget —, breaker open, over budget, busy, failed).
         """

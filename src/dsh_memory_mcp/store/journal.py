@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import logging
@@ -432,7 +433,7 @@ class Journal:
                 continue
             try:
                 tmp_fd, tmp = fileio.new_tmp(path)
-                with fileio.guard(lambda p=path, st=before: _unchanged(p, st)):
+                with fileio.guard(functools.partial(_unchanged, path, before)):
                     fileio.commit(tmp_fd, tmp, path, payload)
             except OSError:
                 continue
@@ -634,7 +635,7 @@ class Journal:
         return found
 
 
-def _entry(raw: bytes) -> dict | None:
+def _entry(raw: bytes) -> dict[str, Any] | None:
     """A journal line as one of the entries we write, or None (torn, glued, edited, unknown op).
     The same rules as `Journal._apply`, for the rare paths (scrub, compaction)."""
     text = raw.decode("utf-8", "surrogatepass")

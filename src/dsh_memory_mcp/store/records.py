@@ -97,17 +97,18 @@ _INTERNED_MAX = 65536
 
 def _text(value: Any, default: str = "") -> str:
     """A short string field, interned: scope, kind and tags repeat on every line of a file."""
-    shared = _INTERNED.get(value) if type(value) is str else None
+    shared: str | None = _INTERNED.get(value) if type(value) is str else None
     if shared is not None:
         return shared
     if not isinstance(value, str):
         return default
-    if len(value) > 64:
-        return value
-    value = sys.intern(value)
+    text: str = value
+    if len(text) > 64:
+        return text
+    text = sys.intern(text)
     if len(_INTERNED) < _INTERNED_MAX:
-        _INTERNED[value] = value
-    return value
+        _INTERNED[text] = text
+    return text
 
 
 #: Tag tuples seen so far, shared: the same few combinations repeat on thousands of records.
@@ -220,13 +221,13 @@ class Record:
     def raw(self) -> str:
         """The exact text of the line (without its newline)."""
         raw = self._raw
-        return raw if type(raw) is str else raw.decode("utf-8", "surrogateescape")
+        return raw if isinstance(raw, str) else raw.decode("utf-8", "surrogateescape")
 
     @property
     def raw_bytes(self) -> bytes:
         """The exact bytes of the line (without its newline), as written to the file."""
         raw = self._raw
-        return raw.encode("utf-8", "surrogatepass") if type(raw) is str else raw
+        return raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Record):

@@ -261,7 +261,7 @@ class SharedStore:
             since = None
             if checked is not None and checked.lineage == snap.lineage:
                 since = self.journal.saved_since(scope, checked.mark)
-            if since is not None:
+            if since is not None and checked is not None:
                 self.stats["loss_checks_incremental"] += 1
                 entries, mark = since
                 again = [e for rid in checked.missing if (e := self.journal.live_entry(scope, rid)) is not None]

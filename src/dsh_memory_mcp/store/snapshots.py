@@ -416,7 +416,7 @@ class IdIndex:
     __slots__ = ("_extra", "_keys", "_positions", "source")
 
     def __init__(
-        self, keys: list[str], positions: array, extra: list[tuple[str, int]], source: Sequence[Record]
+        self, keys: list[str], positions: array[int], extra: list[tuple[str, int]], source: Sequence[Record]
     ) -> None:
         self._keys = keys  # sorted, for the records the base covers; never mutated once built
         self._positions = positions

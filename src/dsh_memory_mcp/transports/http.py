@@ -76,7 +76,7 @@ from dsh_memory_mcp.service.compose import close_service, open_service
 from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.render import error_result
 from dsh_memory_mcp.service.tools import MemoryService
-from dsh_memory_mcp.texts import msg
+from dsh_memory_mcp.texts import Text, msg
 from dsh_memory_mcp.transports import access, call_facts, listener, serve_file
 from dsh_memory_mcp.transports.gate import ToolGate
 from dsh_memory_mcp.transports.mcp_server import MemoryServer, build_server
@@ -717,7 +717,7 @@ def edge_limits(settings: ServeSettings) -> listener.EdgeLimits:
     )
 
 
-def _other_serve_lines(store_dir: str, other: serve_file.ServeInfo) -> list[str]:
+def _other_serve_lines(store_dir: str, other: serve_file.ServeInfo) -> list[Text]:
     answers = serve_file.probe(other)
     state = msg("正在应答") if answers else msg("进程还在,但没有应答")
     lines = [
