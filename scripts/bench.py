@@ -24,7 +24,7 @@ channel alone on the same embeddings (dense), and hybrid with MiniLM on a real l
 conversations are asked twice (after the first round's access counts were written back).
 `--src` measures another tree's package (a "before" worktree) with this tree's corpora.
 
-`--serve` adds the shared server (issue 11): one real `dsh-memory-mcp serve` on loopback, 16
+`--serve` adds the shared server: one real `dsh-memory-mcp serve` on loopback, 16
 concurrent sessions over Streamable HTTP (the official client), each alternating searches and saves
 (each session relays one of the three projects in `X-DSH-Project`): search and save p50/p99,
 calls/s, errors (must be 0), and the serve's RSS next to the sum of the RSS of 8 direct stdio
@@ -396,7 +396,7 @@ def count_marked(store: Path, scope: str, marker: str) -> int:
 
 
 def digest_cost(store: Path, project: Path, reps: int = 5) -> dict[str, Any]:
-    """What the memory digest adds to `initialize` (issue 10 goal: <= 5 ms at 10k records).
+    """What the memory digest adds to `initialize` (goal: <= 5 ms at 10k records).
 
     `cold_ms`: a fresh `SharedStore` per run, so the digest pays for reading and parsing global and
     the project, exactly what a just-spawned server does before it answers `initialize`. `warm_ms`:

@@ -1,4 +1,4 @@
-"""The command line (SPEC §2): real `python -m dsh_memory_mcp` subprocesses for every exit code and
+"""The command line (docs/design.md: Command line): real `python -m dsh_memory_mcp` subprocesses for every exit code and
 diagnostic, plus plain function calls for the parser and the start-up diagnostics.
 
 "Nothing created" is checked by snapshotting the test's temp dir, which holds everything the

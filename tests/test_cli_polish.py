@@ -1,4 +1,4 @@
-"""Small things a new user hit (issue 10 item 7): help and README install notes, invalid numbers in
+"""Small things a new user hit: help and README install notes, invalid numbers in
 the environment said out loud, exit codes of `get`/`import`, and the progress bar off a terminal."""
 
 from __future__ import annotations

@@ -136,13 +136,11 @@ def test_the_requirements_quoted_in_diagnostics_are_the_ones_pyproject_declares(
     import tomllib
     from pathlib import Path
 
-    from dsh_memory_mcp.config import DEPENDENCIES, SDK_REQUIREMENT, TOMLI_REQUIREMENT
+    from dsh_memory_mcp.config import DEPENDENCIES, SDK_REQUIREMENT
 
     pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
     declared = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
     quoted = [SDK_REQUIREMENT, *(req for _, req in DEPENDENCIES)]
-    if TOMLI_REQUIREMENT not in quoted:  # Python 3.11+: the 3.10-only requirement is not checked here
-        quoted.append(TOMLI_REQUIREMENT)
     assert sorted(declared) == sorted(quoted)
 
 

@@ -1,4 +1,4 @@
-"""Bulk forget with a preview (issue 15): over real stdio with the official client, and the human CLI.
+"""Bulk forget with a preview: over real stdio with the official client, and the human CLI.
 
 `memory_forget` by `query` matching more than `DSH_MEMORY_FORGET_CONFIRM_OVER` (3) live records
 deletes nothing and answers `CONFIRM_REQUIRED` with the list; `confirm: true` deletes the records

@@ -1,4 +1,4 @@
-"""`dsh-memory-mcp setup` (issue 15): every host's config file in a fake home, through the real CLI.
+"""`dsh-memory-mcp setup`: every host's config file in a fake home, through the real CLI.
 
 Each test runs `python -m dsh_memory_mcp setup …` as a subprocess with HOME, USERPROFILE, APPDATA
 and XDG_CONFIG_HOME pointing into the test's temp dir, so the host paths it finds are the fake

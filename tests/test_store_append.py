@@ -1,6 +1,6 @@
 """Saves append one line; reads of a file that only grew parse only the tail; torn tails are repaired.
 
-Issue 13: a save no longer rewrites the scope file. These tests pin what that must not break:
+A save does not rewrite the scope file. These tests pin what that must not break:
 the bytes other writers wrote, a line left unfinished by a crash, exact dedupe, concurrent
 appenders and rewriters in real processes.
 """

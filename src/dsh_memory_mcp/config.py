@@ -2,7 +2,7 @@
 
 Resolving configuration never touches the disk (no directory is created, nothing is checked):
 the store directory is created and checked when the server actually starts, so `--help`,
-`--version` and a rejected command line leave no trace (SPEC §2).
+`--version` and a rejected command line leave no trace (docs/design.md: Command line).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ __all__ = [
     "OFF_WORDS",
     "ON_WORDS",
     "SDK_REQUIREMENT",
-    "TOMLI_REQUIREMENT",
     "VARIABLES",
     "EnvVar",
     "ServeSettings",
@@ -55,8 +54,6 @@ __all__ = [
 #: The runtime dependencies as pip requirements, quoted by the CLI's import diagnostics and by
 #: `doctor`. pyproject.toml is the source of truth; tests/test_config.py checks they agree.
 SDK_REQUIREMENT = "mcp>=2.3,<2.4"
-#: Python 3.10 only (3.11+ has tomllib): setup/doctor read Codex's TOML config with it.
-TOMLI_REQUIREMENT = "tomli>=2,<3; python_version < '3.11'"
 #: (import name, requirement) of every other library the code imports, for this Python.
 DEPENDENCIES: tuple[tuple[str, str], ...] = (
     ("numpy", "numpy>=1.26"),
@@ -70,7 +67,7 @@ DEPENDENCIES: tuple[tuple[str, str], ...] = (
     ("uvicorn", "uvicorn>=0.31.1,<1"),
     ("h11", "h11>=0.14,<1"),
     ("sse_starlette", "sse-starlette>=3,<4"),
-) + ((("tomli", TOMLI_REQUIREMENT),) if sys.version_info < (3, 11) else ())
+)
 
 #: DSH's own default; sidecars written by DSH start with `#qwen3-embedding-0.6b\t1024`.
 DEFAULT_EMBED_MODEL_ID = "qwen3-embedding-0.6b"
@@ -657,7 +654,7 @@ def _absolute(path: str, cwd: str) -> str:
 
 @dataclass(frozen=True)
 class VectorSettings:
-    """How (and whether) to reach an embedding backend (SPEC §8)."""
+    """How (and whether) to reach an embedding backend (docs/design.md: Embedding backend)."""
 
     enabled: bool = True
     endpoint: str | None = None
@@ -831,7 +828,7 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 @dataclass(frozen=True)
 class ServeSettings:
-    """`dsh-memory-mcp serve`: where to listen and how much to allow (issue 11)."""
+    """`dsh-memory-mcp serve`: where to listen and how much to allow."""
 
     host: str = DEFAULT_SERVE_HOST
     port: int = DEFAULT_SERVE_PORT

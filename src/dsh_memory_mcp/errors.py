@@ -37,7 +37,7 @@ __all__ = [
     "StoreError",
 ]
 
-#: Every code a tool may return, in the order SPEC §6 lists them.
+#: Every code a tool may return, in the order docs/design.md lists them.
 ERROR_CODES: tuple[str, ...] = (
     "CONTENT_EMPTY",
     "CONTENT_TOO_LONG",

@@ -1,4 +1,4 @@
-"""Command line entry point: argv → the stdio server or a human subcommand (SPEC §2).
+"""Command line entry point: argv → the stdio server or a human subcommand (docs/design.md: Command line).
 
 Three promises shape the command line:
 

@@ -1,4 +1,5 @@
-"""The strict command-line parser and the help texts (SPEC §2); pure: no environment, no disk, no SDK.
+"""The strict command-line parser and the help texts (docs/design.md: Command line); pure: no
+environment, no disk, no SDK.
 
 The parser is hand-written and strict: argparse's prefix matching would accept ``--store`` for
 ``--storeD`` and its exit codes and English messages do not fit. A typo must never silently fall

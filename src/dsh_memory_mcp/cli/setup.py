@@ -1,4 +1,4 @@
-"""`dsh-memory-mcp setup [HOST…] [--store-dir DIR] [--dry-run] [--remove] [--url URL]` (issue 15).
+"""`dsh-memory-mcp setup [HOST…] [--store-dir DIR] [--dry-run] [--remove] [--url URL]`.
 
 Writes our entry into each host's user-level config file (`hosts` knows where and in which shape):
 the absolute path of the running executable, ``--store-dir <store>``, and nothing that pins

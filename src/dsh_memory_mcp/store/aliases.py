@@ -1,4 +1,4 @@
-"""``scopes.json``: custom scope names (aliases) → project scope keys, shared with DSH (SPEC §5)."""
+"""``scopes.json``: custom scope names (aliases) → project scope keys, shared with DSH (docs/design.md: Scopes)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""Where things are in a store directory (SPEC §3), and creating the directories at server start.
+"""Where things are in a store directory (docs/design.md: Store format), and creating the directories at server start.
 
 One place knows the layout, so the store, the vector channel, the subcommands and doctor agree:
 
 * ``global.jsonl`` and ``projects/<sha1(scope)>.jsonl``: one JSONL file per scope;
 * ``<scope file minus .jsonl>.vec``: the vector sidecar next to it;
 * ``.locks/<sha1(name)>.lock``: lock markers; ``scopes.json``: aliases; ``serve.json``: the running
-  `serve` (issue 11). ``settings.json`` belongs to DSH and is never touched.
+  `serve`. ``settings.json`` belongs to DSH and is never touched.
 
 Pure path arithmetic plus directory listing; `prepare` is the only function that creates anything.
 """
@@ -34,7 +34,7 @@ __all__ = [
 
 #: The alias file, and the name of the lock guarding it (``.locks/<sha1("scopes.json")>.lock``).
 ALIASES_FILE = "scopes.json"
-#: The `serve` process's address file (issue 11).
+#: The `serve` process's address file.
 SERVE_FILE = "serve.json"
 PROJECTS_DIR = "projects"
 LOCKS_DIR = ".locks"

@@ -2,7 +2,7 @@
 
 A lock is the file ``<locks_dir>/<sha1(name)>.lock``, created with ``O_CREAT|O_EXCL`` and holding
 ``{"pid":…,"host":…,"createdAt":…,"nonce":…}``. That is exactly what Node's ``openSync(p, "wx")``
-gives the DSH plugin, so every implementation writing the store excludes every other one (SPEC §4).
+gives the DSH plugin, so every implementation writing the store excludes every other one (docs/design.md: Concurrency).
 ``fcntl.flock`` (filelock's ``FileLock``) would not: it neither sees an O_EXCL marker nor is seen by
 one, and filelock's ``SoftFileLock`` writes a marker format the other writers do not parse.
 

@@ -2,7 +2,7 @@
 
 A store file is shared with the DSH plugin and other writers, so a line is kept as the exact
 text it was read as: a record this process did not change is written back byte-for-byte, fields
-we do not know survive every rewrite, and a line that does not parse is never dropped (SPEC §3).
+we do not know survive every rewrite, and a line that does not parse is never dropped (docs/design.md: Store format).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ __all__ = [
     "parse_lines",
 ]
 
-#: The six kinds of SPEC §3, in the order tools list them.
+#: The six kinds of the store format (docs/design.md), in the order tools list them.
 KINDS: tuple[str, ...] = ("fact", "decision", "preference", "procedure", "note", "rule")
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -391,7 +391,7 @@ def new_record(
     now: int | None = None,
     record_id: str | None = None,
 ) -> Record:
-    """A fresh record with the keys in the order SPEC §3 gives."""
+    """A fresh record with the keys in the order the store format gives (docs/design.md)."""
     ts = now_ms() if now is None else now
     data: dict[str, Any] = {
         "id": record_id or str(uuid.uuid4()),

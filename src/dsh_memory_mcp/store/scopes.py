@@ -1,4 +1,4 @@
-"""Scope keys: names, path normalisation, file names and ranks (SPEC §3, §5). Pure functions.
+"""Scope keys: names, path normalisation, file names and ranks (docs/design.md: Store format, Scopes). Pure functions.
 
 Keys are `global`, `project:<absolute normalised path>`, `session:<id>` and custom names. The
 same directory must always give the same key, or one workspace splits into two scopes, so paths
@@ -103,7 +103,7 @@ def project_key(path: str, base: str) -> str:
 
 
 def normalise_custom_name(name: str, *, code: str = "SCOPE_INVALID") -> str:
-    """Fold inner whitespace, lower-case, and check the rules of SPEC §5; raise `ScopeError`.
+    """Fold inner whitespace, lower-case, and check the scope rules (docs/design.md: Scopes); raise `ScopeError`.
 
     :param code: `SCOPE_INVALID` for a scope argument, `SCOPE_NAME_INVALID` for an alias.
     """

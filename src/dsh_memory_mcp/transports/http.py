@@ -188,7 +188,7 @@ def local_host(bind_host: str) -> str:
 
 
 def security_settings(settings: ServeSettings, port: int, *, user_token: bool) -> TransportSecuritySettings:
-    """The Host/Origin allow-lists for `/mcp` (issue 11 §3).
+    """The Host/Origin allow-lists for `/mcp`.
 
     Loopback names are always allowed, on serve's own port only (a Host naming another port came
     through something listening there — a forwarder another user runs, say — and the browser sent it
