@@ -271,6 +271,37 @@ def test_get_takes_ids_and_prefixes_as_positionals_and_reports_the_missing(
     assert empty.returncode == 1 and "IDS_EMPTY" in empty.stderr
 
 
+def test_get_walks_a_long_memory_part_by_part_with_the_offset_the_output_names(
+    store: SharedStore, project: Path
+) -> None:
+    # 45,000 characters, every one different from its neighbours' position: a part boundary off by one shows.
+    content = "".join(chr(0x4E00 + i % 20000) for i in range(45_000))
+    ident = store.save("global", content).record.id
+    parts, offset, hints = [], 0, []
+    for _ in range(4):  # 20,000 at a time: three parts, then the walk must have stopped
+        args = ("get", ident) if offset == 0 else ("get", ident, "--offset", str(offset))
+        result = run(project, *args)
+        assert result.returncode == 0, result.stderr
+        text = result.stdout
+        found = re.search(r"下一段:dsh-memory-mcp get (\S+) --offset (\d+)", text)
+        lines = text.split("\n")
+        head = next(i for i, line in enumerate(lines) if f"id={ident}" in line)
+        parts.append(lines[head + 1])  # the block's head line, then the part
+        if found is None:
+            assert "已到末尾" in text
+            break
+        assert found.group(1) == ident and "memory_get" not in text  # a terminal is told the command, not the tool
+        hints.append(int(found.group(2)))
+        offset = int(found.group(2))
+    assert hints == [20_000, 40_000]
+    assert "".join(parts) == content
+    english = run(project, "get", ident, "--offset", "20000", LANG="en_US.UTF-8")
+    assert f"the next part: dsh-memory-mcp get {ident} --offset 40000" in english.stdout
+    assert run(project, "get", ident, "--offset", "-1").returncode == 2  # a dash word is a flag: a usage error
+    bad = run(project, "get", ident, "--offset=-1")
+    assert bad.returncode == 1 and "offset" in bad.stderr and "TOOL_ERROR" in bad.stderr
+
+
 def test_forget_by_positional_id_by_flag_and_by_query(store: SharedStore, project: Path) -> None:
     ids = seed(store, project)
     by_position = run(project, "forget", ids["docker"][:8])

@@ -313,7 +313,7 @@ def cmd_get(call: Call) -> int:
     if _store_missing(call):
         return EXIT_FAIL
     with _service(call, create=False) as service:
-        result = _tool(service, "memory_get", {"ids": list(call.args)})
+        result = _tool(service, "memory_get", {"ids": list(call.args), **_tool_args(call, ("offset", "offset"))})
         from dsh_memory_mcp.service.validate import PREFIX_MIN
 
         code = _show(call, result, lambda: views.get_text(result.structured, prefix_min=PREFIX_MIN))

@@ -244,6 +244,10 @@ EN: dict[str, str] = {
     "只看一种:fact / decision / preference / procedure / note / rule": "only one kind: fact / decision / preference / procedure / note / rule",
     "最多显示几条,1~200(缺省 50),最新的在前": "how many to show, 1–200 (default 50), newest first",
     "只看该客户端写入的(source.client 含此文本,如 claude-code)": "only those a client wrote (source.client contains this text, e.g. claude-code)",
+    "从内容的第几个字符起(缺省 0);一次最多给 20000 个字符,下一段的 --offset 写在输出末尾": (
+        "the character of the content to start at (default 0); at most 20000 characters at a time, the next part's"
+        " --offset is at the end of the output"
+    ),
     "最多返回几条,1~20(缺省 5)": "how many results at most, 1–20 (default 5)",
     "要删除的记忆 id(完整 id 或至少 8 位前缀,任意作用域)": "the id to forget (whole id or a prefix of 8 or more, any scope)",
     "删除内容包含该文本的记忆(只在一个作用域内,缺省当前项目)": "forget memories whose content contains this text (in one scope, default the current project)",

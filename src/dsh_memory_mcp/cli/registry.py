@@ -131,6 +131,9 @@ _CLIENT = Option(("--client",), "client", True, "NAME", N_("只看该客户端�
 _TOPK = Option(("--top-k", "--topk"), "top_k", True, "N", N_("最多返回几条,1~20(缺省 5)"))
 _ID = Option(("--id",), "id", True, "ID", N_("要删除的记忆 id(完整 id 或至少 8 位前缀,任意作用域)"))
 _CONFIRM = Option(("--confirm", "--yes"), "confirm", help=N_("--query 匹配超过阈值时确认删除(先不加它看预览)"))
+_OFFSET = Option(
+    ("--offset",), "offset", True, "N", N_("从内容的第几个字符起(缺省 0);一次最多给 20000 个字符,下一段的 --offset 写在输出末尾")
+)
 _QUERY = Option(("--query",), "query", True, "TEXT", N_("删除内容包含该文本的记忆(只在一个作用域内,缺省当前项目)"))
 
 _SAVE_KIND = Option(
@@ -230,8 +233,8 @@ _BUILTIN: tuple[Command, ...] = (
         N_("按 id 取完整记忆"),
         _runner("get"),
         accepts_args=True,
-        extra_options=(_JSON,),
-        usage=("get ID [ID …] [--json]",),
+        extra_options=(_OFFSET, _JSON),
+        usage=("get ID [ID …] [--offset N] [--json]",),
         details=N_("与 memory_get 工具相同:完整 id 或至少 8 位前缀,任意作用域,过期记录也能取到。"),
     ),
     Command(

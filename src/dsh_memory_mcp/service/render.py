@@ -46,6 +46,8 @@ class TextStyle:
     full_content_hint: str = "提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。"
     #: How to confirm a forget that matched many records.
     confirm_hint: str = "用同样的参数加 confirm: true 再调用一次"
+    #: How to get the next part of a long record (`{id}`, `{end}`).
+    next_part_hint: str = "下一段用 memory_get 传同一 id 与 offset: {end};命令行可用 dsh-memory-mcp export 取全文"
 
     def head(self, record: Record) -> str:
         """``(scope/kind)``: what a block about `record` starts with."""
@@ -60,6 +62,7 @@ FOR_TERMINAL = TextStyle(
     kind_gap=" ",
     full_content_hint="提示:需要完整内容时运行 dsh-memory-mcp get <上面的 8 位 id 前缀>。",
     confirm_hint="同样的命令加 --confirm 再运行一次",
+    next_part_hint="下一段:dsh-memory-mcp get {id} --offset {end}",
 )
 
 
@@ -137,7 +140,7 @@ def record_dict(
     return out
 
 
-def part_note(record: Record, offset: int, limit: int) -> str:
+def part_note(record: Record, offset: int, limit: int, style: TextStyle = FOR_MODEL) -> str:
     """Where a `memory_get` part sits in a long record, and how to get the next ("" when whole)."""
     total = len(record.content)
     end = min(total, offset + limit)
@@ -147,7 +150,7 @@ def part_note(record: Record, offset: int, limit: int) -> str:
         return f"\n  (offset {offset} 超出内容长度:全文共 {total} 个字符)"
     where = f"内容共 {total} 个字符,这里是第 {offset + 1}–{end} 个"
     if end < total:
-        return f"\n  ({where};下一段用 memory_get 传同一 id 与 offset: {end};命令行可用 dsh-memory-mcp export 取全文)"
+        return f"\n  ({where};{style.next_part_hint.format(id=record.id, end=end)})"
     return f"\n  ({where},已到末尾)"
 
 

@@ -343,7 +343,7 @@ class MemoryService:
             part = r.content[offset : offset + limit]
             blocks.append(
                 f"{ctx.style.head(r)} id={r.id}{flag}\n{part}\n{meta_line(r)}{source_line(r, source)}"
-                + part_note(r, offset, limit)
+                + part_note(r, offset, limit, ctx.style)
             )
         parts = [f"找到 {len(records)} 条记忆" + ("\n\n" + "\n\n".join(blocks) if blocks else "")]
         if missing:
