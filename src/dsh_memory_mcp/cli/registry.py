@@ -132,7 +132,11 @@ _TOPK = Option(("--top-k", "--topk"), "top_k", True, "N", N_("最多返回几条
 _ID = Option(("--id",), "id", True, "ID", N_("要删除的记忆 id(完整 id 或至少 8 位前缀,任意作用域)"))
 _CONFIRM = Option(("--confirm", "--yes"), "confirm", help=N_("--query 匹配超过阈值时确认删除(先不加它看预览)"))
 _OFFSET = Option(
-    ("--offset",), "offset", True, "N", N_("从内容的第几个字符起(缺省 0);一次最多给 20000 个字符,下一段的 --offset 写在输出末尾")
+    ("--offset",),
+    "offset",
+    True,
+    "N",
+    N_("从内容的第几个字符起(缺省 0);一次最多给 20000 个字符,下一段的 --offset 写在输出末尾"),
 )
 _QUERY = Option(("--query",), "query", True, "TEXT", N_("删除内容包含该文本的记忆(只在一个作用域内,缺省当前项目)"))
 

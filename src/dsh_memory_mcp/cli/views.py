@@ -166,7 +166,8 @@ def _part_note(record: Mapping[str, Any]) -> str:
         return f"\n  (offset {offset} is past the end: the content has {total} characters)"
     end = record.get("nextOffset")
     if isinstance(end, int):
-        return f"\n  (characters {offset + 1}–{end} of {total}; the next part: {PROG} get {record.get('id')} --offset {end})"
+        after = f"the next part: {PROG} get {record.get('id')} --offset {end}"
+        return f"\n  (characters {offset + 1}–{end} of {total}; {after})"
     return f"\n  (characters {offset + 1}–{total} of {total}: the end)"
 
 
