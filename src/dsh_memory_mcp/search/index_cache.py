@@ -36,7 +36,7 @@ import sys
 import threading
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from dsh_memory_mcp.search import scoring
@@ -49,9 +49,10 @@ __all__ = ["CACHE_DIR", "FORMAT", "IndexCache"]
 log = logging.getLogger("dsh_memory_mcp.search.index_cache")
 
 CACHE_DIR = ".index"
-#: Bump when what is stored changes (the record fields, the layout of the payload).
-FORMAT = 1
+#: Bump when what is stored or how it is laid out changes.
+FORMAT = 2
 _MAGIC = b"DSHIDX\n"
+_TRAILER = 129  # the BLAKE2b of the body, in hex, and a newline
 _DIGEST = 16
 #: A cache file larger than this is not read (nothing we write comes near it).
 _MAX_FILE = 1 << 31
@@ -78,7 +79,7 @@ class _Entry:
 
     __slots__ = ("digests", "lexical", "n")
 
-    def __init__(self, digests: bytes, lexical: tuple[Any, ...]) -> None:
+    def __init__(self, digests: bytes, lexical: dict[str, memoryview]) -> None:
         self.digests = digests
         self.n = len(digests) // _DIGEST
         self.lexical = lexical
@@ -131,32 +132,43 @@ class _Hook:
         self._cache.note(self, index, previous)
 
 
-def _tables(lexical: Any, n: int) -> tuple[dict[str, array[int]], dict[str, array[int]], array[int]]:
-    tokens, counts_raw, postings_raw, tf_tokens, tf_counts_raw, tf_raw, length_raw = lexical
+_SECTIONS = ("digests", "tokens", "counts", "postings", "tf_tokens", "tf_counts", "tf", "length")
+
+
+def _tables(lexical: dict[str, memoryview], n: int) -> tuple[dict[str, array[int]], dict[str, array[int]], array[int]]:
+    """The text tables of a cache file's sections, each posting list an array of its own (read
+    straight from the file's bytes: no intermediate array of every posting)."""
+    tokens = marshal.loads(lexical["tokens"])
     counts = array("I")
-    counts.frombytes(counts_raw)
-    flat = array("I")
-    flat.frombytes(postings_raw)
-    if len(counts) != len(tokens) or sum(counts) != len(flat):
+    counts.frombytes(lexical["counts"])
+    flat = lexical["postings"]
+    size = array("I").itemsize
+    if not isinstance(tokens, list) or len(counts) != len(tokens) or sum(counts) * size != len(flat):
         raise ValueError("postings do not add up")
     postings: dict[str, array[int]] = {}
     at = 0
     for token, count in zip(tokens, counts, strict=True):
-        postings[token] = flat[at : at + count]
-        at += count
+        plist = array("I")
+        plist.frombytes(flat[at : at + count * size])
+        postings[token] = plist
+        at += count * size
+    tf_tokens = marshal.loads(lexical["tf_tokens"])
     tf_counts = array("I")
-    tf_counts.frombytes(tf_counts_raw)
-    tf_flat = array("B")
-    tf_flat.frombytes(tf_raw)
+    tf_counts.frombytes(lexical["tf_counts"])
+    tf_flat = lexical["tf"]
+    if not isinstance(tf_tokens, list) or len(tf_counts) != len(tf_tokens) or sum(tf_counts) != len(tf_flat):
+        raise ValueError("term frequencies do not add up")
     tf: dict[str, array[int]] = {}
     at = 0
     for token, count in zip(tf_tokens, tf_counts, strict=True):
         if len(postings.get(token, ())) != count:
             raise ValueError("term frequencies do not match their postings")
-        tf[token] = tf_flat[at : at + count]
+        counts_of = array("B")
+        counts_of.frombytes(tf_flat[at : at + count])
+        tf[token] = counts_of
         at += count
     length = array("I")
-    length.frombytes(length_raw)
+    length.frombytes(lexical["length"])
     if len(length) != n:
         raise ValueError("lengths do not match the records")
     return postings, tf, length
@@ -216,11 +228,12 @@ class IndexCache:
             log.debug("index cache %s not readable: %s", cache_file, exc)
             return None
         try:
-            if not data.startswith(_MAGIC):
+            if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + _TRAILER:
                 return self._stale(cache_file, "not a cache file")
             end = data.index(b"\n", len(_MAGIC))
             header = json.loads(data[len(_MAGIC) : end])
-            payload = memoryview(data)[end + 1 :]
+            view = memoryview(data)
+            body = view[end + 1 : len(data) - _TRAILER]
             if not isinstance(header, dict) or header.get("key", {}).get("format") != FORMAT:
                 return self._stale(cache_file, "another format")
             key = header["key"]
@@ -228,12 +241,20 @@ class IndexCache:
                 return self._stale(cache_file, "written by another Python or format")
             if scope is not None and header.get("scope") != scope:
                 return self._stale(cache_file, "another scope")
-            if hashlib.blake2b(payload).hexdigest() != header.get("blake2b"):
+            if hashlib.blake2b(body).hexdigest().encode("ascii") + b"\n" != data[len(data) - _TRAILER :]:
                 return self._stale(cache_file, "damaged (digest)")
             if key.get("index") != scoring.INDEX_VERSION:
                 return self._stale(cache_file, "another tokenizer")
-            digests, lexical = marshal.loads(payload)
-            if not isinstance(digests, bytes) or len(digests) % _DIGEST or not isinstance(lexical, tuple):
+            sizes = header["sections"]
+            if not isinstance(sizes, list) or len(sizes) != len(_SECTIONS) or sum(sizes) != len(body):
+                return self._stale(cache_file, "inconsistent")
+            lexical: dict[str, memoryview] = {}
+            at = 0
+            for name, size in zip(_SECTIONS, sizes, strict=True):
+                lexical[name] = body[at : at + size]
+                at += size
+            digests = bytes(lexical.pop("digests"))
+            if len(digests) % _DIGEST or len(digests) // _DIGEST != header.get("records"):
                 return self._stale(cache_file, "inconsistent")
         except (ValueError, TypeError, KeyError, EOFError, AttributeError) as exc:
             return self._stale(cache_file, f"unreadable ({type(exc).__name__})")
@@ -280,16 +301,21 @@ class IndexCache:
         records = index.records
         n = len(records)
         try:
-            payload = marshal.dumps((text_digests(records, n), _lexical(index, n)))
-            header = {"key": _key(), "scope": scope, "records": n, "blake2b": hashlib.blake2b(payload).hexdigest()}
-            blob = _MAGIC + json.dumps(header).encode("utf-8") + b"\n" + payload
+            sections = _sections(index, text_digests(records, n), n)
+            header = {"key": _key(), "scope": scope, "records": n, "sections": [size for size, _ in sections]}
             target = self.cache_path(path)
             os.makedirs(self.dir, mode=0o700, exist_ok=True)
             fileio.remove_leftover_tmps(self.dir)  # of writers that died mid-save
             fd, tmp = fileio.new_tmp(target)
             try:
                 with open(fd, "wb") as f:
-                    f.write(blob)
+                    f.write(_MAGIC + json.dumps(header).encode("utf-8") + b"\n")
+                    digest = hashlib.blake2b()
+                    for _size, pieces in sections:
+                        for piece in pieces():
+                            digest.update(piece)
+                            f.write(piece)
+                    f.write(digest.hexdigest().encode("ascii") + b"\n")
                 os.replace(tmp, target)  # no fsync: a cache lost in a crash is rebuilt
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -313,32 +339,38 @@ class IndexCache:
         self._save_due()
 
 
-def _lexical(index: scoring.LexicalIndex, n: int) -> tuple[Any, ...]:
+def _sections(index: scoring.LexicalIndex, digests: bytes, n: int) -> list[tuple[int, Callable[[], Iterator[bytes]]]]:
+    """The cache file's sections (`_SECTIONS`) as (size, pieces): each posting list is written
+    from a copy of its part, one at a time, never from one array of every posting (a ~40 MB peak
+    at 100k records) nor from the live array (which another thread may be growing)."""
     postings, tf, length = index.text_tables()
-    tokens: list[str] = []
-    counts = array("I")
-    flat = array("I")
-    tf_tokens: list[str] = []
-    tf_counts = array("I")
-    tf_flat = array("B")
-    for token, plist in list(postings.items()):
-        k = scoring.visible(plist, n)
-        if not k:
-            continue
-        tokens.append(token)
-        counts.append(k)
-        flat.extend(plist[:k])
-        found = tf.get(token)
-        if found is not None and len(found) >= k:
-            tf_tokens.append(token)
-            tf_counts.append(k)
-            tf_flat.extend(found[:k])
-    return (
-        tokens,
-        counts.tobytes(),
-        flat.tobytes(),
-        tf_tokens,
-        tf_counts.tobytes(),
-        tf_flat.tobytes(),
-        length[:n].tobytes(),
-    )
+    parts = [(token, scoring.visible(plist, n)) for token, plist in list(postings.items())]
+    parts = [(token, k) for token, k in parts if k]
+    tf_parts = [(token, k) for token, k in parts if len(tf.get(token, ())) >= k and token in tf]
+    size = array("I").itemsize
+    tokens = marshal.dumps([token for token, _ in parts])
+    tf_tokens = marshal.dumps([token for token, _ in tf_parts])
+    counts = array("I", (k for _, k in parts)).tobytes()
+    tf_counts = array("I", (k for _, k in tf_parts)).tobytes()
+
+    def one(data: bytes) -> Callable[[], Iterator[bytes]]:
+        return lambda: iter((data,))
+
+    def postings_pieces() -> Iterator[bytes]:
+        for token, k in parts:
+            yield postings[token][:k].tobytes()
+
+    def tf_pieces() -> Iterator[bytes]:
+        for token, k in tf_parts:
+            yield tf[token][:k].tobytes()
+
+    return [
+        (len(digests), one(digests)),
+        (len(tokens), one(tokens)),
+        (len(counts), one(counts)),
+        (sum(k for _, k in parts) * size, postings_pieces),
+        (len(tf_tokens), one(tf_tokens)),
+        (len(tf_counts), one(tf_counts)),
+        (sum(k for _, k in tf_parts), tf_pieces),
+        (n * size, one(length[:n].tobytes())),
+    ]

@@ -175,9 +175,24 @@ class ScopeSnapshot:
         return bool(self.tail) and not self.tail.endswith(b"\n")
 
 
+_Found = Record | tuple[Record, ...]
+
+
+def _add(table: dict[int, _Found], key: int, rec: Record) -> None:
+    found = table.get(key)
+    table[key] = rec if found is None else (*found, rec) if isinstance(found, tuple) else (found, rec)
+
+
+def _as_tuple(found: _Found | None) -> tuple[Record, ...]:
+    return () if found is None else found if isinstance(found, tuple) else (found,)
+
+
 class ContentIndex:
     """Stripped content → the records holding it, in file order: exact dedupe without a scan.
 
+    Keyed by the hash of the stripped content, holding the records (one, or a tuple): the
+    candidates of a lookup are then compared by their text, so it stays exact without keeping a
+    copy of every record's text (they are decoded from the line on demand, `Record.content`).
     Persistent: `extended` returns a new index sharing this one's big dict, with the new records
     in a small overlay that is merged once it grows past an eighth of the base, so an append
     costs O(overlay) and the index of an older snapshot stays valid for that snapshot.
@@ -185,35 +200,35 @@ class ContentIndex:
 
     __slots__ = ("_base", "_overlay", "size")
 
-    def __init__(self, base: dict[str, tuple[Record, ...]], overlay: dict[str, tuple[Record, ...]], size: int) -> None:
+    def __init__(self, base: dict[int, _Found], overlay: dict[int, _Found], size: int) -> None:
         self._base = base
         self._overlay = overlay
         self.size = size  # how many records it covers (a prefix of its snapshot's records)
 
     @classmethod
     def build(cls, recs: Sequence[Record]) -> ContentIndex:
-        base: dict[str, tuple[Record, ...]] = {}
+        base: dict[int, _Found] = {}
         for rec in recs:
-            key = rec.content.strip()
-            found = base.get(key)
-            base[key] = (rec,) if found is None else (*found, rec)
+            _add(base, hash(rec.content.strip()), rec)
         return cls(base, {}, len(recs))
 
     def extended(self, recs: Sequence[Record]) -> ContentIndex:
         overlay = dict(self._overlay)
         for rec in recs:
-            key = rec.content.strip()
-            found = overlay.get(key)
-            overlay[key] = (rec,) if found is None else (*found, rec)
+            _add(overlay, hash(rec.content.strip()), rec)
         if len(overlay) * 8 <= max(len(self._base), 1024):
             return ContentIndex(self._base, overlay, self.size + len(recs))
         base = dict(self._base)
         for key, found in overlay.items():
-            base[key] = base.get(key, ()) + found
+            for rec in _as_tuple(found):
+                _add(base, key, rec)
         return ContentIndex(base, {}, self.size + len(recs))
 
     def get(self, key: str) -> tuple[Record, ...]:
-        return self._base.get(key, ()) + self._overlay.get(key, ())
+        """The records whose stripped content is `key`, in file order."""
+        h = hash(key)
+        found = _as_tuple(self._base.get(h)) + _as_tuple(self._overlay.get(h))
+        return tuple(r for r in found if r.content.strip() == key) if found else ()
 
 
 #: Key of the `ContentIndex` in `snapshot.cache`.
