@@ -144,6 +144,20 @@ def test_a_damaged_or_foreign_cache_file_is_ignored_never_half_used(store_dir: P
     assert cache.stats["seeded"] == 0 and cache.stats["stale"] == 1
 
 
+def test_a_cache_whose_header_moved_bytes_between_sections_is_ignored(store_dir: Path, cached: Path):
+    [cache_file] = list((store_dir / CACHE_DIR).iterdir())
+    data = cache_file.read_bytes()
+    start = data.index(b"\n") + 1
+    end = data.index(b"\n", start)
+    header = json.loads(data[start:end])
+    sizes = header["sections"]
+    sizes[1] -= 1  # one byte of the token list read as the first count: the same total length
+    sizes[2] += 1
+    cache_file.write_bytes(data[:start] + json.dumps(header).encode("utf-8") + data[end:])
+    cache, _, _ = search_as_a_server_would(store_dir)
+    assert cache.stats["seeded"] == 0 and cache.stats["stale"] == 1 and cache.stats["saves"] == 1
+
+
 def test_read_only_commands_use_the_cache_but_never_write_one(store_dir: Path):
     fill(store_dir)
     cache = IndexCache(str(store_dir), read_only=True, min_records=100, save_delay=0.0)

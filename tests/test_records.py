@@ -9,6 +9,7 @@ from dsh_memory_mcp.store.records import (
     Record,
     dump_line,
     new_record,
+    parse_bytes,
     parse_line,
     parse_lines,
     render_lines,
@@ -127,3 +128,30 @@ def test_every_record_comes_from_its_own_line_in_a_mixed_thousand_line_file():
     for at, line in enumerate(lines):
         assert line.raw == raws[at]
         assert isinstance(line, CorruptLine) == (at in (3, 500, 999))
+
+
+def test_content_read_back_from_the_line_is_exactly_what_json_parses_whatever_the_line_holds():
+    lines = [
+        '{"id":"a","content":"plain text 中文"}',
+        '{"id":"b","content":"a \\"quoted\\" word and a back\\\\slash"}',
+        '{"id":"c","content":"a\\/b and \\u00e9 and a\\nnewline"}',
+        '{"id":"d","content":"lone \\ud800 surrogate"}',
+        '{"id":"e","meta":{"content":"decoy"},"content":"real"}',
+        '{"id":"f","content":"ab","content":"a"}',  # a duplicate key: JSON keeps the last
+        '{"id":"g","content":"a","content":"a\\u0000"}',
+        '{"id":"h", "content" : "spaced 记忆"}',
+        '{"id":"i","content":"  padded  "}',
+        '{"id":"j","content":""}',
+        '{"id":"k","content":42}',
+    ]
+    expected = [json.loads(line)["content"] for line in lines]
+    expected = [c if isinstance(c, str) else "" for c in expected]
+    text = "\n".join(lines) + "\n"
+    for parsed in (parse_lines(text), parse_bytes(text.encode("utf-8", "surrogatepass")), [parse_line(x) for x in lines]):
+        assert [r.content for r in parsed if isinstance(r, Record)] == expected
+    kept_as_text = Record({"id": "s", "content": "x\ud800y"}, '{"id":"s","content":"x\ud800y"}')  # not encodable
+    assert kept_as_text.content == "x\ud800y" and kept_as_text.raw == '{"id":"s","content":"x\ud800y"}'
+    first = parse_line(lines[0])
+    assert isinstance(first, Record)
+    changed = first.with_changes(content="新的 text")
+    assert changed.content == "新的 text" and json.loads(changed.raw)["content"] == "新的 text"

@@ -59,3 +59,22 @@ def test_a_re_read_after_another_writers_save_reuses_the_unchanged_records(store
     assert len(after) == 6
     assert all(a is b for a, b in zip(before, after[:5], strict=True))
     assert after[5].content == "written by someone else"
+
+
+def test_the_content_index_finds_every_record_of_a_text_in_file_order_across_appends_and_merges():
+    from dsh_memory_mcp.store.records import new_record
+    from dsh_memory_mcp.store.snapshots import ContentIndex
+
+    texts = ["same text", "  same text  ", "other", "记忆 中文", "same text\n", "Same text"]
+    made = [new_record(scope="global", content=texts[i % len(texts)], record_id=f"r{i}", now=1) for i in range(3000)]
+    index = ContentIndex.build(made[:100])
+    old = index
+    for start in range(100, 3000, 50):  # small appends, then one past an eighth of the base: a merge
+        index = index.extended(made[start : start + 50])
+    def want(key: str, upto: int) -> list[str]:
+        return [r.id for r in made[:upto] if r.content.strip() == key]
+
+    for key in ("same text", "other", "记忆 中文", "Same text", "missing"):
+        assert [r.id for r in index.get(key)] == want(key, 3000)
+        assert [r.id for r in old.get(key)] == want(key, 100)  # an older snapshot's index is unchanged
+    assert index.get("same text")[0].id == "r0" and len(index.get("same text")) == 1500

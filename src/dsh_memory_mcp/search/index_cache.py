@@ -14,8 +14,10 @@ always; only the tokenizing is skipped, and only where it provably gives the sam
   touch flush, an expiry). A record removed, inserted or edited before the end makes the
   digests disagree: a full build, and a new cache file some seconds later.
 * the file is keyed by the cache format, the tokenizer's `scoring.INDEX_VERSION`, the Python
-  version (the payload is `marshal` data) and carries a BLAKE2b digest of its payload, so a
-  torn, damaged or foreign cache file is ignored, never half-used.
+  version (the token lists are `marshal` data) and ends with a BLAKE2b digest of everything
+  before it (header and sections, written as streamed pieces, never one copy of every
+  posting), checked before any section is used, so a torn, damaged or foreign cache file is
+  ignored, never half-used.
 
 The JSONL file stays the only truth: nothing of a record comes from the cache, and a cache that
 cannot be read or written is only logged. It is written in a background thread some seconds
@@ -52,7 +54,7 @@ CACHE_DIR = ".index"
 #: Bump when what is stored or how it is laid out changes.
 FORMAT = 2
 _MAGIC = b"DSHIDX\n"
-_TRAILER = 129  # the BLAKE2b of the body, in hex, and a newline
+_TRAILER = 129  # the BLAKE2b of all before it, in hex, and a newline
 _DIGEST = 16
 #: A cache file larger than this is not read (nothing we write comes near it).
 _MAX_FILE = 1 << 31
@@ -119,7 +121,7 @@ class _Hook:
             return None
         try:
             postings, tf, length = _tables(entry.lexical, n)
-        except (TypeError, ValueError, IndexError) as exc:
+        except (TypeError, ValueError, IndexError, EOFError) as exc:
             log.debug("cached index of %s unusable: %s", self.path, exc)
             self._cache.stats["stale"] += 1
             return None
@@ -241,12 +243,18 @@ class IndexCache:
                 return self._stale(cache_file, "written by another Python or format")
             if scope is not None and header.get("scope") != scope:
                 return self._stale(cache_file, "another scope")
-            if hashlib.blake2b(body).hexdigest().encode("ascii") + b"\n" != data[len(data) - _TRAILER :]:
+            # The trailer digests everything before it, the header (section sizes) included.
+            if hashlib.blake2b(view[: len(data) - _TRAILER]).hexdigest().encode("ascii") + b"\n" != data[-_TRAILER:]:
                 return self._stale(cache_file, "damaged (digest)")
             if key.get("index") != scoring.INDEX_VERSION:
                 return self._stale(cache_file, "another tokenizer")
             sizes = header["sections"]
-            if not isinstance(sizes, list) or len(sizes) != len(_SECTIONS) or sum(sizes) != len(body):
+            if (
+                not isinstance(sizes, list)
+                or len(sizes) != len(_SECTIONS)
+                or not all(type(size) is int and size >= 0 for size in sizes)
+                or sum(sizes) != len(body)
+            ):
                 return self._stale(cache_file, "inconsistent")
             lexical: dict[str, memoryview] = {}
             at = 0
@@ -309,8 +317,9 @@ class IndexCache:
             fd, tmp = fileio.new_tmp(target)
             try:
                 with open(fd, "wb") as f:
-                    f.write(_MAGIC + json.dumps(header).encode("utf-8") + b"\n")
-                    digest = hashlib.blake2b()
+                    head = _MAGIC + json.dumps(header).encode("utf-8") + b"\n"
+                    f.write(head)
+                    digest = hashlib.blake2b(head)
                     for _size, pieces in sections:
                         for piece in pieces():
                             digest.update(piece)
