@@ -165,3 +165,19 @@ def test_read_only_commands_use_the_cache_but_never_write_one(store_dir: Path):
     scoring.index_for(store.snapshot("global"))
     cache.close()
     assert not (store_dir / CACHE_DIR).exists() and cache.stats["saves"] == 0
+
+
+def test_the_digested_bytes_are_the_indexed_text_encoded_whether_the_content_lives_in_the_line_or_not():
+    long_zh = "记" * (scoring.INDEX_CHARS - 3) + "忆ab"  # more bytes than the cut, fewer characters
+    cases = [
+        records.parse_line('{"id":"a","content":"plain 中文","tags":["t1","标签"]}'),
+        records.parse_line('{"id":"b","content":"a \\"quote\\"","tags":["x\\ud800"]}'),
+        records.parse_line('{"id":"c","content":"lone \\udc80"}'),
+        records.parse_line(records.dump_line({"id": "d", "content": long_zh, "tags": ["t"]})),
+        records.parse_line(records.dump_line({"id": "e", "content": "x" * (scoring.INDEX_CHARS + 5)})),
+        records.Record({"id": "f", "content": "kept \ud800"}, '{"id":"f","content":"kept \ud800"}'),
+    ]
+    for rec in cases:
+        assert isinstance(rec, records.Record)
+        assert scoring.indexed_utf8(rec) == scoring.indexed_text(rec).encode("utf-8", "surrogatepass")
+        assert rec.content_utf8 == rec.content.encode("utf-8", "surrogatepass")

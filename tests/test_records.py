@@ -147,7 +147,11 @@ def test_content_read_back_from_the_line_is_exactly_what_json_parses_whatever_th
     expected = [json.loads(line)["content"] for line in lines]
     expected = [c if isinstance(c, str) else "" for c in expected]
     text = "\n".join(lines) + "\n"
-    for parsed in (parse_lines(text), parse_bytes(text.encode("utf-8", "surrogatepass")), [parse_line(x) for x in lines]):
+    for parsed in (
+        parse_lines(text),
+        parse_bytes(text.encode("utf-8", "surrogatepass")),
+        [parse_line(x) for x in lines],
+    ):
         assert [r.content for r in parsed if isinstance(r, Record)] == expected
     kept_as_text = Record({"id": "s", "content": "x\ud800y"}, '{"id":"s","content":"x\ud800y"}')  # not encodable
     assert kept_as_text.content == "x\ud800y" and kept_as_text.raw == '{"id":"s","content":"x\ud800y"}'

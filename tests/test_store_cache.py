@@ -71,6 +71,7 @@ def test_the_content_index_finds_every_record_of_a_text_in_file_order_across_app
     old = index
     for start in range(100, 3000, 50):  # small appends, then one past an eighth of the base: a merge
         index = index.extended(made[start : start + 50])
+
     def want(key: str, upto: int) -> list[str]:
         return [r.id for r in made[:upto] if r.content.strip() == key]
 

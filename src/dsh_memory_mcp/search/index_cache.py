@@ -89,9 +89,9 @@ class _Entry:
 
 def text_digests(records: Sequence[Record], n: int) -> bytes:
     """The digests of the texts the tokenizer sees of the first `n` records, concatenated."""
-    text = scoring.indexed_text
+    text = scoring.indexed_utf8
     head = records.prefix(n) if isinstance(records, Rows) else records[:n]
-    return b"".join(_digest(text(r).encode("utf-8", "surrogatepass")) for r in head)
+    return b"".join(_digest(text(r)) for r in head)
 
 
 class _Hook:

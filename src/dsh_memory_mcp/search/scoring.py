@@ -838,6 +838,16 @@ def indexed_text(record: Record) -> str:
     return _indexed_text(record)
 
 
+def indexed_utf8(record: Record) -> bytes:
+    """``indexed_text(record).encode("utf-8", "surrogatepass")``, from the line's bytes when the
+    content is kept there (no decode of the text and no encode back)."""
+    content = record.content_utf8
+    if len(content) > INDEX_CHARS:  # perhaps more characters than are indexed: cut the text
+        return _indexed_text(record).encode("utf-8", "surrogatepass")
+    tags = record.tags
+    return content + b"\n" + "\n".join(tags).encode("utf-8", "surrogatepass") if tags else content
+
+
 def _indexed_text(record: Record) -> str:
     tags = record.tags
     content = record.content

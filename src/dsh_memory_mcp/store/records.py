@@ -252,12 +252,24 @@ class Record:
     def content(self) -> str:
         """The memory's text (decoded from its place in the line when it is stored there as is)."""
         content = self._content
-        if type(content) is str:
+        if isinstance(content, str):
             return content
         raw = self._raw
-        assert type(raw) is bytes
+        assert isinstance(raw, bytes)
         start = content >> _SPAN_BITS
         return raw[start : start + (content & _SPAN_MASK)].decode("utf-8")
+
+    @property
+    def content_utf8(self) -> bytes:
+        """`content` as UTF-8 (a lone surrogate passed through): the line's own bytes when the text
+        is stored there as is, so nothing is decoded or encoded."""
+        content = self._content
+        if isinstance(content, str):
+            return content.encode("utf-8", "surrogatepass")
+        raw = self._raw
+        assert isinstance(raw, bytes)
+        start = content >> _SPAN_BITS
+        return raw[start : start + (content & _SPAN_MASK)]
 
     @property
     def raw(self) -> str:
