@@ -1378,6 +1378,9 @@ def goals(rows: list[dict[str, Any]], serve: dict[str, Any] | None = None) -> di
         p99 = max(serve.get("search_p99_ms") or 0, serve.get("save_p99_ms") or 0)
         out["serve_16_sessions_calls_per_s"] = _goal(calls, ">= 200", calls >= 200)
         out["serve_16_sessions_p99_ms"] = _goal(p99, "<= 250", p99 <= 250)
+        ka = (serve.get("keepalive") or {}).get("ratio")
+        if ka is not None:  # a reused connection costs no more than a new one (TCP_NODELAY)
+            out["serve_keepalive_reused_over_new"] = _goal(ka, "<= 1.0", ka <= 1.0)
     return out
 
 
