@@ -10,8 +10,9 @@ For each tree (interleaved, so the machine's load hits all alike) it starts a re
   that never ends, half trickling a 1 MB body that never ends, one byte a second each, for 60 s
   (``--quick`` 20 s), while a token holder asks ``GET /health`` once a second (5 s timeout):
   answered / asked, median and worst latency, how many strangers serve still holds at the end;
-* ``fdlimit``: serve started with RLIMIT_NOFILE = 256, strangers connect (half a header each)
-  until 300 are open or connecting fails, then 6 ``GET /health`` with the token (5 s timeout);
+* ``fdlimit<N>``: serve started with RLIMIT_NOFILE = N (256: macOS's default; 1,024: Linux's soft
+  default), strangers connect (half a header each) until 1.2 x N are open or connecting fails,
+  then 6 ``GET /health`` with the token (5 s timeout);
 * ``keepalive``: scripts/bench.py's keep-alive figure (``GET /health`` on one reused connection vs
   a new connection each time, medians, ratio);
 * ``sessions``: serve's RSS after 3,000 sessions were opened (initialize + initialized);
@@ -245,13 +246,13 @@ def measure_loris(src: str, tmp: Path, n: int, window: float) -> dict[str, Any]:
         }
 
 
-def measure_fdlimit(src: str, tmp: Path) -> dict[str, Any]:
-    """serve with RLIMIT_NOFILE = 256; strangers connect (half a header each) until connecting fails
-    or 300 are open; then 6 token holders' `GET /health` (5 s timeout each)."""
-    with serve(src, tmp, nofile=256) as s:
+def measure_fdlimit(src: str, tmp: Path, nofile: int) -> dict[str, Any]:
+    """serve with RLIMIT_NOFILE = `nofile`; strangers connect (half a header each) until connecting
+    fails or 1.2 x `nofile` are open; then 6 token holders' `GET /health` (5 s timeout each)."""
+    with serve(src, tmp, nofile=nofile) as s:
         socks: list[socket.socket] = []
         try:
-            for _ in range(300):
+            for _ in range(nofile * 6 // 5):
                 try:
                     socks.extend(stalled(s, 1))
                 except OSError:
@@ -640,7 +641,8 @@ def main() -> int:
     for n in args.loris or [200, 1000]:
         plan[f"loris{n}"] = lambda src, tmp, n=n: measure_loris(src, tmp, n, window)
     plan |= {
-        "fdlimit": measure_fdlimit,
+        "fdlimit256": lambda src, tmp: measure_fdlimit(src, tmp, 256),
+        "fdlimit1024": lambda src, tmp: measure_fdlimit(src, tmp, 1024),
         "keepalive": lambda src, tmp: measure_keepalive(src, tmp, 100 if args.quick else 300),
         "sessions": lambda src, tmp: measure_sessions(src, tmp, sessions),
         "imports": lambda src, tmp: measure_imports(src, tmp, body, 4),
