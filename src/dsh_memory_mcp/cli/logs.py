@@ -116,9 +116,25 @@ class LocalisedFormatter(logging.Formatter):
 _installed: list[logging.Handler] = []
 
 
+def _late_handler() -> logging.Handler:
+    """After a command's handlers are gone, a warning from a thread still running (a scope loaded in
+    the background while the process exits) would reach `logging.lastResort`: no prefix, never in
+    English. This one says it as the command's own handler would, warnings and errors only."""
+    handler = StderrHandler()
+    handler.setFormatter(LocalisedFormatter(PREFIX + "%(message)s"))
+    handler.setLevel(logging.WARNING)
+    return handler
+
+
+_late: list[logging.Handler] = []
+
+
 def configure_stderr_logging(debug: bool, *filters: logging.Filter) -> None:
     """Root `dsh_memory_mcp` logger → stderr with the `[dsh-memory-mcp] ` prefix. Touches no disk."""
     remove_handlers()
+    for late in _late:
+        log.removeHandler(late)
+    _late.clear()
     handler = StderrHandler()
     handler.setFormatter(LocalisedFormatter(PREFIX + "%(message)s"))
     for item in filters:  # on the handler: logger filters never see records from child loggers
@@ -158,3 +174,7 @@ def remove_handlers(*, only_files: bool = False) -> None:
             handler.close()
         except Exception:  # pragma: no cover
             pass
+    if not only_files and not _late and not log.handlers:
+        late = _late_handler()
+        log.addHandler(late)
+        _late.append(late)
