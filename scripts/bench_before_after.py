@@ -7,7 +7,7 @@ right after on this tree, so the machine's load hits both alike; each run's JSON
 average around it go to `--out`. The table is the store-size figures (save p50, 16 writers × 50,
 first search after spawn and 2 s after `initialize` next to the read+parse floor, peak RSS) and
 `serve`'s (16 sessions, 8 hosts mixed save/search direct and through serve), before → after.
-`--table-only` prints the table from the JSON files already in `--out`.
+`--table-only` prints the table from the JSON files already in `--out`; `--readme` also prints this\ntree's per-size tables in the form the README's performance section has them.
 """
 
 from __future__ import annotations
@@ -90,6 +90,46 @@ def table(out: Path) -> None:
         print(f"{key:<{width}}  {before.get(key)!s:>24}  →  {after.get(key)!s}")
 
 
+def _rows(out: Path, tree: str) -> list[dict[str, Any]]:
+    rows = []
+    for f in out.glob(f"{tree}-size*.json"):
+        rows += json.loads(f.read_text(encoding="utf-8"))["sizes"]
+    return sorted(rows, key=lambda r: r["size"])
+
+
+def readme(out: Path) -> None:
+    """This tree's per-size tables as the README's performance section has them (Markdown)."""
+    print(
+        "| 记录数 | 文件 | 读+解析一遍 | 首次检索 | 检索 p50 / p95(× 读一遍) | 保存 p50 / p95(× 读一遍) | list / get p50 | 峰值 RSS |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in _rows(out, "after"):
+        print(
+            f"| {r['size']:,} | {r['bytes'] / 1e6:.1f} MB | {r['read_once_ms']:.0f} ms | {r['cold_search_ms'] / 1000:.2f} s"
+            f" | {r['search_p50_ms']:.1f} / {r['search_p95_ms']:.1f} ms({r['search_ratio']:.3f}×)"
+            f" | {r['save_p50_ms']:.1f} / {r['save_p95_ms']:.1f} ms({r['save_ratio']:.3f}×)"
+            f" | {r['list_p50_ms']:.1f} / {r['get_p50_ms']:.1f} ms | {r['peak_rss_kb'] / 1024:.0f} MB |".replace(
+                ",", " "
+            )
+        )
+    print()
+    print("| 记录数 | 1 进程 × 50 | 4 × 50 | 16 × 50 | 16 × 50 的 `LOCK_TIMEOUT` | 16 × 50 最慢一次保存 |")
+    print("|---|---|---|---|---|---|")
+    for r in _rows(out, "after"):
+        c = {c["procs"]: c for c in r["concurrency"]}
+        print(
+            f"| {r['size']:,} | {c[1]['seconds']:.1f} s | {c[4]['seconds']:.1f} s | {c[16]['seconds']:.1f} s"
+            f" | {c[16]['lock_timeouts']} | {c[16]['save_max_ms'] / 1000:.2f} s |".replace(",", " ")
+        )
+    print()
+    for r in _rows(out, "after"):
+        cr = r["cold_read"]
+        print(
+            f"cold read {r['size']}: {cr['records']} records, read {cr['read_ms']:.1f} ms, decode {cr['decode_ms']:.0f} ms,"
+            f" parse {cr['parse_ms']:.0f} ms, lexical index {cr['index_ms']:.0f} ms"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--before", required=True, help="the before tree's src/")
@@ -97,6 +137,7 @@ def main() -> int:
     ap.add_argument("--serve", type=int, default=0, help="also the serve bench at this size")
     ap.add_argument("--out", required=True)
     ap.add_argument("--table-only", action="store_true")
+    ap.add_argument("--readme", action="store_true", help="print this tree's tables in the README's form too")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -108,6 +149,8 @@ def main() -> int:
             run(f"before-{name}", args.before, bench_args, out)
             run(f"after-{name}", None, bench_args, out)
     table(out)
+    if args.readme:
+        readme(out)
     return 0
 
 
