@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory_mcp.store.records import Record, parse_lines
+from dsh_memory_mcp.store.records import CorruptLine, Record, parse_lines
 from dsh_memory_mcp.store.shared import SharedStore
 from tests.helpers.store_procs import StallWorker as Child
 
@@ -76,17 +76,29 @@ def test_random_sigkills_of_concurrent_writers_lose_no_acknowledged_save_and_dup
             child.kill()
 
     store = SharedStore(str(store_dir))
-    lost = dup = 0
+    lost = dup = torn = 0
     for k, scope in enumerate(SCOPES):
         path = Path(store.scope_path(scope))
         lines = parse_lines(path.read_text(encoding="utf-8")) if path.exists() else []
-        assert all(isinstance(line, Record) for line in lines), f"{scope}: a line that is not a record"
+        # Linux may end a write() between pages when its writer is SIGKILLed: a killed writer can leave the
+        # start of its (unacknowledged) line. It is kept as a corrupt line and the next append starts on a
+        # new line; anything else that is not a record is a bug.
+        for line in lines:
+            if isinstance(line, CorruptLine):
+                assert line.raw.startswith('{"'), f"{scope}: a corrupt line that is not a torn record: {line.raw[:200]!r}"
+                torn += 1
+            else:
+                assert isinstance(line, Record), f"{scope}: {line!r}"
         on_disk = [line.id for line in lines if isinstance(line, Record)]
         contents = [line.content for line in lines if isinstance(line, Record)]
         dup += len(on_disk) - len(set(on_disk)) + len(contents) - len(set(contents))
         lost += len({rid for kk, rid in acked if kk == k} - set(on_disk))
-    print(f"soak: {spawned} writers, {kills} SIGKILLs, {len(acked)} acknowledged saves, {lost} lost, {dup} duplicated")
+    print(
+        f"soak: {spawned} writers, {kills} SIGKILLs, {len(acked)} acknowledged saves, {lost} lost, {dup} duplicated,"
+        f" {torn} torn lines of killed writers"
+    )
     assert kills >= 20 and len(acked) >= 200
+    assert torn <= kills
     assert lost == 0 and dup == 0
     assert store.missing() == {}  # nothing erased behind the journal's back either
     SharedStore(str(store_dir)).prepare()  # a start sweeps what the killed writers left

@@ -263,6 +263,7 @@ def test_a_fifo_in_place_of_a_sidecar_is_not_re_embedded_in_a_loop(store: Shared
     with FakeLlama() as fake:
         ch = _ready_channel(store, fake)
         try:
+            assert ch.wait_idle(5)  # whatever start-up still sends (calibration, backfill) is counted before
             asked = fake.embedding_requests()
             os.mkfifo(vec, 0o600)
             store.save("global", TARGET)

@@ -988,6 +988,28 @@ def test_the_english_page_shows_the_servers_own_texts_in_english_and_chinese_aga
             ctx.close()
 
 
+def test_the_vector_panel_follows_a_backend_that_finishes_loading_without_a_reload(browser: Any, tmp_path: Path):
+    """The backend is still loading its model when the page opens (503s, as llama-server answers then);
+    nothing in the store changes afterwards, yet the panel turns to ready once the backend does."""
+    from tests.helpers.fake_llama import FakeLlama
+
+    with FakeLlama(loading_s=10.0) as fake:
+        env = {"DSH_MEMORY_VECTOR": "on", "DSH_MEMORY_EMBED_ENDPOINT": fake.url}
+        with running_web(tmp_path / "store", tmp_path, **env) as srv:
+            ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+            try:
+                pg = watched(ctx.new_page())
+                pg.goto(srv.login_url)
+                pg.wait_for_selector("html[data-ready=true]")
+                assert pg.locator("#vectors .vec-ok").count() == 0, pg.inner_text("#vectors")  # still loading
+                pg.wait_for_selector("#vectors .vec-ok", timeout=30_000)
+                assert pg.evaluate("performance.getEntriesByType('navigation').length") == 1  # never reloaded
+                assert "ready" in pg.inner_text("#vectors").lower()
+                assert pg.errors == []
+            finally:
+                ctx.close()
+
+
 def save_in(store_dir: Path, scope: str, content: str) -> str:
     store = SharedStore(str(store_dir))
     store.prepare()
