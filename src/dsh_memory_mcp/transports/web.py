@@ -426,7 +426,9 @@ class _Web:
         return _json(await run_in_threadpool(work))
 
     async def version(self, request: Request) -> Response:
-        return _json({"ok": True, "version": await run_in_threadpool(health.store_version, self.service.store)})
+        """What the page polls: the store's version and the vector state (which changes without the store)."""
+        version = await run_in_threadpool(health.store_version, self.service.store)
+        return _json({"ok": True, "version": version, "vectors": self.vector_state()})
 
     async def overview(self, request: Request) -> Response:
         def work() -> dict[str, Any]:

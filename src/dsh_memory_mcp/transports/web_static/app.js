@@ -1409,11 +1409,9 @@ async function poll() {
       } else {
         state.version = data.version;
         // The vector channel changes without the store changing (starting → ready or → why it is down,
-        // a backfill draining): while it is not settled, the panel asks again every other poll.
-        const vec = (state.overview && state.overview.vectors) || {};
-        const unsettled = vec.state === "down" || (vec.state === "ready" && vec.backfillPending > 0);
-        state.vectorPolls = unsettled ? (state.vectorPolls || 0) + 1 : 0;
-        if (unsettled && state.vectorPolls % 2 === 0) await loadOverview();
+        // a backfill draining): the overview is fetched again only when its vector state moved.
+        const shown = state.overview && state.overview.vectors;
+        if (shown && JSON.stringify(data.vectors) !== JSON.stringify(shown)) await loadOverview();
       }
       const now = new Date();
       status.textContent = t("live.synced", { time: `${pad(now.getHours())}:${pad(now.getMinutes())}:${pad(now.getSeconds())}` });
