@@ -544,10 +544,17 @@ def first_searches(store: Path, project: Path, env: dict[str, str], errlog: Any,
     """
     p = params(store, project, env)
     p.args.append("--no-relay")
+    # The same server over an empty store: what spawning Python, importing the SDK and answering
+    # `initialize` and one search costs before any record is read (the spawn floor).
+    empty = store.parent / "empty-store"
+    empty.mkdir(exist_ok=True)
+    bare = params(empty, project, env)
+    bare.args.append("--no-relay")
     cache_dir = store / ".index"
     runs: dict[str, list[dict[str, float]]] = {}
     retried(first_search, p, errlog, 0.0, what="first search (builds the cache)")
     for _ in range(reps):
+        runs.setdefault("empty_store", []).append(retried(first_search, bare, errlog, 0.0, what="first search (empty store)"))
         for cached in (True, False):
             for wait in (0.0, 2.0):
                 if not cached:
@@ -1332,10 +1339,18 @@ def goals(rows: list[dict[str, Any]], serve: dict[str, Any] | None = None) -> di
         k = f"{size // 1000}k"
         floor = row["read_once_ms"]
         fs = row.get("first_search") or {}
+        spawn_floor = (fs.get("empty_store") or {}).get("total_ms")
         for case in ("cached_now", "cold_now"):
             if case in fs:
                 ratio = fs[case]["total_ms"] / floor
                 out[f"spawn_to_first_search_{k}_{case.split('_')[0]}_over_read"] = _goal(round(ratio, 2), "<= 1.0", ratio <= 1.0)
+                if spawn_floor is not None:
+                    # What the store adds to a spawn (the same server's first search over an empty
+                    # store), against one read+parse: the part of the start the store decides.
+                    ratio = (fs[case]["total_ms"] - spawn_floor) / floor
+                    out[f"spawn_to_first_search_{k}_{case.split('_')[0]}_minus_spawn_floor_over_read"] = _goal(
+                        round(ratio, 2), "<= 1.0", ratio <= 1.0
+                    )
         for case in ("cached_after2s", "cold_after2s"):
             if case in fs:
                 value = fs[case]["search_ms"]

@@ -58,7 +58,15 @@ def figures(out: Path, tree: str) -> dict[str, Any]:
             got[f"load {k}"] = "→".join(load)
             got[f"save p50 {k} ms"] = row["save_p50_ms"]
             got[f"read+parse floor {k} ms"] = row["read_once_ms"]
+            spawn_floor = (fs.get("empty_store") or {}).get("total_ms")
+            if spawn_floor is not None:
+                got[f"spawn floor (empty store) {k} ms"] = spawn_floor
             for case in ("cached", "cold"):
+                if f"{case}_now" in fs and spawn_floor is not None:
+                    extra = fs[f"{case}_now"]["total_ms"] - spawn_floor
+                    got[f"first search {k} {case} minus spawn floor ms (×floor)"] = (
+                        f"{extra:.0f} (×{extra / row['read_once_ms']:.2f})"
+                    )
                 if f"{case}_now" in fs:
                     got[f"first search {k} {case} ms (×floor)"] = (
                         f"{fs[f'{case}_now']['total_ms']:.0f} (×{fs[f'{case}_now']['total_ms'] / row['read_once_ms']:.2f})"
