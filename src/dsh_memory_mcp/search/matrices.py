@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from dsh_memory_mcp.store.records import now_ms
+from dsh_memory_mcp.store.records import Record, now_ms
 
 if TYPE_CHECKING:  # numpy loads only when vectors are on
     import numpy as np
@@ -60,6 +60,12 @@ class ScopeVectors:
         self.n = 0
         #: Bumped on every change, so per-snapshot masks know when to recompute.
         self.version = 0
+        #: Per row: the record whose text `_cjk` was computed from, and the result (`cjk_rows`).
+        self._cjk_of: list[Record | None] = []
+        self._cjk = bytearray()
+        self._cjk_lock = threading.Lock()
+        #: How many texts `cjk_rows` looked at since start (stats and tests: O(change) per version).
+        self.cjk_computed = 0
 
     @property
     def nbytes(self) -> int:
@@ -76,6 +82,32 @@ class ScopeVectors:
         self.matrix = np.zeros((0, 0), dtype=np.float32)
         self.n = 0
         self.version += 1
+        self._forget_cjk()
+
+    def _forget_cjk(self) -> None:
+        with self._cjk_lock:
+            self._cjk_of = []
+            self._cjk = bytearray()
+
+    def cjk_rows(self, rows: Sequence[int], records: Sequence[Record]) -> list[bool]:
+        """Whether each record (the live record of each row) is mostly CJK, computed only for
+        records this row has not had before: a new version of the scope costs what changed."""
+        from dsh_memory_mcp.search.calibration import is_cjk
+
+        with self._cjk_lock:
+            of, flags = self._cjk_of, self._cjk
+            if rows and len(of) <= max(rows):
+                grow = max(rows) + 1 - len(of)
+                of.extend([None] * grow)
+                flags.extend(bytes(grow))
+            out = []
+            for row, record in zip(rows, records, strict=True):
+                if of[row] is not record:  # records are immutable: the same object, the same text
+                    of[row] = record
+                    flags[row] = is_cjk(record.content)
+                    self.cjk_computed += 1
+                out.append(bool(flags[row]))
+            return out
 
     def refresh(self) -> None:
         """Bring the matrix up to date with the file: nothing, its tail, or (new inode) all of it."""
@@ -141,6 +173,7 @@ class ScopeVectors:
         self.rows = {rid: i for i, rid in enumerate(self.ids)}
         self.n = len(self.ids)
         self.version += 1
+        self._forget_cjk()  # rows moved
 
 
 class MatrixCache:
@@ -248,8 +281,6 @@ def _live_rows(
     """
     import numpy as np
 
-    from dsh_memory_mcp.search.calibration import is_cjk
-
     key = (sv.serial, version, n, valid, header)
     cached = snap.cache.get(_CACHE_KEY)
     if cached is not None and cached[0] == key:
@@ -258,8 +289,9 @@ def _live_rows(
     now = now_ms()
     live = {r.id: r for r in snap.records if not r.is_expired(now)}
     if valid:
-        rows = np.fromiter((i for i, rid in enumerate(ids[:n]) if rid in live), dtype=np.intp)
-        cjk = np.fromiter((is_cjk(live[ids[i]].content) for i in rows), dtype=bool, count=len(rows))
+        found = [i for i, rid in enumerate(ids[:n]) if rid in live]
+        rows = np.array(found, dtype=np.intp)
+        cjk = np.array(sv.cjk_rows(found, [live[ids[i]] for i in found]), dtype=bool)
         view = (rows, cjk)
         missing = any(rid not in sv.rows for rid in live)
     else:

@@ -361,7 +361,19 @@ class _Tables:
     rewrite's index took over (same texts, new records) is `sealed`: it never grows again.
     """
 
-    __slots__ = ("duplicates", "expired_at", "factor", "first", "length", "lock", "postings", "sealed", "size", "tf")
+    __slots__ = (
+        "columns",
+        "duplicates",
+        "expired_at",
+        "factor",
+        "first",
+        "length",
+        "lock",
+        "postings",
+        "sealed",
+        "size",
+        "tf",
+    )
 
     def __init__(
         self,
@@ -384,6 +396,9 @@ class _Tables:
         self.size = 0  # records covered by the per-record tables
         self.sealed = False
         self.lock = threading.Lock()
+        #: The per-record tables as numpy columns for the vectorised search (`_Columns`), made on
+        #: the first such search and extended by what was appended since.
+        self.columns: _Columns | None = None
 
     def grow(self, recs: Sequence[Record], start: int, *, texts: bool = True) -> None:
         """Index ``recs[start:]`` as positions ``start…`` (lock held). `texts` False: the postings
@@ -393,7 +408,7 @@ class _Tables:
         if texts and not postings and len(recs) - start > 64:
             self._fill(recs, start)  # a whole build: lists first, arrays at the end (faster)
             texts = False
-        for pos, record in enumerate(islice(recs, start, None), start):
+        for pos, record in enumerate(recs[start:], start):
             if texts:
                 tokens, weak = _tokenize(_indexed_text(record))
                 counts = Counter(tokens)
@@ -427,9 +442,11 @@ class _Tables:
         lists: defaultdict[str, array[int]] = defaultdict(_positions)
         # token → [(index in its posting list, tf)] for tf > 1: repeats are rare, so the tf
         # arrays are made of ones in C and only these places are set.
-        repeats: dict[str, list[tuple[int, int]]] = {}
+        # Kept as two arrays per token (places, counts), not a list of tuples: at 50k records there
+        # are ~200k repeats, and their tuples were a ~20 MB peak that stayed as fragmented RSS.
+        repeats: dict[str, tuple[array[int], array[int]]] = {}
         length = self.length
-        for pos, record in enumerate(islice(recs, start, None), start):
+        for pos, record in enumerate(recs[start:], start):
             tokens, weak = _tokenize(_indexed_text(record))
             length.append(max(1, len(tokens) - weak))
             distinct = set(tokens)
@@ -438,10 +455,14 @@ class _Tables:
             if len(distinct) != len(tokens):  # some token repeats: note where its tf is not 1
                 for token, count in Counter(tokens).items():
                     if count > 1:
-                        repeats.setdefault(token, []).append((len(lists[token]) - 1, min(count, 255)))
-        for token, found in repeats.items():
+                        found = repeats.get(token)
+                        if found is None:
+                            found = repeats[token] = (array("I"), array("B"))
+                        found[0].append(len(lists[token]) - 1)
+                        found[1].append(min(count, 255))
+        for token, (places, values) in repeats.items():
             counts = array("B", bytes([1]) * len(lists[token]))
-            for i, count in found:
+            for i, count in zip(places, values, strict=True):
                 counts[i] = count
             self.tf[token] = counts
         self.postings.update(lists)
@@ -474,6 +495,80 @@ class _Tables:
         out.expired_at = {pos: at for pos, at in self.expired_at.items() if pos < n}
         out.size = n
         return out
+
+
+#: Searches over at least this many records (all scopes of one search together) run vectorised
+#: with numpy (`_rank_arrays`); smaller ones, and any search where numpy is missing, run the
+#: plain loops (`LexicalIndex.scores`, `_rank_loops`), which give the same results. Below it the
+#: loops are as fast, and a human command over a small store does not load numpy at all.
+VECTORISE_MIN = 2000
+#: Record times beyond this (another writer's odd numbers) send a search to the plain loops, so
+#: int64 columns never overflow.
+_TIME_LIMIT = 1 << 62
+_NUMPY: Any = None
+
+
+def _numpy() -> Any:
+    """numpy, imported on first use; None when it cannot be imported (the loops then serve)."""
+    global _NUMPY
+    if _NUMPY is None:
+        try:
+            import numpy
+        except ImportError:
+            _NUMPY = False
+        else:
+            _NUMPY = numpy
+    return _NUMPY or None
+
+
+class _Columns:
+    """The per-record tables of one `_Tables` as numpy arrays, for the vectorised search.
+
+    `arrays` is (length, factor, recency, expiry), each at least `filled` long: length in tokens
+    (BM25's dl), importance factor, ``max(updated, created)`` and expiry (`_TIME_LIMIT` when
+    none). Only the records appended since the last fill are converted (amortised O(change):
+    capacity doubles). A reader takes `arrays` once and reads only positions below its own n; a
+    fill writes past `filled` or into new arrays it publishes whole, so a reader's view stays
+    valid. Filled under the tables' lock. `exotic`: some time did not fit, use the loops.
+    """
+
+    __slots__ = ("arrays", "exotic", "filled")
+
+    def __init__(self, np: Any) -> None:
+        self.filled = 0
+        self.exotic = False
+        self.arrays: tuple[Any, Any, Any, Any] = (
+            np.zeros(0, np.uintc),
+            np.zeros(0, np.float64),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+        )
+
+    def fill(self, np: Any, tables: _Tables, recs: Sequence[Record], n: int) -> None:
+        lo = self.filled
+        if n <= lo or self.exotic:
+            return
+        arrays = self.arrays
+        if n > len(arrays[0]):
+            capacity = max(n, 2 * len(arrays[0]), 1024)
+            grown = tuple(np.zeros(capacity, a.dtype) for a in arrays)
+            for old, new in zip(arrays, grown, strict=True):
+                new[:lo] = old[:lo]
+            arrays = grown  # type: ignore[assignment]
+        length, factor, recency, expiry = arrays
+        # Copies of the array slices, never views of the live arrays (a view would stop them growing).
+        length[lo:n] = np.frombuffer(tables.length[lo:n], dtype=np.uintc)
+        factor[lo:n] = np.frombuffer(tables.factor[lo:n], dtype=np.float64)
+        rows = recs[lo:n]
+        times = [max(r.updated_at, r.created_at) for r in rows]
+        ends = [_TIME_LIMIT if r.expired_at is None else r.expired_at for r in rows]
+        if any(abs(t) >= _TIME_LIMIT for t in times) or any(abs(t) > _TIME_LIMIT for t in ends):
+            self.exotic = True
+            return
+        recency[lo:n] = times
+        expiry[lo:n] = ends
+        self.arrays = arrays
+        self.filled = n
 
 
 def _positions() -> array[int]:
@@ -772,6 +867,136 @@ class LexicalIndex:
                 hits[pos] = min(1.0, (weight_sum + extra.get(pos, 0.0)) / total)
         return hits
 
+    def _columns(self, np: Any) -> _Columns | None:
+        """The per-record columns for this index's records, or None when they cannot be used."""
+        tables = self._tables
+        n = self._n
+        cols = tables.columns
+        if cols is None or (cols.filled < n and not cols.exotic):
+            with tables.lock:
+                cols = tables.columns
+                if cols is None:
+                    cols = tables.columns = _Columns(np)
+                cols.fill(np, tables, self.records, n)
+        return None if cols.exotic else cols
+
+    def _score_arrays(self, np: Any, cols: _Columns, tokens: Collection[str], *, threshold: float) -> tuple[Any, Any]:
+        """`scores` in numpy: (positions ascending, strengths), the very same floats.
+
+        The same walk as `scores`, one array operation per query token instead of one Python step
+        per posting: the tokens in the same order, each record's sums accumulated in that order
+        (`np.bincount` adds in input order), the same expressions, so every strength is
+        bit-identical. Cost: O(postings of the query's tokens) in C.
+        """
+        n = self._n
+        if n == 0 or not tokens:
+            return np.zeros(0, np.intp), np.zeros(0, np.float64)
+        tables = self._tables
+        postings = tables.postings
+        tfs = tables.tf
+        length = cols.arrays[0]
+        dfs = {token: self.df(token) for token in set(tokens)}
+        weights = {token: idf(n, df) for token, df in dfs.items()}
+        total = sum(weights.values())
+        present = [t for t in weights if dfs[t]]
+        weak_need = max(threshold, WEAK_ONLY_THRESHOLD)
+        common = self.common(present)
+        skip = self._skippable(present, weights, total, threshold, weak_need, common, dfs)
+        k_base = BM25_K1 * (1.0 - BM25_B)
+        k_per_token = BM25_K1 * BM25_B / self.average_length
+        k1_plus_1 = BM25_K1 + 1.0
+        avg = self.average_length
+        one_base = 1.0 + k_base
+
+        parts: list[Any] = []  # positions, token by token (essential ones first, then the skippable)
+        part_weights: list[float] = []
+        extra_at: list[Any] = []  # positions whose BM25 differs from the share, and by how much
+        extra_by: list[Any] = []
+        strong_at: list[Any] = []
+        weak_at: list[Any] = []
+
+        def note(token: str, at: Any, weight: float, tf: Any, dl: Any) -> None:
+            """Record token's postings `at` (with their tf, None when all 1, and lengths)."""
+            if tf is None:
+                longer = dl > avg
+                if longer.any():
+                    d = dl[longer].astype(np.float64)
+                    extra_at.append(at[longer])
+                    extra_by.append(weight * (k1_plus_1 / (one_base + k_per_token * d) - 1.0))
+            else:
+                counted = (tf > 1) | (dl > avg)
+                if counted.any():
+                    t = tf[counted].astype(np.float64)
+                    d = np.maximum(dl[counted].astype(np.float64), avg)
+                    extra_at.append(at[counted])
+                    extra_by.append(weight * (t * k1_plus_1 / (t + k_base + k_per_token * d) - 1.0))
+            parts.append(at)
+            part_weights.append(weight)
+            if is_weak_token(token):
+                weak_at.append(at)
+            elif token not in STOP_WORDS and token not in common:
+                strong_at.append(at)
+
+        for token in present:
+            if token in skip:
+                continue
+            k = dfs[token]
+            # Copies of this index's part of the lists (a view would stop another thread growing them).
+            at = np.frombuffer(postings[token][:k], dtype=np.uintc)
+            counts = tfs.get(token)
+            tf = None if counts is None else np.frombuffer(counts[:k], dtype=np.uint8)
+            note(token, at, weights[token], tf, length[at])
+        if not parts:
+            return np.zeros(0, np.intp), np.zeros(0, np.float64)
+        found = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        # Few postings: sums over the sorted candidates (positions mapped by binary search); many:
+        # sums over every position, which costs a pass over n in C but no search per posting.
+        dense = len(found) * 8 >= n
+        if dense:
+            seen = np.zeros(n, dtype=bool)
+            seen[found] = True
+            candidates = np.flatnonzero(seen)
+        else:
+            candidates = np.unique(found)
+        for token in skip:  # only tops up the records found above
+            k = dfs[token]
+            plist = np.frombuffer(postings[token][:k], dtype=np.uintc)
+            where = np.searchsorted(plist, candidates)
+            inside = where < k
+            where = where[inside]
+            matched = plist[where] == candidates[inside]
+            at = candidates[inside][matched]
+            where = where[matched]
+            counts = tfs.get(token)
+            tf = None if counts is None else np.frombuffer(counts[:k], dtype=np.uint8)[where]
+            # The loop's skippable branch uses the general form for tf 1 too: the same floats.
+            note(token, at, weights[token], np.ones(len(at), np.uint8) if tf is None else tf, length[at])
+
+        m = n if dense else len(candidates)
+
+        def slots(at: list[Any]) -> Any:
+            every = np.concatenate(at)
+            return every if dense else np.searchsorted(candidates, every)
+
+        sums = np.bincount(
+            slots(parts), weights=np.repeat(np.array(part_weights), [len(a) for a in parts]), minlength=m
+        )
+        extra = np.zeros(m)
+        if extra_at:
+            extra = np.bincount(slots(extra_at), weights=np.concatenate(extra_by), minlength=m)
+        strong = np.zeros(m, dtype=bool)
+        if strong_at:
+            strong[slots(strong_at)] = True
+        weak = np.zeros(m, dtype=bool)
+        if weak_at:
+            weak[slots(weak_at)] = True
+        if dense:
+            sums, extra, strong, weak = sums[candidates], extra[candidates], strong[candidates], weak[candidates]
+        need = np.where(strong, threshold, np.where(weak, weak_need, np.inf))
+        hit = sums / total + _EPSILON >= need
+        strength = np.minimum(1.0, (sums[hit] + extra[hit]) / total)
+        return candidates[hit].astype(np.intp), strength
+
     def common(self, present: Collection[str]) -> frozenset[str]:
         """The query tokens that are too common here to carry a hit alone, when the query has rarer ones.
 
@@ -964,14 +1189,28 @@ def rank(
         return []
     tokens = query_tokens(query)
     vectors = {rid: c for rid, c in (vector_scores or {}).items() if c >= MIN_COSINE}
+    indexes = [(snapshot.scope, index_for(snapshot)) for snapshot in snapshots]
+    np = _numpy() if sum(len(index) for _, index in indexes) >= VECTORISE_MIN else None
+    if np is not None:
+        hits = _rank_arrays(np, indexes, tokens, top_k, now, vectors)
+        if hits is not None:
+            return hits
+    return _rank_loops(indexes, tokens, top_k, now, vectors)
 
+
+def _rank_loops(
+    indexes: Sequence[tuple[str, LexicalIndex]],
+    tokens: frozenset[str],
+    top_k: int,
+    now: int,
+    vectors: Mapping[str, float],
+) -> list[Hit]:
+    """`rank` in plain Python: small searches, and the fallback of `_rank_arrays`."""
     # A common word can match thousands of records. Scoring them is cheap arithmetic; sort keys
     # and Hit objects are built only for those that can still make the top.
     channels: list[tuple[str, int, LexicalIndex, dict[int, float], dict[int, float]]] = []
     pool: list[tuple[float, int, int]] = []  # (final score, channel number, position)
-    for number, snapshot in enumerate(snapshots):
-        index = index_for(snapshot)
-        scope = snapshot.scope
+    for number, (scope, index) in enumerate(indexes):
         lexical = index.scores(tokens, threshold=lexical_threshold(scope)) if tokens else {}
         cosines: dict[int, float] = {}
         for rid, similarity in vectors.items():
@@ -1019,6 +1258,116 @@ def rank(
                 scope=scope,
                 score=score,
                 lexical=lexical.get(pos, 0.0),
+                cosine=cosines.get(pos),
+            )
+        )
+    return hits
+
+
+def _rank_arrays(
+    np: Any,
+    indexes: Sequence[tuple[str, LexicalIndex]],
+    tokens: frozenset[str],
+    top_k: int,
+    now: int,
+    vectors: Mapping[str, float],
+) -> list[Hit] | None:
+    """`rank` with numpy: the same hits in the same order, or None (a scope's times do not fit int64).
+
+    Scores, importance factors and expiry are array operations over the hits; only the hits
+    that can still make the top get their score rounded in Python (`round`, exactly as
+    `_rank_loops` does: numpy's rounding differs in the last place) and are sorted, by the same
+    keys, with `np.lexsort`.
+    """
+    channels: list[tuple[str, LexicalIndex, Any, Any, dict[int, float]]] = []
+    raws, numbers, places, factors, recencies, ranks = [], [], [], [], [], []
+    for number, (scope, index) in enumerate(indexes):
+        cols = index._columns(np)
+        if cols is None:
+            return None
+        _length, factor, recency, expiry = cols.arrays
+        if tokens:
+            at, lexical = index._score_arrays(np, cols, tokens, threshold=lexical_threshold(scope))
+        else:
+            at, lexical = np.zeros(0, np.intp), np.zeros(0, np.float64)
+        cosines: dict[int, float] = {}
+        for rid, similarity in vectors.items():
+            for pos in index.positions_of(rid):
+                cosines[pos] = similarity
+        bases_at, bases = at, lexical
+        if cosines:
+            nearby = np.fromiter(cosines, dtype=np.intp, count=len(cosines))
+            where = np.minimum(np.searchsorted(at, nearby), max(len(at) - 1, 0))
+            shared = (at[where] == nearby) if len(at) else np.zeros(len(nearby), dtype=bool)
+            fused = [
+                fuse(float(lexical[i]) if both else 0.0, cosines[int(pos)])
+                for pos, i, both in zip(nearby.tolist(), where.tolist(), shared.tolist(), strict=True)
+            ]
+            alone = np.ones(len(at), dtype=bool)
+            alone[where[shared]] = False
+            bases_at = np.concatenate([at[alone], nearby])
+            bases = np.concatenate([lexical[alone], np.array(fused, dtype=np.float64)])
+        live = expiry[bases_at] >= now
+        if not live.all():
+            bases_at, bases = bases_at[live], bases[live]
+        channels.append((scope, index, at, lexical, cosines))
+        raws.append(bases * factor[bases_at])  # the loops' ``base * factor[pos]``, before rounding
+        numbers.append(np.full(len(bases_at), number, dtype=np.intp))
+        places.append(bases_at)
+        factors.append(factor[bases_at])
+        recencies.append(recency[bases_at])
+        ranks.append(np.full(len(bases_at), scope_rank(scope), dtype=np.int64))
+    raw = np.concatenate(raws)
+    if not len(raw):
+        return []
+    number_of, pos_of = np.concatenate(numbers), np.concatenate(places)
+    factor_of, recency_of, rank_of = np.concatenate(factors), np.concatenate(recencies), np.concatenate(ranks)
+
+    def rounded(values: Any) -> Any:
+        distinct, back = np.unique(values, return_inverse=True)  # ties share one Python round
+        return np.array([round(v, 4) for v in distinct.tolist()], dtype=np.float64)[back]
+
+    def pick(chosen: Any) -> list[tuple[float, int, int]]:
+        score = rounded(raw[chosen])
+        number, pos = number_of[chosen], pos_of[chosen]
+        order = np.lexsort((number, -pos, -recency_of[chosen], -factor_of[chosen], rank_of[chosen], -score))
+        picked: list[tuple[float, int, int]] = []
+        seen: set[str] = set()
+        for i in order.tolist():
+            c, p = int(number[i]), int(pos[i])
+            rid = channels[c][1].records[p].id
+            if rid not in seen:  # an id in several snapshots: its first (best) entry wins
+                seen.add(rid)
+                picked.append((float(score[i]), c, p))
+                if len(picked) == top_k:
+                    break
+        return picked
+
+    everything = np.arange(len(raw))
+    if len(raw) > top_k:
+        # The top_k-th largest rounded score is the rounded top_k-th largest score (rounding keeps
+        # order); everything that rounds to it or above is a contender, a superset found first by
+        # a margin wider than any rounding moves a value.
+        kth = float(np.partition(raw, len(raw) - top_k)[len(raw) - top_k])
+        near = np.flatnonzero(raw >= kth - 2e-4)
+        cutoff = round(kth, 4)
+        contenders = near[rounded(raw[near]) >= cutoff]
+        picked = pick(contenders)
+        if len(picked) < top_k:  # duplicates thinned the contenders below top_k: look at everything
+            picked = pick(everything)
+    else:
+        picked = pick(everything)
+
+    hits = []
+    for score, number, pos in picked:
+        scope, index, at, lexical, cosines = channels[number]
+        i = int(np.searchsorted(at, pos))
+        hits.append(
+            Hit(
+                record=index.records[pos],
+                scope=scope,
+                score=score,
+                lexical=float(lexical[i]) if i < len(at) and at[i] == pos else 0.0,
                 cosine=cosines.get(pos),
             )
         )
