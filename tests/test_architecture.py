@@ -130,6 +130,7 @@ HEAVY_ALLOWED: dict[str, set[str]] = {
     "search.rebuild": {"numpy"},
     "search.calibration": {"numpy"},
     "search.sidecar": {"numpy"},
+    "search.scoring": {"numpy"},
 }
 
 

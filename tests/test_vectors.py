@@ -359,6 +359,28 @@ def test_an_append_by_another_writer_extends_the_cached_matrix_without_a_reread(
         assert sv.matrix is matrix and sv.n == 2
 
 
+def test_a_new_version_of_a_scope_looks_at_the_script_of_its_new_records_only(
+    store: SharedStore, fake: FakeLlama
+) -> None:
+    texts = ["cats are nice", "部署流水线必须先通过测试", "Postgres is our database"]
+    with channel(VectorSettings(endpoint=fake.url), store) as ch:
+        for text in texts:
+            save(store, ch, text)
+        assert ch.wait_idle(5)
+        ch.query_scores("cats", [store.snapshot("global")])
+        sv = ch._cache.peek("global")
+        assert sv is not None and sv.cjk_computed == 3
+        texts.append("数据库迁移在凌晨")
+        save(store, ch, texts[-1])
+        assert ch.wait_idle(5)
+        snap = store.snapshot("global")
+        ch.query_scores("cats", [snap])
+        assert sv.cjk_computed == 4  # the three known records were not looked at again
+        rows, cjk = snap.cache["vectors"][1]
+        by_row = {sv.ids[row]: flag for row, flag in zip(rows.tolist(), cjk.tolist(), strict=True)}
+        assert [by_row[r.id] for r in snap.records] == [False, True, False, True]
+
+
 @pytest.mark.parametrize("change", ["dims", "model"])
 def test_a_model_change_voids_the_sidecar_and_rebuilds_it(store: SharedStore, fake: FakeLlama, change: str) -> None:
     with channel(VectorSettings(endpoint=fake.url), store) as ch:
