@@ -35,7 +35,7 @@ def measure(store: Path) -> None:
     gc.collect()
     steps: list[tuple[str, int]] = [("python", rss_kb())]
     from dsh_memory_mcp.search import scoring
-    from dsh_memory_mcp.store import snapshots
+    from dsh_memory_mcp.store import records, snapshots
     from dsh_memory_mcp.store.shared import SharedStore
     from dsh_memory_mcp.transports import mcp_server  # noqa: F401  (the server's imports, the SDK included)
 
@@ -59,6 +59,10 @@ def measure(store: Path) -> None:
         scoring.index_for(snap)
     gc.collect()
     steps.append(("lexical indexes", rss_kb()))
+    for snap in snaps:  # what searching adds (numpy and the per-record columns, where vectorised)
+        scoring.rank([snap], "deploy pipeline 部署流水线", top_k=5, now=records.now_ms())
+    gc.collect()
+    steps.append(("a search of each scope", rss_kb()))
     size = sum(f.stat().st_size for f in files)
     print(f"{n} records in {len(files)} files, {size / 1e6:.1f} MB on disk")
     for (_, before), (name, after) in itertools.pairwise(steps):
