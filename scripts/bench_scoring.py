@@ -85,9 +85,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--searches", type=int, default=150)
     args = ap.parse_args()
-    trees = dict(t.split("=", 1) for t in args.tree) if args.tree else {
-        name: src for name, src in DEFAULT_TREES.items() if Path(src).is_dir()
-    }
+    trees = (
+        dict(t.split("=", 1) for t in args.tree)
+        if args.tree
+        else {name: src for name, src in DEFAULT_TREES.items() if Path(src).is_dir()}
+    )
     sys.path[:0] = [str(ROOT / "src"), str(ROOT / "scripts")]
     import bench
 

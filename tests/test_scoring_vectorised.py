@@ -29,10 +29,32 @@ from tests.conftest import subprocess_env
 
 NOW = 1_790_000_000_000
 PROJECT = "project:/home/dev/app"
-EN = (
-    "deploy pipeline postgres database docker image cache redis cluster staging release branch "
-    "migration schema backup nightly frontend build token auth service worker queue billing"
-).split()
+EN = [
+    "deploy",
+    "pipeline",
+    "postgres",
+    "database",
+    "docker",
+    "image",
+    "cache",
+    "redis",
+    "cluster",
+    "staging",
+    "release",
+    "branch",
+    "migration",
+    "schema",
+    "backup",
+    "nightly",
+    "frontend",
+    "build",
+    "token",
+    "auth",
+    "service",
+    "worker",
+    "queue",
+    "billing",
+]
 STOP = ["the", "of", "is", "to", "what", "and"]
 ZH = "部署流水线数据库迁移缓存鉴权服务测试用例发布分支代码审查监控告警的了是在"
 
