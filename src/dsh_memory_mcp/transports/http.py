@@ -26,6 +26,7 @@ current project (`call_facts.PROJECT_HEADER`).
 
 from __future__ import annotations
 
+import contextvars
 import hmac
 import json
 import logging
@@ -250,6 +251,9 @@ class _Sessions(SessionLifecycle):
     def session_started(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         self._born[session_id] = (time.monotonic(), transport)
         self.opening = max(0, self.opening - 1)
+        # The answer form `_SessionRoom` chose from the opening request (the transport reads its
+        # public `is_json_response_enabled` per request).
+        transport.is_json_response_enabled = _ANSWER_JSON.get()
 
     def session_ended(self, session_id: str) -> None:
         self._born.pop(session_id, None)
@@ -317,14 +321,78 @@ class _Sessions(SessionLifecycle):
             await self.end_session(sid, transport)
 
 
+#: How the session being opened in this context answers its POSTs: one JSON body (True) or an SSE
+#: stream (False, the SDK's default); set by `_SessionRoom`, read by `_Sessions.session_started`.
+_ANSWER_JSON: contextvars.ContextVar[bool] = contextvars.ContextVar("dsh_answer_json", default=False)
+
+
+def answers_json(body: bytes | None, headers: dict[bytes, bytes], *, roots_matter: bool) -> bool:
+    """Whether the handshake-era session that `body` (its `initialize`) opens may have each POST
+    answered with one JSON body instead of an SSE stream.
+
+    An SSE answer costs serve about twice the CPU of a JSON one and makes the SDK clients open a new
+    connection for the next request (they stop reading at the answer, before the stream's end). Its
+    only use here is the request's back-channel: serve asks a handshake-era client for its roots
+    (`roots/list`) on the stream of the call that needs them. So: JSON unless the client declares
+    `roots` and its roots can decide the project (serve itself has no `--project`, and the request
+    names no project of its own: no `X-DSH-Project`, or one from a relay that only knew its working
+    directory). A body that is not a readable `initialize` keeps the SDK's default (SSE).
+    """
+    if body is None:
+        return False
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    params = message.get("params") if isinstance(message, dict) else None
+    if not isinstance(params, dict) or message.get("method") != "initialize":
+        return False
+    caps = params.get("capabilities")
+    if not isinstance(caps, dict) or caps.get("roots") is None or not roots_matter:
+        return True
+    project = headers.get(call_facts.PROJECT_HEADER_BYTES)
+    source = headers.get(call_facts.PROJECT_SOURCE_HEADER.lower().encode("ascii"), b"").strip().lower()
+    return project is not None and source != b"cwd"
+
+
+async def _held_body(receive: Receive, limit: int) -> tuple[list[Any], bytes | None]:
+    """The request's messages read so far, and its whole body when it is at most `limit` bytes
+    (None: larger, or the client went away). Pass the messages on with `_replay`."""
+    held: list[Any] = []
+    size = 0
+    while size <= limit:
+        message = await receive()
+        held.append(message)
+        if message["type"] != "http.request":
+            return held, None
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            if size > limit:
+                return held, None
+            body = b"".join(m.get("body", b"") for m in held)
+            return [{"type": "http.request", "body": body, "more_body": False}], body
+    return held, None
+
+
+def _replay(held: list[Any], receive: Receive) -> Receive:
+    async def replay() -> Any:
+        if held:
+            return held.pop(0)
+        return await receive()
+
+    return replay
+
+
 class _SessionRoom:
     """In front of the SDK's manager: each session's requests in flight and when its last one ended
     (`_Sessions.request_started`/`request_ended`), and, for a request that would open a session
-    while the cap is reached, room first (`_Sessions.make_room`)."""
+    while the cap is reached, room first (`_Sessions.make_room`). It also chooses how the session
+    answers (`answers_json`)."""
 
-    def __init__(self, app: ASGIApp, sessions: _Sessions) -> None:
+    def __init__(self, app: ASGIApp, sessions: _Sessions, *, roots_matter: bool) -> None:
         self.app = app
         self.sessions = sessions
+        self.roots_matter = roots_matter
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -345,6 +413,9 @@ class _SessionRoom:
         if not legacy or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
+        held, body = await _held_body(receive, MAX_BODY_BYTES)
+        receive = _replay(held, receive)
+        _ANSWER_JSON.set(answers_json(body, headers, roots_matter=self.roots_matter))
         sessions = self.sessions
         async with sessions.room:  # room is made and taken by one opening at a time
             while sessions.full and await sessions.make_room():
@@ -520,31 +591,11 @@ class _ModernWithoutHeaders:
         ):
             await self.app(scope, receive, send)
             return
-        held: list[Any] = []
-        size = 0
-        whole = False
-        while size <= self.limit:
-            message = await receive()
-            held.append(message)
-            if message["type"] != "http.request":
-                break
-            size += len(message.get("body", b""))
-            if not message.get("more_body", False):
-                whole = True
-                break
-        if whole and size <= self.limit:
-            body = b"".join(m.get("body", b"") for m in held)
-            extra = modern_routing_headers(body)
-            if extra:
-                scope = dict(scope, headers=[*scope["headers"], *extra])
-                held = [{"type": "http.request", "body": body, "more_body": False}]
-
-        async def replay() -> Any:
-            if held:
-                return held.pop(0)
-            return await receive()
-
-        await self.app(scope, replay, send)
+        held, body = await _held_body(receive, self.limit)
+        extra = modern_routing_headers(body) if body is not None else None
+        if extra:
+            scope = dict(scope, headers=[*scope["headers"], *extra])
+        await self.app(scope, _replay(held, receive), send)
 
 
 def build_app(
@@ -607,7 +658,11 @@ def build_app(
 
     # Auth first: the project header is read only from requests that carried the token.
     mcp_app = access.RequireToken(
-        _BadHeaderGuard(_ModernWithoutHeaders(_SessionRoom(StreamableHTTPASGIApp(sessions), sessions), MAX_BODY_BYTES))
+        _BadHeaderGuard(_ModernWithoutHeaders(_SessionRoom(
+                StreamableHTTPASGIApp(sessions),
+                sessions,
+                roots_matter=service.default_context.project_source == "cwd",
+            ), MAX_BODY_BYTES))
     )
     routes: list[BaseRoute] = [
         Route("/mcp", endpoint=mcp_app),

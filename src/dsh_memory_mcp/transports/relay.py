@@ -136,6 +136,15 @@ def _connection(info: ServeInfo, timeout: float | None) -> http.client.HTTPConne
     return http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
 
 
+#: A connection to serve is kept for the next POST only this long (uvicorn closes an idle one after
+#: 5 s; a request sent as it does so would find the socket closed).
+KEEP_ALIVE_SECS = 3.0
+#: At most this many idle connections are kept.
+KEEP_ALIVE_MAX = 8
+#: What a kept connection that serve closed meanwhile raises on its next request or response.
+_STALE_CONNECTION = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+
+
 def _abort(conn: http.client.HTTPConnection | None) -> None:
     """Make a read blocked on `conn` in another thread return at once (the socket is shut, not closed)."""
     sock = getattr(conn, "sock", None)
@@ -229,6 +238,8 @@ class Relay:
         self._server_requests: dict[str, str] = {}  # id key of a request to the host → "serve" | "child"
         self._inflight: dict[http.client.HTTPConnection, float] = {}  # POSTs being answered, watched ones
         self._get_conn: http.client.HTTPConnection | None = None
+        #: kept-alive connections to serve between POSTs, with when each was put back (newest last)
+        self._spare: list[tuple[http.client.HTTPConnection, float]] = []
         self._told: set[str] = set()
         self._cancelled: set[str] = set()  # id keys of requests the host cancelled (answers to drop quietly)
         self._gone = False
@@ -364,18 +375,23 @@ class Relay:
         sent_session = headers.get(SESSION_HEADER)
         watched = message.method != "subscriptions/listen"
         # The watchdog gives up on an overdue call first; the socket timeout is only a backstop.
-        conn = _connection(self.info, None if self.call_bound is None else self.call_bound + 5.0)
-        with self._lock:
-            if call is not None and (self._calls.get(call.key) is not call or call.target != "serve"):
-                return
-            if self._gone:
-                raise _ServeGone(msg("serve 已放弃"))
-            if call is not None:
-                call.conn = conn
-            self._inflight[conn] = time.monotonic() if watched else float("inf")
+        timeout = None if self.call_bound is None else self.call_bound + 5.0
+        conn, kept = self._checkout(timeout)
+        reusable = False
         try:
-            conn.request("POST", _endpoint(self.info).path or "/mcp", body=line, headers=headers)
-            response = conn.getresponse()
+            try:
+                response = self._exchange(conn, line, headers, call, watched)
+            except _STALE_CONNECTION:
+                if not kept or (call is not None and not self._owns(call)):
+                    raise
+                # serve closed the kept connection before it read this request: nothing of it
+                # reached serve, so it goes again on a new connection.
+                self._release(conn, call)
+                conn.close()
+                conn, kept = _connection(self.info, timeout), False
+                response = self._exchange(conn, line, headers, call, watched)
+            if response is None:
+                return
             session = response.getheader(SESSION_HEADER)
             if session and not self.session_id and message.method == "initialize":
                 self.session_id = session
@@ -393,6 +409,7 @@ class Relay:
                         break
             else:
                 body = wire.read_body(response)
+                reusable = response.isclosed() and not response.will_close
                 if status >= 400:
                     body = self._http_error(message, status, body)
                 if body.strip():
@@ -400,19 +417,73 @@ class Relay:
             if call is not None and not answered and self._owns(call):
                 raise _ServeGone(msg("serve 的应答结束了,却没有这个请求的应答"))
         except wire.Misbehaving as bad:
+            reusable = False
             raise _ServeGone(str(bad)) from bad
         except (OSError, http.client.HTTPException) as exc:
+            reusable = False
             if call is not None and not self._owns(call):
                 return
             if isinstance(exc, TimeoutError):
                 raise _ServeGone(msg("serve 长时间没有发来任何数据")) from exc
             raise _ServeGone(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
+        except BaseException:
+            reusable = False
+            raise
         finally:
-            with self._lock:
-                self._inflight.pop(conn, None)
-                if call is not None and call.conn is conn:
-                    call.conn = None
-            conn.close()
+            self._release(conn, call)
+            if not (reusable and self._keep(conn, call)):
+                conn.close()
+
+    def _exchange(
+        self,
+        conn: http.client.HTTPConnection,
+        line: bytes,
+        headers: dict[str, str],
+        call: _Call | None,
+        watched: bool,
+    ) -> http.client.HTTPResponse | None:
+        """Send one POST on `conn` (watched and abortable while it runs) and return its response; None
+        when `call` stopped waiting for serve before it went out."""
+        with self._lock:
+            if call is not None and (self._calls.get(call.key) is not call or call.target != "serve"):
+                return None
+            if self._gone:
+                raise _ServeGone(msg("serve 已放弃"))
+            if call is not None:
+                call.conn = conn
+            self._inflight[conn] = time.monotonic() if watched else float("inf")
+        conn.request("POST", _endpoint(self.info).path or "/mcp", body=line, headers=headers)
+        return conn.getresponse()
+
+    def _release(self, conn: http.client.HTTPConnection, call: _Call | None) -> None:
+        with self._lock:
+            self._inflight.pop(conn, None)
+            if call is not None and call.conn is conn:
+                call.conn = None
+
+    def _checkout(self, timeout: float | None) -> tuple[http.client.HTTPConnection, bool]:
+        """A kept-alive connection to serve (and True), or a new one."""
+        now = time.monotonic()
+        with self._lock:
+            while self._spare:
+                conn, since = self._spare.pop()
+                if now - since < KEEP_ALIVE_SECS and conn.sock is not None:
+                    conn.timeout = timeout
+                    conn.sock.settimeout(timeout)
+                    return conn, True
+                conn.close()
+        return _connection(self.info, timeout), False
+
+    def _keep(self, conn: http.client.HTTPConnection, call: _Call | None) -> bool:
+        """Keep `conn` (its answer read whole, serve did not close it) for the next POST; False when
+        it must be closed instead: serve given up on, or the call cancelled (its socket may be shut)."""
+        if conn.sock is None or (call is not None and call.key in self._cancelled):
+            return False
+        with self._lock:
+            if self._gone or len(self._spare) >= KEEP_ALIVE_MAX:
+                return False
+            self._spare.append((conn, time.monotonic()))
+            return True
 
     def _take(self, data: bytes, call: _Call | None, sink: list[wire.Message] | None) -> bool:
         """One message from serve → the host (or `sink`); whether it answered `call`.
@@ -565,8 +636,11 @@ class Relay:
             for call in moved:
                 call.target = "child"
             conns = [*self._inflight, self._get_conn]
+            spare, self._spare = [c for c, _ in self._spare], []
         for conn in conns:
             _abort(conn)
+        for conn in spare:
+            conn.close()
         self._start_child(why)
         for call in moved:
             self._send_to_child(call.line, call)
@@ -757,6 +831,10 @@ class Relay:
             self._answer_error(call, f"中继退出前 {DRAIN_SECONDS:g} 秒内没有得到应答")
         self._stop.set()
         _abort(self._get_conn)
+        with self._lock:
+            spare, self._spare = [c for c, _ in self._spare], []
+        for conn in spare:
+            conn.close()
         child = self._child
         if child is not None:
             if child.stdin is not None:
