@@ -33,9 +33,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import anyio  # noqa: E402
-import httpx  # noqa: E402
-
 import bench  # noqa: E402
+import httpx  # noqa: E402
 
 INTERVAL = 0.002
 
@@ -49,7 +48,22 @@ def _where(code: Any) -> str:
     return f"{path}:{code.co_name}"
 
 
-def child(out: str, argv: list[str], *, deterministic: bool) -> int:
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds so far of each live thread of this process, by thread kind (Linux /proc)."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    kinds: dict[str, float] = collections.defaultdict(float)
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            used = int((task / "schedstat").read_bytes().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            continue
+        name = names.get(int(task.name), "other")
+        kind = "main (event loop)" if name == "MainThread" else name.rstrip("0123456789-_ ").strip() or name
+        kinds[kind] += used
+    return kinds
+
+
+def child(out: str, argv: list[str], *, mode: str) -> int:
     """Run `dsh-memory-mcp <argv>` with the CPU sampler; write the samples to `out` at exit."""
     self_cum: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
     kinds: dict[str, float] = collections.defaultdict(float)
@@ -92,24 +106,32 @@ def child(out: str, argv: list[str], *, deterministic: bool) -> int:
                     f = f.f_back
 
     # CPU time (time.thread_time), not wall: time spent waiting for the GIL is not the loop's
-    profiler = cProfile.Profile(time.thread_time) if deterministic else None
+    profiler = cProfile.Profile(time.thread_time) if mode == "cprofile" else None
+    start: dict[str, float] = {}
 
     def reset(signum: int, frame: Any) -> None:
         self_cum.clear()
         kinds.clear()
+        start.clear()
+        start.update(_thread_cpu())
         if profiler is not None:
             profiler.enable()  # the event loop's thread, deterministically (the workers are sampled)
 
     signal.signal(signal.SIGUSR1, reset)
     sampler = threading.Thread(target=sample, name="cpu-sampler", daemon=True)
-    sampler.start()
+    if mode != "plain":
+        sampler.start()
     from dsh_memory_mcp.cli.main import main
 
     try:
         code = main(argv)
     finally:
+        end = _thread_cpu()  # threads that ended meanwhile are not counted
+        if mode == "plain":
+            kinds.update({k: v - start.get(k, 0.0) for k, v in end.items()})
         stop.set()
-        sampler.join(1)
+        if sampler.is_alive():
+            sampler.join(1)
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(out + ".prof")
@@ -127,6 +149,8 @@ def report(path: Path, calls: int, top: int) -> None:
     for kind, secs in sorted(data["threads"].items(), key=lambda kv: -kv[1]):
         print(f"  {kind:30s} {secs * 1000 / max(calls, 1):7.2f} ms/call")
     funcs = data["functions"]
+    if not funcs:
+        return
     for col, title in ((0, "self"), (1, "inclusive")):
         print(f"\nby {title} CPU (ms per call, share of sampled CPU):")
         for name, vals in sorted(funcs.items(), key=lambda kv: -kv[1][col])[:top]:
@@ -135,7 +159,7 @@ def report(path: Path, calls: int, top: int) -> None:
 
 def main() -> int:
     if len(sys.argv) > 3 and sys.argv[1] == "--child":
-        return child(sys.argv[3], sys.argv[4:], deterministic=sys.argv[2] == "cprofile")
+        return child(sys.argv[3], sys.argv[4:], mode=sys.argv[2])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=10000)
     ap.add_argument("--sessions", type=int, default=16)
@@ -143,7 +167,13 @@ def main() -> int:
     ap.add_argument("--mixed", action="store_true", help="8 hosts relaying to serve instead of 16 HTTP sessions")
     ap.add_argument("--src", default="", help="the package source tree to measure (default: this tree's src/)")
     ap.add_argument("--top", type=int, default=40)
-    ap.add_argument("--cprofile", action="store_true", help="also cProfile the event loop's thread (CPU time; slows it)")
+    ap.add_argument(
+        "--mode",
+        choices=("plain", "sample", "cprofile"),
+        default="sample",
+        help="plain: CPU per thread kind only (no sampler: the figures of an unobserved serve); sample: "
+        "the sampler; cprofile: the sampler and cProfile of the event loop's thread (CPU time; slows it)",
+    )
     ap.add_argument("--warm", type=float, default=4.0, help="seconds to let serve read the store before the load")
     args = ap.parse_args()
     if args.src:
@@ -158,9 +188,22 @@ def main() -> int:
         env = bench.clean_env(tmp)
         out = tmp / "samples.json"
 
-        def start_serve(store: Path, env: dict[str, str], errlog: Any) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+        def start_serve(
+            store: Path, env: dict[str, str], errlog: Any
+        ) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
             proc = subprocess.Popen(
-                [sys.executable, __file__, "--child", "cprofile" if args.cprofile else "sample", str(out), "serve", "--store-dir", str(store), "--port", "0"],
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    args.mode,
+                    str(out),
+                    "serve",
+                    "--store-dir",
+                    str(store),
+                    "--port",
+                    "0",
+                ],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -205,7 +248,7 @@ def main() -> int:
         if os.environ.get("PROFSERVE_KEEP"):
             print((tmp / "serve-stderr.log").read_text(encoding="utf-8")[-3000:])
         report(out, row["calls"], args.top)
-        if not args.cprofile:
+        if args.mode != "cprofile":
             return 0
         print("\nthe event loop's thread, cProfile (cumulative):")
         stats = pstats.Stats(str(out) + ".prof")

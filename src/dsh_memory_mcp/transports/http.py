@@ -658,11 +658,16 @@ def build_app(
 
     # Auth first: the project header is read only from requests that carried the token.
     mcp_app = access.RequireToken(
-        _BadHeaderGuard(_ModernWithoutHeaders(_SessionRoom(
-                StreamableHTTPASGIApp(sessions),
-                sessions,
-                roots_matter=service.default_context.project_source == "cwd",
-            ), MAX_BODY_BYTES))
+        _BadHeaderGuard(
+            _ModernWithoutHeaders(
+                _SessionRoom(
+                    StreamableHTTPASGIApp(sessions),
+                    sessions,
+                    roots_matter=service.default_context.project_source == "cwd",
+                ),
+                MAX_BODY_BYTES,
+            )
+        )
     )
     routes: list[BaseRoute] = [
         Route("/mcp", endpoint=mcp_app),
