@@ -46,6 +46,7 @@ MODULES: dict[str, str] = {
     "store.redact": "log previews that show a line's shape (keys, id), never memory text",
     "store.fileio": "crash-safe replacement of a file",
     "store.clock": "Clock: the time waiting code reads and waits on (SYSTEM, or a test's)",
+    "store.foreground": "calls in flight (Foreground) and the pause background work gives way to them with",
     "store.locks": "per-scope O_EXCL lock files",
     "store.layout": "where files are in a store; creating its directories",
     "store.snapshots": "parsed scope-file versions cached by file identity",

@@ -104,17 +104,25 @@ def test_a_rewrite_by_this_process_carries_the_loss_check_on_and_a_later_loss_is
 WRITER = str(Path(__file__).resolve().parent / "helpers" / "scale_writer.py")
 WRITERS = 16
 SAVES = 25
+#: The project scope the writers' warm-ups read and index, which none of their saves needs.
+PROJECT_RECORDS = 4_000
 
 
-def test_sixteen_writer_processes_at_a_large_store_all_get_through_the_lock_and_lose_nothing(
+def test_sixteen_freshly_opened_servers_at_a_large_store_all_get_through_the_lock_and_lose_nothing(
     store_dir: Path, tmp_path: Path
 ):
+    """Each writer opens the store as a stdio server does (the warm-up reading and indexing the
+    default scopes in the background from the start) and saves at once: the saves neither time
+    out at the lock nor read a scope whole again, and the warm-ups give way to them."""
     fill(store_dir, scopes.GLOBAL, BIG)
+    project = tmp_path / "work"
+    project.mkdir()
+    fill(store_dir, scopes.project_key(str(project), "/"), PROJECT_RECORDS)
     SharedStore(str(store_dir)).prepare()
     go = tmp_path / "go"
     procs = [
         subprocess.Popen(
-            [PYTHON, WRITER, str(store_dir), "global", f"writer {k}", str(SAVES), str(go)],
+            [PYTHON, WRITER, str(store_dir), str(project), f"writer {k}", str(SAVES), str(go)],
             env=subprocess_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -133,11 +141,18 @@ def test_sixteen_writer_processes_at_a_large_store_all_get_through_the_lock_and_
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+    assert all(proc.returncode == 0 for proc in procs), [err[-2000:] for _out, err in outputs]
     lines = [line for out, _err in outputs for line in out.splitlines()]
     refused = [line for line in lines if line.startswith("refused")]
     acked = [line.split()[1] for line in lines if line.startswith("ack ")]
     assert refused == [], refused
-    assert len(acked) == WRITERS * SAVES and all(proc.returncode == 0 for proc in procs)
+    assert len(acked) == WRITERS * SAVES
     on_disk = [json.loads(line)["id"] for line in Path(store_dir, "global.jsonl").read_text("utf-8").splitlines()]
     assert len(on_disk) == BIG + WRITERS * SAVES
     assert sorted(set(on_disk) & set(acked)) == sorted(acked)  # every acknowledged save, once
+    counters = [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("counters ")]
+    assert len(counters) == WRITERS
+    # Each file was read whole at most once per process (the warm-up's read or the first save's):
+    # the other writers' appends were read as tails, never by parsing the scope again.
+    assert all(c["parses"] <= 2 and c["extends"] >= 1 for c in counters), counters
+    assert sum(c["warm_up_pauses"] for c in counters) >= 1, counters  # the warm-ups gave way to the saves

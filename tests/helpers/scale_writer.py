@@ -1,25 +1,29 @@
 """A writer process for the many-writers test (run with PYTHONPATH=src).
 
-``python scale_writer.py ROOT SCOPE TAG N GO`` reads the scope once (as a server's first search
-would), prints ``ready``, waits until the file GO exists, then saves N records ``"<TAG> #<i>"``
-with the store's default lock timeout, printing ``ack <id>`` for each acknowledged save or
-``refused <code>`` for a coded refusal (e.g. ``LOCK_TIMEOUT``), and finally ``done``.
+``python scale_writer.py ROOT PROJECT TAG N GO`` opens the store the way a freshly started
+stdio server does (`compose.open_service(..., warm="default")`: the warm-up starts reading and
+indexing the default scopes in the background at once, nothing is read before), prints
+``ready``, waits until the file GO exists, then calls ``memory_save`` N times with the content
+``"<TAG> #<i>"`` (global scope, the store's default lock timeout), printing ``ack <id>`` for each
+acknowledged save or ``refused <code>`` for a refusal (e.g. ``LOCK_TIMEOUT``), then
+``counters <json>`` (the store's `counters()` and the warm-up's pauses) and ``done``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 
 
 def main(argv: list[str]) -> int:
-    from dsh_memory_mcp.errors import DshMemoryError
-    from dsh_memory_mcp.store.shared import SharedStore
+    from dsh_memory_mcp.config import resolve_settings
+    from dsh_memory_mcp.service.compose import close_service, open_service
 
-    root, scope, tag, count, go = argv[0], argv[1], argv[2], int(argv[3]), argv[4]
-    store = SharedStore(root, touch_delay=60.0)
-    store.snapshot(scope)
+    root, project, tag, count, go = argv[0], argv[1], argv[2], int(argv[3]), argv[4]
+    settings = resolve_settings(store_dir=root, project_dir=project, env={"DSH_MEMORY_VECTOR": "off"})
+    service = open_service(settings, warm="default")
     print("ready", flush=True)
     deadline = time.monotonic() + 120
     while not os.path.exists(go):
@@ -27,13 +31,14 @@ def main(argv: list[str]) -> int:
             return 4
         time.sleep(0.001)
     for i in range(count):
-        try:
-            record = store.save(scope, f"{tag} #{i}").record
-        except DshMemoryError as exc:
-            print(f"refused {exc.code}", flush=True)
+        result = service.call("memory_save", {"content": f"{tag} #{i}"}).structured
+        if result.get("ok"):
+            print(f"ack {result['id']}", flush=True)
         else:
-            print(f"ack {record.id}", flush=True)
-    store.close()
+            print(f"refused {result.get('code')}", flush=True)
+    counters = dict(service.store.counters(), warm_up_pauses=service.foreground.stats["pauses"])
+    close_service(service)
+    print(f"counters {json.dumps(counters)}", flush=True)
     print("done", flush=True)
     return 0
 

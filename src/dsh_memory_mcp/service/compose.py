@@ -4,9 +4,11 @@ for every front door (the stdio server, the HTTP server, the human subcommands).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dsh_memory_mcp.config import Settings
@@ -14,13 +16,13 @@ from dsh_memory_mcp.service.tools import MemoryService
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.search.vectors import VectorChannel
+    from dsh_memory_mcp.store.foreground import Foreground
+    from dsh_memory_mcp.store.snapshots import ScopeSnapshot
 
 log = logging.getLogger("dsh_memory_mcp.service.compose")
 
 
-def open_service(
-    settings: Settings, *, prepare: bool = True, read_only: bool = False, warm: str = ""
-) -> MemoryService:
+def open_service(settings: Settings, *, prepare: bool = True, read_only: bool = False, warm: str = "") -> MemoryService:
     """The store and, when `settings.vector.enabled`, a vector channel (not started), wired together.
 
     :param prepare: create and check the store directory (the server; write commands). Read-only
@@ -59,35 +61,117 @@ def open_service(
     return service
 
 
+#: Records tokenised per step of the warm-up's lexical build (~20 ms of CPU), between two pauses.
+WARM_CHUNK = 512
+
+
 def warm_up(service: MemoryService, *, every_scope: bool = False) -> threading.Thread:
     """Read scopes and build their lexical indexes in a daemon thread (the server's start).
 
-    A request that needs one of them meanwhile waits for the same read and build instead of
-    starting its own (`SnapshotCache.load`, `scoring.index_for`). Failures are only logged: the
-    request that needs the scope will report them.
+    It gives way to tool calls (`service.foreground`): it pauses before each scope, between
+    the pieces of a read and between chunks of an index build while a call runs, so a save
+    never shares the process with it (a CPU-bound thread next to a lock holder stretched the
+    holder's millisecond ~100-fold through the GIL). It holds no lock across a pause: a call
+    that needs a scope it was reading waits for the piece in progress and has it read on
+    (`SnapshotCache.load`), one that needs an index takes over the chunks built so far
+    (`scoring.index_for` extends them). Failures are only logged: the call that needs the
+    scope will report them.
     """
 
     def run() -> None:
-        from dsh_memory_mcp.search import scoring
         from dsh_memory_mcp.service.context import default_context
         from dsh_memory_mcp.service.scoping import ScopeResolver
+        from dsh_memory_mcp.store import snapshots
 
+        fg = service.foreground
         try:
             ctx = default_context(service.settings)
-            scopes = ScopeResolver(service.store, ctx, scope_all=service.settings.scope_all).read_scopes(None, None)
+            resolver = ScopeResolver(service.store, ctx, scope_all=service.settings.scope_all)
+            write = resolver.write_scope(None, None)
+            scopes = list(dict.fromkeys([write, *resolver.read_scopes(None, None)]))
             if every_scope:
                 scopes = list(dict.fromkeys([*scopes, *service.store.discover_scopes()]))
+            # What a save needs first (the records and dedupe index of the scope it writes by
+            # default), then every scope read, then the indexes a search needs.
+            fg.pause()
+            snap = service.store.snapshot(write, yield_to=fg)
+            fg.pause()
+            snapshots.content_index(snap)
+            for scope in scopes[1:]:
+                fg.pause()
+                service.store.snapshot(scope, yield_to=fg)
             for scope in scopes:
                 started = time.monotonic()
-                snap = service.store.snapshot(scope)
-                scoring.index_for(snap)
-                log.debug("warm-up: %d records of %s in %.2f s", len(snap.records), scope, time.monotonic() - started)
+                snap, steps = _index_in_steps(functools.partial(service.store.snapshot, scope, yield_to=fg), fg)
+                log.debug(
+                    "warm-up: %d records of %s indexed in %d steps, %.2f s",
+                    len(snap.records),
+                    scope,
+                    steps,
+                    time.monotonic() - started,
+                )
+            log.debug("warm-up: done (paused %d times for calls)", fg.stats["pauses"])
         except Exception as exc:  # the call that needs the scope reports it properly
             log.debug("warm-up stopped: %s", exc)
 
     thread = threading.Thread(target=run, name="dsh-memory-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+def _index_in_steps(current: Callable[[], ScopeSnapshot], fg: Foreground) -> tuple[ScopeSnapshot, int]:
+    """`scoring.index_for` of the scope's newest version (`current()`), built `WARM_CHUNK`
+    records at a time with a pause between; the version indexed and the steps taken.
+
+    Each chunk extends the index of the records before it (`LexicalIndex.build` with the
+    previous prefix's index), kept where `index_for` looks for a previous version's index: a
+    call that needs the index meanwhile extends what was built so far instead of starting over,
+    and so does the next version of the file (a save) that `carry_forward` hands it to. A cached
+    index on disk (`search.index_cache`) or an older version's index is one step.
+    """
+    from dsh_memory_mcp.search import scoring
+    from dsh_memory_mcp.store.snapshots import DERIVED_KEY, Rows
+
+    steps = 0
+    mine: scoring.LexicalIndex | None = None  # the longest prefix built here
+    while True:
+        fg.pause()
+        snap = current()
+        cache, records = snap.cache, snap.records
+        if not isinstance(records, Rows) or len(records) <= WARM_CHUNK:
+            break
+        with cache.setdefault(scoring.BUILD_LOCK_KEY, threading.Lock()):
+            built = cache.get(scoring.CACHE_KEY)
+            if isinstance(built, scoring.LexicalIndex) and built.source is records:
+                return snap, steps  # a call built it meanwhile
+            previous = cache.get(scoring.PREVIOUS_CACHE_KEY)
+            if (
+                mine is not None
+                and records.starts_with(mine.records)
+                and (not isinstance(previous, scoring.LexicalIndex) or len(previous) < len(mine))
+            ):
+                previous = mine  # this version was made (a save) before our last chunk
+            if isinstance(previous, scoring.LexicalIndex):
+                if not records.starts_with(previous.records):
+                    break  # an older version's index, rewritten since: index_for decides
+            else:
+                hook = cache.get(DERIVED_KEY)
+                seeded = hook.seed(records) if hook is not None else None
+                if seeded is not None:
+                    cache[scoring.PREVIOUS_CACHE_KEY] = seeded
+                    break
+                previous = None
+            done = len(previous) if previous is not None else 0
+            if done + WARM_CHUNK >= len(records):
+                cache[scoring.PREVIOUS_CACHE_KEY] = previous
+                break
+            mine = scoring.LexicalIndex.build(records.prefix(done + WARM_CHUNK), previous)
+            cache[scoring.PREVIOUS_CACHE_KEY] = mine
+            steps += 1
+    fg.pause()
+    snap = current()
+    scoring.index_for(snap)
+    return snap, steps + 1
 
 
 def close_service(service: MemoryService) -> None:

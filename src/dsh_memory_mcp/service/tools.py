@@ -61,6 +61,7 @@ from dsh_memory_mcp.service.validate import (
     string_list,
     tags_arg,
 )
+from dsh_memory_mcp.store.foreground import FOREGROUND, Foreground
 from dsh_memory_mcp.store.locks import call_deadline
 from dsh_memory_mcp.store.records import Record, now_ms
 from dsh_memory_mcp.texts import msg
@@ -86,6 +87,8 @@ class MemoryService:
     store: SharedStore
     vectors: VectorChannel | None = None
     clock: Callable[[], int] = now_ms
+    #: Where each call is counted while it runs; background work (the warm-up) gives way to it.
+    foreground: Foreground = FOREGROUND
     _handlers: dict[str, Callable[[Mapping[str, Any], CallContext], ToolResult]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -121,7 +124,10 @@ class MemoryService:
         ctx = ctx if ctx is not None else self.default_context
         try:
             # A lock wait inside never outlives the call's deadline (serve's tool gate): DEADLINE then.
-            with call_deadline(ctx.deadline) if ctx.deadline is not None else contextlib.nullcontext():
+            with (
+                self.foreground.call(),
+                call_deadline(ctx.deadline) if ctx.deadline is not None else contextlib.nullcontext(),
+            ):
                 return handler(arguments, ctx)
         except DshMemoryError as exc:
             return error_result(exc.code, exc.message)
@@ -145,7 +151,8 @@ class MemoryService:
 
     def ranked(self, query: str, scopes: Sequence[str], *, top_k: int) -> list[scoring.Hit]:
         """`memory_search`'s ranking of `scopes` (lexical + vectors), counting no access."""
-        return self._search(query, scopes, top_k)[0]
+        with self.foreground.call():
+            return self._search(query, scopes, top_k)[0]
 
     def _search(self, query: str, scopes: Sequence[str], top_k: int) -> tuple[list[scoring.Hit], VectorAnswer | None]:
         # The query embedding runs while the lexical half reads and indexes the scopes.

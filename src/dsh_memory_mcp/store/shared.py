@@ -33,6 +33,7 @@ from dsh_memory_mcp.errors import StoreError
 from dsh_memory_mcp.store import fileio, records, scopes, snapshots, writing
 from dsh_memory_mcp.store.aliases import AliasFile
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
+from dsh_memory_mcp.store.foreground import Foreground
 from dsh_memory_mcp.store.journal import Doubt, Entry, Journal
 from dsh_memory_mcp.store.layout import ALIASES_FILE, StoreLayout
 from dsh_memory_mcp.store.locks import LockManager
@@ -212,8 +213,11 @@ class SharedStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def snapshot(self, scope: str) -> ScopeSnapshot:
+    def snapshot(self, scope: str, *, yield_to: Foreground | None = None) -> ScopeSnapshot:
         """The scope's current content, lock-free; the same object while the file is unchanged.
+
+        `yield_to`: a background read (the warm-up) that gives way to the calls of that
+        `Foreground` between the pieces of a whole read (`SnapshotCache.load`).
 
         A missing file gives an empty snapshot. Never raises for bad content: lines that do not
         parse are kept as `CorruptLine` and reported once.
@@ -224,7 +228,7 @@ class SharedStore:
         :raises StoreError: the file exists but cannot be read (permissions, I/O error, not a
             regular file).
         """
-        snap = self._snapshots.load(self.scope_path(scope), scope)
+        snap = self._snapshots.load(self.scope_path(scope), scope, yield_to=yield_to)
         checked = self._checked.get(scope)
         if checked is None or checked.identity != snap.identity:
             self._check_losses(scope, snap, checked)

@@ -9,6 +9,8 @@ read again, and after a few tries used uncached).
 from __future__ import annotations
 
 import bisect
+import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -16,12 +18,13 @@ import threading
 import time
 from array import array
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from dsh_memory_mcp.errors import StoreError
 from dsh_memory_mcp.store import fileio, records, scopes
+from dsh_memory_mcp.store.foreground import Foreground
 from dsh_memory_mcp.store.layout import StoreLayout
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
 from dsh_memory_mcp.store.redact import redacted
@@ -233,15 +236,20 @@ class ContentIndex:
 
 #: Key of the `ContentIndex` in `snapshot.cache`.
 CONTENT_KEY = "content"
+CONTENT_LOCK_KEY = "content_build_lock"
 
 
 def content_index(snap: ScopeSnapshot) -> ContentIndex:
     """The snapshot's content index, built on first use (O(n) once per version that is not an append)."""
     index = snap.cache.get(CONTENT_KEY)
-    if not isinstance(index, ContentIndex) or index.size != len(snap.records):
-        COUNTERS["content_index_builds"] += 1
-        index = ContentIndex.build(snap.records)
-        snap.cache[CONTENT_KEY] = index
+    if isinstance(index, ContentIndex) and index.size == len(snap.records):
+        return index
+    with snap.cache.setdefault(CONTENT_LOCK_KEY, threading.Lock()):  # one build (a save and the warm-up)
+        index = snap.cache.get(CONTENT_KEY)
+        if not isinstance(index, ContentIndex) or index.size != len(snap.records):
+            COUNTERS["content_index_builds"] += 1
+            index = ContentIndex.build(snap.records)
+            snap.cache[CONTENT_KEY] = index
     return index
 
 
@@ -623,6 +631,7 @@ def _read_lines(
     lineno_offset: int,
     *,
     probes: tuple[bytes, bytes] | None = None,
+    pause: Callable[[], object] | None = None,
 ) -> _Read | None:
     """Parse the lines of the open file `f` from `start` on, in `READ_CHUNK` pieces; None: read it again.
 
@@ -632,7 +641,8 @@ def _read_lines(
     in-place rewrite, seen by its probes), gives None. A last line without its newline is an
     append still being copied in when the file grew past it (left for the next read), else a torn
     line once it stayed so for a moment (`_stays_unterminated`), kept as a corrupt line.
-    `probes`: the head and tail of the version the bytes from `start` extend.
+    `probes`: the head and tail of the version the bytes from `start` extend. `pause` is called
+    between pieces (a background read giving way to calls: `SnapshotCache.load`).
     """
     fd = f.fileno()
     st = os.fstat(fd)
@@ -663,6 +673,8 @@ def _read_lines(
         last = (last + done)[-PROBE_BYTES:] if len(done) < PROBE_BYTES else done[-PROBE_BYTES:]
         lines.extend(_parse_chunk(path, done, known, lineno_offset + newlines))
         newlines += done.count(b"\n")
+        if pause is not None and pos < size:
+            pause()
     after = os.fstat(fd)
     if (after.st_dev, after.st_ino) != (st.st_dev, st.st_ino) or after.st_size < size:
         return None
@@ -704,6 +716,20 @@ def _parse_chunk(path: str, data: bytes, known: Mapping[bytes, Record] | None, l
     return lines
 
 
+class _Parsing:
+    """The whole-read lock of one file, with how many threads use it and how many wait for it."""
+
+    __slots__ = ("lock", "users", "waiting")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+        self.waiting = 0
+
+    def waited_for(self) -> bool:
+        return self.waiting > 0
+
+
 class Derived(Protocol):
     """What a store may be given to speed up cold reads: a cache of what it derives from a file.
 
@@ -743,7 +769,7 @@ class SnapshotCache:
         self._scope_names: dict[str, tuple[Identity, str]] = {}  # path → (identity, scope) for discovery
         self._lock = threading.Lock()
         self._extending = threading.Lock()  # one extension at a time: two would copy the shared rows
-        self._parse_locks = [threading.Lock() for _ in range(8)]  # by path, striped
+        self._parsing: dict[str, _Parsing] = {}  # path → its whole read's lock, while anyone uses it
         #: How the last loads were served (tests and the benchmark read these).
         self.stats = {"hits": 0, "extends": 0, "parses": 0, "evictions": 0}
 
@@ -792,13 +818,42 @@ class SnapshotCache:
             return known[1]
         return self.load(path, None).scope
 
-    def load(self, path: str, scope: str | None) -> ScopeSnapshot:
+    @contextlib.contextmanager
+    def _whole_read(self, path: str) -> Iterator[_Parsing]:
+        """Hold `path`'s whole-read lock: one per file, so a read of one scope never waits for
+        another's (striped locks made a save wait for the warm-up's read of an unrelated scope)."""
+        with self._lock:
+            entry = self._parsing.get(path)
+            if entry is None:
+                entry = self._parsing[path] = _Parsing()
+            entry.users += 1
+        try:
+            if not entry.lock.acquire(blocking=False):
+                with self._lock:
+                    entry.waiting += 1
+                try:
+                    entry.lock.acquire()
+                finally:
+                    with self._lock:
+                        entry.waiting -= 1
+            try:
+                yield entry
+            finally:
+                entry.lock.release()
+        finally:
+            with self._lock:
+                entry.users -= 1
+                if entry.users == 0 and self._parsing.get(path) is entry:
+                    del self._parsing[path]
+
+    def load(self, path: str, scope: str | None, *, yield_to: Foreground | None = None) -> ScopeSnapshot:
         """The cached snapshot of `path` if its identity is unchanged, else a fresh parse.
 
         A file that only grew since the cached version (same inode, the cached version's first and
         last bytes still in place) is extended: only the new tail is read and parsed.
         `scope` None (discovery) takes the scope from the records (the one whose sha1 is the
-        file name) and gives it as ``""`` when none matches.
+        file name) and gives it as ``""`` when none matches. `yield_to`: a background read, which
+        pauses between its pieces while calls run — unless another thread waits for this read.
         """
         identity: Identity | None = None
         for _ in range(MAX_REREADS):
@@ -813,23 +868,24 @@ class SnapshotCache:
                 grown = self._extend(cached, identity)
                 if grown is not None:
                     return grown
-            with self._parse_locks[hash(path) % len(self._parse_locks)]:
+            with self._whole_read(path) as entry:
                 # One whole read per file at a time: threads asking at once (a fresh serve's
                 # first searches, the digest and a warm-up) wait for it instead of parsing too.
                 now = self.get(path)
-                if (
-                    now is not None
-                    and now is not cached
-                    and now.identity == identity_of(path)
-                    and (scope is None or now.scope == scope)
-                ):
-                    self.stats["hits"] += 1
-                    return now
+                if now is not None and now is not cached and (scope is None or now.scope == scope):
+                    if now.identity == identity_of(path):
+                        self.stats["hits"] += 1
+                        return now
+                    if now.identity is not None and now.tail and not now.torn:
+                        # Another thread read it meanwhile and other writers appended since:
+                        # extend that version (the next turn) rather than parse the file again.
+                        continue
                 try:
                     # Never a FIFO (would block) or a device (a symlink to /dev/zero reads forever).
                     with open(fileio.open_regular(path), "rb") as f:
                         known = {r.raw_bytes: r for r in cached.records} if cached is not None else None
-                        read = _read_lines(path, f, 0, known, 0)
+                        pause = None if yield_to is None else functools.partial(yield_to.pause, entry.waited_for)
+                        read = _read_lines(path, f, 0, known, 0, pause=pause)
                 except FileNotFoundError:
                     continue
                 except OSError as exc:

@@ -1,0 +1,102 @@
+"""Calls in flight, and background work that gives way to them.
+
+A server starts reading and indexing its scopes in a background thread (the warm-up), so that
+the first search finds them ready. In one Python process a CPU-bound thread takes the GIL from
+every other thread for up to the switch interval at a time; a save that holds the scope lock
+releases the GIL at each of its ~20 system calls and then waits to get it back. Next to a
+running warm-up a 1 ms critical section took ~100 ms, and 16 such processes on 2 cores made the
+other writers time out at the lock. So background work asks `Foreground.pause` at the points
+where it holds no lock anybody else may need (between scopes, between chunks of a parse or an
+index build), and waits there while a tool call runs and a moment after it, leaving the process
+to the call. A call that needs exactly what the background was doing does it itself (or waits
+for the chunk in progress): nothing is done twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+from dsh_memory_mcp.store.clock import SYSTEM, Clock
+
+__all__ = ["FOREGROUND", "Foreground"]
+
+#: Background work resumes only once no call has run for this long: a host sending calls back to
+#: back leaves gaps of a round trip between them, which are no time to start a chunk in.
+QUIET_SECS = 0.05
+#: How often a pause re-checks its `resume` condition (someone waits for what it holds).
+RECHECK_SECS = 0.01
+
+
+class Foreground:
+    """How many tool calls run now in this process (`call`), and a wait for them (`pause`).
+
+    Thread-safe. One per process (`FOREGROUND`): the GIL is shared by every thread of it.
+    """
+
+    def __init__(self, clock: Clock = SYSTEM, *, quiet: float = QUIET_SECS) -> None:
+        self.clock = clock
+        self.quiet = quiet
+        self._cond = threading.Condition()
+        self._in_flight = 0
+        self._ended = -math.inf  # when the last call ended (on `clock`)
+        #: ``calls`` (started), ``pauses`` (background waits that had to wait, counted as they
+        #: start), ``paused_ms`` (the total of those that ended).
+        self.stats: Counter[str] = Counter()
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        """Count the ``with`` block as a call in flight."""
+        with self._cond:
+            self._in_flight += 1
+            self.stats["calls"] += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._in_flight -= 1
+                self._ended = self.clock.monotonic()
+                self._cond.notify_all()
+
+    def busy(self) -> bool:
+        """Whether a call runs now or ended less than `quiet` seconds ago."""
+        with self._cond:
+            return self._in_flight > 0 or self.clock.monotonic() - self._ended < self.quiet
+
+    def pause(self, resume: Callable[[], bool] | None = None) -> float:
+        """Wait while `busy`; return the seconds waited (0.0 at once when idle).
+
+        Call it only where the caller holds no lock a call might wait for — or pass `resume`,
+        which is asked every `RECHECK_SECS` and ends the wait when true (a call now waits for
+        what the caller holds: carry on, the call needs it done).
+        """
+        started = self.clock.monotonic()
+        waited = False
+        with self._cond:
+            while True:
+                now = self.clock.monotonic()
+                if self._in_flight == 0 and now - self._ended >= self.quiet:
+                    break
+                if resume is not None and resume():
+                    break
+                if not waited:
+                    waited = True
+                    self.stats["pauses"] += 1
+                step = RECHECK_SECS if resume is not None or self._in_flight else self.quiet - (now - self._ended)
+                self.clock.wait(self._cond, max(0.001, step))
+        if not waited:
+            return 0.0
+        seconds = self.clock.monotonic() - started
+        self.stats["paused_ms"] += int(seconds * 1000)
+        return seconds
+
+
+#: The process's calls: `MemoryService.call` counts each tool call here.
+FOREGROUND = Foreground()
