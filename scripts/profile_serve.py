@@ -33,7 +33,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import anyio  # noqa: E402
-import bench  # noqa: E402
 import httpx  # noqa: E402
 
 INTERVAL = 0.002
@@ -160,6 +159,10 @@ def report(path: Path, calls: int, top: int) -> None:
 def main() -> int:
     if len(sys.argv) > 3 and sys.argv[1] == "--child":
         return child(sys.argv[3], sys.argv[4:], mode=sys.argv[2])
+    # Not imported by the child: bench puts this tree's src/ first on sys.path, and the child must run
+    # the tree its PYTHONPATH names (`--src`).
+    import bench
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=10000)
     ap.add_argument("--sessions", type=int, default=16)
@@ -245,8 +248,11 @@ def main() -> int:
                     f"serve CPU {row['serve_cpu_ms_per_call']} ms/call, client CPU {row['client_cpu_ms_per_call']} "
                     f"ms/call, errors {row['errors']}"
                 )
-        if os.environ.get("PROFSERVE_KEEP"):
-            print((tmp / "serve-stderr.log").read_text(encoding="utf-8")[-3000:])
+        if row["errors"]:  # what serve said about them (its stderr and its log file)
+            for log in [tmp / "serve-stderr.log", *sorted((tmp / "xdg-state").rglob("*.log"))]:
+                text = log.read_text(encoding="utf-8", errors="replace")
+                start = text.find("Traceback")
+                print(f"--- {log.name}:\n{text[start - 2000 : start + 6000] if start >= 0 else text[-3000:]}")
         report(out, row["calls"], args.top)
         if args.mode != "cprofile":
             return 0
