@@ -18,7 +18,6 @@ import argparse
 import collections
 import cProfile
 import json
-import os
 import pstats
 import signal
 import subprocess

@@ -169,3 +169,33 @@ def test_a_relayed_host_keeps_one_connection_to_serve_for_its_calls(tmp_path: Pa
         new_connections = _accepted(serve) - before - 1
         assert host.close() == 0
     assert new_connections <= 1, new_connections  # was one per call
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX relay lifecycle")
+def test_a_relayed_host_whose_roots_decide_the_project_keeps_its_connection_across_sse_answers(
+    tmp_path: Path, store_dir: Path
+) -> None:
+    project = tmp_path / "根目录项目"
+    project.mkdir()
+    with (
+        running_serve(store_dir, tmp_path / "err.log") as serve,
+        RawHost(store_dir, tmp_path / "relay.log") as host,  # no --project: the host's roots decide
+    ):
+        host.initialize({"roots": {"listChanged": True}})
+        host.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        save = {"name": "memory_save", "arguments": {"content": "根目录决定项目", "scope": "project"}}
+        host.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": save})
+        asked = host.wait_for(lambda m: m.get("method") == "roots/list")
+        roots = {"roots": [{"uri": project.as_uri(), "name": "p"}]}
+        host.send({"jsonrpc": "2.0", "id": asked["id"], "result": roots})
+        first = host.wait_for(lambda m: m.get("id") == 1)
+        assert first["result"]["structuredContent"]["scope"] == f"project:{project}", first
+        before = _accepted(serve)
+        for ident in range(2, 12):
+            host.send({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": {"name": "memory_list"}})
+            answer = host.wait_for(lambda m, i=ident: m.get("id") == i)
+            assert answer["result"]["structuredContent"]["ok"] is True, answer
+        new_connections = _accepted(serve) - before - 1
+        assert host.close() == 0
+    assert new_connections <= 1, new_connections  # each SSE answer is read to its end, the connection kept

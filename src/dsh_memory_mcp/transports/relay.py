@@ -145,6 +145,25 @@ KEEP_ALIVE_MAX = 8
 _STALE_CONNECTION = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 
+#: After the answer on an SSE stream: how long to wait for the stream's end (serve ends it right
+#: after the answer) so that the connection can carry the next POST.
+SSE_END_SECS = 0.5
+
+
+def _drained(conn: http.client.HTTPConnection, response: http.client.HTTPResponse) -> bool:
+    """Whether what is left of an SSE answer after its answer came in ended within `SSE_END_SECS`
+    (the connection is then reusable). Anything still on it would have reached nobody anyway: the
+    call it belongs to is answered."""
+    if conn.sock is None:
+        return False
+    try:
+        conn.sock.settimeout(SSE_END_SECS)
+        response.read(64 * 1024)
+    except (OSError, http.client.HTTPException):
+        return False
+    return response.isclosed() and not response.will_close
+
+
 def _abort(conn: http.client.HTTPConnection | None) -> None:
     """Make a read blocked on `conn` in another thread return at once (the socket is shut, not closed)."""
     sock = getattr(conn, "sock", None)
@@ -407,6 +426,7 @@ class Relay:
                     if self._take(data, call, sink):
                         answered = True
                         break
+                reusable = answered and _drained(conn, response)
             else:
                 body = wire.read_body(response)
                 reusable = response.isclosed() and not response.will_close
