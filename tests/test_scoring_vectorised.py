@@ -12,6 +12,7 @@ import math
 import random
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -265,6 +266,10 @@ def test_a_big_scope_searched_vectorised_ranks_like_the_reference_after_another_
     path.write_bytes(b"".join(_record(rng, i, scopes.GLOBAL).raw.encode() + b"\n" for i in range(size)))
     store = SharedStore(str(tmp_path))
     try:
+        deadline = time.monotonic() + 30
+        while scoring._numpy() is None:  # a server imports it on a thread; the loops serve meanwhile
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         queries = _queries(rng, 8)
         first = store.snapshot(scopes.GLOBAL)
         for query in queries:

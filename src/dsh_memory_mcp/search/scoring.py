@@ -498,27 +498,58 @@ class _Tables:
 
 
 #: Searches over at least this many records (all scopes of one search together) run vectorised
-#: with numpy (`_rank_arrays`); smaller ones, and any search where numpy is missing, run the
-#: plain loops (`LexicalIndex.scores`, `_rank_loops`), which give the same results. Below it the
-#: loops are as fast, and a human command over a small store does not load numpy at all.
+#: with numpy (`_rank_arrays`); smaller ones, and any search while numpy is not (yet) imported,
+#: run the plain loops (`LexicalIndex.scores`, `_rank_loops`), which give the same results.
+#: Below it the loops are as fast, and a human command over a small store loads no numpy.
 VECTORISE_MIN = 2000
 #: Record times beyond this (another writer's odd numbers) send a search to the plain loops, so
 #: int64 columns never overflow.
 _TIME_LIMIT = 1 << 62
-_NUMPY: Any = None
+_NUMPY: Any = None  # the module once imported, False when it cannot be, None before
+_numpy_lock = threading.Lock()
+_numpy_loader: threading.Thread | None = None
+_numpy_waiting: list[LexicalIndex] = []
 
 
-def _numpy() -> Any:
-    """numpy, imported on first use; None when it cannot be imported (the loops then serve)."""
+def _numpy(index: LexicalIndex | None = None) -> Any:
+    """numpy if it is imported, else None: then it is imported on a thread of its own.
+
+    Importing numpy costs ~100 ms of a first search; the loops answer that one and those that
+    follow until numpy is there. `index`: fill its columns once numpy is loaded (a build in a
+    server's warm-up leaves the first vectorised search nothing to do). The thread is not a
+    daemon, so a short command waits for the import at exit instead of dying inside it.
+    """
+    global _numpy_loader
+    got = _NUMPY
+    if got is not None:
+        return got or None
+    with _numpy_lock:
+        got = _NUMPY
+        if got is not None:  # loaded meanwhile
+            return got or None
+        if index is not None:
+            _numpy_waiting.append(index)
+        if _numpy_loader is None:
+            _numpy_loader = threading.Thread(target=_load_numpy, name="dsh-numpy-import")
+            _numpy_loader.start()
+    return None
+
+
+def _load_numpy() -> None:
     global _NUMPY
-    if _NUMPY is None:
-        try:
-            import numpy
-        except ImportError:
-            _NUMPY = False
-        else:
-            _NUMPY = numpy
-    return _NUMPY or None
+    module: Any = None
+    try:
+        import numpy
+
+        module = numpy
+    except ImportError:
+        pass
+    with _numpy_lock:
+        _NUMPY = False if module is None else module
+        waiting = list(_numpy_waiting)
+        _numpy_waiting.clear()
+    for index in waiting if module is not None else ():
+        index._columns(module)
 
 
 class _Columns:
@@ -560,9 +591,14 @@ class _Columns:
         length[lo:n] = np.frombuffer(tables.length[lo:n], dtype=np.uintc)
         factor[lo:n] = np.frombuffer(tables.factor[lo:n], dtype=np.float64)
         rows = recs[lo:n]
-        times = [max(r.updated_at, r.created_at) for r in rows]
-        ends = [_TIME_LIMIT if r.expired_at is None else r.expired_at for r in rows]
-        if any(abs(t) >= _TIME_LIMIT for t in times) or any(abs(t) > _TIME_LIMIT for t in ends):
+        try:  # from generators: lists of n int objects left ~4 MB of freed-but-kept memory at 100k
+            times = np.fromiter((max(r.updated_at, r.created_at) for r in rows), dtype=np.int64, count=n - lo)
+            ends = np.fromiter(
+                (_TIME_LIMIT if r.expired_at is None else r.expired_at for r in rows), dtype=np.int64, count=n - lo
+            )
+        except OverflowError:
+            times = ends = None
+        if times is None or (np.abs(times) >= _TIME_LIMIT).any() or (np.abs(ends) > _TIME_LIMIT).any():
             self.exotic = True
             return
         recency[lo:n] = times
@@ -1125,6 +1161,10 @@ def index_for(snapshot: SnapshotLike) -> LexicalIndex:
         cache.pop(PREVIOUS_CACHE_KEY, None)  # holding it would keep the old version's index alive
     if hook is not None:
         hook.built(index, previous)
+    if len(records) >= VECTORISE_MIN and (np := _numpy(index)) is not None:
+        # A big scope's searches run vectorised: fill the columns now, so a build in the
+        # background (a server's warm-up) leaves the first search nothing to do.
+        index._columns(np)
     return index
 
 
