@@ -11,6 +11,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+# Imported once before any test: the product imports numpy on a thread of its own (`search.scoring`,
+# the vector channel), and `pytest.approx` peeks at `sys.modules` and fails on a half-imported numpy.
+import numpy  # noqa: F401
 import pytest
 
 from dsh_memory_mcp.store.shared import SharedStore

@@ -365,7 +365,6 @@ class _Tables:
         "columns",
         "duplicates",
         "expired_at",
-        "factor",
         "first",
         "length",
         "lock",
@@ -387,7 +386,6 @@ class _Tables:
         self.tf: dict[str, array[int]] = {} if tf is None else tf
         #: Per record: its length in tokens (single CJK characters not counted), its importance factor.
         self.length: array[int] = array("I") if length is None else length
-        self.factor: array[float] = array("d")
         self.expired_at: dict[int, int] = {}
         #: id → first position, and the positions of ids found more than once; built on first use
         #: (only the vector channel asks), then kept up to date.
@@ -404,7 +402,7 @@ class _Tables:
         """Index ``recs[start:]`` as positions ``start…`` (lock held). `texts` False: the postings
         already hold them (a rewrite that kept every text), only the per-record tables grow."""
         postings, tfs, length = self.postings, self.tf, self.length
-        factor, expired, first = self.factor, self.expired_at, self.first
+        expired, first = self.expired_at, self.first
         if texts and not postings and len(recs) - start > 64:
             self._fill(recs, start)  # a whole build: lists first, arrays at the end (faster)
             texts = False
@@ -428,7 +426,6 @@ class _Tables:
                             grown.append(min(count, 255))
                             tfs[token] = grown
                 length.append(max(1, len(tokens) - weak))
-            factor.append(importance_factor(record.importance))
             if record.expired_at is not None:
                 expired[pos] = record.expired_at
             if first is not None:
@@ -491,7 +488,6 @@ class _Tables:
                 if counts is not None:
                     out.tf[token] = counts[:k]
         out.length = self.length[:n]
-        out.factor = self.factor[:n]
         out.expired_at = {pos: at for pos, at in self.expired_at.items() if pos < n}
         out.size = n
         return out
@@ -589,8 +585,8 @@ class _Columns:
         length, factor, recency, expiry = arrays
         # Copies of the array slices, never views of the live arrays (a view would stop them growing).
         length[lo:n] = np.frombuffer(tables.length[lo:n], dtype=np.uintc)
-        factor[lo:n] = np.frombuffer(tables.factor[lo:n], dtype=np.float64)
         rows = recs[lo:n]
+        factor[lo:n] = np.fromiter((importance_factor(r.importance) for r in rows), dtype=np.float64, count=n - lo)
         try:  # from generators: lists of n int objects left ~4 MB of freed-but-kept memory at 100k
             times = np.fromiter((max(r.updated_at, r.created_at) for r in rows), dtype=np.int64, count=n - lo)
             ends = np.fromiter(
@@ -780,8 +776,8 @@ class LexicalIndex:
         return [] if pos is None or pos >= n else [pos]
 
     def factor(self, pos: int) -> float:
-        """The importance factor of the record at `pos`, computed once at build time."""
-        return self._tables.factor[pos]
+        """The importance factor of the record at `pos` (the vectorised search keeps them in its columns)."""
+        return importance_factor(self.records[pos].importance)
 
     def is_expired(self, pos: int, now: int) -> bool:
         expired_at = self._tables.expired_at.get(pos)
@@ -789,15 +785,15 @@ class LexicalIndex:
 
     def final_scores(self, bases: Mapping[int, float], now: int) -> list[tuple[float, int]]:
         """``(round(base · importance factor, 4), position)`` for records not expired at `now`."""
-        factor = self._tables.factor
+        recs = self.records
         expired = self._tables.expired_at
         if not expired:
-            return [(round(base * factor[pos], 4), pos) for pos, base in bases.items()]
+            return [(round(base * importance_factor(recs[pos].importance), 4), pos) for pos, base in bases.items()]
         out = []
         for pos, base in bases.items():
             expired_at = expired.get(pos)
             if expired_at is None or expired_at >= now:
-                out.append((round(base * factor[pos], 4), pos))
+                out.append((round(base * importance_factor(recs[pos].importance), 4), pos))
         return out
 
     def scores(self, tokens: Collection[str], *, threshold: float) -> dict[int, float]:
