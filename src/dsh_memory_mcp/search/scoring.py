@@ -507,13 +507,14 @@ _numpy_loader: threading.Thread | None = None
 _numpy_waiting: list[LexicalIndex] = []
 
 
-def _numpy(index: LexicalIndex | None = None) -> Any:
+def _numpy(waiting: Iterable[LexicalIndex] = ()) -> Any:
     """numpy if it is imported, else None: then it is imported on a thread of its own.
 
     Importing numpy costs ~100 ms of a first search; the loops answer that one and those that
-    follow until numpy is there. `index`: fill its columns once numpy is loaded (a build in a
-    server's warm-up leaves the first vectorised search nothing to do). The thread is not a
-    daemon, so a short command waits for the import at exit instead of dying inside it.
+    follow until numpy is there. The import starts with the first big search, not with the
+    first big index, so it does not slow down a server's warm-up. `waiting`: indexes whose
+    columns the thread fills once numpy is loaded. The thread is not a daemon, so a short
+    command waits for the import at exit instead of dying inside it.
     """
     global _numpy_loader
     got = _NUMPY
@@ -523,8 +524,7 @@ def _numpy(index: LexicalIndex | None = None) -> Any:
         got = _NUMPY
         if got is not None:  # loaded meanwhile
             return got or None
-        if index is not None:
-            _numpy_waiting.append(index)
+        _numpy_waiting.extend(waiting)
         if _numpy_loader is None:
             _numpy_loader = threading.Thread(target=_load_numpy, name="dsh-numpy-import")
             _numpy_loader.start()
@@ -1157,10 +1157,10 @@ def index_for(snapshot: SnapshotLike) -> LexicalIndex:
         cache.pop(PREVIOUS_CACHE_KEY, None)  # holding it would keep the old version's index alive
     if hook is not None:
         hook.built(index, previous)
-    if len(records) >= VECTORISE_MIN and (np := _numpy(index)) is not None:
+    if len(records) >= VECTORISE_MIN and _NUMPY:
         # A big scope's searches run vectorised: fill the columns now, so a build in the
-        # background (a server's warm-up) leaves the first search nothing to do.
-        index._columns(np)
+        # background (a server's warm-up, another writer's append) leaves the search less to do.
+        index._columns(_NUMPY)
     return index
 
 
@@ -1226,7 +1226,8 @@ def rank(
     tokens = query_tokens(query)
     vectors = {rid: c for rid, c in (vector_scores or {}).items() if c >= MIN_COSINE}
     indexes = [(snapshot.scope, index_for(snapshot)) for snapshot in snapshots]
-    np = _numpy() if sum(len(index) for _, index in indexes) >= VECTORISE_MIN else None
+    big = sum(len(index) for _, index in indexes) >= VECTORISE_MIN
+    np = _numpy(index for _, index in indexes) if big else None
     if np is not None:
         hits = _rank_arrays(np, indexes, tokens, top_k, now, vectors)
         if hits is not None:
