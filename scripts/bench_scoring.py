@@ -71,7 +71,7 @@ print(json.dumps({"search": search, "after": after}))
 def run_child(src: str, store: Path, project: Path, searches: int) -> dict[str, list[float]]:
     env = {**os.environ, "PYTHONPATH": src, "PYTHONDONTWRITEBYTECODE": "1"}
     cmd = [sys.executable, "-c", CHILD, src, str(store), str(project), str(ROOT / "scripts"), str(searches)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, timeout=1800)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, encoding="utf-8", check=False, timeout=1800)
     if done.returncode != 0:
         raise SystemExit(f"{src}: {done.stderr[-2000:]}")
     out: dict[str, list[float]] = json.loads(done.stdout.strip().splitlines()[-1])

@@ -280,6 +280,7 @@ def test_a_big_scope_searched_vectorised_ranks_like_the_reference_after_another_
             env=subprocess_env(),
             capture_output=True,
             text=True,
+            encoding="utf-8",
             timeout=60,
         )
         assert done.returncode == 0, done.stderr
