@@ -1236,7 +1236,7 @@ def run_size(size: int, tmp: Path, args: argparse.Namespace, floors: dict[str, A
 
         project = projects[0]
         sp = params(store, project, env)
-        cold = [retried(cold_start, sp, errlog, what="cold start") for _ in range(3 if quick else 5)]
+        cold = [retried(cold_start, sp, errlog, what="cold start") for _ in range(1 if quick else 5)]
         row["cold_start_ms"] = ms(statistics.median(cold))
         row["cold_start_ratio"] = round(statistics.median(cold) / floors["sdk_import_s"], 2)
         row["digest"] = digest_cost(store, project)
@@ -1244,7 +1244,7 @@ def run_size(size: int, tmp: Path, args: argparse.Namespace, floors: dict[str, A
         # (noisier than `digest.cold_ms`: two ~0.6 s process starts per pair).
         off = params(store, project, clean_env(tmp, DSH_MEMORY_DIGEST="off"))
         on_t, off_t = [], []
-        for _ in range(3 if quick else 7):
+        for _ in range(1 if quick else 7):
             on_t.append(retried(cold_start_digest, sp, errlog, what="cold start (digest on)")[0])
             off_t.append(retried(cold_start_digest, off, errlog, what="cold start (digest off)")[0])
         row["digest"]["spawn_on_ms"] = ms(statistics.median(on_t))
@@ -1302,7 +1302,7 @@ def run_size(size: int, tmp: Path, args: argparse.Namespace, floors: dict[str, A
 
 def measure_floors(tmp: Path, quick: bool) -> dict[str, Any]:
     env = clean_env(tmp)
-    reps = 3 if quick else 5
+    reps = 1 if quick else 5  # --quick (the test suite's smoke run) checks the shape, not the figures
     bare = wall([sys.executable, "-c", "pass"], env, reps)
     sdk = wall([sys.executable, "-c", "import mcp.server.mcpserver"], env, reps)
     return {

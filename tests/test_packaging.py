@@ -68,9 +68,17 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     wheels = list(dist.glob("dsh_memory_mcp-*.whl"))
     assert len(wheels) == 1, wheels
     venv = tmp / "venv"
-    run([sys.executable, "-m", "venv", str(venv)], timeout=120, env=clean_env(), cwd=str(tmp))
-    pip = venv / BIN / f"pip{EXE}"
-    run([str(pip), "install", "-q", str(wheels[0])], timeout=240, env=clean_env(), cwd=str(tmp))
+    # No pip of its own (ensurepip costs seconds): this venv's pip installs into it (`--python`), which is
+    # what pipx/uv do too; what lands in the venv is the wheel and its declared dependencies only (no .pyc
+    # written at install: nothing here depends on them).
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)], timeout=120, env=clean_env(), cwd=str(tmp))
+    target = venv / BIN / f"python{EXE}"
+    run(
+        [sys.executable, "-m", "pip", "--python", str(target), "install", "-q", "--no-compile", str(wheels[0])],
+        timeout=240,
+        env=clean_env(),
+        cwd=str(tmp),
+    )
     return wheels[0], venv
 
 
