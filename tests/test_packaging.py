@@ -68,8 +68,8 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     wheels = list(dist.glob("dsh_memory_mcp-*.whl"))
     assert len(wheels) == 1, wheels
     venv = tmp / "venv"
-    # No pip of its own (ensurepip costs seconds): this venv's pip installs into it (`--python`), which is
-    # what pipx/uv do too; what lands in the venv is the wheel and its declared dependencies only (no .pyc
+    # No pip of its own (ensurepip costs seconds): the test environment's pip installs into it (`--python`), as
+    # pipx's shared pip does; what lands in the venv is the wheel and its declared dependencies only (no .pyc
     # written at install: nothing here depends on them).
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], timeout=120, env=clean_env(), cwd=str(tmp))
     target = venv / BIN / f"python{EXE}"
