@@ -368,6 +368,25 @@ def test_a_session_answers_only_the_peer_that_opened_it(tmp_path, store_dir):
         assert _ping(serve, http, sid) == 200
 
 
+def test_forwarded_headers_do_not_change_who_the_peer_is(tmp_path, store_dir):
+    """serve is nobody's reverse proxy: `X-Forwarded-For` / `Forwarded` from a loopback client must
+    not rename the peer a session is bound to (uvicorn trusts them from 127.0.0.1 by default)."""
+    with running_serve(store_dir, tmp_path / "err.log") as serve, httpx.Client(timeout=10) as http:
+        sid = initialize(serve, http)
+        body = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
+        session = serve.auth(**{"mcp-session-id": sid, "mcp-protocol-version": PROTOCOL})
+        for forged in (
+            {"X-Forwarded-For": "203.0.113.7"},
+            {"X-Forwarded-For": "203.0.113.7", "X-Forwarded-Proto": "https"},
+            {"Forwarded": "for=203.0.113.7"},
+        ):
+            r = http.post(serve.url, json=body, headers={**session, **forged})
+            assert r.status_code == 200, (forged, r.status_code, r.text)
+        # A session opened with a forged header is still the loopback peer's.
+        forged_sid = initialize(serve, http, **{"X-Forwarded-For": "203.0.113.7"})
+        assert _ping(serve, http, forged_sid) == 200
+
+
 # ----------------------------------------------------------------------------------------------
 # Host, token, 401
 

@@ -906,6 +906,9 @@ def _serve_service(
                 lifespan="on",
                 timeout_graceful_shutdown=3,
                 server_header=False,
+                # serve is nobody's reverse proxy: uvicorn's default trusts X-Forwarded-For from
+                # 127.0.0.1, which would let a loopback client rename the peer a session is bound to.
+                proxy_headers=False,
                 http=state.edge.protocol_class(),
                 backlog=state.edge.limits.backlog,
             )
