@@ -101,6 +101,83 @@ def test_a_rewrite_by_this_process_carries_the_loss_check_on_and_a_later_loss_is
     assert json.loads(path.read_text(encoding="utf-8").splitlines()[-1])["id"] == first.id
 
 
+def test_a_refresh_opens_only_the_journal_segments_that_changed(store_dir: Path):
+    ours = SharedStore(str(store_dir))
+    ours.prepare()
+    ours.journal.segment_bytes = 2_000  # a new segment every few saves: a journal of many files
+    for i in range(60):
+        ours.save("global", f"early {i}")
+    segments = [n for n in os.listdir(store_dir / ".journal") if n.endswith(".ndjson")]
+    assert len(segments) >= 10, segments
+    theirs = SharedStore(str(store_dir))
+    theirs.snapshot("global")  # reads the whole journal once
+    before = theirs.counters()["journal_segment_reads"]
+    assert before >= len(segments)
+    for i in range(5):
+        ours.save("global", f"late {i}")  # each grows the newest segment or opens the next one
+        snap = theirs.snapshot("global")
+        assert snap.records[-1].content == f"late {i}"
+    grown = theirs.counters()["journal_segment_reads"] - before
+    assert 5 <= grown <= 10, grown  # the newest one or two per save, not the dozen old ones
+    theirs.snapshot("global")
+    theirs.journal.refresh()
+    assert theirs.counters()["journal_segment_reads"] - before == grown  # nothing changed: no open
+
+
+def test_a_version_met_while_another_thread_checks_is_covered_by_the_next_check(
+    store_dir: Path, caplog: pytest.LogCaptureFixture
+):
+    """Threads that meet a new version while one of them checks it go on unchecked; the loss in
+    the version they skipped is still found (and said once) by the next look at the scope."""
+    import threading
+
+    fill(store_dir, scopes.GLOBAL, 500)
+    ours = SharedStore(str(store_dir))
+    ours.prepare()
+    first = ours.save("global", "erased first").record
+    second = ours.save("global", "erased second").record
+    ours.snapshot("global")
+    path = Path(ours.scope_path("global"))
+
+    def erase(record_id: str) -> None:
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        tmp = path.with_name("global.jsonl.dsh-tmp")
+        tmp.write_text("".join(line for line in lines if record_id not in line), encoding="utf-8")
+        os.replace(tmp, path)  # an unlocked writer's whole new file
+
+    reporting, release = threading.Event(), threading.Event()
+
+    class Stall(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:  # the checking thread, mid-check
+            if "recover" in record.getMessage() and not reporting.is_set():
+                reporting.set()
+                release.wait(30)
+
+    stall = Stall(level=logging.WARNING)
+    logging.getLogger("dsh_memory_mcp").addHandler(stall)
+    caplog.set_level(logging.WARNING)
+    try:
+        erase(first.id)
+        checker = threading.Thread(target=ours.snapshot, args=("global",))
+        checker.start()
+        assert reporting.wait(30)
+        erase(second.id)  # a version the checking thread will not look at
+        skipped = ours.counters()["loss_checks_skipped"]
+        assert second.id not in {r.id for r in ours.snapshot("global").records}
+        assert ours.counters()["loss_checks_skipped"] == skipped + 1
+        release.set()
+        checker.join(30)
+    finally:
+        release.set()
+        logging.getLogger("dsh_memory_mcp").removeHandler(stall)
+    ours.snapshot("global")  # the next look checks the version that was skipped
+    said = [r.getMessage() for r in caplog.records if "recover" in r.getMessage()]
+    assert len(said) == 2 and "少了 1 条" in said[0] and "少了 2 条" in said[1], said
+    assert sorted(e.id for e in ours.missing()["global"]) == sorted([first.id, second.id])
+    ours.snapshot("global")
+    assert len([r for r in caplog.records if "recover" in r.getMessage()]) == 2  # said once each
+
+
 WRITER = str(Path(__file__).resolve().parent / "helpers" / "scale_writer.py")
 WRITERS = 16
 SAVES = 25

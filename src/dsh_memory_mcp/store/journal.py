@@ -56,8 +56,10 @@ import json
 import logging
 import os
 import re
+import stat
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -195,6 +197,8 @@ class Journal:
         # saves in journal order, and an epoch that changes whenever the state is read afresh.
         self._order: dict[str, list[str]] = {}
         self._epoch = 0
+        #: ``segment_reads``: segments opened by `refresh` (one unchanged since is only lstat'ed).
+        self.stats: Counter[str] = Counter()
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -466,6 +470,20 @@ class Journal:
     def _read_segment(self, name: str) -> bool:
         """Read the new part of one segment (lock held); False when it is no longer the file we read."""
         path = os.path.join(self.dir, name)
+        known = self._offsets.get(name)
+        if known is not None:
+            # Nearly every refresh finds a segment as it was: one lstat, no open (a check runs
+            # after every save another writer makes, so this is per call under mixed load).
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                return True
+            except OSError:
+                pass
+            else:
+                if stat.S_ISREG(st.st_mode) and st.st_ino == known[0] and st.st_size == known[1]:
+                    return True
+        self.stats["segment_reads"] += 1
         try:
             fd = fileio.open_regular(path, follow=False)
         except FileNotFoundError:

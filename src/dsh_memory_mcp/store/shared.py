@@ -149,6 +149,7 @@ class SharedStore:
         self.journal = Journal(self.root)
         self._checked: dict[str, _Checked] = {}  # scope → the version last checked for losses
         self._reported_missing: set[tuple[str, frozenset[str]]] = set()
+        self._checking: set[str] = set()  # scopes a thread is checking for losses right now
         #: How the loss checks ran (tests and the benchmark read these): a full check looks every
         #: live journal entry of the scope up, an incremental one only what was journalled since.
         self.stats: Counter[str] = Counter()
@@ -231,7 +232,21 @@ class SharedStore:
         snap = self._snapshots.load(self.scope_path(scope), scope, yield_to=yield_to)
         checked = self._checked.get(scope)
         if checked is None or checked.identity != snap.identity:
-            self._check_losses(scope, snap, checked)
+            # One check per scope at a time: when the threads of a busy serve all meet a new
+            # version together, one checks it and the others go on; a version they skip is
+            # covered by the next check, which compares the file as it is then with the journal.
+            with self._state_lock:
+                if scope in self._checking:
+                    self.stats["loss_checks_skipped"] += 1
+                    return snap
+                self._checking.add(scope)
+            try:
+                checked = self._checked.get(scope)
+                if checked is None or checked.identity != snap.identity:
+                    self._check_losses(scope, snap, checked)
+            finally:
+                with self._state_lock:
+                    self._checking.discard(scope)
         return snap
 
     def counters(self) -> dict[str, int]:
@@ -239,12 +254,16 @@ class SharedStore:
 
         ``parses`` (whole files read), ``extends`` (only a grown tail read), ``hits``; the loss
         checks (``loss_checks_full``: every live journal entry of a scope looked up;
-        ``loss_checks_incremental``: only what was journalled since the last check); and, for this
+        ``loss_checks_incremental``: only what was journalled since the last check;
+        ``loss_checks_skipped``: a version another thread was checking meanwhile;
+        ``journal_segment_reads``: journal segments opened, not just lstat'ed); and, for this
         process, ``id_index_builds`` / ``content_index_builds`` (derivations over every record of a
         version, as opposed to extending the previous version's).
         """
         out = {name: int(value) for name, value in self._snapshots.stats.items()}
-        out.update({name: int(self.stats[name]) for name in ("loss_checks_full", "loss_checks_incremental")})
+        checks = ("loss_checks_full", "loss_checks_incremental", "loss_checks_skipped")
+        out.update({name: int(self.stats[name]) for name in checks})
+        out["journal_segment_reads"] = int(self.journal.stats["segment_reads"])
         out.update({name: int(snapshots.COUNTERS[name]) for name in ("id_index_builds", "content_index_builds")})
         return out
 
