@@ -43,3 +43,38 @@ def test_a_late_warning_is_prefixed_and_chinese_by_default():
     err = _run("C.UTF-8")
     [line] = err.splitlines()
     assert line.startswith("[dsh-memory-mcp] 作用域 global 的文件 /s/global.jsonl 中少了 1 条")
+
+
+# A thread logging while the command's handlers come and go (start-up reconfigures them, the end
+# removes them): no line may ever find the logger without a handler and reach `logging.lastResort`.
+CHURN = r"""
+import logging, sys, threading
+from dsh_memory_mcp.cli import logs
+sys.setswitchinterval(1e-6)
+logs.configure_stderr_logging(False)
+stop = threading.Event()
+def chatter():
+    while not stop.is_set():
+        logging.getLogger("dsh_memory_mcp.store.shared").warning("作用域 %s 有话要说", "global")
+t = threading.Thread(target=chatter); t.start()
+for _ in range(3000):
+    logs.remove_handlers()
+    logs.configure_stderr_logging(False)
+stop.set(); t.join()
+"""
+
+
+def test_a_thread_logging_while_handlers_change_never_reaches_the_last_resort_handler():
+    proc = subprocess.run(
+        [PYTHON, "-c", CHURN],
+        env=subprocess_env(LANG="en_US.UTF-8"),
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=True,
+    )
+    lines = proc.stderr.splitlines()
+    assert len(lines) > 100  # the thread did talk meanwhile
+    bare = [line for line in lines if not line.startswith("[dsh-memory-mcp] ")]
+    assert bare == [], bare[:3]

@@ -131,15 +131,13 @@ _late: list[logging.Handler] = []
 
 def configure_stderr_logging(debug: bool, *filters: logging.Filter) -> None:
     """Root `dsh_memory_mcp` logger → stderr with the `[dsh-memory-mcp] ` prefix. Touches no disk."""
-    remove_handlers()
-    for late in _late:
-        log.removeHandler(late)
-    _late.clear()
     handler = StderrHandler()
     handler.setFormatter(LocalisedFormatter(PREFIX + "%(message)s"))
     for item in filters:  # on the handler: logger filters never see records from child loggers
         handler.addFilter(item)
-    log.addHandler(handler)
+    log.addHandler(handler)  # before the old ones go: a thread's line never finds the logger bare
+    _drop([*_installed, *_late])
+    _late.clear()
     _installed.append(handler)
     log.setLevel(logging.DEBUG if debug else logging.INFO)
     log.propagate = False
@@ -165,16 +163,21 @@ def configure_file_logging() -> None:
 
 
 def remove_handlers(*, only_files: bool = False) -> None:
-    for handler in list(_installed):
-        if only_files and isinstance(handler, StderrHandler):
-            continue
+    if not only_files and not _late and all(h in _installed for h in log.handlers):
+        # In place before the command's own handlers go: a warning from a thread still running
+        # between the two would find no handler and reach `logging.lastResort` (never in English).
+        late = _late_handler()
+        log.addHandler(late)
+        _late.append(late)
+    _drop([h for h in _installed if not (only_files and isinstance(h, StderrHandler))])
+
+
+def _drop(handlers: list[logging.Handler]) -> None:
+    for handler in handlers:
         log.removeHandler(handler)
-        _installed.remove(handler)
+        if handler in _installed:
+            _installed.remove(handler)
         try:
             handler.close()
         except Exception:  # pragma: no cover
             pass
-    if not only_files and not _late and not log.handlers:
-        late = _late_handler()
-        log.addHandler(late)
-        _late.append(late)
