@@ -39,6 +39,20 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         compileall.compile_dir(str(folder), quiet=2)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Captured output and logs with lone surrogates (the tests feed the store bytes that are not
+    UTF-8, and its warnings quote them) escaped: pytest-xdist sends each report to the controller as
+    UTF-8 and would otherwise crash the worker (an INTERNALERROR) on a test that passed."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    report.sections = [(title, _utf8(text)) for title, text in report.sections]
+
+
+def _utf8(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in list(os.environ):
