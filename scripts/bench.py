@@ -793,6 +793,7 @@ async def serve_load(
     proc, info = start_serve(store, env, errlog)
     search_t: list[float] = []
     save_t: list[float] = []
+    later_t: list[float] = []
     errors: dict[str, int] = {}
     ready = anyio.Event()
     go = anyio.Event()
@@ -813,6 +814,9 @@ async def serve_load(
                 ClientSession(r, w) as s,
             ):
                 await s.initialize()
+                # What a host does once connected (it shows the model the tools): the client caches
+                # their output schemas, so the first timed call is not also this request.
+                await s.list_tools()
                 state["ready"] += 1
                 if state["ready"] == sessions:
                     ready.set()
@@ -832,6 +836,8 @@ async def serve_load(
                     except Exception as exc:  # a transport failure is an error too
                         code = type(exc).__name__
                     (search_t if name == "memory_search" else save_t).append(time.perf_counter() - t1)
+                    if i > 0:  # each session's first call also pays its client's one-time setup
+                        later_t.append(time.perf_counter() - t1)
                     if code is not None:
                         errors[code] = errors.get(code, 0) + 1
                 spans.append((t0, time.perf_counter()))
@@ -864,6 +870,11 @@ async def serve_load(
         "search_p99_ms": ms(pct(search_t, 99)),
         "save_p50_ms": ms(statistics.median(save_t)),
         "save_p99_ms": ms(pct(save_t, 99)),
+        # Every call but each session's first: the 16 sessions share this one client process, and
+        # each one's first result pays that client's one-time setup (its output-schema validation,
+        # ~50 ms of CPU here), so the 16 first calls queue behind each other in the client. Said
+        # beside the all-calls p99, which the goal is judged on.
+        "later_calls_p99_ms": ms(pct(later_t, 99)),
         # CPU per call of the serve process and of this benchmark's own client side (16 SDK
         # client sessions in one process): the client can be the bottleneck on 2 cores.
         "serve_cpu_ms_per_call": _per_call(cpu_before[0], cpu_after[0], calls),
@@ -1198,7 +1209,8 @@ def print_serve(row: dict[str, Any]) -> None:
         f"serve size {row['size']}: {row['sessions']} sessions, {row['calls']} calls in {row['seconds']} s "
         f"= {row['calls_per_s']} calls/s, errors {sum(row['errors'].values())} {row['errors'] or ''}\n"
         f"  search p50 {row['search_p50_ms']} ms p99 {row['search_p99_ms']} ms | "
-        f"save p50 {row['save_p50_ms']} ms p99 {row['save_p99_ms']} ms | CPU per call: serve "
+        f"save p50 {row['save_p50_ms']} ms p99 {row['save_p99_ms']} ms | p99 but each session's first call "
+        f"{row.get('later_calls_p99_ms')} ms | CPU per call: serve "
         f"{row.get('serve_cpu_ms_per_call')} ms, this benchmark's client sessions {row.get('client_cpu_ms_per_call')} ms\n"
         f"  RSS: one serve {(row['serve_rss_kb'] or 0) / 1024:.1f} MB (peak {(row['serve_hwm_kb'] or 0) / 1024:.1f} MB) "
         f"vs 8 direct stdio servers {d['sum_rss_kb'] / 1024:.1f} MB in total ({d['measured']} measured) "
