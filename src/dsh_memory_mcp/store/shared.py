@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from dsh_memory_mcp.errors import StoreError
-from dsh_memory_mcp.store import fileio, records, scopes, snapshots, writing
+from dsh_memory_mcp.store import fileio, prescan, records, scopes, snapshots, writing
 from dsh_memory_mcp.store.aliases import AliasFile
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.foreground import Foreground
@@ -92,6 +92,10 @@ class _Change:
     removed: list[str] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
 
+
+#: A save into a scope file at least this large that this process has not read yet first asks
+#: its bytes whether the content can be there at all (`_save_unparsed`): parsing a smaller one is cheap.
+UNPARSED_SAVE_MIN_BYTES = 1 << 20
 
 RECOVER_HINT = msg("运行 `dsh-memory-mcp recover`(可先加 --dry-run 查看)按原样恢复它们")
 
@@ -256,12 +260,13 @@ class SharedStore:
         checks (``loss_checks_full``: every live journal entry of a scope looked up;
         ``loss_checks_incremental``: only what was journalled since the last check;
         ``loss_checks_skipped``: a version another thread was checking meanwhile;
-        ``journal_segment_reads``: journal segments opened, not just lstat'ed); and, for this
+        ``journal_segment_reads``: journal segments opened, not just lstat'ed; ``unparsed_saves``:
+        saves that appended without parsing their scope, `_save_unparsed`); and, for this
         process, ``id_index_builds`` / ``content_index_builds`` (derivations over every record of a
         version, as opposed to extending the previous version's).
         """
         out = {name: int(value) for name, value in self._snapshots.stats.items()}
-        checks = ("loss_checks_full", "loss_checks_incremental", "loss_checks_skipped")
+        checks = ("loss_checks_full", "loss_checks_incremental", "loss_checks_skipped", "unparsed_saves")
         out.update({name: int(self.stats[name]) for name in checks})
         out["journal_segment_reads"] = int(self.journal.stats["segment_reads"])
         out.update({name: int(snapshots.COUNTERS[name]) for name in ("id_index_builds", "content_index_builds")})
@@ -476,20 +481,25 @@ class SharedStore:
         pending = fileio.Durability()  # appends are flushed after the lock is released
         try:
             result = self._locked(scope, path, mutate, after, journal, pending)
-            try:
-                pending.sync()
-            except OSError as exc:
-                raise StoreError(
-                    msg(
-                        "已写入 {path},但无法将其落盘:{why}。断电时这次修改可能丢失;请检查磁盘。",
-                        path=path,
-                        why=exc.strerror or exc,
-                    ),
-                    path=path,
-                ) from exc
+            self._flush(path, pending)
             return result
         finally:
             pending.settle()  # after a failure inside the lock: what was written is visible, flush it
+
+    @staticmethod
+    def _flush(path: str, pending: fileio.Durability) -> None:
+        """The fsyncs a transaction left for after its lock, before anything is acknowledged."""
+        try:
+            pending.sync()
+        except OSError as exc:
+            raise StoreError(
+                msg(
+                    "已写入 {path},但无法将其落盘:{why}。断电时这次修改可能丢失;请检查磁盘。",
+                    path=path,
+                    why=exc.strerror or exc,
+                ),
+                path=path,
+            ) from exc
 
     def _locked(
         self,
@@ -705,6 +715,10 @@ class SharedStore:
                 target = next(iter(live.values()))
         target_id = target[1].id if target is not None else None
         wanted = content.strip()
+        if target is None:
+            unparsed = self._save_unparsed(scope, wanted, content, kind, tags, importance, source)
+            if unparsed is not None:
+                return unparsed
         # Build the dedupe index lock-free; inside the lock it is then only extended by what
         # others appended meanwhile (building it there made 15 other writers wait ~50 ms each).
         snapshots.content_index(self.snapshot(scope))
@@ -754,6 +768,61 @@ class SharedStore:
             superseded = self._expire(target[0], target[1].id)
             result = SaveResult(result.record, result.deduped, superseded)
         return result
+
+    def _save_unparsed(
+        self,
+        scope: str,
+        wanted: str,
+        content: str,
+        kind: str,
+        tags: Sequence[str],
+        importance: float | None,
+        source: Mapping[str, Any] | None,
+    ) -> SaveResult | None:
+        """`save` into a big scope file this process has not read, when its bytes prove that no
+        record there has this content (`store/prescan.py`): one append, no parse; else None.
+
+        The whole file is scanned before the lock; inside it only what others appended since.
+        The append expects the identity checked there, the journal line follows as in
+        `_transact`, and nothing is cached: the next read of the scope parses the file.
+        """
+        path = self.scope_path(scope)
+        if self._snapshots.get(path) is not None:
+            return None  # read already: the usual path costs only what changed
+        spelled = prescan.needle(wanted)
+        if spelled is None:
+            return None
+        seen = prescan.scan(path, spelled, min_size=UNPARSED_SAVE_MIN_BYTES)
+        if seen is None:
+            return None
+        self.stats["unparsed_scans"] += 1
+        self.journal.tidy()
+        pending = fileio.Durability()
+        try:
+            with self._locks.hold(scope):
+                self._sweep(os.path.dirname(path))
+                now_identity = prescan.still_absent(path, seen, spelled)
+                if now_identity is None:
+                    return None
+                record = records.new_record(
+                    scope=scope, content=content, kind=kind, tags=tags, importance=importance, source=source,
+                    now=self._clock(),
+                )
+                _st, matched, torn = writing.append_bytes(
+                    path, records.render_bytes([record]), expect=now_identity, defer=pending
+                )
+                if not matched:
+                    return None  # changed between the check and the open: the usual path decides
+                if torn:
+                    logger.warning(
+                        "记忆文件 %s 末行不完整(可能是写入时进程被中止):已另起一行写入,该行原样保留(不会删除)", path
+                    )
+                self._journal(scope, _Change(saved=[record]), before=False, pending=pending)
+            self._flush(path, pending)
+        finally:
+            pending.settle()
+        self.stats["unparsed_saves"] += 1
+        return SaveResult(record, False, None)
 
     def insert(self, scope: str, new: Sequence[Record], *, dry_run: bool = False) -> tuple[int, int]:
         """Add whole records to `scope` in one transaction (an import or a restore); ``(added, skipped)``.
