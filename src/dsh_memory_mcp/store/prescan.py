@@ -15,7 +15,7 @@ spelling is nowhere in the file, no record can be a duplicate. Anything else (th
 found anywhere, in any field or in a corrupt line; an escape that breaks the argument; the file
 changed other than by growing) says "maybe", and the caller parses as before.
 
-`scan` looks at a whole file (mmap: no copy), before the scope lock; `still_absent` looks, under
+`scan` reads a whole file (in 1 MB pieces), before the scope lock; `still_absent` looks, under
 the lock, at what was appended since, after checking the file only grew (same inode, the bytes at
 both ends of the old length unchanged — `snapshots._read_tail`'s test).
 """
@@ -23,7 +23,6 @@ both ends of the old length unchanged — `snapshots._read_tail`'s test).
 from __future__ import annotations
 
 import json
-import mmap
 import os
 from dataclasses import dataclass
 
@@ -35,6 +34,8 @@ __all__ = ["Scan", "needle", "scan", "still_absent"]
 _AMBIGUOUS = (b"\\u", b"\\/")
 #: Bytes kept from both ends of the scanned length, to tell later that the file only grew.
 PROBE = 4096
+#: Bytes read at a time.
+CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,26 @@ def needle(text: str) -> bytes | None:
         return None
 
 
-def _clean(data: bytes | mmap.mmap, wanted: bytes, start: int = 0) -> bool:
-    return all(data.find(bad, start) < 0 for bad in _AMBIGUOUS) and data.find(wanted, start) < 0
+def _clean(data: bytes, wanted: bytes) -> bool:
+    return all(bad not in data for bad in _AMBIGUOUS) and wanted not in data
+
+
+def _clean_from(fd: int, start: int, end: int, wanted: bytes) -> bool:
+    """Whether bytes [start, end) of `fd` are clean, read in pieces that overlap by what a match
+    across their border needs (a plain read, not mmap: a file cut short by another program while
+    mapped kills the process with SIGBUS)."""
+    keep = max(len(wanted), 2) - 1
+    carry = b""
+    at = start
+    while at < end:
+        piece = os.pread(fd, min(CHUNK, end - at), at)
+        if not piece:
+            return False  # shorter than it was: changed under us
+        if not _clean(carry + piece, wanted):
+            return False
+        carry = piece[-keep:] if keep else b""
+        at += len(piece)
+    return True
 
 
 def scan(path: str, wanted: bytes, *, min_size: int) -> Scan | None:
@@ -80,12 +99,11 @@ def scan(path: str, wanted: bytes, *, min_size: int) -> Scan | None:
         st = os.fstat(fd)
         if st.st_size < min_size:
             return None
-        with mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ) as view:
-            if not _clean(view, wanted):
-                return None
-            head = view[:PROBE]
-            tail = view[max(0, st.st_size - PROBE) : st.st_size]
-    except (OSError, ValueError):
+        if not _clean_from(fd, 0, st.st_size, wanted):
+            return None
+        head = os.pread(fd, PROBE, 0)[: st.st_size]
+        tail = os.pread(fd, PROBE, max(0, st.st_size - PROBE))[: st.st_size]
+    except OSError:
         return None
     finally:
         os.close(fd)
@@ -111,11 +129,7 @@ def still_absent(path: str, seen: Scan, wanted: bytes) -> tuple[int, int, int, i
         if os.pread(fd, len(seen.tail), seen.size - len(seen.tail)) != seen.tail:
             return None
         overlap = min(seen.size, max(len(wanted), 2) - 1)
-        start = seen.size - overlap
-        grown = os.pread(fd, st.st_size - start, start)
-        if len(grown) != st.st_size - start or not _clean(grown, wanted):
-            return None
-        return now
+        return now if _clean_from(fd, seen.size - overlap, st.st_size, wanted) else None
     except OSError:
         return None
     finally:
