@@ -154,6 +154,7 @@ class SharedStore:
         self._checked: dict[str, _Checked] = {}  # scope → the version last checked for losses
         self._reported_missing: set[tuple[str, frozenset[str]]] = set()
         self._checking: set[str] = set()  # scopes a thread is checking for losses right now
+        self._scanned: set[str] = set()  # scope files a save scanned instead of parsing (`_save_unparsed`)
         #: How the loss checks ran (tests and the benchmark read these): a full check looks every
         #: live journal entry of the scope up, an incremental one only what was journalled since.
         self.stats: Counter[str] = Counter()
@@ -781,6 +782,8 @@ class SharedStore:
     ) -> SaveResult | None:
         """`save` into a big scope file this process has not read, when its bytes prove that no
         record there has this content (`store/prescan.py`): one append, no parse; else None.
+        Once per file and process: the first save of a freshly started server (or of a host that
+        starts one per call) does not wait for the whole scope to be parsed.
 
         The whole file is scanned before the lock; inside it only what others appended since.
         The append expects the identity checked there, the journal line follows as in
@@ -789,6 +792,13 @@ class SharedStore:
         path = self.scope_path(scope)
         if self._snapshots.get(path) is not None:
             return None  # read already: the usual path costs only what changed
+        with self._state_lock:
+            if path in self._scanned:
+                # Once per file and process: a scan reads the whole file, which only pays
+                # instead of one parse. A process that saves again parses it as usual (the
+                # warm-up has usually done so by then), and then each save costs what changed.
+                return None
+            self._scanned.add(path)
         spelled = prescan.needle(wanted)
         if spelled is None:
             return None
