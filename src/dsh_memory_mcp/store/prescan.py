@@ -88,12 +88,19 @@ def _clean_from(fd: int, start: int, end: int, wanted: bytes) -> bool:
     return True
 
 
+def _open(path: str) -> int | None:
+    """A descriptor of the regular file at `path`, or None (missing, unreadable, a FIFO, a device…)."""
+    try:
+        return fileio.open_regular(path)
+    except OSError:
+        return None
+
+
 def scan(path: str, wanted: bytes, *, min_size: int) -> Scan | None:
     """The file at `path` as far as it is now, when it is a regular file of at least `min_size`
     bytes that cannot hold a record with `wanted`; else None (also when it cannot be read)."""
-    try:
-        fd = fileio.open_regular(path)
-    except OSError:
+    fd = _open(path)
+    if fd is None:
         return None
     try:
         st = os.fstat(fd)
@@ -113,9 +120,8 @@ def scan(path: str, wanted: bytes, *, min_size: int) -> Scan | None:
 def still_absent(path: str, seen: Scan, wanted: bytes) -> tuple[int, int, int, int] | None:
     """The file's identity now when it is `seen` or `seen` grown by appends that hold neither
     ambiguous escapes nor `wanted` (looked at across the old end too); else None."""
-    try:
-        fd = fileio.open_regular(path)
-    except OSError:
+    fd = _open(path)
+    if fd is None:
         return None
     try:
         st = os.fstat(fd)
