@@ -123,6 +123,7 @@ def test_the_read_commands_and_doctor_say_nothing_in_chinese_but_memory_content(
     doctor = run(env, "doctor", cwd=world["root"])
     assert_english(doctor)
     assert "result: " in doctor.stdout and "overwritten memories: " in doctor.stdout
+    assert "memories in doubt: 1 more memories are missing" in doctor.stdout  # the torn journal line's record
     assert "DSH_MEMORY_RELAY='maybe' is not a switch value" in doctor.stdout
     stats = run(env, "stats", cwd=world["root"])
     assert_english(stats)

@@ -253,6 +253,11 @@ def test_a_journal_line_that_does_not_parse_makes_recover_refuse_the_ids_it_name
     text = run_cli(store_dir, "recover")
     assert "另有 1 条" in text.stdout and a.id[:8] in text.stdout and "无法排除" in text.stdout
     assert a.id not in ids(store)
+    # doctor names the one it cannot decide about, instead of only "every acknowledged record is there"
+    doctor = run_cli(store_dir, "doctor")
+    (line,) = [ln for ln in doctor.stdout.splitlines() if "无法确定的记忆" in ln]
+    assert "另有 1 条记忆不在文件里" in line, doctor.stdout
+    assert "recover --dry-run" in doctor.stdout
 
 
 def test_a_supersede_whose_journal_entry_cannot_be_written_is_refused_and_the_old_record_stays_live(

@@ -415,7 +415,8 @@ def check_store(settings: config.Settings) -> Iterator[Check]:
 
 
 def check_store_health(settings: config.Settings) -> Iterator[Check]:
-    """Read-only: `scopes.json` usable, no acknowledged record erased, no leftover tmp files."""
+    """Read-only: `scopes.json` usable, no acknowledged record erased (nor one whose removal cannot be
+    ruled out), no leftover tmp files."""
     if not os.path.isdir(settings.store_dir):
         return
     from dsh_memory_mcp.store.shared import RECOVER_HINT, SharedStore
@@ -440,6 +441,18 @@ def check_store_health(settings: config.Settings) -> Iterator[Check]:
         )
     else:
         yield Check("ok", t("被覆盖的记忆"), t("写入日志中确认保存的记录都还在"))
+    doubtful = store.doubtful()
+    if doubtful:
+        yield Check(
+            "warn",
+            t("无法确定的记忆"),
+            t(
+                "另有 {total} 条记忆不在文件里,但写入日志中一行无法解析的记录可能就是删除它们的操作,"
+                "recover 不会自动恢复它们",
+                total=sum(len(doubts) for doubts in doubtful.values()),
+            ),
+            t("运行 {prog} recover --dry-run 查看是哪几条、哪一行;确实还要的请重新保存", prog=PROG),
+        )
     leftovers = store.leftover_tmps()
     if leftovers:
         yield Check(
