@@ -100,6 +100,10 @@ UNPARSED_SAVE_MIN_BYTES = 1 << 20
 RECOVER_HINT = msg("运行 `dsh-memory-mcp recover`(可先加 --dry-run 查看)按原样恢复它们")
 
 
+def _warn_torn(path: str) -> None:
+    logger.warning("记忆文件 %s 末行不完整(可能是写入时进程被中止):已另起一行写入,该行原样保留(不会删除)", path)
+
+
 def _fold(text: str) -> str:
     """NFKC and lower case: how `delete_matching` compares (full-width ＡＢＣ matches abc)."""
     return unicodedata.normalize("NFKC", text).lower()
@@ -633,9 +637,7 @@ class SharedStore:
         if not matched:
             return False
         if torn:
-            logger.warning(
-                "记忆文件 %s 末行不完整(可能是写入时进程被中止):已另起一行写入,该行原样保留(不会删除)", snap.path
-            )
+            _warn_torn(snap.path)
         identity = snapshots.stat_identity(st)
         written = len(data) + (1 if torn else 0)
         if snap.identity is not None and expect == snap.identity and identity[2] == snap.identity[2] + written:
@@ -783,7 +785,8 @@ class SharedStore:
         """`save` into a big scope file this process has not read, when its bytes prove that no
         record there has this content (`store/prescan.py`): one append, no parse; else None.
         Once per file and process: the first save of a freshly started server (or of a host that
-        starts one per call) does not wait for the whole scope to be parsed.
+        starts one per call) does not wait for the whole scope to be parsed; a later save parses it
+        as usual (the warm-up has mostly done so by then) and from then on costs what changed.
 
         The whole file is scanned before the lock; inside it only what others appended since.
         The append expects the identity checked there, the journal line follows as in
@@ -793,10 +796,7 @@ class SharedStore:
         if self._snapshots.get(path) is not None:
             return None  # read already: the usual path costs only what changed
         with self._state_lock:
-            if path in self._scanned:
-                # Once per file and process: a scan reads the whole file, which only pays
-                # instead of one parse. A process that saves again parses it as usual (the
-                # warm-up has usually done so by then), and then each save costs what changed.
+            if path in self._scanned:  # a scan reads the whole file: it pays only instead of one parse
                 return None
             self._scanned.add(path)
         spelled = prescan.needle(wanted)
@@ -824,9 +824,7 @@ class SharedStore:
                 if not matched:
                     return None  # changed between the check and the open: the usual path decides
                 if torn:
-                    logger.warning(
-                        "记忆文件 %s 末行不完整(可能是写入时进程被中止):已另起一行写入,该行原样保留(不会删除)", path
-                    )
+                    _warn_torn(path)
                 self._journal(scope, _Change(saved=[record]), before=False, pending=pending)
             self._flush(path, pending)
         finally:
