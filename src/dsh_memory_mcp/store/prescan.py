@@ -18,6 +18,12 @@ changed other than by growing) says "maybe", and the caller parses as before.
 `scan` reads a whole file (in 1 MB pieces), before the scope lock; `still_absent` looks, under
 the lock, at what was appended since, after checking the file only grew (same inode, the bytes at
 both ends of the old length unchanged — `snapshots._read_tail`'s test).
+
+The same argument serves a look-up by id (`lacks_ids`): a get or forget by id searches every
+scope, and a file that holds none of the wanted ids' spellings need not be parsed. Ids match
+case-insensitively (by ``str.lower``), so the file's bytes are lower-cased as ASCII before the
+search, and a file holding one of the two characters whose lower case is ASCII (``İ``, the
+Kelvin sign) is parsed.
 """
 
 from __future__ import annotations
@@ -28,10 +34,13 @@ from dataclasses import dataclass
 
 from dsh_memory_mcp.store import fileio
 
-__all__ = ["Scan", "needle", "scan", "still_absent"]
+__all__ = ["Scan", "id_needle", "lacks_ids", "needle", "scan", "still_absent"]
 
 #: Two escapes that give a character a second JSON spelling; a file with either is not scanned.
 _AMBIGUOUS = (b"\\u", b"\\/")
+#: Characters whose lower case is (or begins with) an ASCII letter, as UTF-8: ``İ`` and ``K``
+#: (U+0130, U+212A — the only two): an id with one matches a prefix its ASCII-lowered bytes lack.
+_LOWERS_TO_ASCII = ("\u0130".encode(), "\u212a".encode())
 #: Bytes kept from both ends of the scanned length, to tell later that the file only grew.
 PROBE = 4096
 #: Bytes read at a time.
@@ -140,3 +149,58 @@ def still_absent(path: str, seen: Scan, wanted: bytes) -> tuple[int, int, int, i
         return None
     finally:
         os.close(fd)
+
+
+def id_needle(prefix: str) -> bytes | None:
+    """The bytes a lower-cased id prefix has in a file lower-cased as ASCII, or None when a scan
+    cannot decide: a character outside ASCII (its other case has other bytes) or one JSON writes
+    as an escape (a quote, a backslash, a control character)."""
+    if not prefix or not prefix.isascii() or any(c in '"\\' or c < " " for c in prefix):
+        return None
+    return prefix.encode("ascii")
+
+
+def lacks_ids(
+    path: str, needles: list[bytes], *, min_size: int, clean: dict[str, tuple[int, ...]] | None = None
+) -> bool:
+    """Whether the regular file at `path`, of at least `min_size` bytes, provably holds no record
+    whose lower-cased id starts with one of `needles` (`id_needle`): none of them anywhere in its
+    ASCII-lowered bytes, and no escape or character that could spell an id otherwise. False
+    means "maybe" (also: smaller, unreadable, not a regular file): parse it.
+
+    `clean` remembers, by path, the version (identity) of files seen to hold no such escape or
+    character: a later look-up in the same version only searches for its needles.
+    """
+    if not needles:
+        return False
+    fd = _open(path)
+    if fd is None:
+        return False
+    try:
+        st = os.fstat(fd)
+        if st.st_size < min_size:
+            return False
+        identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        known = clean is not None and clean.get(path) == identity
+        keep = max(*map(len, needles), *map(len, _LOWERS_TO_ASCII), 2) - 1
+        carry = b""
+        at = 0
+        while at < st.st_size:
+            piece = os.pread(fd, min(CHUNK, st.st_size - at), at)
+            if not piece:
+                return False  # shorter than it was: changed under us
+            data = carry + piece
+            if not known and (any(bad in data for bad in _AMBIGUOUS) or any(ch in data for ch in _LOWERS_TO_ASCII)):
+                return False
+            low = data.lower()
+            if any(n in low for n in needles):
+                return False
+            carry = piece[-keep:]
+            at += len(piece)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    if clean is not None:
+        clean[path] = identity
+    return True

@@ -97,6 +97,10 @@ class _Change:
 #: its bytes whether the content can be there at all (`_save_unparsed`): parsing a smaller one is cheap.
 UNPARSED_SAVE_MIN_BYTES = 1 << 20
 
+#: A look-up by id (`find`) parses a scope file it has not read only when the file is smaller
+#: than this or its bytes may hold one of the ids (`prescan.lacks_ids`).
+FIND_SCAN_MIN_BYTES = 64 * 1024
+
 RECOVER_HINT = msg("运行 `dsh-memory-mcp recover`(可先加 --dry-run 查看)按原样恢复它们")
 
 
@@ -159,6 +163,7 @@ class SharedStore:
         self._reported_missing: set[tuple[str, frozenset[str]]] = set()
         self._checking: set[str] = set()  # scopes a thread is checking for losses right now
         self._scanned: set[str] = set()  # scope files a save scanned instead of parsing (`_save_unparsed`)
+        self._id_clean: dict[str, tuple[int, ...]] = {}  # path → a version `find` may scan (`prescan.lacks_ids`)
         #: How the loss checks ran (tests and the benchmark read these): a full check looks every
         #: live journal entry of the scope up, an incremental one only what was journalled since.
         self.stats: Counter[str] = Counter()
@@ -266,12 +271,19 @@ class SharedStore:
         ``loss_checks_incremental``: only what was journalled since the last check;
         ``loss_checks_skipped``: a version another thread was checking meanwhile;
         ``journal_segment_reads``: journal segments opened, not just lstat'ed; ``unparsed_saves``:
-        saves that appended without parsing their scope, `_save_unparsed`); and, for this
+        saves that appended without parsing their scope, `_save_unparsed`; ``find_scans_skipped``:
+        scope files a look-up by id did not parse, their bytes holding none of the ids); and, for this
         process, ``id_index_builds`` / ``content_index_builds`` (derivations over every record of a
         version, as opposed to extending the previous version's).
         """
         out = {name: int(value) for name, value in self._snapshots.stats.items()}
-        checks = ("loss_checks_full", "loss_checks_incremental", "loss_checks_skipped", "unparsed_saves")
+        checks = (
+            "loss_checks_full",
+            "loss_checks_incremental",
+            "loss_checks_skipped",
+            "unparsed_saves",
+            "find_scans_skipped",
+        )
         out.update({name: int(self.stats[name]) for name in checks})
         out["journal_segment_reads"] = int(self.journal.stats["segment_reads"])
         out.update({name: int(snapshots.COUNTERS[name]) for name in ("id_index_builds", "content_index_builds")})
@@ -445,7 +457,17 @@ class SharedStore:
         wanted = {key: key.strip().lower() for key in keys if len(key.strip()) >= 8}
         if not wanted:
             return result
+        needles = [prescan.id_needle(prefix) for prefix in wanted.values()]
+        scannable = None if None in needles else [n for n in needles if n is not None]
         for scope in self.discover_scopes():
+            path = self.scope_path(scope)
+            if (
+                scannable is not None
+                and self._snapshots.get(path) is None
+                and prescan.lacks_ids(path, scannable, min_size=FIND_SCAN_MIN_BYTES, clean=self._id_clean)
+            ):
+                self.stats["find_scans_skipped"] += 1
+                continue  # its bytes hold none of the ids: no need to parse (and keep) it
             snap = self.snapshot(scope)
             index = snapshots.id_index(snap)
             for key, prefix in wanted.items():
