@@ -259,3 +259,22 @@ def test_settings_say_where_the_project_came_from(tmp_path: Path):
     env = resolve_settings(store_dir=str(tmp_path), env={"DSH_MEMORY_PROJECT": str(tmp_path)}, cwd=str(tmp_path))
     cwd = resolve_settings(store_dir=str(tmp_path), env={}, cwd=str(tmp_path))
     assert (flag.project_source, env.project_source, cwd.project_source) == ("flag", "env", "cwd")
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_list_shows_the_same_newest_records_as_sorting_them_all(seed: int):
+    import random
+
+    from dsh_memory_mcp.service.tools import newest
+    from dsh_memory_mcp.store.records import new_record
+
+    rng = random.Random(seed)
+    # Few distinct times (a bulk import stamps many alike), ids in random order.
+    times = [1_700_000_000_000 + rng.randrange(6) for _ in range(rng.randrange(0, 300))]
+    recs = [
+        new_record(scope="global", content=f"r{i}", now=t, record_id=f"{rng.randrange(10**6):06d}-{i}")
+        for i, t in enumerate(times)
+    ]
+    for limit in (1, 3, 20, 500):
+        want = sorted(recs, key=lambda r: (-r.updated_at, r.id))[:limit]
+        assert [r.id for r in newest(list(recs), limit)] == [r.id for r in want]

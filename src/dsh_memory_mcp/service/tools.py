@@ -10,7 +10,9 @@ Front doors (stdio, HTTP, the human CLI, the web API) only adapt this.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import logging
+import operator
 import traceback
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
@@ -278,15 +280,15 @@ class MemoryService:
         found: list[Record] = []
         for scope in scopes:
             for record in self.store.snapshot(scope).records:
-                if record.is_expired(now) or record.id in seen or (kind is not None and record.kind != kind):
+                expired, rid = record.expired_at, record.id
+                if (expired is not None and expired < now) or rid in seen or (kind is not None and record.kind != kind):
                     continue
                 if client and client not in (client_of(record) or "").lower():
                     continue
-                seen.add(record.id)
+                seen.add(rid)
                 found.append(record)
-        found.sort(key=lambda r: (-r.updated_at, r.id))
         total = len(found)
-        shown = found[:limit]
+        shown = newest(found, limit)
         labels = ", ".join(scope_label(s, ctx.project, ctx.project_source) for s in scopes)
         what = f"{ctx.style.kind_gap}{kind} 类" if kind else ""
         if not shown:
@@ -474,6 +476,28 @@ class MemoryService:
         if not unique:
             return []
         return self.store.delete_ids(list(unique))
+
+
+def _list_order(record: Record) -> tuple[int, str]:
+    return (-record.updated_at, record.id)
+
+
+def newest(found: list[Record], limit: int) -> list[Record]:
+    """``sorted(found, key=_list_order)[:limit]`` — newest first, ties by id — without sorting all.
+
+    A list at 100k records spent ~90 ms sorting every record (and left the heap fragmented by
+    their sort keys) to show 20. The `limit` largest update times are found in C instead; only
+    the records at least as new as the last of them can be among the first `limit`.
+    """
+    if len(found) <= limit:
+        return sorted(found, key=_list_order)
+    cutoff = heapq.nlargest(limit, found, key=_UPDATED)[-1].updated_at
+    candidates = [r for r in found if r.updated_at >= cutoff]
+    candidates.sort(key=_list_order)
+    return candidates[:limit]
+
+
+_UPDATED = operator.attrgetter("updated_at")
 
 
 def _fold(text: str) -> str:
