@@ -109,6 +109,43 @@ def test_a_file_that_changes_between_reading_and_swapping_is_planned_again_from_
     assert Path(done.backup or "").read_bytes() == b'{"a": 1}'  # the bytes the user had before setup
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="renameat2(RENAME_EXCHANGE)")
+def test_a_host_write_into_our_file_between_the_swap_and_the_swap_back_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An in-place writer that changed the old file before our swap (so we swap back) and opened
+    the path — our file, then — in between: its write lands in the file we swapped out again."""
+    from dsh_memory_mcp.cli import hostwrite
+
+    path = tmp_path / "mcp.json"
+    path.write_bytes(b'{"a": 1}')
+    real = hostwrite.exchange
+    calls = 0
+
+    def exchange_with_a_host_in_the_gap(a: str, b: str) -> bool:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            with open(b, "r+b") as old:  # the host's first write, in place, into the old file
+                old.write(b'{"a": 1, "h": 1}')
+            done = real(a, b)
+            with open(b, "wb") as ours:  # its next one, into whatever the path is now: ours
+                ours.write(b'{"a": 1, "h": 1, "h2": 2, "ours": true}')
+            return done
+        return real(a, b)
+
+    monkeypatch.setattr(hostwrite, "exchange", exchange_with_a_host_in_the_gap)
+
+    def make(raw: bytes | None) -> bytes | None:
+        assert raw is not None
+        return None if b'"ours"' in raw else raw[:-1] + b', "ours": true}'
+
+    done = hostwrite.replace_config(str(path), make, secret=False, backup_name=lambda t: t + ".bak")
+    assert calls >= 2 and done.changed
+    assert json.loads(path.read_bytes()) == {"a": 1, "h": 1, "h2": 2, "ours": True}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mcp.json", "mcp.json.bak"]
+
+
 def test_a_file_that_never_stops_changing_is_refused_and_left_as_the_host_wrote_it(tmp_path: Path) -> None:
     from dsh_memory_mcp.cli import hostwrite
 

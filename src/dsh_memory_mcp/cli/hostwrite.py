@@ -12,7 +12,9 @@ a compare-and-swap:
    so the file we replaced lands at the tmp's name and can be inspected — and compare what came
    out with what step 2 saw. A writer that got in between (renamed its own file over the path, or
    opened the old file with ``O_TRUNC``) is caught there: the two files are swapped back at once
-   and the edit starts over from the host's newest bytes. Without an exchange (Windows, a
+   and the edit starts over from the host's newest bytes — or from what an in-place writer wrote
+   into *our* file while it was at the path (it opened the path between the two exchanges; that
+   file is ours again, about to be unlinked). Without an exchange (Windows, a
    filesystem that refuses it) the old file is held open across a plain `os.replace` and checked
    after it: an in-place writer is caught, a renaming one in the microseconds between check and
    rename is not;
@@ -335,6 +337,10 @@ def replace_config(
                 expected = _fresh(target, exc, sleep)
                 base = expected.data if expected is not None else None
                 continue
+            if new is None and expected is not None and base is not None and base != expected.data:
+                # The host's newest bytes, caught in a file we swapped out, already hold our
+                # change but are not at the path: put them back there.
+                new = base
             if new is None:
                 _drop(backup)
                 return Replaced(False, None, attempt, expected.data if expected is not None else None)
@@ -349,7 +355,7 @@ def replace_config(
                 # before it, it would widen the time in which the host's next write makes this
                 # attempt start over (an fsync costs tens of ms on a busy disk). Until it is done
                 # the replaced file stays at the tmp's name and the backup holds the original.
-                moved = _swap(target, tmp, expected, fd)
+                moved = _swap(target, tmp, expected, fd, new)
                 if moved is None:
                     os.fsync(fd)
             finally:
@@ -385,8 +391,8 @@ class _Moved:
     base: bytes | None = None
 
 
-def _swap(target: str, tmp: str, expected: Snapshot | None, fd: int) -> _Moved | None:
-    """Check `target` is still `expected`, then swap our `tmp` (open as `fd`) in; None when done,
+def _swap(target: str, tmp: str, expected: Snapshot | None, fd: int, written: bytes) -> _Moved | None:
+    """Check `target` is still `expected`, then swap our `tmp` (open as `fd`, holding `written`) in; None when done,
     else the newest version to plan from again (our tmp was not put in place, or swapped back out).
     Where the swap cannot be inspected (a new file, no exchange) `fd` is fsynced before it."""
     now = read_snapshot(target)
@@ -411,6 +417,14 @@ def _swap(target: str, tmp: str, expected: Snapshot | None, fd: int) -> _Moved |
             # A writer got in between the check and the swap: its version goes back at once.
             if not exchange(tmp, target):  # pragma: no cover - the first exchange worked
                 raise OSError(errno.EIO, "swap back failed", target)
+            # An in-place writer may also have opened the path while our file was there and
+            # written into it (or be about to): that file is at the tmp's name again, to be
+            # unlinked. What such a writer wrote is the host's newest edit: plan again from it.
+            mine = _snapshot_fd(fd, tmp)
+            if mine.data != written:
+                mine = _settled(fd, tmp, mine)
+                if mine.data:
+                    return _Moved(read_snapshot(target), base=mine.data)
             return _Moved(read_snapshot(target))
         return None
     os.fsync(fd)
