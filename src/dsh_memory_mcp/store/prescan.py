@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from dsh_memory_mcp.store import fileio
@@ -79,22 +80,27 @@ def _clean(data: bytes, wanted: bytes) -> bool:
     return all(bad not in data for bad in _AMBIGUOUS) and wanted not in data
 
 
-def _clean_from(fd: int, start: int, end: int, wanted: bytes) -> bool:
-    """Whether bytes [start, end) of `fd` are clean, read in pieces that overlap by what a match
-    across their border needs (a plain read, not mmap: a file cut short by another program while
-    mapped kills the process with SIGBUS)."""
-    keep = max(len(wanted), 2) - 1
+def _windows(fd: int, start: int, end: int, keep: int) -> Iterator[bytes | None]:
+    """Bytes [start, end) of `fd` in pieces, each after the `keep` bytes before it (so a match
+    across a border is whole in one), read with `os.pread` — not mmap: a file cut short by another
+    program while mapped kills the process with SIGBUS. None last when the file ended early
+    (changed under us)."""
     carry = b""
     at = start
     while at < end:
         piece = os.pread(fd, min(CHUNK, end - at), at)
         if not piece:
-            return False  # shorter than it was: changed under us
-        if not _clean(carry + piece, wanted):
-            return False
-        carry = piece[-keep:] if keep else b""
+            yield None
+            return
+        yield carry + piece
+        carry = piece[-keep:]
         at += len(piece)
-    return True
+
+
+def _clean_from(fd: int, start: int, end: int, wanted: bytes) -> bool:
+    """Whether bytes [start, end) of `fd` are clean (`_clean`)."""
+    keep = max(len(wanted), 2) - 1
+    return all(data is not None and _clean(data, wanted) for data in _windows(fd, start, end, keep))
 
 
 def _open(path: str) -> int | None:
@@ -105,16 +111,31 @@ def _open(path: str) -> int | None:
         return None
 
 
-def scan(path: str, wanted: bytes, *, min_size: int) -> Scan | None:
-    """The file at `path` as far as it is now, when it is a regular file of at least `min_size`
-    bytes that cannot hold a record with `wanted`; else None (also when it cannot be read)."""
+def _open_at_least(path: str, min_size: int) -> tuple[int, os.stat_result] | None:
+    """A descriptor of the regular file at `path` and its stat, when it has at least `min_size`
+    bytes; else None (and nothing left open)."""
     fd = _open(path)
     if fd is None:
         return None
     try:
         st = os.fstat(fd)
-        if st.st_size < min_size:
-            return None
+    except OSError:
+        os.close(fd)
+        return None
+    if st.st_size < min_size:
+        os.close(fd)
+        return None
+    return fd, st
+
+
+def scan(path: str, wanted: bytes, *, min_size: int) -> Scan | None:
+    """The file at `path` as far as it is now, when it is a regular file of at least `min_size`
+    bytes that cannot hold a record with `wanted`; else None (also when it cannot be read)."""
+    opened = _open_at_least(path, min_size)
+    if opened is None:
+        return None
+    fd, st = opened
+    try:
         if not _clean_from(fd, 0, st.st_size, wanted):
             return None
         head = os.pread(fd, PROBE, 0)[: st.st_size]
@@ -173,30 +194,22 @@ def lacks_ids(
     """
     if not needles:
         return False
-    fd = _open(path)
-    if fd is None:
+    opened = _open_at_least(path, min_size)
+    if opened is None:
         return False
+    fd, st = opened
     try:
-        st = os.fstat(fd)
-        if st.st_size < min_size:
-            return False
         identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         known = clean is not None and clean.get(path) == identity
         keep = max(*map(len, needles), *map(len, _LOWERS_TO_ASCII), 2) - 1
-        carry = b""
-        at = 0
-        while at < st.st_size:
-            piece = os.pread(fd, min(CHUNK, st.st_size - at), at)
-            if not piece:
-                return False  # shorter than it was: changed under us
-            data = carry + piece
+        for data in _windows(fd, 0, st.st_size, keep):
+            if data is None:
+                return False
             if not known and (any(bad in data for bad in _AMBIGUOUS) or any(ch in data for ch in _LOWERS_TO_ASCII)):
                 return False
             low = data.lower()
             if any(n in low for n in needles):
                 return False
-            carry = piece[-keep:]
-            at += len(piece)
     except OSError:
         return False
     finally:
