@@ -830,7 +830,7 @@ class SnapshotCache:
         when the head's complete lines name none (then the whole file is read, as before).
 
         Discovering a store's scopes parsed every project file whole to learn each one's name: a
-        get by id at 100k records read 50k records of unrelated projects just to list them.
+        get by id in the bench's 100k store read 33k records of two unrelated projects just to name them.
         """
         try:
             with open(fileio.open_regular(path), "rb") as f:
