@@ -478,6 +478,9 @@ class MemoryService:
         return self.store.delete_ids(list(unique))
 
 
+_UPDATED = operator.attrgetter("updated_at")
+
+
 def _list_order(record: Record) -> tuple[int, str]:
     return (-record.updated_at, record.id)
 
@@ -495,9 +498,6 @@ def newest(found: list[Record], limit: int) -> list[Record]:
     candidates = [r for r in found if r.updated_at >= cutoff]
     candidates.sort(key=_list_order)
     return candidates[:limit]
-
-
-_UPDATED = operator.attrgetter("updated_at")
 
 
 def _fold(text: str) -> str:

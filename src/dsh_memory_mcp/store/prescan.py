@@ -42,6 +42,8 @@ _AMBIGUOUS = (b"\\u", b"\\/")
 #: Characters whose lower case is (or begins with) an ASCII letter, as UTF-8: ``İ`` and ``K``
 #: (U+0130, U+212A — the only two): an id with one matches a prefix its ASCII-lowered bytes lack.
 _LOWERS_TO_ASCII = ("\u0130".encode(), "\u212a".encode())
+#: What makes a file unfit for an id scan: an id could be spelled there other than its bytes.
+_ID_UNSAFE = _AMBIGUOUS + _LOWERS_TO_ASCII
 #: Bytes kept from both ends of the scanned length, to tell later that the file only grew.
 PROBE = 4096
 #: Bytes read at a time.
@@ -201,11 +203,11 @@ def lacks_ids(
     try:
         identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         known = clean is not None and clean.get(path) == identity
-        keep = max(*map(len, needles), *map(len, _LOWERS_TO_ASCII), 2) - 1
+        keep = max(*map(len, needles), *map(len, _ID_UNSAFE)) - 1
         for data in _windows(fd, 0, st.st_size, keep):
             if data is None:
                 return False
-            if not known and (any(bad in data for bad in _AMBIGUOUS) or any(ch in data for ch in _LOWERS_TO_ASCII)):
+            if not known and any(bad in data for bad in _ID_UNSAFE):
                 return False
             low = data.lower()
             if any(n in low for n in needles):

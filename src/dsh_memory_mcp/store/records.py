@@ -260,11 +260,7 @@ class Record:
     def content(self) -> str:
         """The memory's text (decoded from its place in the line when it is stored there as is)."""
         content = self._content
-        if content is not None:
-            return content
-        raw = self._raw
-        assert isinstance(raw, bytes)
-        return _in_line(raw).decode("utf-8")
+        return content if content is not None else self.content_utf8.decode("utf-8")
 
     @property
     def content_utf8(self) -> bytes:
