@@ -364,3 +364,22 @@ def test_a_released_guard_is_dropped_but_two_threads_still_exclude_each_other(lo
     with manager.hold("scope:x"), pytest.raises(LockRecursion), manager.hold("scope:x"):
         pass
     assert len(locks._guards) == before
+
+
+def test_a_missing_lock_directory_is_made_and_tried_even_after_a_stall_past_a_short_deadline(locks_dir: Path):
+    """The first save into a new store makes `.locks`; a caller that stalled (a loaded machine) past
+    its deadline before that first try must get the lock nobody holds, not a LOCK_TIMEOUT that blames
+    another process (seen in CI with a 0.2 s timeout on two busy workers)."""
+    from tests.helpers.clock import FakeClock
+
+    class Stalling(FakeClock):
+        def monotonic(self) -> float:
+            value = super().monotonic()
+            self.advance(1.0)  # every look at the clock finds a second gone: any deadline check fails
+            return value
+
+    manager = LockManager(str(locks_dir), timeout=0.2, clock=Stalling())
+    assert not locks_dir.exists()
+    with manager.hold("global"):
+        assert (locks_dir / f"{scope_sha1('global')}.lock").is_file()
+    assert locks_dir.is_dir()

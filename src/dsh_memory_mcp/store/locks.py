@@ -521,14 +521,21 @@ class LockManager:
         checked_at = 0.0
         first_seen = self.clock.monotonic()  # when the marker now in place was first seen by this wait
         seen: _Seen | None = None
+        remade = 0  # times the lock directory was found missing and made again
         while True:
             try:
                 fd = os.open(path, _EXCL_FLAGS, 0o600)
             except FileExistsError:
                 pass
             except FileNotFoundError:
+                # The lock directory is missing (a new store, or someone removed it). Making it is
+                # not waiting for a holder: the first re-creation is always followed by a try, so a
+                # caller that stalled past a short deadline before getting here is not told that
+                # another process holds a lock nobody holds; only a directory that keeps vanishing
+                # runs into the deadline.
                 self._make_dir(path)
-                if self.clock.monotonic() >= deadline:
+                remade += 1
+                if remade > 1 and self.clock.monotonic() >= deadline:
                     raise self._timeout(path, None) from None
                 continue
             except OSError as exc:
