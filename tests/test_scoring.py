@@ -590,6 +590,41 @@ def test_an_append_extends_the_previous_index_without_changing_it() -> None:
     assert ids(rank([new], "new words", top_k=5, now=NOW)) == ["d"]
 
 
+@pytest.mark.parametrize("order", ["older first", "newer first"])
+def test_versions_seeded_with_one_old_index_share_its_tables_when_they_continue_one_line(order: str) -> None:
+    """Several saves between two searches: every version is seeded with the last searched index
+    (`snapshots.carry_forward`), so the second one to be searched finds the tables already grown
+    past its seed by the first. On one line of appends (the store's shared `Rows`) it goes on from
+    there; it used to copy every table (O(scope)) and refill the numpy columns from zero, which
+    doubled a call's CPU under concurrent sessions."""
+    from dsh_memory_mcp.store.snapshots import Rows
+
+    base = Rows.of([rec("alpha", rid="a"), rec("beta gamma", rid="b"), rec("部署流程", rid="c")])
+    v0 = Snap("global", base)  # type: ignore[arg-type]
+    seed = index_for(v0)
+    v1_rows = base.extended([rec("new words alpha", rid="d")])
+    v2_rows = v1_rows.extended([rec("锁 gamma", rid="e"), rec("more words", rid="f")])
+    v1 = Snap("global", v1_rows, cache={"lexical_previous": seed})  # type: ignore[arg-type]
+    v2 = Snap("global", v2_rows, cache={"lexical_previous": seed})  # type: ignore[arg-type]
+    first, second = (v1, v2) if order == "older first" else (v2, v1)
+    index_for(first)
+    index_for(second)
+    assert index_for(v1)._tables is index_for(v2)._tables is seed._tables  # grown in place, never copied
+    for version in (v0, v1, v2):
+        assert _all_scores(index_for(version), _PROBES) == _all_scores(
+            LexicalIndex.build(tuple(version.records)), _PROBES
+        )
+        assert index_for(version).average_length == LexicalIndex.build(tuple(version.records)).average_length
+    # A sibling with other records (another writer's line after v1) still gets tables of its own.
+    other = Snap(
+        "global", v1_rows.extended([rec("elsewhere entirely", rid="g")]), cache={"lexical_previous": index_for(v1)}
+    )  # type: ignore[arg-type]
+    assert index_for(other)._tables is not seed._tables
+    assert _all_scores(index_for(other), _PROBES) == _all_scores(LexicalIndex.build(tuple(other.records)), _PROBES)
+    assert ids(rank([other], "elsewhere", top_k=5, now=NOW)) == ["g"]
+    assert ids(rank([v2], "elsewhere", top_k=5, now=NOW)) == []
+
+
 @pytest.mark.parametrize("change", ["edit", "remove", "reorder", "retag"])
 def test_any_other_change_gives_the_same_index_as_a_fresh_build(change: str) -> None:
     base = [rec("alpha", rid="a"), rec("beta gamma", rid="b"), rec("部署流程", rid="c")]

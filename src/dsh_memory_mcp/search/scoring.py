@@ -369,6 +369,7 @@ class _Tables:
         "length",
         "lock",
         "postings",
+        "rows",
         "sealed",
         "size",
         "tf",
@@ -392,6 +393,9 @@ class _Tables:
         self.first: dict[str, int] | None = None
         self.duplicates: dict[str, list[int]] = {}
         self.size = 0  # records covered by the per-record tables
+        #: The records they were last grown with (``len(rows) == size``): a later version whose
+        #: records continue the same list may go on from there (`LexicalIndex.build`).
+        self.rows: Sequence[Record] = ()
         self.sealed = False
         self.lock = threading.Lock()
         #: The per-record tables as numpy columns for the vectorised search (`_Columns`), made on
@@ -431,6 +435,7 @@ class _Tables:
             if first is not None:
                 _note_id(first, self.duplicates, record.id, pos)
         self.size = len(recs)
+        self.rows = recs
 
     def _fill(self, recs: Sequence[Record], start: int) -> None:
         """The text tables of ``recs[start:]`` into empty ones (the per-record ones are `grow`'s)."""
@@ -638,6 +643,12 @@ def _starts_with(recs: Sequence[Record], prefix: Sequence[Record]) -> bool:
     return n <= len(recs) and tuple(recs[:n]) == tuple(prefix)
 
 
+def _one_line(recs: Sequence[Record], rows: Sequence[Record]) -> bool:
+    """Whether `recs` and `rows` hold the same records as far as both go (one is a prefix of the
+    other): O(1) for two views of the store's shared rows."""
+    return _starts_with(recs, rows) if len(rows) <= len(recs) else _starts_with(rows, recs)
+
+
 def _same_texts(old: Sequence[Record], recs: Sequence[Record]) -> bool:
     """Whether every record of `old` has the same content and tags at its position in `recs`."""
     if len(recs) < len(old):
@@ -696,10 +707,14 @@ class LexicalIndex:
                     return cls(records, previous._tables, records, previous._total_length)
                 tables = previous._tables
                 with tables.lock:
-                    if not tables.sealed and tables.size == m:
-                        tables.grow(records, m)
+                    if not tables.sealed and tables.size >= m and _one_line(records, tables.rows):
+                        # Newest so far, or another successor of `previous` on this very line grew
+                        # them first (several saves between two searches, each version seeded
+                        # with `previous`): go on from where they are, never copy them.
+                        if tables.size < n:
+                            tables.grow(records, tables.size)
                         return cls(records, tables, records, previous._total_length + sum(tables.length[m:n]))
-                tables = previous._tables.copied(m)  # another successor of `previous` grew them first
+                tables = previous._tables.copied(m)  # a successor with other records grew them first
                 tables.grow(records, m)
                 return cls(records, tables, records, previous._total_length + sum(tables.length[m:n]))
             if _same_texts(old, records):
