@@ -146,3 +146,49 @@ def test_a_save_right_after_start_is_answered_before_the_warm_up_indexed_a_scope
     finally:
         close_service(cold)
     assert len(hits) == 5 and hits == expected
+
+
+_WARM_SCRIPT = """
+import sys, threading, time
+from dsh_memory_mcp.config import resolve_settings
+from dsh_memory_mcp.search import scoring
+from dsh_memory_mcp.service.compose import close_service, open_service
+from dsh_memory_mcp.store import scopes
+
+service = open_service(
+    resolve_settings(store_dir=sys.argv[1], project_dir=sys.argv[2], env={"DSH_MEMORY_VECTOR": "off"}), warm="default"
+)
+for t in [t for t in threading.enumerate() if t.name == "dsh-memory-warm-up"]:
+    t.join(120)
+for t in [t for t in threading.enumerate() if t.name == "dsh-numpy-import"]:
+    t.join(120)
+index = scoring.index_for(service.store.snapshot(scopes.GLOBAL))
+cols = index._tables.columns
+print("numpy" in sys.modules, cols is not None and cols.filled >= len(index))
+close_service(service)
+"""
+
+
+def test_the_warm_up_of_a_big_store_has_numpy_and_its_columns_ready_before_the_first_search(tmp_path: Path):
+    """A big store's searches run vectorised; the numpy import used to start with the first such
+    search, so it and the searches right after it ran the ~10x slower loops (a fresh serve's p99).
+    Now the warm-up starts it once it has indexed the scopes, and fills their columns; a small
+    store still never imports numpy."""
+    import subprocess
+
+    project = tmp_path / "work"
+    project.mkdir()
+    results = {}
+    for name, n in (("big", 2500), ("small", 300)):
+        store = tmp_path / name
+        fill(store / scopes.scope_file_relpath(scopes.GLOBAL), scopes.GLOBAL, n)
+        done = subprocess.run(
+            [PYTHON, "-c", _WARM_SCRIPT, str(store), str(project)],
+            env=subprocess_env() | {"XDG_STATE_HOME": str(tmp_path / "state")},
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        results[name] = done.stdout.split()
+    assert results == {"big": ["True", "True"], "small": ["False", "False"]}

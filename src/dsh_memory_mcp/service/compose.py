@@ -79,6 +79,7 @@ def warm_up(service: MemoryService, *, every_scope: bool = False) -> threading.T
     """
 
     def run() -> None:
+        from dsh_memory_mcp.search import scoring
         from dsh_memory_mcp.service.context import default_context
         from dsh_memory_mcp.service.scoping import ScopeResolver
         from dsh_memory_mcp.store import snapshots
@@ -100,9 +101,11 @@ def warm_up(service: MemoryService, *, every_scope: bool = False) -> threading.T
             for scope in scopes[1:]:
                 fg.pause()
                 service.store.snapshot(scope, yield_to=fg)
+            indexes = []
             for scope in scopes:
                 started = time.monotonic()
                 snap, steps = _index_in_steps(functools.partial(service.store.snapshot, scope, yield_to=fg), fg)
+                indexes.append(scoring.index_for(snap))
                 log.debug(
                     "warm-up: %d records of %s indexed in %d steps, %.2f s",
                     len(snap.records),
@@ -110,6 +113,9 @@ def warm_up(service: MemoryService, *, every_scope: bool = False) -> threading.T
                     steps,
                     time.monotonic() - started,
                 )
+            fg.pause()
+            # A big store's searches run vectorised: have numpy ready before the first of them.
+            scoring.prepare_vectorised(indexes)
             log.debug("warm-up: done (paused %d times for calls)", fg.stats["pauses"])
         except Exception as exc:  # the call that needs the scope reports it properly
             log.debug("warm-up stopped: %s", exc)
