@@ -255,6 +255,124 @@ def test_a_duplicate_appended_while_the_save_waits_for_the_lock_is_seen(store_di
     assert ours.counters()["unparsed_saves"] == 0
 
 
+def _unread(store_dir: Path, *lines: str) -> SharedStore:
+    """A big global file ending with `lines` (another writer's), and a store that has not read it."""
+    fill(store_dir, scopes.GLOBAL, BIG)
+    with (store_dir / "global.jsonl").open("a", encoding="utf-8") as f:
+        f.writelines(lines)
+    ours = SharedStore(str(store_dir))
+    ours.prepare()
+    return ours
+
+
+def test_saves_after_the_first_keep_appending_without_a_parse_until_the_scope_is_read(store_dir: Path):
+    """With 16 fresh servers at 100k records each one's second save waited ~3 s for the parse of
+    the scope. Now every save before the process reads the scope looks its text up in the hashes
+    of the file's content values (read once), and what was appended since, under the lock."""
+    ours = _unread(store_dir)
+    theirs = SharedStore(str(store_dir))
+    saved = [ours.save("global", f"未解析的第 {i} 条 unparsed save {i}") for i in range(5)]
+    theirs.save("global", "另一个进程追加的一条 appended by another writer")
+    saved += [ours.save("global", f"之后的第 {i} 条 after theirs {i}") for i in range(3)]
+    work = ours.counters()
+    assert not any(r.deduped for r in saved)
+    assert work["parses"] == 0 and work["unparsed_saves"] == 8
+    assert ours.save("global", "  另一个进程追加的一条 appended by another writer ").deduped  # theirs, in the tail
+    assert ours.save("global", "未解析的第 3 条 unparsed save 3").deduped  # our own earlier append
+    assert ours.counters()["parses"] == 1  # a possible duplicate: parsed and deduped the usual way
+    after = ours.save("global", "读过之后 after the read")
+    assert not after.deduped and ours.counters()["unparsed_saves"] == 8  # read now: the usual path
+    reader = SharedStore(str(store_dir))
+    contents = [r.content for r in reader.snapshot("global").records]
+    assert len(contents) == BIG + 10 and len(set(contents)) == len(contents)
+    ours.journal.refresh()
+    assert {r.record.id for r in saved} <= set(ours.journal.live("global"))
+    assert reader.missing() == {}
+
+
+@pytest.mark.parametrize(
+    ("stored", "saved"),
+    [
+        pytest.param("  两头有空格 spaces at both ends  ", "两头有空格 spaces at both ends", id="spaces"),
+        pytest.param("中文结尾是全角空格\u3000", "中文结尾是全角空格", id="ideographic-space"),
+        pytest.param("\u00a0nbsp 开头", "nbsp 开头", id="nbsp"),
+        pytest.param("\u2028行分隔符 line separator\u2029", "行分隔符 line separator", id="line-separators"),
+        pytest.param("\n\t缩进 indented\r\n", "缩进 indented", id="escaped-whitespace"),
+        pytest.param('引号 "quoted" 和反斜杠 \\ inside', '引号 "quoted" 和反斜杠 \\ inside', id="escapes-inside"),
+        pytest.param("多行\n第二行 second line", "多行\n第二行 second line", id="multi-line"),
+        pytest.param("结尾反斜杠 ends with a backslash\\", "结尾反斜杠 ends with a backslash\\", id="backslash-end"),
+    ],
+)
+def test_a_later_unparsed_save_still_dedupes_against_any_spelling_of_the_stripped_text(
+    store_dir: Path, stored: str, saved: str
+):
+    ours = _unread(store_dir, _dsh_line("global", stored, rid="dsh-stored"))
+    assert not ours.save("global", "第一条:扫描 the first save scans").deduped
+    result = ours.save("global", saved)
+    assert result.deduped and result.record.id == "dsh-stored", result
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param(
+            '{"id":"dsh-spaced","scope":"global","kind":"note","content" : "空格隔开的键 spaced key"}\n',
+            id="spaced-key",
+        ),
+        pytest.param(
+            '{"id":"dsh-spaced","scope":"global","kind":"note","content":"空格隔开的键 spaced key","tags":["content"]}\n',
+            id="tag-named-content",
+        ),
+    ],
+)
+def test_a_file_whose_content_values_cannot_all_be_found_is_parsed_instead(store_dir: Path, line: str):
+    ours = _unread(store_dir, line)
+    assert not ours.save("global", "第一条:扫描 the first save scans").deduped
+    result = ours.save("global", "空格隔开的键 spaced key")
+    assert result.deduped and result.record.id == "dsh-spaced"
+    assert ours.counters()["parses"] == 1 and ours.counters()["unparsed_saves"] == 1
+
+
+@pytest.mark.parametrize("when", ["before the hashes are read", "after the hashes were read"])
+@pytest.mark.parametrize(
+    ("spelled", "content"),
+    [
+        pytest.param({"ascii_only": True}, "部署用 uv,不用 pip", id="unicode-escapes"),
+        pytest.param({"ascii_only": True}, "uv 部署 pip", id="unicode-escapes-inside"),
+        pytest.param({"slash": True}, "docs at a/b/c", id="escaped-slash"),
+    ],
+)
+def test_a_duplicate_another_writer_spelled_with_escapes_after_the_first_save_is_deduped(
+    store_dir: Path, spelled: dict[str, bool], content: str, when: str
+):
+    ours = _unread(store_dir)
+    assert not ours.save("global", "第一条:扫描 the first save scans").deduped
+    if when == "after the hashes were read":
+        assert not ours.save("global", "第二条:读内容的哈希 the second save reads the hashes").deduped
+    line = _dsh_line("global", content, ascii_only=spelled.get("ascii_only", False), rid="dsh-escaped")
+    if spelled.get("slash"):
+        line = line.replace("/", "\\/")
+    with (store_dir / "global.jsonl").open("a", encoding="utf-8") as f:
+        f.write(line)
+    result = ours.save("global", content)
+    assert result.deduped and result.record.id == "dsh-escaped", result
+
+
+def test_a_file_replaced_between_two_unparsed_saves_sends_the_next_save_the_usual_way(store_dir: Path):
+    ours = _unread(store_dir)
+    theirs = SharedStore(str(store_dir))
+    first = ours.save("global", "第一条 first")
+    second = ours.save("global", "第二条 second")  # reads the content hashes
+    hit = theirs.snapshot("global").records[5]
+    theirs.touch({"global": [hit.id]})
+    theirs.flush()  # a whole rewrite: another inode
+    third = ours.save("global", "第三条 third")
+    assert ours.counters()["unparsed_saves"] == 2 and ours.counters()["parses"] == 1
+    assert ours.save("global", "第三条 third").deduped
+    ids = {r.id for r in SharedStore(str(store_dir)).snapshot("global").records}
+    assert {first.record.id, second.record.id, third.record.id} <= ids
+
+
 WRITER = str(Path(__file__).resolve().parent / "helpers" / "scale_writer.py")
 WRITERS = 16
 SAVES = 25

@@ -97,6 +97,9 @@ class _Change:
 #: its bytes whether the content can be there at all (`_save_unparsed`): parsing a smaller one is cheap.
 UNPARSED_SAVE_MIN_BYTES = 1 << 20
 
+#: States of a scope file in `SharedStore._unparsed` (besides a `prescan.Contents`).
+_SCANNED, _PARSED = "scanned", "parsed"
+
 #: A look-up by id (`find`) parses a scope file it has not read only when the file is smaller
 #: than this or its bytes may hold one of the ids (`prescan.lacks_ids`).
 FIND_SCAN_MIN_BYTES = 64 * 1024
@@ -162,7 +165,9 @@ class SharedStore:
         self._checked: dict[str, _Checked] = {}  # scope → the version last checked for losses
         self._reported_missing: set[tuple[str, frozenset[str]]] = set()
         self._checking: set[str] = set()  # scopes a thread is checking for losses right now
-        self._scanned: set[str] = set()  # scope files a save scanned instead of parsing (`_save_unparsed`)
+        #: Scope files saves appended to without parsing them (`_save_unparsed`): `_SCANNED` after
+        #: the first, then what the later ones check against; `_PARSED` once this process read it.
+        self._unparsed: dict[str, prescan.Contents | str] = {}
         self._id_clean: dict[str, tuple[int, ...]] = {}  # path → a version `find` may scan (`prescan.lacks_ids`)
         #: How the loss checks ran (tests and the benchmark read these): a full check looks every
         #: live journal entry of the scope up, an incremental one only what was journalled since.
@@ -806,38 +811,75 @@ class SharedStore:
     ) -> SaveResult | None:
         """`save` into a big scope file this process has not read, when its bytes prove that no
         record there has this content (`store/prescan.py`): one append, no parse; else None.
-        Once per file and process: the first save of a freshly started server (or of a host that
-        starts one per call) does not wait for the whole scope to be parsed; a later save parses it
-        as usual (the warm-up has mostly done so by then) and from then on costs what changed.
 
-        The whole file is scanned before the lock; inside it only what others appended since.
-        The append expects the identity checked there, the journal line follows as in
+        Until the process has read the file (its warm-up, or a search), saves do not wait for
+        that parse: with 16 fresh servers on two cores, each one's second save waited ~3 s for it.
+        The first save scans the file for its own text (`prescan.scan`: the cheapest look). The
+        next one reads it once more for the hashes of every content value (`prescan.contents`);
+        from then on a save looks its text up there and, under the lock, reads only what was
+        appended since (`Contents.grown`). Once the scope is parsed the usual path costs only what
+        changed, and this is not done again for the file in this process.
+
+        The append expects the identity checked under the lock, the journal line follows as in
         `_transact`, and nothing is cached: the next read of the scope parses the file.
         """
         path = self.scope_path(scope)
-        if self._snapshots.get(path) is not None:
-            return None  # read already: the usual path costs only what changed
         with self._state_lock:
-            if path in self._scanned:  # a scan reads the whole file: it pays only instead of one parse
+            state = self._unparsed.get(path)
+            if self._snapshots.get(path) is not None:
+                self._unparsed[path] = _PARSED  # read already: the usual path costs only what changed
                 return None
-            self._scanned.add(path)
+            if state == _PARSED:
+                return None
         spelled = prescan.needle(wanted)
         if spelled is None:
             return None
-        seen = prescan.scan(path, spelled, min_size=UNPARSED_SAVE_MIN_BYTES)
-        if seen is None:
+        seen: prescan.Scan | None = None
+        known: prescan.Contents | None = None
+        if state is None:
+            seen = prescan.scan(path, spelled, min_size=UNPARSED_SAVE_MIN_BYTES)
+            with self._state_lock:
+                self._unparsed.setdefault(path, _SCANNED if seen is not None else _PARSED)
+        else:
+            if state == _SCANNED:
+                known = prescan.contents(path, min_size=UNPARSED_SAVE_MIN_BYTES)
+                with self._state_lock:
+                    if self._unparsed.get(path) == _SCANNED:
+                        self._unparsed[path] = known if known is not None else _PARSED
+                    state = self._unparsed.get(path)
+            known = state if isinstance(state, prescan.Contents) else None
+            if known is not None and known.holds(spelled):
+                known = None  # maybe a duplicate: the usual path decides
+        if seen is None and known is None:
             return None
-        self.stats["unparsed_scans"] += 1
+        self.stats["unparsed_scans"] += 1  # the bytes said "new": now the lock
         self.journal.tidy()
         pending = fileio.Durability()
         try:
             with self._locks.hold(scope):
                 self._sweep(os.path.dirname(path))
-                now_identity = prescan.still_absent(path, seen, spelled)
+                now_identity: tuple[int, int, int, int] | None
+                if known is not None:
+                    grown = known.grown(path)
+                    if grown is None:
+                        with self._state_lock:
+                            self._unparsed[path] = _PARSED  # replaced, or not clean any more
+                        return None
+                    now_identity, added = grown
+                    if hash(spelled) in added:
+                        return None
+                else:
+                    assert seen is not None
+                    now_identity = prescan.still_absent(path, seen, spelled)
                 if now_identity is None:
                     return None
                 record = records.new_record(
-                    scope=scope, content=content, kind=kind, tags=tags, importance=importance, source=source,
+                    scope=scope,
+                    content=content,
+                    kind=kind,
+                    tags=tags,
+                    importance=importance,
+                    source=source,
                     now=self._clock(),
                 )
                 _st, matched, torn = writing.append_bytes(
