@@ -280,6 +280,7 @@ def test_saves_after_the_first_keep_appending_without_a_parse_until_the_scope_is
     assert ours.save("global", "  另一个进程追加的一条 appended by another writer ").deduped  # theirs, in the tail
     assert ours.save("global", "未解析的第 3 条 unparsed save 3").deduped  # our own earlier append
     assert ours.counters()["parses"] == 1  # a possible duplicate: parsed and deduped the usual way
+    assert set(ours._unparsed.values()) == {"parsed"}  # the hashes are dropped once the scope is read
     after = ours.save("global", "读过之后 after the read")
     assert not after.deduped and ours.counters()["unparsed_saves"] == 8  # read now: the usual path
     reader = SharedStore(str(store_dir))

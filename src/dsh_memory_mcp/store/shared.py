@@ -248,7 +248,10 @@ class SharedStore:
         :raises StoreError: the file exists but cannot be read (permissions, I/O error, not a
             regular file).
         """
-        snap = self._snapshots.load(self.scope_path(scope), scope, yield_to=yield_to)
+        path = self.scope_path(scope)
+        snap = self._snapshots.load(path, scope, yield_to=yield_to)
+        if isinstance(self._unparsed.get(path), prescan.Contents):
+            self._unparsed[path] = _PARSED  # read now: saves take the usual path, the hashes go
         checked = self._checked.get(scope)
         if checked is None or checked.identity != snap.identity:
             # One check per scope at a time: when the threads of a busy serve all meet a new
