@@ -187,6 +187,7 @@ def test_the_warm_up_of_a_big_store_has_numpy_and_its_columns_ready_before_the_f
             env=subprocess_env() | {"XDG_STATE_HOME": str(tmp_path / "state")},
             capture_output=True,
             text=True,
+            encoding="utf-8",
             timeout=180,
         )
         assert done.returncode == 0, done.stderr[-3000:]
