@@ -211,9 +211,7 @@ def test_importing_the_tools_layer_with_vectors_off_loads_neither_sdk_nor_numpy_
         "import sys, dsh_memory_mcp.service.tools, dsh_memory_mcp.store.shared, dsh_memory_mcp.cli.main;"
         "print(sorted(m for m in ('mcp','numpy','httpx','pydantic') if m in sys.modules))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60
-    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -223,9 +221,7 @@ def test_the_relay_loads_neither_the_sdk_nor_numpy_nor_the_store():
         "import sys, dsh_memory_mcp.transports.relay;"
         "print(sorted(m for m in ('mcp','numpy','httpx','pydantic','dsh_memory_mcp.store.shared') if m in sys.modules))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60
-    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 

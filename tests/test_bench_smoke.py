@@ -55,8 +55,7 @@ def test_the_quick_benchmark_runs_and_loses_no_concurrent_save(
         env=env,
         cwd=str(ROOT),
         capture_output=True,
-        text=True,
-        encoding="utf-8",
+        text=True, encoding="utf-8",
         timeout=240,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -51,12 +51,7 @@ UNRELATED = "my grandmother bakes apple pie every sunday"
 
 def _minilm_dir() -> Path:
     out = subprocess.run(
-        [sys.executable, str(CONVERTER), "--locate-minilm"],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        check=True,
-        timeout=60,
+        [sys.executable, str(CONVERTER), "--locate-minilm"], capture_output=True, text=True, encoding="utf-8", check=True, timeout=60
     )
     return Path(out.stdout.strip().splitlines()[-1])
 
@@ -70,11 +65,7 @@ def minilm_dir() -> Path:
 def converted_gguf(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Path:
     out = tmp_path_factory.mktemp("gguf") / "all-MiniLM-L6-v2-f32.gguf"
     proc = subprocess.run(
-        [sys.executable, str(CONVERTER), str(minilm_dir), str(out)],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
+        [sys.executable, str(CONVERTER), str(minilm_dir), str(out)], capture_output=True, text=True, encoding="utf-8", timeout=120
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "", "the converter must keep stdout clean"

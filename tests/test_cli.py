@@ -358,9 +358,7 @@ def test_a_started_server_logs_to_a_file_in_the_user_log_dir(sandbox):
 def test_the_log_file_is_created_0600_in_a_0700_dir_even_under_umask_000(sandbox):
     command = [PYTHON, "-m", "dsh_memory_mcp", "--store-dir", str(sandbox.store)]
     env = sandbox.env(broken_sdk=True)
-    result = subprocess.run(
-        command, input="", capture_output=True, text=True, encoding="utf-8", env=env, timeout=RUN_TIMEOUT, umask=0
-    )
+    result = subprocess.run(command, input="", capture_output=True, text=True, encoding="utf-8", env=env, timeout=RUN_TIMEOUT, umask=0)
     assert result.returncode == 1, result.stderr
     [log_file] = sandbox.log_files()
     assert oct(log_file.stat().st_mode & 0o777) == "0o600"
@@ -376,9 +374,7 @@ def test_a_readable_log_file_left_by_an_older_version_is_tightened_and_so_is_its
     old.chmod(0o644)
     command = [PYTHON, "-m", "dsh_memory_mcp", "--store-dir", str(sandbox.store)]
     env = sandbox.env(broken_sdk=True)
-    result = subprocess.run(
-        command, input="", capture_output=True, text=True, encoding="utf-8", env=env, timeout=RUN_TIMEOUT, umask=0
-    )
+    result = subprocess.run(command, input="", capture_output=True, text=True, encoding="utf-8", env=env, timeout=RUN_TIMEOUT, umask=0)
     assert result.returncode == 1, result.stderr
     rotated = log_dir / "dsh-memory-mcp.log.1"
     assert rotated.stat().st_size > 1_000_000  # the old content moved there

@@ -190,19 +190,14 @@ def test_add_suggests_save_and_save_help_documents_the_exit_codes(project: Path)
     add = subprocess.run(
         [PYTHON, "-m", "dsh_memory_mcp", "add", "用户喜欢深色主题"],
         capture_output=True,
-        text=True,
-        encoding="utf-8",
+        text=True, encoding="utf-8",
         env=subprocess_env(),
         timeout=TIMEOUT,
     )
     assert add.returncode == 2
     assert f"{P}⇒ 你是不是想用子命令 save?" in add.stderr.splitlines()
     helped = subprocess.run(
-        [PYTHON, "-m", "dsh_memory_mcp", "save", "--help"],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=subprocess_env(),
+        [PYTHON, "-m", "dsh_memory_mcp", "save", "--help"], capture_output=True, text=True, encoding="utf-8", env=subprocess_env()
     )
     assert helped.returncode == 0
     assert "3 内容被拒绝" in helped.stdout and "--importance" in helped.stdout

@@ -77,8 +77,7 @@ def test_search_without_a_query_is_a_usage_error_exit_2(tmp_path: Path) -> None:
         result = subprocess.run(
             [PYTHON, "-m", "dsh_memory_mcp", *argv],
             capture_output=True,
-            text=True,
-            encoding="utf-8",
+            text=True, encoding="utf-8",
             env=subprocess_env(DSH_MEMORY_STORE_DIR=str(tmp_path / "store")),
             timeout=TIMEOUT,
         )
@@ -96,8 +95,7 @@ def test_an_empty_observation_in_a_graph_import_is_counted_as_refused_never_drop
         [PYTHON, "-m", "dsh_memory_mcp", "import", "-"],
         input=data,
         capture_output=True,
-        text=True,
-        encoding="utf-8",
+        text=True, encoding="utf-8",
         env=subprocess_env(DSH_MEMORY_STORE_DIR=str(tmp_path / "store")),
         timeout=TIMEOUT,
     )

@@ -249,9 +249,7 @@ def test_scopes_named_on_the_command_line_follow_the_tools_rules_and_codes(
             assert refused.stderr == "".join(P + line + "\n" for line in expected.text.splitlines()), (command, argv)
     bad_word = run(project, "reembed", "a/b", DSH_MEMORY_VECTOR="on", DSH_MEMORY_EMBED_ENDPOINT="http://127.0.0.1:9")
     assert bad_word.returncode == 1 and "错误 SCOPE_INVALID" in bad_word.stderr
-    into_all = run(
-        project, "import", "-", "--scope", "all", stdin=b'{"type":"entity","name":"x","observations":["y"]}\n'
-    )
+    into_all = run(project, "import", "-", "--scope", "all", stdin=b'{"type":"entity","name":"x","observations":["y"]}\n')
     assert into_all.returncode == 1 and "错误 SCOPE_NOT_WRITABLE" in into_all.stderr
 
 

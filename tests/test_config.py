@@ -330,11 +330,7 @@ def test_the_readme_table_is_the_one_generated_from_the_configuration_table():
     assert block.strip() == config.env_table_markdown().strip(), "regenerate: python -m dsh_memory_mcp.config"
     printed = subprocess.run(
         [sys.executable, "-m", "dsh_memory_mcp.config"],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=60,
-        check=True,
+        capture_output=True, text=True, encoding="utf-8", timeout=60, check=True,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     ).stdout
     assert printed.strip() == block.strip()
@@ -343,11 +339,7 @@ def test_the_readme_table_is_the_one_generated_from_the_configuration_table():
 def test_help_lists_every_variable_from_the_table():
     out = subprocess.run(
         [sys.executable, "-m", "dsh_memory_mcp", "--help"],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=60,
-        check=True,
+        capture_output=True, text=True, encoding="utf-8", timeout=60, check=True,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     ).stdout
     listed = [line for line in out.splitlines() if line.startswith("  DSH_MEMORY_")]

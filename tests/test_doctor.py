@@ -101,9 +101,7 @@ def test_the_sdk_is_located_without_being_imported():
         "import sys; from dsh_memory_mcp.cli import doctor; doctor.check_sdk(); doctor.check_dependencies();"
         "print(sorted(m for m in ('mcp','numpy','httpx','pydantic') if m in sys.modules))"
     )
-    out = subprocess.run(
-        [PYTHON, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60
-    )
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -508,8 +506,7 @@ def test_check_install_reports_and_creates_nothing(tmp_path, store, code, marker
     out = subprocess.run(
         [sys.executable, str(SCRIPT), "--store-dir", str(work / store), "--project", str(work)],
         capture_output=True,
-        text=True,
-        encoding="utf-8",
+        text=True, encoding="utf-8",
         env=env,
         cwd=str(work),
         timeout=60,

@@ -102,9 +102,7 @@ def world(tmp_path: Path) -> dict[str, Path]:
     (store_dir / ".global.jsonl.99999999-deadbeef.abcd.tmp").write_text("x", encoding="utf-8")
     home = tmp_path / "home"
     (home / ".cursor").mkdir(parents=True)
-    (home / ".cursor" / "mcp.json").write_text(
-        '{"mcpServers": {"dsh-memory": {"command": "/nowhere/dsh"}}}\n', encoding="utf-8"
-    )
+    (home / ".cursor" / "mcp.json").write_text('{"mcpServers": {"dsh-memory": {"command": "/nowhere/dsh"}}}\n', encoding="utf-8")
     (home / ".codeium" / "windsurf").mkdir(parents=True)
     (home / ".claude.json").write_text('{"mcpServers": {,}}', encoding="utf-8")
     graph = "\n".join(

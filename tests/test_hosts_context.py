@@ -67,9 +67,7 @@ def test_the_first_file_root_is_the_project_and_a_roots_change_moves_it(tmp_path
         s.portal.call(s.session.send_roots_list_changed)
         moved = until(  # the notification is handled asynchronously
             "the project follows notifications/roots/list_changed",
-            lambda: (
-                (r := s.call("memory_list", {})).structured_content["scopes"][0] == f"project:{dirs['other']}" and r
-            ),
+            lambda: (r := s.call("memory_list", {})).structured_content["scopes"][0] == f"project:{dirs['other']}" and r,
             timeout=5.0,
         )
         assert moved.structured_content["count"] == 0  # the memory stayed with the first workspace

@@ -59,9 +59,7 @@ def test_old_and_excess_segments_are_pruned_but_never_the_newest(tmp_path: Path)
     journal = Journal(str(tmp_path), max_bytes=2000, segment_bytes=500)
     folder = tmp_path / ".journal"
     folder.mkdir(mode=0o700)
-    (folder / "20000101.ndjson").write_text(
-        '{"t":1,"op":"save","scope":"global","id":"old","line":"{}"}\n', encoding="utf-8"
-    )
+    (folder / "20000101.ndjson").write_text('{"t":1,"op":"save","scope":"global","id":"old","line":"{}"}\n', encoding="utf-8")
     for i in range(40):
         journal.saved("global", [(f"id-{i}", f'{{"id":"id-{i}","pad":"{"x" * 40}"}}')])
     journal.prune()
@@ -78,9 +76,8 @@ def test_segments_of_past_days_keep_only_the_saves_that_are_still_live(tmp_path:
     (folder / "20000101.ndjson").write_text(
         '{"t":1,"op":"save","scope":"global","id":"kept","line":"{\\"id\\":\\"kept\\"}"}\n'
         '{"t":2,"op":"save","scope":"global","id":"secret","line":"{\\"id\\":\\"secret\\",\\"content\\":\\"pin 1234\\"}"}\n'
-        '{"t":3,"op":"forget","scope":"global","ids":["secret"]}\n',
-        encoding="utf-8",
-    )
+        '{"t":3,"op":"forget","scope":"global","ids":["secret"]}\n'
+    , encoding="utf-8")
     os.utime(folder / "20000101.ndjson", (946684800, 946684800))  # really written that day
     journal = Journal(str(tmp_path), max_age=1e6)
     journal.saved("global", [("today", '{"id":"today"}')])
@@ -97,11 +94,7 @@ def test_segments_of_past_days_keep_only_the_saves_that_are_still_live(tmp_path:
 
 def files_holding(root: Path, needle: str) -> list[str]:
     """Every file under `root` whose bytes hold `needle` (raw UTF-8 or JSON-escaped)."""
-    forms = {
-        needle.encode("utf-8"),
-        json.dumps(needle)[1:-1].encode("ascii"),
-        json.dumps(json.dumps(needle))[3:-3].encode(),
-    }
+    forms = {needle.encode("utf-8"), json.dumps(needle)[1:-1].encode("ascii"), json.dumps(json.dumps(needle))[3:-3].encode()}
     hits = []
     for path in sorted(root.rglob("*")):
         if path.is_file() and not path.is_symlink():
@@ -139,12 +132,7 @@ def test_a_superseded_record_keeps_its_text_in_its_scope_file_only(store: Shared
     journal = Journal(str(store_dir))
     journal.refresh()
     assert old.id not in journal.live("global")
-    lines = [
-        json.loads(line)
-        for p in (store_dir / ".journal").glob("*.ndjson")
-        for line in p.read_text(encoding="utf-8").split("\n")
-        if line.strip()
-    ]
+    lines = [json.loads(line) for p in (store_dir / ".journal").glob("*.ndjson") for line in p.read_text(encoding="utf-8").split("\n") if line.strip()]
     (scrubbed,) = [item for item in lines if item.get("id") == old.id]
     assert scrubbed["scrubbed"] == "supersede" and "line" not in scrubbed
     assert scrubbed["sha256"] == hashlib.sha256(old.raw.encode("utf-8")).hexdigest()
@@ -189,9 +177,7 @@ def today_segment(store_dir: Path) -> Path:
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
-def test_a_fifo_at_todays_segment_neither_hangs_saves_nor_keeps_the_server_from_exiting(
-    tmp_path: Path, store_dir: Path
-):
+def test_a_fifo_at_todays_segment_neither_hangs_saves_nor_keeps_the_server_from_exiting(tmp_path: Path, store_dir: Path):
     (store_dir / ".journal").mkdir(parents=True, mode=0o700)
     os.mkfifo(today_segment(store_dir), 0o600)
     with subprocess.Popen(

@@ -179,11 +179,7 @@ def test_memory_get_of_a_20_mb_record_from_another_program_answers_one_bounded_p
         answer = s.call("memory_get", {"ids": ["hugehuge"]})
         got = answer.structured_content["records"][0]
         assert got["content"] == content[:20_000] and got["truncated"] is True
-        assert (
-            got["contentChars"] == 20_000_000
-            and got["nextOffset"] == 20_000
-            and got["source"]["origin"] == "other-tool"
-        )
+        assert got["contentChars"] == 20_000_000 and got["nextOffset"] == 20_000 and got["source"]["origin"] == "other-tool"
         text = answer.content[0].text
         assert len(text) < 25_000 and "offset: 20000" in text and "20000000" in text and "other-tool" in text
         size = len(json.dumps(answer.model_dump(mode="json"), ensure_ascii=False).encode("utf-8"))

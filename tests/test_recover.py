@@ -83,8 +83,7 @@ def run_cli(store_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [PYTHON, "-m", "dsh_memory_mcp", *args, "--store-dir", str(store_dir)],
         capture_output=True,
-        text=True,
-        encoding="utf-8",
+        text=True, encoding="utf-8",
         env=subprocess_env(),
         timeout=60,
         input="",
@@ -116,8 +115,7 @@ def test_the_coexist_scenario_loses_acknowledged_saves_and_recover_brings_every_
     proc = subprocess.run(
         [PYTHON, str(script), "--writers", "4", "--per-writer", "6", "--unlocked", "10", "--rounds", "1"],
         capture_output=True,
-        text=True,
-        encoding="utf-8",
+        text=True, encoding="utf-8",
         env=subprocess_env(),
         timeout=300,
     )
@@ -161,8 +159,7 @@ def torn(store: SharedStore, store_dir: Path) -> dict[str, Record]:
     proc = subprocess.run(
         [PYTHON, "-c", _LIMITED_SAVE, str(store_dir), "torn-tail memory c", "40"],
         capture_output=True,
-        text=True,
-        encoding="utf-8",
+        text=True, encoding="utf-8",
         env=subprocess_env(),
         timeout=60,
     )
@@ -208,8 +205,7 @@ def run_limited(store_dir: Path, room: int, *args: str) -> subprocess.CompletedP
     return subprocess.run(
         [PYTHON, "-m", "dsh_memory_mcp", *args, "--store-dir", str(store_dir)],
         capture_output=True,
-        text=True,
-        encoding="utf-8",
+        text=True, encoding="utf-8",
         env=subprocess_env(),
         timeout=60,
         input="",
@@ -290,10 +286,7 @@ def test_a_supersede_whose_journal_entry_cannot_be_written_is_refused_and_the_ol
         preexec_fn=cap,
     ) as proc:
         try:
-            call = {
-                "name": "memory_save",
-                "arguments": {"content": "新的部署说明", "supersedes": old.id, "scope": "global"},
-            }
+            call = {"name": "memory_save", "arguments": {"content": "新的部署说明", "supersedes": old.id, "scope": "global"}}
             answers = exchange(
                 proc,
                 [

@@ -166,13 +166,7 @@ def test_a_restarted_serve_gets_a_new_session_and_the_hosts_call_succeeds(tmp_pa
     def start(log: Path) -> subprocess.Popen[str]:
         with log.open("w", encoding="utf-8") as err:
             proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                env=env,
-                text=True,
-                encoding="utf-8",
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env, text=True, encoding="utf-8"
             )
         wait_listening(proc, store_dir, log)
         return proc
@@ -222,8 +216,7 @@ def test_a_relayed_host_gets_an_answer_for_every_line(tmp_path: Path, store_dir:
             [sys.executable, "-m", "dsh_memory_mcp", "--store-dir", str(store_dir)],
             input="\n".join(lines) + "\n",
             capture_output=True,
-            text=True,
-            encoding="utf-8",
+            text=True, encoding="utf-8",
             env=subprocess_env(),
             timeout=60,
         )

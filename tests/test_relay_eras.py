@@ -41,7 +41,9 @@ def _text(result: Any) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
 
 
-def run_client(params: StdioServerParameters, errlog: Path, *, mode: str, roots: Path | None = None) -> dict[str, Any]:
+def run_client(
+    params: StdioServerParameters, errlog: Path, *, mode: str, roots: Path | None = None
+) -> dict[str, Any]:
     """One session of the official Python client: its revision, a project save, what it was sent."""
     asked: list[float] = []
     notes: list[str] = []
@@ -99,9 +101,7 @@ def test_a_relayed_handshake_host_gets_roots_list_and_its_project_comes_from_its
     workspace = tmp_path / "工作区" / "ide-app"
     workspace.mkdir(parents=True)
     with running_serve(store_dir, tmp_path / "serve.log") as serve:
-        run = run_client(
-            server_params(store_dir, cwd=tmp_path), tmp_path / "relayed.log", mode="legacy", roots=workspace
-        )
+        run = run_client(server_params(store_dir, cwd=tmp_path), tmp_path / "relayed.log", mode="legacy", roots=workspace)
         serve_log = serve.stderr()
     assert "连接方式 = relay(" in run["log"]
     saved = run["saved"]
@@ -124,9 +124,7 @@ def test_serves_roots_request_reaches_a_raw_host_and_its_answer_goes_back_with_n
     with running_serve(store_dir, tmp_path / "serve.log"), RawHost(store_dir, tmp_path / "relay.log") as host:
         host.initialize({"roots": {"listChanged": True}})
         call = {"content": "原始宿主的项目来自 roots", "scope": "project"}
-        host.send(
-            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "memory_save", "arguments": call}}
-        )
+        host.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "memory_save", "arguments": call}})
         ask = host.wait_for(lambda m: m.get("method") == "roots/list" or m.get("id") == 1, timeout=30)
         assert ask.get("method") == "roots/list", ask  # asked before the save was answered
         host.send({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [{"uri": workspace.as_uri()}]}})

@@ -129,9 +129,7 @@ def _wrong_ids(h: Handler, m: dict[str, Any]) -> None:
     h.event({"jsonrpc": "2.0", "id": 999, "result": {"content": []}})  # an id the host never sent
     h.event({"jsonrpc": "2.0", "id": 0, "result": {"content": []}})  # an id already answered (initialize)
     h.event({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
-    h.event(
-        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "nobody", "progress": 1}}
-    )
+    h.event({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "nobody", "progress": 1}})
     h.event({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p-7", "progress": 1}})
     h.event({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "对的应答"}]}})
 

@@ -94,7 +94,7 @@ def _events(raw: bytes, limit: int = wire.MAX_MESSAGE_BYTES) -> list[bytes]:
 def test_sse_events_are_read_whole_and_a_torn_last_event_is_dropped():
     raw = (
         b": ping\r\n\r\n"
-        b'event: message\r\ndata: {"a":\r\ndata: 1}\r\n\r\n'
+        b"event: message\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n"
         b"id: 7\nretry: 10\n\n"  # no data: not an event
         b"data: last-but-complete\n\n"
         b'data: {"jsonrpc":"2.0","id":2,"res'  # the stream ends here

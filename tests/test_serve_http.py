@@ -180,8 +180,7 @@ def test_serve_json_is_private_one_per_store_replaces_a_stale_one_and_goes_at_ex
         second = subprocess.run(
             [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store_dir), "--port", "0"],
             capture_output=True,
-            text=True,
-            encoding="utf-8",
+            text=True, encoding="utf-8",
             env=subprocess_env(),
             timeout=60,
         )
@@ -234,8 +233,7 @@ def test_a_non_loopback_bind_needs_a_user_set_token(tmp_path, store_dir):
     refused = subprocess.run(
         [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store_dir), "--host", "0.0.0.0"],
         capture_output=True,
-        text=True,
-        encoding="utf-8",
+        text=True, encoding="utf-8",
         env=subprocess_env(),
         timeout=60,
     )
@@ -390,8 +388,7 @@ def test_serve_refuses_a_port_in_use_with_a_diagnostic(tmp_path, store_dir):
         out = subprocess.run(
             [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store_dir), "--port", str(port)],
             capture_output=True,
-            text=True,
-            encoding="utf-8",
+            text=True, encoding="utf-8",
             env=subprocess_env(),
             timeout=60,
         )

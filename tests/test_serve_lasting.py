@@ -157,9 +157,7 @@ def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     assert spec.path == "/home/me/.config/systemd/user/dsh-memory-mcp.service"
     unit = tmp_path / "dsh-memory-mcp.service"
     unit.write_bytes(spec.content)
-    checked = subprocess.run(
-        [analyze, "verify", str(unit)], capture_output=True, text=True, encoding="utf-8", timeout=TIMEOUT
-    )
+    checked = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, encoding="utf-8", timeout=TIMEOUT)
     assert checked.returncode == 0, checked.stderr
     broken = tmp_path / "broken.service"  # the check is not vacuous: a unit without ExecStart fails it
     broken.write_text("[Service]\nType=simple\n", encoding="utf-8")
@@ -236,8 +234,7 @@ def test_setup_serve_without_systemctl_writes_the_unit_and_says_what_to_run(tmp_
     result = subprocess.run(
         [PYTHON, "-m", "dsh_memory_mcp", "setup", "--serve", "--store-dir", str(tmp_path / "store")],
         capture_output=True,
-        text=True,
-        encoding="utf-8",
+        text=True, encoding="utf-8",
         env=env,
         timeout=TIMEOUT,
     )

@@ -61,8 +61,7 @@ def test_a_host_rewriting_its_config_every_few_ms_loses_no_entry_and_no_run_clai
         [PYTHON, "-m", "tests.helpers.config_writer", str(config), mode, "3", str(stop)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
-        encoding="utf-8",
+        text=True, encoding="utf-8",
         env=subprocess_env(),
         cwd=str(Path(__file__).resolve().parent.parent),
     )

@@ -79,10 +79,7 @@ def test_garbage_lines_and_wrong_widths_are_skipped_not_fatal(tmp_path: Path) ->
     path = tmp_path / "s.vec"
     good = sidecar.entry_line("ok", unit(1, 1, 1, 1))
     short = "short\t" + base64.b64encode(struct.pack("<2f", 1, 0)).decode() + "\n"
-    path.write_text(
-        f"#all-minilm-l6-v2\t4\n{good}not a vector line\n{short}x\t!!!notbase64\n#all-minilm-l6-v2\t4\n",
-        encoding="utf-8",
-    )
+    path.write_text(f"#all-minilm-l6-v2\t4\n{good}not a vector line\n{short}x\t!!!notbase64\n#all-minilm-l6-v2\t4\n", encoding="utf-8")
     got = sidecar.read(str(path))
     assert got is not None and got.ids == ["ok"]
 

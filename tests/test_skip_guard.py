@@ -10,7 +10,7 @@ from tests.conftest import subprocess_env
 
 REPO = Path(__file__).resolve().parent.parent
 
-SKIPPING = """
+SKIPPING = '''
 import pytest
 
 def test_runs():
@@ -18,12 +18,12 @@ def test_runs():
 
 def test_is_skipped():
     pytest.skip("deliberately skipped for the guard's test")
-"""
+'''
 
-PASSING = """
+PASSING = '''
 def test_runs():
     assert True
-"""
+'''
 
 
 def _run(tmp_path: Path, body: str, ci: str) -> subprocess.CompletedProcess[str]:
@@ -32,27 +32,9 @@ def _run(tmp_path: Path, body: str, ci: str) -> subprocess.CompletedProcess[str]
     env = subprocess_env(CI=ci)
     env["PYTHONPATH"] = str(REPO) + ":" + env["PYTHONPATH"]
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "tests.helpers.skip_guard",
-            "-p",
-            "no:cacheprovider",
-            "--rootdir",
-            str(tmp_path),
-            "-c",
-            "/dev/null",
-            str(test_file),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
+        [sys.executable, "-m", "pytest", "-q", "-p", "tests.helpers.skip_guard", "-p", "no:cacheprovider",
+         "--rootdir", str(tmp_path), "-c", "/dev/null", str(test_file)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, encoding="utf-8", timeout=120,
     )
 
 

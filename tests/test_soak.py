@@ -85,9 +85,7 @@ def test_random_sigkills_of_concurrent_writers_lose_no_acknowledged_save_and_dup
         # new line; anything else that is not a record is a bug.
         for line in lines:
             if isinstance(line, CorruptLine):
-                assert line.raw.startswith('{"'), (
-                    f"{scope}: a corrupt line that is not a torn record: {line.raw[:200]!r}"
-                )
+                assert line.raw.startswith('{"'), f"{scope}: a corrupt line that is not a torn record: {line.raw[:200]!r}"
                 torn += 1
             else:
                 assert isinstance(line, Record), f"{scope}: {line!r}"

@@ -246,8 +246,7 @@ def test_concurrent_appenders_and_rewriters_keep_every_acknowledged_record_once_
                     [sys.executable, WORKER, mode, str(store_dir), "global", tag, str(n), str(go)],
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
-                    text=True,
-                    encoding="utf-8",
+                    text=True, encoding="utf-8",
                     env=worker_env(),
                 )
             )

@@ -152,13 +152,7 @@ def test_importing_and_starting_a_switched_off_channel_loads_neither_numpy_nor_h
         "print(sorted(m for m in ('numpy', 'httpx') if m in sys.modules))\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=60,
-        check=True,
+        [sys.executable, "-c", code], env=subprocess_env(), capture_output=True, text=True, encoding="utf-8", timeout=60, check=True
     )
     assert out.stdout.strip() == "[]"
 

@@ -68,6 +68,9 @@ def client(server: WebServer, credential: dict[str, str]) -> Iterator[httpx.Clie
         yield c
 
 
+
+
+
 def store_bytes(server: WebServer) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in server.store_dir.rglob("*.jsonl")}
 

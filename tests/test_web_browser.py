@@ -124,6 +124,9 @@ def page(context: Any, server: WebServer) -> Iterator[Any]:
         pg.close()
 
 
+
+
+
 def card(page: Any, ident: str) -> Any:
     return page.locator(f'li.card[data-record="{ident}"]')
 

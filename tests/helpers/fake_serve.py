@@ -46,9 +46,7 @@ class Handler(BaseHTTPRequestHandler):
     def event(self, message: dict[str, Any] | str | bytes) -> None:
         data = message if isinstance(message, bytes) else (message if isinstance(message, str) else json.dumps(message))
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        self.raw(
-            b"event: message\r\n" + b"".join(b"data: " + line.encode() + b"\r\n" for line in text.split("\n")) + b"\r\n"
-        )
+        self.raw(b"event: message\r\n" + b"".join(b"data: " + line.encode() + b"\r\n" for line in text.split("\n")) + b"\r\n")
 
     def reset(self) -> None:
         """End the connection with a TCP reset (SO_LINGER 0), not a clean close."""
@@ -77,12 +75,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.server.release.wait(120)  # accepted, never answered: a wedged serve
                 return
             self.json_answer(
-                {
-                    "ok": True,
-                    "name": "dsh-memory-mcp",
-                    "pid": os.getpid(),
-                    "toolCalls": {"deadlineSecs": self.server.deadline},
-                }
+                {"ok": True, "name": "dsh-memory-mcp", "pid": os.getpid(), "toolCalls": {"deadlineSecs": self.server.deadline}}
             )
             return
         self.head(405, {"Content-Length": "0"})
@@ -106,9 +99,7 @@ class Handler(BaseHTTPRequestHandler):
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "fake-serve", "version": "0"},
             }
-            self.json_answer(
-                {"jsonrpc": "2.0", "id": message["id"], "result": result}, {"Mcp-Session-Id": "fake-session"}
-            )
+            self.json_answer({"jsonrpc": "2.0", "id": message["id"], "result": result}, {"Mcp-Session-Id": "fake-session"})
             return
         if method == "tools/call":
             try:

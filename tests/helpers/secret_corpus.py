@@ -71,9 +71,7 @@ class _Gen:
         has_letters = any(c.isalpha() for c in alphabet)
         while True:
             out = "".join(self.rng.choice(alphabet) for _ in range(n))
-            if n < 8 or (
-                (not has_digits or any(c.isdigit() for c in out)) and (not has_letters or any(c.isalpha() for c in out))
-            ):
+            if n < 8 or ((not has_digits or any(c.isdigit() for c in out)) and (not has_letters or any(c.isalpha() for c in out))):
                 return out
 
     def hex(self, n: int) -> str:
@@ -103,14 +101,11 @@ class _Gen:
             name = self.pick(["zhangsan", "lisi", "wangwu", "xiaoming", "laowang", "chenjie"])
             return f"{name}{self.rng.randint(100, 99999)}"
         if kind == 3:
-            return (
-                self.pick(["P@ssw0rd", "Adm1n", "Qwer", "Welc0me", "Passw0rd"]) + str(self.rng.randint(10, 9999)) + "!"
-            )
+            return self.pick(["P@ssw0rd", "Adm1n", "Qwer", "Welc0me", "Passw0rd"]) + str(self.rng.randint(10, 9999)) + "!"
         return self.chars(LOWER_ALNUM, self.rng.randint(8, 14))
 
 
 # -- secrets: one generator per issuer's format ---------------------------------------------------
-
 
 def _secret_formats(g: _Gen) -> dict[str, list[Callable[[], str]]]:
     """Vendor → sentence makers; each call draws a fresh token in its place."""
@@ -126,17 +121,13 @@ def _secret_formats(g: _Gen) -> dict[str, list[Callable[[], str]]]:
         "OpenAI API key": say(
             "OpenAI 的 API key 是 {tok}",
             "OPENAI_API_KEY={tok}",
-            'client = OpenAI(api_key="{tok}")',
+            "client = OpenAI(api_key=\"{tok}\")",
             "用这个 key 调 gpt-4o:{tok}",
-        )(
-            lambda: g.pick(
-                [
-                    f"sk-{g.chars(ALNUM, 20)}T3BlbkFJ{g.chars(ALNUM, 20)}",
-                    f"sk-proj-{g.chars(B64URL, 58)}T3BlbkFJ{g.chars(B64URL, 58)}",
-                    f"sk-svcacct-{g.chars(B64URL, 58)}T3BlbkFJ{g.chars(B64URL, 58)}",
-                ]
-            )
-        ),
+        )(lambda: g.pick([
+            f"sk-{g.chars(ALNUM, 20)}T3BlbkFJ{g.chars(ALNUM, 20)}",
+            f"sk-proj-{g.chars(B64URL, 58)}T3BlbkFJ{g.chars(B64URL, 58)}",
+            f"sk-svcacct-{g.chars(B64URL, 58)}T3BlbkFJ{g.chars(B64URL, 58)}",
+        ])),
         "Anthropic API key": say(
             "ANTHROPIC_API_KEY={tok}",
             "Claude 的 key:{tok}",
@@ -165,12 +156,7 @@ def _secret_formats(g: _Gen) -> dict[str, list[Callable[[], str]]]:
             "GITHUB_TOKEN={tok}",
             "git clone https://{tok}@github.com/acme/app.git",
             "发布用的 PAT:{tok}",
-        )(
-            lambda: g.pick(
-                [f"gh{c}_{g.chars(ALNUM, 36)}" for c in "pousr"]
-                + [f"github_pat_{g.chars(ALNUM, 22)}_{g.chars(ALNUM, 59)}"]
-            )
-        ),
+        )(lambda: g.pick([f"gh{c}_{g.chars(ALNUM, 36)}" for c in "pousr"] + [f"github_pat_{g.chars(ALNUM, 22)}_{g.chars(ALNUM, 59)}"])),
         "GitLab token": say(
             "GitLab PAT {tok}",
             "CI_JOB_TOKEN 换成了 {tok}",
@@ -180,15 +166,11 @@ def _secret_formats(g: _Gen) -> dict[str, list[Callable[[], str]]]:
             "Slack bot: {tok}",
             "SLACK_BOT_TOKEN={tok}",
             "Socket Mode 用的 app token {tok}",
-        )(
-            lambda: g.pick(
-                [
-                    f"xoxb-{g.digits(12)}-{g.digits(13)}-{g.chars(ALNUM, 24)}",
-                    f"xoxp-{g.digits(12)}-{g.digits(12)}-{g.digits(13)}-{g.hex(32)}",
-                    f"xapp-1-A{g.chars(UPPER_ALNUM, 10)}-{g.digits(13)}-{g.hex(64)}",
-                ]
-            )
-        ),
+        )(lambda: g.pick([
+            f"xoxb-{g.digits(12)}-{g.digits(13)}-{g.chars(ALNUM, 24)}",
+            f"xoxp-{g.digits(12)}-{g.digits(12)}-{g.digits(13)}-{g.hex(32)}",
+            f"xapp-1-A{g.chars(UPPER_ALNUM, 10)}-{g.digits(13)}-{g.hex(64)}",
+        ])),
         "Slack app-level token": say(
             "SLACK_APP_TOKEN={tok}",
             "app-level token(connections:write):{tok}",
@@ -196,15 +178,11 @@ def _secret_formats(g: _Gen) -> dict[str, list[Callable[[], str]]]:
         "Slack webhook": say(
             "告警发到 {tok}",
             "SLACK_WEBHOOK_URL={tok}",
-        )(
-            lambda: (
-                f"https://hooks.slack.com/services/T{g.chars(UPPER_ALNUM, 8)}/B{g.chars(UPPER_ALNUM, 10)}/{g.chars(ALNUM, 24)}"
-            )
-        ),
+        )(lambda: f"https://hooks.slack.com/services/T{g.chars(UPPER_ALNUM, 8)}/B{g.chars(UPPER_ALNUM, 10)}/{g.chars(ALNUM, 24)}"),
         "Stripe secret key": say(
             "Stripe secret key {tok}",
             "STRIPE_SECRET_KEY={tok}",
-            'stripe.api_key = "{tok}"',
+            "stripe.api_key = \"{tok}\"",
             "测试环境的 Stripe 密钥 {tok}",
         )(lambda: g.pick(["sk_live_", "rk_live_", "sk_test_", "rk_test_"]) + g.chars(ALNUM, int(g.pick(["24", "99"])))),
         "Stripe webhook secret": say(
@@ -218,7 +196,7 @@ def _secret_formats(g: _Gen) -> dict[str, list[Callable[[], str]]]:
         )(lambda: f"AIza{g.chars(B64URL, 35)}"),
         "Google OAuth client secret": say(
             "GOOGLE_CLIENT_SECRET={tok}",
-            '"client_secret": "{tok}"',
+            "\"client_secret\": \"{tok}\"",
             "OAuth 客户端密钥 {tok}",
         )(lambda: f"GOCSPX-{g.chars(B64URL, 28)}"),
         "Google OAuth access token": say(
@@ -247,17 +225,13 @@ def _secret_formats(g: _Gen) -> dict[str, list[Callable[[], str]]]:
         )(lambda: g.pick([f"hvs.{g.chars(B64URL, 92)}", f"hvb.{g.chars(B64URL, 140)}"])),
         "Terraform Cloud token": say(
             "TFC token {tok}",
-            'credentials "app.terraform.io" { token = "{tok}" }',
+            "credentials \"app.terraform.io\" { token = \"{tok}\" }",
         )(lambda: f"{g.chars(ALNUM, 14)}.atlasv1.{g.chars(B64URL, 67)}"),
         "Square token": say(
             "Square access token {tok}",
             "SQUARE_ACCESS_TOKEN={tok}",
             "收款用的 Square 密钥 {tok}",
-        )(
-            lambda: g.pick(
-                [f"sq0atp-{g.chars(B64URL, 22)}", f"sq0csp-{g.chars(B64URL, 43)}", f"EAAA{g.chars(B64URL, 60)}"]
-            )
-        ),
+        )(lambda: g.pick([f"sq0atp-{g.chars(B64URL, 22)}", f"sq0csp-{g.chars(B64URL, 43)}", f"EAAA{g.chars(B64URL, 60)}"])),
         "Linear API key": say(
             "LINEAR_API_KEY={tok}",
             "Linear 的 key:{tok}",
@@ -284,13 +258,8 @@ def _secret_formats(g: _Gen) -> dict[str, list[Callable[[], str]]]:
         "Discord bot token": say(
             "DISCORD_TOKEN={tok}",
             "Discord 机器人 token {tok}",
-            'bot.run("{tok}")',
-        )(
-            lambda: (
-                base64.b64encode(g.digits(18).encode()).decode().rstrip("=")
-                + f".{g.chars(B64URL, 6)}.{g.chars(B64URL, 38)}"
-            )
-        ),
+            "bot.run(\"{tok}\")",
+        )(lambda: base64.b64encode(g.digits(18).encode()).decode().rstrip("=") + f".{g.chars(B64URL, 6)}.{g.chars(B64URL, 38)}"),
         "Discord webhook": say(
             "通知发到 {tok}",
         )(lambda: f"https://discord.com/api/webhooks/{g.digits(18)}/{g.chars(B64URL, 68)}"),
@@ -397,32 +366,12 @@ def _generated_keys() -> tuple[tuple[str, str], ...]:
         d = Path(tmp)
         if shutil.which("openssl"):
             commands = {
-                "rsa-pkcs8": [
-                    "openssl",
-                    "genpkey",
-                    "-algorithm",
-                    "RSA",
-                    "-pkeyopt",
-                    "rsa_keygen_bits:2048",
-                    "-out",
-                    "k",
-                ],
+                "rsa-pkcs8": ["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "k"],
                 "rsa-traditional": ["openssl", "genrsa", "-traditional", "-out", "k", "2048"],
                 "ec": ["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "k"],
                 "ed25519": ["openssl", "genpkey", "-algorithm", "ED25519", "-out", "k"],
-                "encrypted": [
-                    "openssl",
-                    "genpkey",
-                    "-algorithm",
-                    "RSA",
-                    "-pkeyopt",
-                    "rsa_keygen_bits:2048",
-                    "-aes-256-cbc",
-                    "-pass",
-                    "pass:corpus-only",
-                    "-out",
-                    "k",
-                ],
+                "encrypted": ["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
+                              "-aes-256-cbc", "-pass", "pass:corpus-only", "-out", "k"],
             }
             for label, cmd in commands.items():
                 key = d / "k"
@@ -430,37 +379,20 @@ def _generated_keys() -> tuple[tuple[str, str], ...]:
                 subprocess.run(cmd, cwd=d, check=True, capture_output=True, timeout=60)
                 made.append((f"openssl {label}", key.read_text(encoding="ascii")))
                 if label == "rsa-pkcs8":
-                    pub = subprocess.run(
-                        ["openssl", "pkey", "-in", "k", "-pubout"],
-                        cwd=d,
-                        check=True,
-                        capture_output=True,
-                        text=True,
-                        encoding="ascii",
-                        timeout=60,
-                    ).stdout
+                    pub = subprocess.run(["openssl", "pkey", "-in", "k", "-pubout"], cwd=d, check=True,
+                                         capture_output=True, text=True, encoding="ascii", timeout=60).stdout
                     made.append(("public: openssl", pub))
                     cert = subprocess.run(
                         ["openssl", "req", "-new", "-x509", "-key", "k", "-subj", "/CN=corpus.example", "-days", "1"],
-                        cwd=d,
-                        check=True,
-                        capture_output=True,
-                        text=True,
-                        encoding="ascii",
-                        timeout=60,
-                    ).stdout
+                        cwd=d, check=True, capture_output=True, text=True, encoding="ascii", timeout=60).stdout
                     made.append(("public: certificate", cert))
         else:
             MISSING_TOOLS.append("openssl")
         if shutil.which("ssh-keygen"):
             for kind in ("ed25519", "rsa", "ecdsa"):
                 key = d / f"id_{kind}"
-                subprocess.run(
-                    ["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "dev@laptop", "-f", str(key)],
-                    check=True,
-                    capture_output=True,
-                    timeout=60,
-                )
+                subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "dev@laptop", "-f", str(key)],
+                               check=True, capture_output=True, timeout=60)
                 made.append((f"ssh-keygen {kind}", key.read_text(encoding="ascii")))
                 made.append(("public: ssh", Path(str(key) + ".pub").read_text(encoding="ascii").strip()))
         else:
@@ -473,18 +405,11 @@ def _jwt(g: _Gen, alg: str) -> str:
         return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
     header = enc(json.dumps({"alg": alg, "typ": "JWT"}, separators=(",", ":")).encode())
-    claims = enc(
-        json.dumps(
-            {
-                "sub": g.digits(6),
-                "iss": g.pick(["https://auth.acme.dev", "api.internal", "accounts.example.cn"]),
-                "iat": g.rng.randint(1_700_000_000, 1_800_000_000),
-                "exp": g.rng.randint(1_800_000_000, 1_900_000_000),
-                "scope": g.pick(["read write", "admin", "orders:read"]),
-            },
-            separators=(",", ":"),
-        ).encode()
-    )
+    claims = enc(json.dumps({
+        "sub": g.digits(6), "iss": g.pick(["https://auth.acme.dev", "api.internal", "accounts.example.cn"]),
+        "iat": g.rng.randint(1_700_000_000, 1_800_000_000), "exp": g.rng.randint(1_800_000_000, 1_900_000_000),
+        "scope": g.pick(["read write", "admin", "orders:read"]),
+    }, separators=(",", ":")).encode())
     signing_input = f"{header}.{claims}".encode()
     if alg == "HS256":
         sig = hmac.new(g.rng.randbytes(32), signing_input, hashlib.sha256).digest()
@@ -507,24 +432,12 @@ def _secret_samples(g: _Gen, draws: int) -> list[Sample]:
         for text in (
             f"部署私钥:\n{pem}",
             f"id_rsa 内容(别外传)\n{pem}",
-            json.dumps(
-                {
-                    "type": "service_account",
-                    "project_id": "acme-prod",
-                    "private_key": pem,
-                    "client_email": "ci@acme-prod.iam.gserviceaccount.com",
-                },
-                indent=2,
-            ),
+            json.dumps({"type": "service_account", "project_id": "acme-prod", "private_key": pem,
+                        "client_email": "ci@acme-prod.iam.gserviceaccount.com"}, indent=2),
         ):
             out.append(Sample("private key (" + label.split()[0] + ")", True, text))
     for alg in ("HS256", "RS256", "ES256"):
-        for template in (
-            "测试用户的会话 JWT:{t}",
-            "Authorization: Bearer {t}",
-            "cookie session={t}",
-            'id_token = "{t}"',
-        ):
+        for template in ("测试用户的会话 JWT:{t}", "Authorization: Bearer {t}", "cookie session={t}", "id_token = \"{t}\""):
             out.append(Sample("signed JWT", True, template.format(t=_jwt(g, alg))))
     for _ in range(draws):
         pw = g.password()
@@ -604,7 +517,7 @@ def _benign_samples(g: _Gen, draws: int) -> list[Sample]:
     placeholders = [
         "OPENAI_API_KEY=<your-api-key>",
         "api key 填 sk-... 就行,真实的放在 .env",
-        '示例:client = OpenAI(api_key="sk-xxxxxxxxxxxxxxxxxxxxxxxx")',
+        "示例:client = OpenAI(api_key=\"sk-xxxxxxxxxxxxxxxxxxxxxxxx\")",
         "ANTHROPIC_API_KEY=sk-ant-...",
         "控制台里显示的 key 是 sk-proj-...Xy3Q(只显示后四位)",
         "GITHUB_TOKEN=ghp_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX",
@@ -616,7 +529,7 @@ def _benign_samples(g: _Gen, draws: int) -> list[Sample]:
         "api_key: REPLACE_ME",
         "GOOGLE_CLIENT_SECRET=GOCSPX-xxxxx",
         "curl -H 'Authorization: Bearer <token>' https://api.example.com",
-        'curl -H "Authorization: Bearer $API_TOKEN" https://api.example.com',
+        "curl -H \"Authorization: Bearer $API_TOKEN\" https://api.example.com",
         "token: ${{ secrets.NPM_TOKEN }}",
         "password = os.environ['DB_PASSWORD']",
         "const key = process.env.STRIPE_SECRET_KEY",
@@ -628,8 +541,8 @@ def _benign_samples(g: _Gen, draws: int) -> list[Sample]:
         "AKIA****************(已打码)",
         "token 形如 glpat-xxxxxxxxxxxxxxxxxxxx",
         "password=changeme(模板默认值,部署时必须改)",
-        'fixture 里写的是 api_key="dummy" 和 secret="not-a-secret"',
-        '"token": "test-token"',
+        "fixture 里写的是 api_key=\"dummy\" 和 secret=\"not-a-secret\"",
+        "\"token\": \"test-token\"",
     ]
     out += [Sample("placeholder or masked value", False, text) for text in placeholders]
     local = [
@@ -664,9 +577,7 @@ def _benign_samples(g: _Gen, draws: int) -> list[Sample]:
             out.append(Sample("public key or certificate", False, f"服务器公钥:\n{text}"))
     out += [
         Sample("private key header only", False, "私钥文件以 -----BEGIN OPENSSH PRIVATE KEY----- 开头,权限要 600"),
-        Sample(
-            "private key header only", False, "if the file starts with -----BEGIN RSA PRIVATE KEY----- it is PKCS#1"
-        ),
+        Sample("private key header only", False, "if the file starts with -----BEGIN RSA PRIVATE KEY----- it is PKCS#1"),
     ]
     for _ in range(draws):
         out += [
@@ -679,7 +590,7 @@ def _benign_samples(g: _Gen, draws: int) -> list[Sample]:
                 "npm integrity sha512-" + base64.b64encode(hashlib.sha512(g.rng.randbytes(64)).digest()).decode(),
                 f"md5 {hashlib.md5(g.rng.randbytes(16)).hexdigest()}  release.tar.gz",
                 f"用户表里的 bcrypt 哈希 $2b$12${g.chars(ALNUM + './', 53)}",
-                f'ETag: "{g.hex(32)}"',
+                f"ETag: \"{g.hex(32)}\"",
                 f"Mongo ObjectId {g.hex(24)}",
             )
         ]
@@ -694,16 +605,12 @@ def _benign_samples(g: _Gen, draws: int) -> list[Sample]:
                 f"pod web-{g.chars(LOWER_ALNUM, 10)}-{g.chars(LOWER_ALNUM, 5)} 反复重启",
             )
         ]
-        sentence = g.pick(
-            ["数据库连接池大小改成 20", "下周一上线新版本", "hello world, this is just text", "缓存过期时间 300 秒"]
-        )
+        sentence = g.pick(["数据库连接池大小改成 20", "下周一上线新版本", "hello world, this is just text", "缓存过期时间 300 秒"])
         out += [
             Sample("base64 of non-secret data", False, text)
             for text in (
                 "配置的 base64 是 " + base64.b64encode(sentence.encode()).decode(),
-                "kubeconfig 的 certificate-authority-data: "
-                + base64.b64encode(g.rng.randbytes(600)).decode()[:120]
-                + "…",
+                "kubeconfig 的 certificate-authority-data: " + base64.b64encode(g.rng.randbytes(600)).decode()[:120] + "…",
                 "图标 data:image/png;base64,iVBORw0KGgo" + g.b64(40),
                 "JSON 的 base64:" + base64.b64encode(json.dumps({"theme": "dark", "lang": "zh"}).encode()).decode(),
             )
@@ -716,7 +623,7 @@ def _benign_samples(g: _Gen, draws: int) -> list[Sample]:
         ".env 里有 STRIPE_SECRET_KEY 和 STRIPE_WEBHOOK_SECRET 两项",
         "export PGPASSWORD  # 值从 vault 读",
         "PGPASSWORD=$(cat ~/.secrets/pg) psql -h db",
-        'MYSQL_PWD="$DB_PASS" mysql -u app',
+        "MYSQL_PWD=\"$DB_PASS\" mysql -u app",
         "ANTHROPIC_API_KEY 没设置时 SDK 会报错",
         "DSH_MEMORY_ALLOW_SECRETS=1 可以关掉这个检查",
         "token: 用环境变量 GITHUB_TOKEN 传入",
@@ -744,7 +651,7 @@ def _benign_samples(g: _Gen, draws: int) -> list[Sample]:
         "口令由运维统一管理,别问我",
         "password reset 邮件由 auth 服务发送",
         "secret: 存在 Vault 的 secret/data/app 路径下",
-        '"password": {"type": "string", "minLength": 8}',
+        "\"password\": {\"type\": \"string\", \"minLength\": 8}",
         "SSH password authentication is disabled; keys only",
     ]
     out += [Sample("password mentioned without a value", False, text) for text in prose]
@@ -754,7 +661,7 @@ def _benign_samples(g: _Gen, draws: int) -> list[Sample]:
         "session_token_ttl=3600",
         "tokens: 12000(本月用量)",
         "token_type: Bearer,expires_in: 3600",
-        'api_key_header = "X-API-Key"',
+        "api_key_header = \"X-API-Key\"",
         "password_min_length = 12",
         "refresh_token 有效期 30 天,access_token 1 小时",
         "token_url: https://auth.example.com/oauth/token",
@@ -805,113 +712,89 @@ def holdout(seed: int = 7, draws: int = 3) -> list[Sample]:
 
     for _ in range(draws):
         aws_id, aws_secret = "AKIA" + g.chars(BASE32, 16), g.b64(30)
-        secret(
-            "holdout: AI provider keys",
-            f"帮我记一下:新的 OpenAI key {'sk-proj-' + g.chars(B64URL, 58) + 'T3BlbkFJ' + g.chars(B64URL, 58)}",
-            f"openai:\n  api_key: sk-{g.chars(ALNUM, 20)}T3BlbkFJ{g.chars(ALNUM, 20)}",
-            f'[anthropic]\napi_key = "sk-ant-api03-{g.chars(B64URL, 93)}AA"',
-            f"OpenRouter: sk-or-v1-{g.hex(64)}",
-        )
-        secret(
-            "holdout: cloud credentials",
-            f"[default]\naws_access_key_id={aws_id}\naws_secret_access_key={aws_secret}",
-            f"Secret Access Key 是 {g.b64(30)}",
-            f"AWS key pair {aws_id}:{aws_secret}",
-            f"阿里云 RAM 用户 AccessKey LTAI{g.chars(ALNUM, 20)}",
-        )
-        secret(
-            "holdout: code hosting and CI",
-            f"git remote set-url origin https://x-access-token:ghs_{g.chars(ALNUM, 36)}@github.com/acme/app",
-            f"my slack token xoxp-{g.digits(12)}-{g.digits(12)}-{g.digits(13)}-{g.hex(32)}",
-            f"CI 里的 GitLab deploy token gldt-{g.chars(B64URL, 20)}",
-            f"npm config set //registry.npmjs.org/:_authToken npm_{g.chars(ALNUM, 36)}",
-        )
-        secret(
-            "holdout: SaaS keys in code and headers",
-            f"Stripe::setApiKey('sk_live_{g.chars(ALNUM, 24)}');",
-            f'curl -H "X-Shopify-Access-Token: shpat_{g.hex(32)}" https://acme.myshopify.com/admin/api/2024-01/shop.json',
-            f"curl -u me@corp.com:ATATT3xFfGF0{g.chars(B64URL, 170)}={g.chars('0123456789ABCDEF', 8)} https://acme.atlassian.net/rest/api/3/myself",
-            f"export VAULT_TOKEN=hvs.CAES{g.chars(B64URL, 88)}",
-            f"curl -H 'Authorization: Bearer EAAA{g.chars(B64URL, 60)}' https://connect.squareup.com/v2/locations",
-            f'mailchimp.setConfig({{apiKey: "{g.hex(32)}-us6", server: "us6"}})',
-            f"TWILIO_ACCOUNT_SID=AC{g.hex(32)}\nTWILIO_AUTH_TOKEN={g.hex(32)}",
-            f"discord bot token: {base64.b64encode(g.digits(18).encode()).decode().rstrip('=')}.{g.chars(B64URL, 6)}.{g.chars(B64URL, 38)}",
-        )
-        secret(
-            "holdout: webhooks with a secret path",
-            f"Teams 通知 https://acme.webhook.office.com/webhookb2/{uuid.UUID(bytes=g.rng.randbytes(16), version=4)}@{uuid.UUID(bytes=g.rng.randbytes(16), version=4)}/IncomingWebhook/{g.hex(32)}/{uuid.UUID(bytes=g.rng.randbytes(16), version=4)}",
-            f"飞书机器人 https://open.feishu.cn/open-apis/bot/v2/hook/{uuid.UUID(bytes=g.rng.randbytes(16), version=4)}",
-            f"钉钉群机器人 https://oapi.dingtalk.com/robot/send?access_token={g.hex(64)}",
-            f"企业微信机器人 https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key={uuid.UUID(bytes=g.rng.randbytes(16), version=4)}",
-        )
+        secret("holdout: AI provider keys",
+               f"帮我记一下:新的 OpenAI key {'sk-proj-' + g.chars(B64URL, 58) + 'T3BlbkFJ' + g.chars(B64URL, 58)}",
+               f"openai:\n  api_key: sk-{g.chars(ALNUM, 20)}T3BlbkFJ{g.chars(ALNUM, 20)}",
+               f"[anthropic]\napi_key = \"sk-ant-api03-{g.chars(B64URL, 93)}AA\"",
+               f"OpenRouter: sk-or-v1-{g.hex(64)}")
+        secret("holdout: cloud credentials",
+               f"[default]\naws_access_key_id={aws_id}\naws_secret_access_key={aws_secret}",
+               f"Secret Access Key 是 {g.b64(30)}",
+               f"AWS key pair {aws_id}:{aws_secret}",
+               f"阿里云 RAM 用户 AccessKey LTAI{g.chars(ALNUM, 20)}")
+        secret("holdout: code hosting and CI",
+               f"git remote set-url origin https://x-access-token:ghs_{g.chars(ALNUM, 36)}@github.com/acme/app",
+               f"my slack token xoxp-{g.digits(12)}-{g.digits(12)}-{g.digits(13)}-{g.hex(32)}",
+               f"CI 里的 GitLab deploy token gldt-{g.chars(B64URL, 20)}",
+               f"npm config set //registry.npmjs.org/:_authToken npm_{g.chars(ALNUM, 36)}")
+        secret("holdout: SaaS keys in code and headers",
+               f"Stripe::setApiKey('sk_live_{g.chars(ALNUM, 24)}');",
+               f"curl -H \"X-Shopify-Access-Token: shpat_{g.hex(32)}\" https://acme.myshopify.com/admin/api/2024-01/shop.json",
+               f"curl -u me@corp.com:ATATT3xFfGF0{g.chars(B64URL, 170)}={g.chars('0123456789ABCDEF', 8)} https://acme.atlassian.net/rest/api/3/myself",
+               f"export VAULT_TOKEN=hvs.CAES{g.chars(B64URL, 88)}",
+               f"curl -H 'Authorization: Bearer EAAA{g.chars(B64URL, 60)}' https://connect.squareup.com/v2/locations",
+               f"mailchimp.setConfig({{apiKey: \"{g.hex(32)}-us6\", server: \"us6\"}})",
+               f"TWILIO_ACCOUNT_SID=AC{g.hex(32)}\nTWILIO_AUTH_TOKEN={g.hex(32)}",
+               f"discord bot token: {base64.b64encode(g.digits(18).encode()).decode().rstrip('=')}.{g.chars(B64URL, 6)}.{g.chars(B64URL, 38)}")
+        secret("holdout: webhooks with a secret path",
+               f"Teams 通知 https://acme.webhook.office.com/webhookb2/{uuid.UUID(bytes=g.rng.randbytes(16), version=4)}@{uuid.UUID(bytes=g.rng.randbytes(16), version=4)}/IncomingWebhook/{g.hex(32)}/{uuid.UUID(bytes=g.rng.randbytes(16), version=4)}",
+               f"飞书机器人 https://open.feishu.cn/open-apis/bot/v2/hook/{uuid.UUID(bytes=g.rng.randbytes(16), version=4)}",
+               f"钉钉群机器人 https://oapi.dingtalk.com/robot/send?access_token={g.hex(64)}",
+               f"企业微信机器人 https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key={uuid.UUID(bytes=g.rng.randbytes(16), version=4)}")
         pw = g.password()
-        secret(
-            "holdout: passwords in commands",
-            f"docker login -u deploy -p '{pw}' registry.acme.cn",
-            f"curl -u admin:{pw} https://jenkins.acme.dev/api/json",
-            f"redis-cli -h cache -a '{pw}' ping",
-            f"mysql -uroot -p{pw} -h 10.0.0.5 shop",
-            f"kubectl create secret generic db --from-literal=password={pw}",
-        )
-        secret(
-            "holdout: passwords in files",
-            f"stringData:\n  username: app\n  password: {g.password()}",
-            f"[pypi]\nusername = __token__\npassword = {g.password()}",
-            f"spring.datasource.password={g.password()}",
-            f'"db": {{"host": "10.1.2.3", "user": "app", "pass": "{g.password()}"}}',
-            f'<add key="DbPassword" value="{g.password()}" />',
-        )
-        secret(
-            "holdout: passwords in prose",
-            f"the root pw is {g.password()}",
-            f"服务器登录:ssh root@10.0.0.{g.rng.randint(2, 250)},密码 {g.password()}",
-            f"邮箱授权码 {g.chars(string.ascii_lowercase, 16)}",
-            f"微信公众号 AppSecret 是 {g.hex(32)}",
-            f"VPN 账号 zhang.san,口令 {g.password()}",
-            f"I set the router admin password to {g.password()} yesterday",
-            f"新密码:{g.password()}(下次登录要改)",
-        )
-        secret(
-            "holdout: keys without a PEM header",
-            "支付宝应用私钥 MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQ" + g.chars(B64, 300),
-        )
+        secret("holdout: passwords in commands",
+               f"docker login -u deploy -p '{pw}' registry.acme.cn",
+               f"curl -u admin:{pw} https://jenkins.acme.dev/api/json",
+               f"redis-cli -h cache -a '{pw}' ping",
+               f"mysql -uroot -p{pw} -h 10.0.0.5 shop",
+               f"kubectl create secret generic db --from-literal=password={pw}")
+        secret("holdout: passwords in files",
+               f"stringData:\n  username: app\n  password: {g.password()}",
+               f"[pypi]\nusername = __token__\npassword = {g.password()}",
+               f"spring.datasource.password={g.password()}",
+               f"\"db\": {{\"host\": \"10.1.2.3\", \"user\": \"app\", \"pass\": \"{g.password()}\"}}",
+               f"<add key=\"DbPassword\" value=\"{g.password()}\" />")
+        secret("holdout: passwords in prose",
+               f"the root pw is {g.password()}",
+               f"服务器登录:ssh root@10.0.0.{g.rng.randint(2, 250)},密码 {g.password()}",
+               f"邮箱授权码 {g.chars(string.ascii_lowercase, 16)}",
+               f"微信公众号 AppSecret 是 {g.hex(32)}",
+               f"VPN 账号 zhang.san,口令 {g.password()}",
+               f"I set the router admin password to {g.password()} yesterday",
+               f"新密码:{g.password()}(下次登录要改)")
+        secret("holdout: keys without a PEM header",
+               "支付宝应用私钥 MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQ" + g.chars(B64, 300))
 
-        benign(
-            "holdout: keys named or described, no value",
-            "把 OPENAI_API_KEY 配成 sk-proj- 开头的那个(在 1Password)",
-            "API key 格式:sk-ant-api03- 后面 93 个字符再加 AA",
-            "pk_live_ keys are safe to expose in the browser",
-            "GitHub Actions 里用 ${{ secrets.GITHUB_TOKEN }} 就行",
-            "Slack 频道 #alerts 的 webhook 放在 Vault 里",
-            "我们用 HMAC-SHA256 签名,密钥轮换周期 90 天",
-            "token 刷新逻辑在 auth/refresh.py,过期前 5 分钟刷新",
-            'the token endpoint returns {"access_token": "...", "expires_in": 3600}',
-        )
-        benign(
-            "holdout: identifiers and numbers",
-            "Stripe 测试卡号 4242 4242 4242 4242,有效期任意未来日期",
-            f"AWS 账号 ID {g.digits(12)}",
-            f"commit {g.hex(7)} 修复了 token 刷新",
-            f"heroku app id {uuid.UUID(bytes=g.rng.randbytes(16), version=4)}",
-            f"Twilio 消息 SID SM{g.hex(32)} 发送失败",
-            f"Vault 路径 secret/data/{g.chars(string.ascii_lowercase, 6)}/db,版本 {g.rng.randint(2, 40)}",
-            f"文件 sha1 {hashlib.sha1(g.rng.randbytes(20)).hexdigest()}",
-            # Labelled a secret when this set was first measured; it is the key's *id* (the
-            # private key itself is another field), so it moved here.
-            f"gcloud 服务账号 key 的 private_key_id 是 {g.hex(40)},私钥见附件",
-            'JWT 头部 eyJhbGciOiJIUzI1NiJ9 就是 {"alg":"HS256"}',
-            "配置的 base64:" + base64.b64encode(json.dumps({"retries": 3, "region": "cn-hangzhou"}).encode()).decode(),
-            f"ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ{g.chars(B64, 200)} dev@mbp",
-        )
-        benign(
-            "holdout: local defaults and schemas",
-            "docker run -e POSTGRES_PASSWORD=postgres postgres:16",
-            "MYSQL_ROOT_PASSWORD=root 只用于本地测试",
-            "password: {type: string, format: password, minLength: 12}",
-            "本地 redis://localhost:6379/0 不需要密码",
-            "测试库 mysql://test:test@127.0.0.1:3306/test_db",
-            "`--password` 参数已废弃,改用 `--password-file`",
-            "登录失败提示「用户名或密码错误」",
-            "the password field is hidden behind a toggle",
-        )
+        benign("holdout: keys named or described, no value",
+               "把 OPENAI_API_KEY 配成 sk-proj- 开头的那个(在 1Password)",
+               "API key 格式:sk-ant-api03- 后面 93 个字符再加 AA",
+               "pk_live_ keys are safe to expose in the browser",
+               "GitHub Actions 里用 ${{ secrets.GITHUB_TOKEN }} 就行",
+               "Slack 频道 #alerts 的 webhook 放在 Vault 里",
+               "我们用 HMAC-SHA256 签名,密钥轮换周期 90 天",
+               "token 刷新逻辑在 auth/refresh.py,过期前 5 分钟刷新",
+               "the token endpoint returns {\"access_token\": \"...\", \"expires_in\": 3600}")
+        benign("holdout: identifiers and numbers",
+               "Stripe 测试卡号 4242 4242 4242 4242,有效期任意未来日期",
+               f"AWS 账号 ID {g.digits(12)}",
+               f"commit {g.hex(7)} 修复了 token 刷新",
+               f"heroku app id {uuid.UUID(bytes=g.rng.randbytes(16), version=4)}",
+               f"Twilio 消息 SID SM{g.hex(32)} 发送失败",
+               f"Vault 路径 secret/data/{g.chars(string.ascii_lowercase, 6)}/db,版本 {g.rng.randint(2, 40)}",
+               f"文件 sha1 {hashlib.sha1(g.rng.randbytes(20)).hexdigest()}",
+               # Labelled a secret when this set was first measured; it is the key's *id* (the
+               # private key itself is another field), so it moved here.
+               f"gcloud 服务账号 key 的 private_key_id 是 {g.hex(40)},私钥见附件",
+               "JWT 头部 eyJhbGciOiJIUzI1NiJ9 就是 {\"alg\":\"HS256\"}",
+               "配置的 base64:" + base64.b64encode(json.dumps({"retries": 3, "region": "cn-hangzhou"}).encode()).decode(),
+               f"ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ{g.chars(B64, 200)} dev@mbp")
+        benign("holdout: local defaults and schemas",
+               "docker run -e POSTGRES_PASSWORD=postgres postgres:16",
+               "MYSQL_ROOT_PASSWORD=root 只用于本地测试",
+               "password: {type: string, format: password, minLength: 12}",
+               "本地 redis://localhost:6379/0 不需要密码",
+               "测试库 mysql://test:test@127.0.0.1:3306/test_db",
+               "`--password` 参数已废弃,改用 `--password-file`",
+               "登录失败提示「用户名或密码错误」",
+               "the password field is hidden behind a toggle")
     return out

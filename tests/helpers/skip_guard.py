@@ -52,9 +52,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not unexpected:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    lines = [
-        f"skip guard: {len(unexpected)} test(s) skipped under CI and not in tests/helpers/skip_guard.py:ALLOWED_SKIPS"
-    ]
+    lines = [f"skip guard: {len(unexpected)} test(s) skipped under CI and not in tests/helpers/skip_guard.py:ALLOWED_SKIPS"]
     lines += [f"  SKIPPED {nodeid}: {why}" for nodeid, why in unexpected]
     if reporter is not None:
         reporter.write_line("")
