@@ -299,6 +299,7 @@ def test_saves_after_the_first_keep_appending_without_a_parse_until_the_scope_is
         pytest.param("\u00a0nbsp 开头", "nbsp 开头", id="nbsp"),
         pytest.param("\u2028行分隔符 line separator\u2029", "行分隔符 line separator", id="line-separators"),
         pytest.param("\n\t缩进 indented\r\n", "缩进 indented", id="escaped-whitespace"),
+        pytest.param("结尾换行 a trailing newline\n", "结尾换行 a trailing newline", id="escaped-whitespace-at-the-end"),
         pytest.param('引号 "quoted" 和反斜杠 \\ inside', '引号 "quoted" 和反斜杠 \\ inside', id="escapes-inside"),
         pytest.param("多行\n第二行 second line", "多行\n第二行 second line", id="multi-line"),
         pytest.param("结尾反斜杠 ends with a backslash\\", "结尾反斜杠 ends with a backslash\\", id="backslash-end"),

@@ -37,6 +37,7 @@ Kelvin sign) is parsed.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -96,9 +97,21 @@ _CONTENT_WORD = b'"content"'
 _LINE_MAX = 4 * CHUNK
 
 
+@functools.cache
+def _space_bytes() -> tuple[frozenset[int], frozenset[int]]:
+    """The bytes a raw whitespace character (as `str.isspace` has it; all in the BMP) can start and
+    end with in UTF-8, the escape's backslash among the first: a value starting and ending
+    otherwise has nothing to strip."""
+    spaces = [chr(c).encode("utf-8") for c in range(0x20, 0x10000) if chr(c).isspace()]
+    return frozenset({s[0] for s in spaces} | {0x5C}), frozenset(s[-1] for s in spaces)
+
+
 def _stripped(value: bytes) -> bytes:
     """The spelling of the stripped text of the spelling `value` (`value` itself when nothing at
-    either end is whitespace or an escape: the common case, two slices and two decodes)."""
+    either end is whitespace or an escape: the common case, two byte look-ups)."""
+    first, last = _space_bytes()
+    if not value or (value[0] not in first and value[-1] not in last and value[-2:-1] != b"\\"):
+        return value
     if not (
         value[:1] == b"\\"
         or value[-2:-1] == b"\\"
@@ -113,10 +126,11 @@ def _stripped(value: bytes) -> bytes:
     return needle(text.strip()) or value
 
 
-def _content_hashes(data: bytes, into: set[int]) -> bool:
+def _content_hashes(data: bytes, into: set[int], *, escapes: bool = True) -> bool:
     """Add the hashes of the stripped spellings of the content values in `data` (whole lines);
-    False when `data` holds an ambiguous escape or a ``"content"`` that is not such a value."""
-    if any(bad in data for bad in _AMBIGUOUS):
+    False when `data` holds an ambiguous escape (not looked for without `escapes`: a scan found
+    none there) or a ``"content"`` that is not such a value."""
+    if escapes and any(bad in data for bad in _AMBIGUOUS):
         return False
     values = _CONTENT_VALUE.findall(data)
     if len(values) != data.count(_CONTENT_WORD):
@@ -125,10 +139,10 @@ def _content_hashes(data: bytes, into: set[int]) -> bool:
     return True
 
 
-def _read_contents(fd: int, start: int, end: int, into: set[int]) -> bytes | None:
+def _read_contents(fd: int, start: int, end: int, into: set[int], *, clean: int = 0) -> bytes | None:
     """`_content_hashes` of bytes [start, end) of `fd`, read in pieces cut at a newline; the last
     `PROBE` bytes read, or None (ambiguous, a line too long, a last line without its newline, the
-    file shorter than `end`)."""
+    file shorter than `end`). Bytes below `clean` are known to hold no ambiguous escape."""
     rest = b""
     last = b""
     at = start
@@ -140,7 +154,7 @@ def _read_contents(fd: int, start: int, end: int, into: set[int]) -> bytes | Non
         last = (last + piece)[-PROBE:]
         data = rest + piece
         cut = data.rfind(b"\n") + 1
-        if not _content_hashes(data[:cut], into):
+        if not _content_hashes(data[:cut], into, escapes=at - len(data) + cut > clean):
             return None
         rest = data[cut:]
         if len(rest) > _LINE_MAX:
@@ -192,17 +206,27 @@ class Contents:
         return now, added
 
 
-def contents(path: str, *, min_size: int) -> Contents | None:
+def contents(path: str, *, min_size: int, scanned: Scan | None = None) -> Contents | None:
     """`Contents` of the regular file at `path`, of at least `min_size` bytes, as far as it is
     now; None when it holds an ambiguous escape, a ``"content"`` written otherwise, a last line
-    without its newline, or cannot be read."""
+    without its newline, or cannot be read. `scanned`: an earlier `scan` of it, whose bytes are
+    not searched for escapes again when the file only grew since."""
     opened = _open_at_least(path, min_size)
     if opened is None:
         return None
     fd, st = opened
     hashes: set[int] = set()
     try:
-        last = _read_contents(fd, 0, st.st_size, hashes)
+        clean = 0
+        if (
+            scanned is not None
+            and (st.st_dev, st.st_ino) == (scanned.dev, scanned.ino)
+            and st.st_size >= scanned.size
+            and os.pread(fd, len(scanned.head), 0) == scanned.head
+            and os.pread(fd, len(scanned.tail), scanned.size - len(scanned.tail)) == scanned.tail
+        ):
+            clean = scanned.size
+        last = _read_contents(fd, 0, st.st_size, hashes, clean=clean)
         head = os.pread(fd, PROBE, 0)[: st.st_size] if last is not None else b""
     except OSError:
         return None

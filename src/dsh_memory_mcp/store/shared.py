@@ -97,8 +97,9 @@ class _Change:
 #: its bytes whether the content can be there at all (`_save_unparsed`): parsing a smaller one is cheap.
 UNPARSED_SAVE_MIN_BYTES = 1 << 20
 
-#: States of a scope file in `SharedStore._unparsed` (besides a `prescan.Contents`).
-_SCANNED, _PARSED = "scanned", "parsed"
+#: A scope file in `SharedStore._unparsed` this process has read (besides a `prescan.Scan` after
+#: the first unparsed save and a `prescan.Contents` after the second).
+_PARSED = "parsed"
 
 #: A look-up by id (`find`) parses a scope file it has not read only when the file is smaller
 #: than this or its bytes may hold one of the ids (`prescan.lacks_ids`).
@@ -165,9 +166,9 @@ class SharedStore:
         self._checked: dict[str, _Checked] = {}  # scope → the version last checked for losses
         self._reported_missing: set[tuple[str, frozenset[str]]] = set()
         self._checking: set[str] = set()  # scopes a thread is checking for losses right now
-        #: Scope files saves appended to without parsing them (`_save_unparsed`): `_SCANNED` after
-        #: the first, then what the later ones check against; `_PARSED` once this process read it.
-        self._unparsed: dict[str, prescan.Contents | str] = {}
+        #: Scope files saves appended to without parsing them (`_save_unparsed`): the first one's
+        #: `Scan`, then what the later ones check against; `_PARSED` once this process read it.
+        self._unparsed: dict[str, prescan.Scan | prescan.Contents | str] = {}
         self._id_clean: dict[str, tuple[int, ...]] = {}  # path → a version `find` may scan (`prescan.lacks_ids`)
         #: How the loss checks ran (tests and the benchmark read these): a full check looks every
         #: live journal entry of the scope up, an incremental one only what was journalled since.
@@ -842,12 +843,12 @@ class SharedStore:
         if state is None:
             seen = prescan.scan(path, spelled, min_size=UNPARSED_SAVE_MIN_BYTES)
             with self._state_lock:
-                self._unparsed.setdefault(path, _SCANNED if seen is not None else _PARSED)
+                self._unparsed.setdefault(path, seen if seen is not None else _PARSED)
         else:
-            if state == _SCANNED:
-                known = prescan.contents(path, min_size=UNPARSED_SAVE_MIN_BYTES)
+            if isinstance(state, prescan.Scan):
+                known = prescan.contents(path, min_size=UNPARSED_SAVE_MIN_BYTES, scanned=state)
                 with self._state_lock:
-                    if self._unparsed.get(path) == _SCANNED:
+                    if self._unparsed.get(path) is state:
                         self._unparsed[path] = known if known is not None else _PARSED
                     state = self._unparsed.get(path)
             known = state if isinstance(state, prescan.Contents) else None
