@@ -156,7 +156,7 @@ from dsh_memory_mcp.service.compose import close_service, open_service
 from dsh_memory_mcp.store import scopes
 
 service = open_service(
-    resolve_settings(store_dir=sys.argv[1], project_dir=sys.argv[2], env={"DSH_MEMORY_VECTOR": "off"}), warm="default"
+    resolve_settings(store_dir=sys.argv[1], project_dir=sys.argv[2], env={"DSH_MEMORY_VECTOR": "off"}), warm=sys.argv[3]
 )
 for t in [t for t in threading.enumerate() if t.name == "dsh-memory-warm-up"]:
     t.join(120)
@@ -169,21 +169,24 @@ close_service(service)
 """
 
 
-def test_the_warm_up_of_a_big_store_has_numpy_and_its_columns_ready_before_the_first_search(tmp_path: Path):
+def test_the_warm_up_of_serve_at_a_big_store_has_numpy_and_its_columns_ready_before_the_first_search(
+    tmp_path: Path,
+):
     """A big store's searches run vectorised; the numpy import used to start with the first such
     search, so it and the searches right after it ran the ~10x slower loops (a fresh serve's p99).
-    Now the warm-up starts it once it has indexed the scopes, and fills their columns; a small
-    store still never imports numpy."""
+    Now serve's warm-up starts it once it has indexed the scopes, and fills their columns. A
+    stdio server's warm-up leaves it to its first big search (a host that only saves never pays
+    it), and a small store never imports numpy."""
     import subprocess
 
     project = tmp_path / "work"
     project.mkdir()
     results = {}
-    for name, n in (("big", 2500), ("small", 300)):
+    for name, n, warm in (("big", 2500, "all"), ("big-stdio", 2500, "default"), ("small", 300, "all")):
         store = tmp_path / name
         fill(store / scopes.scope_file_relpath(scopes.GLOBAL), scopes.GLOBAL, n)
         done = subprocess.run(
-            [PYTHON, "-c", _WARM_SCRIPT, str(store), str(project)],
+            [PYTHON, "-c", _WARM_SCRIPT, str(store), str(project), warm],
             env=subprocess_env() | {"XDG_STATE_HOME": str(tmp_path / "state")},
             capture_output=True,
             text=True,
@@ -192,4 +195,4 @@ def test_the_warm_up_of_a_big_store_has_numpy_and_its_columns_ready_before_the_f
         )
         assert done.returncode == 0, done.stderr[-3000:]
         results[name] = done.stdout.split()
-    assert results == {"big": ["True", "True"], "small": ["False", "False"]}
+    assert results == {"big": ["True", "True"], "big-stdio": ["False", "False"], "small": ["False", "False"]}

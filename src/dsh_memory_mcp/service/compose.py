@@ -113,9 +113,13 @@ def warm_up(service: MemoryService, *, every_scope: bool = False) -> threading.T
                     steps,
                     time.monotonic() - started,
                 )
-            fg.pause()
-            # A big store's searches run vectorised: have numpy ready before the first of them.
-            scoring.prepare_vectorised(indexes)
+            if every_scope:
+                # serve: a big store's searches run vectorised, many sessions at once from the
+                # start; have numpy ready for the first of them. A stdio server leaves the import
+                # (~150 ms of CPU) to its first big search: a host that only saves never pays it,
+                # and 16 fresh writers on two cores did each pay it at once.
+                fg.pause()
+                scoring.prepare_vectorised(indexes)
             log.debug("warm-up: done (paused %d times for calls)", fg.stats["pauses"])
         except Exception as exc:  # the call that needs the scope reports it properly
             log.debug("warm-up stopped: %s", exc)
