@@ -76,6 +76,20 @@ class Scan:
     def identity(self) -> tuple[int, int, int, int]:
         return (self.dev, self.ino, self.size, self.mtime_ns)
 
+    def only_grew(self, fd: int, st: os.stat_result) -> bool:
+        """Whether the open file `fd` (`st` its stat) is this version, perhaps with bytes appended:
+        the same inode, no shorter, the bytes at both ends of the old length unchanged
+        (`snapshots._read_tail`'s test).
+
+        :raises OSError: it cannot be read.
+        """
+        return (
+            (st.st_dev, st.st_ino) == (self.dev, self.ino)
+            and st.st_size >= self.size
+            and os.pread(fd, len(self.head), 0) == self.head
+            and os.pread(fd, len(self.tail), self.size - len(self.tail)) == self.tail
+        )
+
 
 def needle(text: str) -> bytes | None:
     """The JSON spelling of `text` without its quotes, as raw UTF-8; None when there is none to
@@ -187,11 +201,7 @@ class Contents:
             now = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if now == seen.identity:
                 return now, set()
-            if (st.st_dev, st.st_ino) != (seen.dev, seen.ino) or st.st_size <= seen.size:
-                return None
-            if os.pread(fd, len(seen.head), 0) != seen.head:
-                return None
-            if os.pread(fd, len(seen.tail), seen.size - len(seen.tail)) != seen.tail:
+            if st.st_size == seen.size or not seen.only_grew(fd, st):
                 return None
             added: set[int] = set()
             last = _read_contents(fd, seen.size, st.st_size, added)
@@ -217,15 +227,7 @@ def contents(path: str, *, min_size: int, scanned: Scan | None = None) -> Conten
     fd, st = opened
     hashes: set[int] = set()
     try:
-        clean = 0
-        if (
-            scanned is not None
-            and (st.st_dev, st.st_ino) == (scanned.dev, scanned.ino)
-            and st.st_size >= scanned.size
-            and os.pread(fd, len(scanned.head), 0) == scanned.head
-            and os.pread(fd, len(scanned.tail), scanned.size - len(scanned.tail)) == scanned.tail
-        ):
-            clean = scanned.size
+        clean = scanned.size if scanned is not None and scanned.only_grew(fd, st) else 0
         last = _read_contents(fd, 0, st.st_size, hashes, clean=clean)
         head = os.pread(fd, PROBE, 0)[: st.st_size] if last is not None else b""
     except OSError:
@@ -319,11 +321,7 @@ def still_absent(path: str, seen: Scan, wanted: bytes) -> tuple[int, int, int, i
         now = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if now == seen.identity:
             return now
-        if (st.st_dev, st.st_ino) != (seen.dev, seen.ino) or st.st_size <= seen.size:
-            return None
-        if os.pread(fd, len(seen.head), 0) != seen.head:
-            return None
-        if os.pread(fd, len(seen.tail), seen.size - len(seen.tail)) != seen.tail:
+        if st.st_size == seen.size or not seen.only_grew(fd, st):
             return None
         overlap = min(seen.size, max(len(wanted), 2) - 1)
         return now if _clean_from(fd, seen.size - overlap, st.st_size, wanted) else None
