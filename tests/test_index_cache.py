@@ -14,6 +14,7 @@ from dsh_memory_mcp.search import scoring
 from dsh_memory_mcp.search.index_cache import CACHE_DIR, IndexCache
 from dsh_memory_mcp.store import records, scopes
 from dsh_memory_mcp.store.shared import SharedStore
+from dsh_memory_mcp.store.snapshots import DERIVED_KEY
 
 N = 3000
 QUERIES = ["deploy pipeline", "部署流水线", "record 17", "docker image 镜像", "zebra", "nightly backups"]
@@ -97,6 +98,34 @@ def test_a_touch_rewrite_that_changes_no_text_still_uses_the_cache(store_dir: Pa
     store.close()
     cache, _, _ = search_as_a_server_would(store_dir)
     assert cache.stats["seeded"] == 1
+
+
+@pytest.mark.parametrize("first", ["the newer version", "the older version"])
+def test_a_version_that_missed_the_seed_still_builds_on_the_cached_tables(store_dir: Path, cached: Path, first: str):
+    """The warm-up took the cached tables for the version it read, and another process's touch
+    flush replaced the file before a search read it: the search's version found no seed (the
+    cache is read once per file and process) and tokenized every record again. Both versions now
+    build on the cached tables, whichever is indexed first."""
+    store, cache = opened(store_dir)
+    older = store.snapshot("global")
+    other = SharedStore(str(store_dir), touch_interval=0.0)
+    other.touch({"global": [r.id for r in other.snapshot("global").records[:50]]})
+    other.flush()  # a whole-file replace: new inode, the same texts
+    other.close()
+    newer = store.snapshot("global")
+    assert newer is not older and newer.identity != older.identity
+    seed = older.cache[DERIVED_KEY].seed(older.records)  # what the warm-up does, on the version it holds
+    assert seed is not None
+    older.cache[scoring.PREVIOUS_CACHE_KEY] = seed
+    order = [newer, older] if first == "the newer version" else [older, newer]
+    built = {id(snap): scoring.index_for(snap) for snap in order}
+    tables = {id(built[id(snap)].text_tables()[0]) for snap in order}
+    assert tables == {id(seed.text_tables()[0])}  # no version tokenized its records again
+    for snap in order:
+        assert answers(built[id(snap)]) == answers(scoring.LexicalIndex.build(tuple(snap.records)))
+    assert cache.stats["seeded"] == 1
+    cache.close()
+    store.close()
 
 
 @pytest.mark.parametrize(

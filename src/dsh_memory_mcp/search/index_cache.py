@@ -36,6 +36,7 @@ import marshal
 import os
 import sys
 import threading
+import weakref
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -98,19 +99,34 @@ class _Hook:
     """Kept in a snapshot's cache (`DERIVED_KEY`), carried to its file's later versions: the
     cached lexical tables for the first build, and a save when the index outgrew the cache."""
 
-    __slots__ = ("_cache", "_seeded", "path", "scope")
+    __slots__ = ("_cache", "_kept", "_latest", "_seeded", "path", "scope")
 
     def __init__(self, cache: IndexCache, path: str, scope: str) -> None:
         self._cache = cache
         self.path = path
         self.scope = scope
         self._seeded = False
+        #: The index made from the cache file, until an index of the file is built (from it or not).
+        self._kept: scoring.LexicalIndex | None = None
+        #: The index of this file built last, while something still holds it.
+        self._latest: weakref.ref[scoring.LexicalIndex] | None = None
 
     def seed(self, records: Sequence[Record]) -> scoring.LexicalIndex | None:
         """An index of the first records of `records` from the cached tables, when those records
-        have exactly the cached texts in the same places; else None (build it)."""
-        if self._seeded or len(records) < self._cache.min_records:
+        have exactly the cached texts in the same places; else None (build it).
+
+        The cache file is read once per file and process. Asked again — for another version of
+        the file than the one that got the seed (another process's touch flush replaced the file
+        between the warm-up's read and a search's: the search's version never received the seed
+        and tokenized every record again) — it answers the seed itself until an index was built,
+        then the index built last: `LexicalIndex.build` extends or reuses either when the texts
+        allow, and builds afresh otherwise.
+        """
+        if len(records) < self._cache.min_records:
             return None
+        if self._seeded:
+            latest = self._latest() if self._latest is not None else None
+            return self._kept if self._kept is not None else latest
         self._seeded = True  # the first build of this process only; later ones extend it
         entry = self._cache._read(self.path, self.scope)
         if entry is None:
@@ -128,9 +144,14 @@ class _Hook:
         prefix = records.prefix(n) if isinstance(records, Rows) else tuple(records[:n])
         self._cache.stats["seeded"] += 1
         log.debug("lexical index of %s: %d of %d records from the cache", self.path, n, len(records))
-        return scoring.LexicalIndex.from_tables(prefix, postings, tf, length)
+        self._kept = scoring.LexicalIndex.from_tables(prefix, postings, tf, length)
+        return self._kept
 
     def built(self, index: scoring.LexicalIndex, previous: scoring.LexicalIndex | None) -> None:
+        # A weak reference: the hook lives as long as the file's versions and must not keep an
+        # old version's records alive; the newest index is held by its snapshot anyway.
+        self._kept = None
+        self._latest = weakref.ref(index)
         self._cache.note(self, index, previous)
 
 

@@ -692,7 +692,7 @@ class LexicalIndex:
     same file (`_Tables`): this index sees their first ``len(records)`` records.
     """
 
-    __slots__ = ("_n", "_tables", "_total_length", "records", "source")
+    __slots__ = ("__weakref__", "_n", "_tables", "_total_length", "records", "source")
 
     def __init__(self, records: Sequence[Record], tables: _Tables, source: object, total_length: int) -> None:
         self.records = records
