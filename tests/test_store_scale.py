@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory_mcp.store import records, scopes
+from dsh_memory_mcp.store import prescan, records, scopes
 from dsh_memory_mcp.store.shared import SharedStore
 from tests.conftest import PYTHON, subprocess_env
 
@@ -253,6 +253,43 @@ def test_a_duplicate_appended_while_the_save_waits_for_the_lock_is_seen(store_di
     (result,) = results
     assert result.deduped and result.record.id == "dsh-late"  # type: ignore[attr-defined]
     assert ours.counters()["unparsed_saves"] == 0
+
+
+def test_a_duplicate_another_thread_read_while_this_save_waited_for_the_lock_is_seen(store_dir: Path):
+    """Saves after the second check the hashes of the file's contents (`prescan.Contents`). One
+    thread's look outside the lock said "new"; while it waited, another thread of the process
+    took the lock first and read a foreign append of the same text into the hashes. The waiting
+    save must still see it, though nothing was appended after that other thread's read."""
+    import threading
+    import time
+
+    ours = _unread(store_dir)
+    other = SharedStore(str(store_dir))
+    ours.save("global", "第一条 first unparsed")
+    ours.save("global", "第二条 second unparsed")  # now the content hashes
+    path = ours.scope_path("global")
+    known = ours._unparsed[path]
+    assert isinstance(known, prescan.Contents)
+    content = "等锁时另一个线程读到的一条 read by another thread"
+    results: list[object] = []
+    scans = ours.stats["unparsed_scans"]
+    with other.lock("global"):
+        saver = threading.Thread(target=lambda: results.append(ours.save("global", content)))
+        saver.start()
+        deadline = time.monotonic() + 30
+        while ours.stats["unparsed_scans"] == scans and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ours.stats["unparsed_scans"] == scans + 1  # the hashes said "new"; it waits for the lock
+        with (store_dir / "global.jsonl").open("a", encoding="utf-8") as f:
+            f.write(_dsh_line("global", content, rid="dsh-late"))
+        # What a save of another thread does first when it gets the lock before this one (the
+        # lock is held here, as it would be then): it reads the appended line into the hashes.
+        assert known.grown(path) is not None
+    saver.join(30)
+    (result,) = results
+    assert result.deduped and result.record.id == "dsh-late"  # type: ignore[attr-defined]
+    reader = SharedStore(str(store_dir))
+    assert [r.content for r in reader.snapshot("global").records].count(content) == 1
 
 
 def _unread(store_dir: Path, *lines: str) -> SharedStore:

@@ -188,10 +188,11 @@ class Contents:
         """Whether a record there may have the text spelled `wanted` (a hash collision says yes)."""
         return hash(wanted) in self.hashes
 
-    def grown(self, path: str) -> tuple[tuple[int, int, int, int], set[int]] | None:
-        """Under the scope lock: the file's identity now and the hashes of what was appended since
-        `seen` (then `seen` moves there and `hashes` takes them in); None when it did not only
-        grow by clean whole lines, or cannot be read."""
+    def grown(self, path: str) -> tuple[int, int, int, int] | None:
+        """Under the scope lock: take in the hashes of what was appended since `seen` (then `seen`
+        moves there) and say the file's identity now; None when it did not only grow by clean
+        whole lines, or cannot be read. Ask `holds` after it: what another thread of the process
+        took in while this one waited for the lock counts as much as what this call found."""
         seen = self.seen
         fd = _open(path)
         if fd is None:
@@ -200,7 +201,7 @@ class Contents:
             st = os.fstat(fd)
             now = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if now == seen.identity:
-                return now, set()
+                return now
             if st.st_size == seen.size or not seen.only_grew(fd, st):
                 return None
             added: set[int] = set()
@@ -213,7 +214,7 @@ class Contents:
             return None
         self.seen = Scan(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, seen.head, (seen.tail + last)[-PROBE:])
         self.hashes |= added
-        return now, added
+        return now
 
 
 def contents(path: str, *, min_size: int, scanned: Scan | None = None) -> Contents | None:

@@ -864,13 +864,12 @@ class SharedStore:
                 self._sweep(os.path.dirname(path))
                 now_identity: tuple[int, int, int, int] | None
                 if known is not None:
-                    grown = known.grown(path)
-                    if grown is None:
+                    now_identity = known.grown(path)
+                    if now_identity is None:
                         with self._state_lock:
                             self._unparsed[path] = _PARSED  # replaced, or not clean any more
                         return None
-                    now_identity, added = grown
-                    if hash(spelled) in added:
+                    if known.holds(spelled):  # appended since the look outside the lock, read by us or another thread
                         return None
                 else:
                     assert seen is not None
