@@ -796,6 +796,7 @@ async function loadList(options = {}) {
     state.records = [];
     state.listKey = "";
     $("memory-list").replaceChildren();
+    $("memory-list").dataset.scope = state.scope;
     $("load-more").hidden = true;
     return;
   }
@@ -864,6 +865,8 @@ function renderList(data) {
   const focused = document.activeElement;
   const focusKey = focused && focused.dataset ? [focused.dataset.id, focused.dataset.role] : null;
   const list = $("memory-list");
+  // Which scope the cards shown belong to: the previous scope's cards stay until this answer.
+  list.dataset.scope = state.scope;
   if (!state.records.length) {
     list.replaceChildren(el("li", { class: "empty", text: state.query ? t("list.tryOther") : t("list.empty") }));
   } else {
