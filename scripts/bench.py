@@ -554,7 +554,9 @@ def first_searches(store: Path, project: Path, env: dict[str, str], errlog: Any,
     runs: dict[str, list[dict[str, float]]] = {}
     retried(first_search, p, errlog, 0.0, what="first search (builds the cache)")
     for _ in range(reps):
-        runs.setdefault("empty_store", []).append(retried(first_search, bare, errlog, 0.0, what="first search (empty store)"))
+        runs.setdefault("empty_store", []).append(
+            retried(first_search, bare, errlog, 0.0, what="first search (empty store)")
+        )
         for cached in (True, False):
             for wait in (0.0, 2.0):
                 if not cached:
@@ -757,9 +759,13 @@ def vm_rss_kb(pid: int) -> int | None:
     return None
 
 
-def start_serve(store: Path, env: dict[str, str], errlog: Any) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+def start_serve(
+    store: Path, env: dict[str, str], errlog: Any, child: list[str] | None = None
+) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    """A real `serve` on a free loopback port, once `/health` answers (`child`: run it through that
+    command instead of `-m dsh_memory_mcp`, e.g. the profiler's)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dsh_memory_mcp", "serve", "--store-dir", str(store), "--port", "0"],
+        [sys.executable, *(child or ["-m", "dsh_memory_mcp"]), "serve", "--store-dir", str(store), "--port", "0"],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -1362,7 +1368,9 @@ def goals(rows: list[dict[str, Any]], serve: dict[str, Any] | None = None) -> di
         for case in ("cached_now", "cold_now"):
             if case in fs:
                 ratio = fs[case]["total_ms"] / floor
-                out[f"spawn_to_first_search_{k}_{case.split('_')[0]}_over_read"] = _goal(round(ratio, 2), "<= 1.0", ratio <= 1.0)
+                out[f"spawn_to_first_search_{k}_{case.split('_')[0]}_over_read"] = _goal(
+                    round(ratio, 2), "<= 1.0", ratio <= 1.0
+                )
                 if spawn_floor is not None:
                     # What the store adds to a spawn (the same server's first search over an empty
                     # store), against one read+parse: the part of the start the store decides.
@@ -1386,13 +1394,20 @@ def goals(rows: list[dict[str, Any]], serve: dict[str, Any] | None = None) -> di
         if c16 and size == 100_000:
             ok = c16["lost"] == 0 and c16["lock_timeouts"] == 0 and c16["save_max_ms"] <= 2000
             out["16x50_at_100k"] = _goal(
-                {"ok": c16["expected"], "lost": c16["lost"], "lock_timeouts": c16["lock_timeouts"], "max_ms": c16["save_max_ms"]},
+                {
+                    "ok": c16["expected"],
+                    "lost": c16["lost"],
+                    "lock_timeouts": c16["lock_timeouts"],
+                    "max_ms": c16["save_max_ms"],
+                },
                 "0 lost, 0 LOCK_TIMEOUT, slowest <= 2000 ms",
                 ok,
             )
         counters = row.get("save_counters")
         if counters is not None and size == 100_000:
-            heavy = {n: counters.get(n, 0) for n in ("loss_checks_full", "id_index_builds", "content_index_builds", "parses")}
+            heavy = {
+                n: counters.get(n, 0) for n in ("loss_checks_full", "id_index_builds", "content_index_builds", "parses")
+            }
             out["nothing_per_save_is_O(records)_100k"] = _goal(heavy, "all 0 over 20 saves", not any(heavy.values()))
     if serve:
         mixed = serve.get("mixed") or {}
@@ -1897,9 +1912,278 @@ def run_loaded(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- two trees interleaved: the closing figures ---------------------------------------------
+#: The figures a before → after comparison reports (`--before`): store sizes served directly, and
+#: the size served through `serve` (the scale envelope: up to 100k records, one process holds it).
+PAIR_SIZES = "1000,10000,50000"
+PAIR_SERVE = 100_000
+
+
+def figures_direct(size: int, tmp: Path, quick: bool) -> dict[str, Any]:
+    """One tree at one size over a direct stdio server: save p50, search p50, spawn → first search,
+    peak RSS, next to the read+parse floor measured here."""
+    base = tmp / f"pair-{size}"
+    projects = [base / "work" / name for name in ("alpha", "beta", "gamma")]
+    for p in projects:
+        p.mkdir(parents=True, exist_ok=True)
+    store = base / "store"
+    gen = generate_store(store, size, projects)
+    env = clean_env(tmp)
+    ro = min(read_once(store) for _ in range(3))
+    p = params(store, projects[0], env)
+    p.args.append("--no-relay")
+    with (base / "server-stderr.log").open("w", encoding="utf-8") as errlog:
+        retried(first_search, p, errlog, 0.0, what="first search (page cache)")
+        firsts = [retried(first_search, p, errlog, 0.0, what="first search") for _ in range(1 if quick else 3)]
+        reps = {"search": 10 if quick else 50, "save": 5 if quick else 40, "list": 2 if quick else 5}
+        searchable = gen["ids"][scopes.GLOBAL] + gen["ids"][gen["scopes"][1]]
+        m = retried(main_session, p, errlog, searchable, random.Random(size), reps, what="main session")
+    first = statistics.median(f["total_ms"] for f in firsts)
+    return {
+        "path": "direct",
+        "size": size,
+        "read_once_ms": ms(ro),
+        "save_p50_ms": round(statistics.median(m["save_ms"]), 3),
+        "search_p50_ms": round(statistics.median(m["search_ms"]), 3),
+        "first_search_ms": round(first, 3),
+        "rss_mb": round(m["peak_rss_kb"] / 1024, 1) if m["peak_rss_kb"] else None,
+    }
+
+
+def figures_serve(size: int, tmp: Path, quick: bool) -> dict[str, Any]:
+    """One tree at one size through `serve`: a relayed host's spawn → first search (right after
+    serve started, and once it is warm), then sessions alternating search and save (p50), and
+    serve's peak RSS."""
+    base = tmp / f"pair-serve-{size}"
+    projects = [base / "work" / name for name in ("alpha", "beta", "gamma")]
+    for p in projects:
+        p.mkdir(parents=True, exist_ok=True)
+    store = base / "store"
+    generate_store(store, size, projects)
+    env = clean_env(tmp)
+    ro = min(read_once(store) for _ in range(3))
+    with (base / "serve-stderr.log").open("w", encoding="utf-8") as errlog:
+        relayed = anyio.run(relay_first_search, store, projects[0], env, errlog)
+        load = anyio.run(serve_load, store, projects, env, errlog, 4 if quick else 16, 4 if quick else 20)
+    return {
+        "path": "serve",
+        "size": size,
+        "read_once_ms": ms(ro),
+        "save_p50_ms": load["save_p50_ms"],
+        "search_p50_ms": load["search_p50_ms"],
+        "first_search_ms": relayed["first_host"]["total_ms"],
+        "first_search_warm_ms": relayed["second_host"]["total_ms"],
+        "rss_mb": round(load["serve_hwm_kb"] / 1024, 1) if load["serve_hwm_kb"] else None,
+        "errors": load["errors"],
+    }
+
+
+def run_figures(args: argparse.Namespace) -> int:
+    """`--figures`: this process's tree (`--src`) only; `--before` runs it once per tree and size."""
+    tmp = Path(tempfile.mkdtemp(prefix="dsh-bench-"))
+    try:
+        rows = [figures_direct(int(s), tmp, args.quick) for s in args.sizes.split(",") if s.strip()]
+        if args.serve:
+            rows.append(figures_serve(args.serve, tmp, args.quick))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    return 0 if not any(r.get("errors") for r in rows) else 1
+
+
+PAIR_FIGURES = ("save_p50_ms", "search_p50_ms", "first_search_ms", "first_search_warm_ms", "rss_mb")
+
+
+def run_pairs(args: argparse.Namespace) -> int:
+    """`--before OLD/src`: the closing figures of the old tree and of this one, interleaved size by
+    size (each job runs the old tree then this one, the next round the other way round, so the
+    machine's load hits both alike); medians over `--rounds`; after ÷ before per figure and each
+    run's read+parse floor."""
+    before = str(Path(args.before).resolve())
+    jobs = [["--sizes", s] for s in args.sizes.split(",") if s.strip()]
+    if args.serve:
+        jobs.append(["--sizes", "", "--serve", str(args.serve)])
+    got: dict[tuple[str, int], dict[str, list[dict[str, Any]]]] = {}
+    code = 0
+    tmp = Path(tempfile.mkdtemp(prefix="dsh-pairs-"))
+    try:
+        for rnd in range(args.rounds):
+            for job in jobs:
+                trees = [("before", before), ("after", str(SRC))]
+                for tree, src in trees if rnd % 2 == 0 else trees[::-1]:
+                    out = tmp / "figures.json"
+                    cmd = [sys.executable, str(Path(__file__).resolve()), "--src", src, "--figures", *job]
+                    cmd += ["--json", str(out), *(["--quick"] if args.quick else [])]
+                    print(f"[bench] {tree}: {' '.join(job)} (load {_load()})", file=sys.stderr, flush=True)
+                    done = subprocess.run(cmd, check=False)
+                    code |= done.returncode
+                    if done.returncode == 0 or out.exists():
+                        for row in json.loads(out.read_text(encoding="utf-8")):
+                            got.setdefault((row["path"], row["size"]), {}).setdefault(tree, []).append(row)
+                    out.unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    table: list[dict[str, Any]] = []
+    print(
+        "path      size  figure                     before → after      after÷before  (÷ read+parse floor, before / after)"
+    )
+    for (path, size), trees in got.items():
+        floor: dict[str, float | None] = {}
+        for key in ("read_once_ms", *PAIR_FIGURES):
+            vals = {t: [r[key] for r in rows if r.get(key) is not None] for t, rows in trees.items()}
+            med = {t: statistics.median(vals[t]) if vals.get(t) else None for t in ("before", "after")}
+            b, a = med["before"], med["after"]
+            if a is None and b is None:
+                continue
+            if key == "read_once_ms":
+                floor = med
+            ratio = round(a / b, 3) if a is not None and b else None
+            over = {
+                t: round(v / floor[t], 3) if v is not None and floor.get(t) and key.endswith("_ms") else None
+                for t, v in med.items()
+            }
+            table.append(
+                {"path": path, "size": size, "figure": key, "before": b, "after": a, "ratio": ratio, "over_floor": over}
+            )
+            shown = f"  ({over['before']} / {over['after']})" if key != "read_once_ms" and over["after"] else ""
+            print(f"{path:6s} {size:>7,}  {key:22s} {b!s:>10} → {a!s:<10} ×{ratio}{shown}")
+    if args.json_out:
+        result = {
+            "before": before,
+            "after": str(SRC),
+            "rounds": args.rounds,
+            "figures": table,
+            "runs": {f"{p}-{s}": trees for (p, s), trees in got.items()},
+        }
+        Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return code
+
+
+# -- where serve's CPU goes -----------------------------------------------------------------
+def _thread_kind(name: str) -> str:
+    return "main (event loop)" if name == "MainThread" else name.rstrip("0123456789-_ ").strip() or name
+
+
+def _where(code: Any) -> str:
+    path = code.co_filename
+    for marker in ("site-packages/", "/src/", "/lib/python3"):
+        if marker in path:
+            path = path.split(marker, 1)[1]
+            break
+    return f"{path}:{code.co_name}"
+
+
+def profile_child(out: str, argv: list[str]) -> int:
+    """`dsh-memory-mcp <argv>` with a CPU sampler inside: every 2 ms each thread's run time since the
+    last sample (`/proc/self/task/<tid>/schedstat`, Linux) is charged to its current Python stack —
+    CPU time, not wall time, so the machine's other load does not show. SIGUSR1 starts it over
+    (after serve's warm-up); the samples go to `out` at exit."""
+    import threading
+
+    funcs: dict[str, list[float]] = {}
+    kinds: dict[str, float] = {}
+    last: dict[int, float] = {}
+    stop = threading.Event()
+
+    def sample() -> None:
+        me = threading.get_ident()
+        while not stop.wait(0.002):
+            threads = {t.ident: t for t in threading.enumerate()}
+            for ident, frame in sys._current_frames().items():
+                if ident == me or ident not in threads:
+                    continue
+                try:
+                    with open(f"/proc/self/task/{threads[ident].native_id}/schedstat", "rb") as fh:
+                        used = int(fh.read().split()[0]) / 1e9
+                except (OSError, ValueError, IndexError):
+                    continue
+                delta, last[ident] = used - last.get(ident, used), used
+                if delta <= 0:
+                    continue
+                kind = _thread_kind(threads[ident].name)
+                kinds[kind] = kinds.get(kind, 0.0) + delta
+                seen: set[str] = set()
+                f: Any = frame
+                while f is not None:
+                    key = _where(f.f_code)
+                    entry = funcs.setdefault(key, [0.0, 0.0])
+                    entry[0] += delta if not seen else 0.0
+                    if key not in seen:
+                        entry[1] += delta
+                        seen.add(key)
+                    f = f.f_back
+
+    def reset(signum: int, frame: Any) -> None:
+        funcs.clear()
+        kinds.clear()
+
+    signal.signal(signal.SIGUSR1, reset)
+    threading.Thread(target=sample, name="cpu-sampler", daemon=True).start()
+    from dsh_memory_mcp.cli.main import main as server_main
+
+    try:
+        return int(server_main(argv) or 0)
+    finally:
+        stop.set()
+        Path(out).write_text(json.dumps({"functions": funcs, "threads": kinds}), encoding="utf-8")
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    """`--profile SIZE`: `serve` under the `--serve` load (16 sessions alternating search and save)
+    with the CPU sampler in it; prints CPU per call by thread kind and the top functions by self and
+    inclusive CPU."""
+    global start_serve
+    tmp = Path(tempfile.mkdtemp(prefix="dsh-profile-"))
+    out = tmp / "samples.json"
+    plain_start = start_serve
+
+    def sampled_start(store: Path, env: dict[str, str], errlog: Any) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+        proc, info = plain_start(
+            store, env, errlog, child=[str(Path(__file__).resolve()), "--src", str(SRC), "--profile-child", str(out)]
+        )
+        time.sleep(4.0 if not args.quick else 0.5)  # serve reads the store in the background: not charged
+        proc.send_signal(signal.SIGUSR1)
+        return proc, info
+
+    try:
+        projects = [tmp / "work" / name for name in ("alpha", "beta", "gamma")]
+        for p in projects:
+            p.mkdir(parents=True)
+        store = tmp / "store"
+        generate_store(store, args.profile, projects)
+        env = clean_env(tmp)
+        start_serve = sampled_start
+        with (tmp / "serve-stderr.log").open("w", encoding="utf-8") as errlog:
+            row = anyio.run(serve_load, store, projects, env, errlog, 4 if args.quick else 16, 6 if args.quick else 40)
+        start_serve = plain_start
+        calls = max(row["calls"], 1)
+        print(
+            f"{row['sessions']} sessions at {args.profile} records: {row['calls_per_s']} calls/s, search p50 "
+            f"{row['search_p50_ms']} ms, save p50 {row['save_p50_ms']} ms, errors {row['errors']}"
+        )
+        data = json.loads(out.read_text(encoding="utf-8"))
+        total = sum(data["threads"].values()) or 1e-9
+        print(f"sampled CPU {total * 1000:.0f} ms over {calls} calls = {total * 1000 / calls:.2f} ms/call")
+        for kind, secs in sorted(data["threads"].items(), key=lambda kv: -kv[1]):
+            print(f"  {kind:30s} {secs * 1000 / calls:7.2f} ms/call")
+        for col, title in ((0, "self"), (1, "inclusive")):
+            print(f"\nby {title} CPU (ms per call, share of sampled CPU):")
+            for name, vals in sorted(data["functions"].items(), key=lambda kv: -kv[1][col])[: args.top]:
+                print(f"  {vals[col] * 1000 / calls:7.3f}  {100 * vals[col] / total:5.1f} %  {name}")
+    finally:
+        start_serve = plain_start
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0 if not row["errors"] else 1
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--profile-child" in argv:  # `--src S --profile-child OUT serve …`: the sampled serve of --profile
+        at = argv.index("--profile-child")
+        return profile_child(argv[at + 1], argv[at + 2 :])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="1000,10000", help="comma-separated store sizes (records)")
+    ap.add_argument("--sizes", default=None, help="comma-separated store sizes (records; default 1000,10000)")
     ap.add_argument("--json", dest="json_out", help="write the results as JSON here")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions; 1 and 4 processes only")
     ap.add_argument("--hybrid", action="store_true", help="also measure hybrid search against the fake embedder")
@@ -1936,11 +2220,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--serve",
         type=int,
-        default=0,
+        default=None,
         metavar="SIZE",
         help="also benchmark `serve` (16 HTTP sessions) at this store size, e.g. 10000",
     )
+    ap.add_argument(
+        "--before",
+        default="",
+        metavar="OLD_SRC",
+        help=f"compare another tree's src/ with this one, interleaved size by size: save p50, search p50, "
+        f"spawn -> first search, RSS (default sizes {PAIR_SIZES} direct and --serve {PAIR_SERVE})",
+    )
+    ap.add_argument("--rounds", type=int, default=1, help="rounds for --before (order alternates)")
+    ap.add_argument("--figures", action="store_true", help=argparse.SUPPRESS)  # one tree of --before
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="SIZE",
+        help="where serve's CPU goes under the --serve load at this size (sampled per thread and function)",
+    )
+    ap.add_argument("--top", type=int, default=30, help="functions listed by --profile")
     args = ap.parse_args(argv)
+    if args.before:
+        args.sizes = PAIR_SIZES if args.sizes is None else args.sizes
+        args.serve = PAIR_SERVE if args.serve is None else args.serve
+        return run_pairs(args)
+    args.sizes = "1000,10000" if args.sizes is None else args.sizes
+    args.serve = args.serve or 0
+    if args.figures:
+        return run_figures(args)
+    if args.profile:
+        return run_profile(args)
     if args.semantic:
         return run_semantic(args)
     if args.backfill:

@@ -106,3 +106,62 @@ def test_the_save_work_probe_counts_no_whole_read_at_a_store_whose_first_save_re
     assert work is not None and work["first_save_unparsed"] == 1, work
     assert work["loss_checks_incremental"] >= 20, work
     assert [work[k] for k in ("loss_checks_full", "parses", "id_index_builds", "content_index_builds")] == [0] * 4
+
+
+def _bench(tmp_path: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in subprocess_env().items() if not k.startswith("DSH_MEMORY_")}
+    env["TMPDIR"] = str(tmp_path)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench.py"), *args],
+        env=env,
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=timeout,
+    )
+
+
+@pytest.mark.slow
+def test_the_before_after_mode_measures_both_trees_direct_and_through_serve(tmp_path: Path) -> None:
+    """`--before OLD/src`: the closing figures of two trees, one job after the other; here both trees
+    are this one, so every figure exists on both sides and each ratio is one's own after ÷ before."""
+    out = tmp_path / "pairs.json"
+    proc = _bench(
+        tmp_path,
+        "--before",
+        str(ROOT / "src"),
+        "--sizes",
+        "1000",
+        "--serve",
+        "1000",
+        "--quick",
+        "--json",
+        str(out),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text(encoding="utf-8"))
+    got = {(f["path"], f["figure"]): f for f in result["figures"]}
+    direct = ("read_once_ms", "save_p50_ms", "search_p50_ms", "first_search_ms", "rss_mb")
+    assert {("direct", k) for k in direct} | {("serve", k) for k in (*direct, "first_search_warm_ms")} <= got.keys()
+    for figure in got.values():
+        assert figure["size"] == 1000
+        assert figure["before"] > 0 and figure["after"] > 0, figure
+        assert figure["ratio"] == round(figure["after"] / figure["before"], 3)
+    floors = got[("direct", "read_once_ms")]
+    assert got[("direct", "save_p50_ms")]["over_floor"]["after"] == round(
+        got[("direct", "save_p50_ms")]["after"] / floors["after"], 3
+    )
+    assert [len(result["runs"][k][t]) for k in ("direct-1000", "serve-1000") for t in ("before", "after")] == [1] * 4
+    assert "first_search_ms" in proc.stdout and "→" in proc.stdout
+
+
+@pytest.mark.slow
+def test_the_serve_profile_charges_cpu_to_serves_threads_and_functions(tmp_path: Path) -> None:
+    proc = _bench(tmp_path, "--profile", "1000", "--quick", "--top", "5", timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "errors {}" in proc.stdout
+    assert "main (event loop)" in proc.stdout
+    assert "by self CPU" in proc.stdout and "by inclusive CPU" in proc.stdout
+    assert "dsh_memory_mcp/cli/main.py:main" in proc.stdout  # the sampled stacks are serve's own

@@ -7,7 +7,6 @@ config it shows must be one the probe script can read — so the docs cannot dri
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from dsh_memory_mcp import __version__
+from dsh_memory_mcp.cli import hosts
 from tests.conftest import subprocess_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,14 +61,6 @@ def run_module(*args: str, stdin: str = "", cwd: Path | None = None, timeout: fl
     )
 
 
-def load_probe():
-    spec = importlib.util.spec_from_file_location("probe_handshake", ROOT / "scripts" / "probe_handshake.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 # --------------------------------------------------------------------------------------------
 # mcp.json.example
 # --------------------------------------------------------------------------------------------
@@ -103,19 +95,21 @@ def test_the_cli_accepts_the_example_args(tmp_path):
     assert f"[dsh-memory-mcp] store-dir = {store}" in proc.stderr.splitlines()
 
 
-def test_the_probe_script_reads_every_host_config_the_readme_shows(tmp_path):
-    probe = load_probe()
+def test_doctor_reads_every_stdio_host_config_the_readme_shows_as_ours_with_its_store():
     blocks = [b for b in fenced("json") if '"dsh-memory"' in b and '"command"' in b]  # stdio entries
-    assert len(blocks) >= 3  # mcpServers, ZCode's mcp.servers, VS Code's servers
-    wheres = set()
-    for i, block in enumerate(blocks):
-        path = tmp_path / f"config{i}.json"
-        path.write_text(block, encoding="utf-8")
-        where, entry = probe.load_entry(path, "dsh-memory")
-        wheres.add(where.rsplit(".", 1)[0])
-        assert entry["args"][:1] == ["--store-dir"]
-    assert wheres == {"mcpServers", "mcp.servers", "servers"}
-
+    by_table = {h.table: h for h in hosts.HOSTS}  # one host of each shape
+    shapes = set()
+    for block in blocks:
+        document = json.loads(block)
+        table = ("mcp", "servers") if "mcp" in document else (next(iter(document)),)
+        [entry] = hosts.read_entries(by_table[table], "config.json", block, env={})
+        shapes.add(table)
+        assert entry.name == "dsh-memory" and entry.command, block
+        assert entry.store == README_STORE, block
+    assert shapes == {("mcpServers",), ("mcp", "servers"), ("servers",)}
+    [toml] = [b for b in fenced("toml") if "[mcp_servers.dsh-memory]" in b and "command" in b]
+    [entry] = hosts.read_entries(hosts.by_name("codex"), "config.toml", toml, env={})  # type: ignore[arg-type]
+    assert entry.store == README_STORE
 
 def test_every_url_based_host_config_in_the_readme_is_json_with_a_bearer_header():
     blocks = [b for b in fenced("json") if '"dsh-memory"' in b and '"url"' in b]

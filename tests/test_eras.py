@@ -103,7 +103,7 @@ def test_serve_answers_a_2026_request_with_no_session_and_no_routing_headers(tmp
 DIGEST_MARK = "用户的长期记忆摘要"
 RULE = "提交前必须跑 make check"
 CLIENT = Implementation(name="matrix-host", version="3.1")
-#: Generous: the figure itself is measured by scripts/bench_eras.py; this only catches a stall
+#: Generous: this only catches a stall
 #: (the handshake-era roots wait used to be 5 s).
 FIRST_CALL_BUDGET = 4.0
 
@@ -552,24 +552,3 @@ def test_the_v2_typescript_client_is_pinned_by_the_lock_file_like_the_1x_sdk():
     lock = json.loads((ts / "package-lock.json").read_text(encoding="utf-8"))
     assert lock["packages"]["node_modules/@modelcontextprotocol/client"]["version"] == "2.4.0"
     assert lock["packages"]["node_modules/@modelcontextprotocol/client"]["integrity"].startswith("sha512-")
-
-
-def test_the_eras_benchmark_script_runs_and_reports_every_path_and_era(tmp_path):
-    out = tmp_path / "eras.json"
-    script = Path(__file__).resolve().parent.parent / "scripts" / "bench_eras.py"
-    proc = subprocess.run(
-        [sys.executable, str(script), "--sessions", "1", "--spawn-per-call", "1", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=110,
-        env=_clean_env(tmp_path),
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    figures = json.loads(out.read_text(encoding="utf-8"))["trees"]["this"]
-    for path in PATH_IDS:
-        for era, revision in (("auto", MODERN), ("legacy", "2025-11-25")):
-            cell = figures[path][era]
-            assert (cell["revision"], cell["digest"], cell["source"]) == (revision, "1/1", "客户端 roots"), (path, era)
-            assert cell["first_call_p50_ms"] > 0
-    assert set(figures["spawn_per_call"]) == {"direct", "relayed"}

@@ -1,4 +1,4 @@
-"""The ecosystem scripts run for real: a host-style probe from a config file, and the acceptance scripts.
+"""The ecosystem scripts run for real: the acceptance scripts.
 
 Every script runs as a subprocess (`python scripts/<name>.py`), exactly as the README tells a user to
 run it, against temp stores only, with a timeout.
@@ -6,15 +6,13 @@ run it, against temp stores only, with a timeout.
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SRC, subprocess_env
+from tests.conftest import subprocess_env
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
@@ -38,147 +36,6 @@ def run_script(name: str, *args: str, timeout: float = 90, env: dict[str, str] |
         env=env if env is not None else subprocess_env(),
         cwd=str(cwd) if cwd else str(ROOT),
     )
-
-
-def server_entry(store: Path, **extra: object) -> dict[str, object]:
-    """A host config entry that spawns this checkout's server the way an IDE would."""
-    entry: dict[str, object] = {
-        "command": sys.executable,
-        "args": ["-m", "dsh_memory_mcp", "--store-dir", str(store)],
-        "env": {"PYTHONPATH": SRC, "DSH_MEMORY_VECTOR": "off"},
-    }
-    entry.update(extra)
-    return entry
-
-
-def write_json(path: Path, data: object) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-    return path
-
-
-def probe_env(home: Path | None = None) -> dict[str, str]:
-    """The probe's own environment: nothing that makes the package importable; the entry's env must."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if home is not None:
-        env["HOME"] = str(home)
-    return env
-
-
-# --------------------------------------------------------------------------------------------
-# probe_handshake.py
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("key", ["mcpServers", "servers"])
-def test_the_probe_shakes_hands_through_an_mcpservers_or_vscode_config(tmp_path, key):
-    store = tmp_path / "store"
-    store.mkdir()
-    (store / "global.jsonl").write_text(SEEDED + "\n", encoding="utf-8")
-    config = write_json(tmp_path / "mcp.json", {key: {"other": {"command": "x"}, "dsh-memory": server_entry(store)}})
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-
-    proc = run_script(
-        "probe_handshake.py", "--config", str(config), str(workspace), "--query", "深色主题", env=probe_env()
-    )
-
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    for tool in TOOLS:
-        assert tool in proc.stdout
-    assert "spawn → initialize" in proc.stdout and "tools/list" in proc.stdout
-    assert "用户偏好深色主题与等宽字体" in proc.stdout  # the search text is printed
-    assert f"检索范围:{workspace}" in proc.stdout  # cwd = the workspace, as ZCode does
-    assert "✓ 握手成功" in proc.stdout
-    # read-only: the seeded line is untouched apart from the touch a search hit does; nothing new
-    lines = (store / "global.jsonl").read_text(encoding="utf-8").splitlines()
-    assert len(lines) == 1 and json.loads(lines[0])["content"] == "用户偏好深色主题与等宽字体"
-    assert not list(store.glob("projects/*.jsonl"))
-
-
-@pytest.mark.slow
-def test_the_probe_reads_zcode_nested_config_from_its_default_place(tmp_path):
-    home = tmp_path / "home"
-    store = tmp_path / "store"
-    write_json(
-        home / ".zcode" / "cli" / "config.json",
-        {"mcp": {"servers": {"dsh-memory": {"type": "stdio", **server_entry(store), "timeoutMs": 60000}}}},
-    )
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-
-    proc = run_script("probe_handshake.py", str(workspace), env=probe_env(home))
-
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "mcp.servers.dsh-memory" in proc.stdout
-    for tool in TOOLS:
-        assert tool in proc.stdout
-    assert "memory_search('test')" in proc.stdout
-
-
-@pytest.mark.slow
-def test_the_probe_uses_the_entry_cwd_and_a_custom_name(tmp_path):
-    store = tmp_path / "store"
-    entry_cwd = tmp_path / "entry-cwd"
-    entry_cwd.mkdir()
-    config = write_json(tmp_path / "c.json", {"mcpServers": {"memory": server_entry(store, cwd=str(entry_cwd))}})
-
-    proc = run_script("probe_handshake.py", "--config", str(config), "--name", "memory", env=probe_env())
-
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"检索范围:{entry_cwd}" in proc.stdout
-
-
-def test_the_probe_explains_a_missing_config(tmp_path):
-    proc = run_script("probe_handshake.py", "--config", str(tmp_path / "nope.json"), timeout=30)
-    assert proc.returncode == 1
-    assert "找不到配置文件" in proc.stderr and str(tmp_path / "nope.json") in proc.stderr
-
-
-def test_the_probe_lists_the_entries_when_its_entry_is_missing(tmp_path):
-    config = write_json(tmp_path / "c.json", {"mcpServers": {"filesystem": {"command": "x"}}})
-    proc = run_script("probe_handshake.py", "--config", str(config), timeout=30)
-    assert proc.returncode == 1
-    assert "没有名为 'dsh-memory' 的 MCP 服务" in proc.stderr and "filesystem" in proc.stderr
-
-
-def test_the_probe_explains_a_zcode_entry_that_lost_its_mcp_level(tmp_path):
-    config = write_json(tmp_path / "c.json", {"dsh-memory": {"command": "x"}})
-    proc = run_script("probe_handshake.py", "--config", str(config), timeout=30)
-    assert proc.returncode == 1
-    assert "没有 MCP 服务表" in proc.stderr and "mcp.servers" in proc.stderr
-
-
-def test_the_probe_names_a_command_that_is_not_found(tmp_path):
-    config = write_json(
-        tmp_path / "c.json", {"mcpServers": {"dsh-memory": {"command": "dsh-memory-mcp-not-installed-xyz"}}}
-    )
-    proc = run_script("probe_handshake.py", "--config", str(config), timeout=30)
-    assert proc.returncode == 1
-    assert "找不到命令:dsh-memory-mcp-not-installed-xyz" in proc.stderr and "绝对路径" in proc.stderr
-
-
-@pytest.mark.slow
-def test_the_probe_reports_a_handshake_timeout_with_the_servers_stderr(tmp_path):
-    silent = [
-        "-c",
-        "import sys, time; print('stuck before the handshake', file=sys.stderr, flush=True); time.sleep(30)",
-    ]
-    config = write_json(
-        tmp_path / "c.json", {"mcpServers": {"dsh-memory": {"command": sys.executable, "args": silent}}}
-    )
-    proc = run_script("probe_handshake.py", "--config", str(config), "--timeout", "1.5", timeout=30)
-    assert proc.returncode == 1
-    assert "握手超时" in proc.stderr and "stuck before the handshake" in proc.stderr
-
-
-def test_the_probe_reports_a_server_that_exits_before_answering(tmp_path):
-    dying = ["-c", "import sys; print('no store for you', file=sys.stderr); sys.exit(1)"]
-    config = write_json(tmp_path / "c.json", {"mcpServers": {"dsh-memory": {"command": sys.executable, "args": dying}}})
-    proc = run_script("probe_handshake.py", "--config", str(config), "--timeout", "20", timeout=30)
-    assert proc.returncode == 1
-    assert "退出码 1" in proc.stderr and "no store for you" in proc.stderr
 
 
 # --------------------------------------------------------------------------------------------
