@@ -234,7 +234,7 @@ def test_hostile_texts_cause_no_catastrophic_backtracking(text):
 
 #: 20,000 characters (the content limit) built to make a backtracking pattern explode: 11f31c0 took
 #: 55 s on "a_"·10⁴ and 85 s on "a-"·10⁴ (nested quantifiers in its assignment rule). Here each
-#: costs < 50 ms on the build machine (scripts/trust_figures.py measures it); the bound below only
+#: costs < 50 ms on the build machine (docs/performance.md); the bound below only
 #: catches a catastrophe, it is not a speed target.
 ADVERSARIAL = {
     "identifier parts": "a_" * 10_000,

