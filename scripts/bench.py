@@ -38,6 +38,20 @@ later, with and without the index cache a previous server left in `<store>/.inde
 search of a host spawned right after a serve started, and the store's work counters for 20 saves
 (full loss checks, whole reads, id and content index builds: all must be 0).
 
+    python scripts/bench.py --before OLD/src [--sizes 1000,10000,50000] [--serve 100000] [--rounds 2]
+
+compares two trees (the closing figures of a change): for each size the old tree's package
+(`--src OLD/src` in a child run of this script) then this tree's, the next round the other way round,
+so the machine's load hits both alike: save p50, search p50, spawn -> first search and peak RSS over a
+direct stdio server, and through `serve` a relayed host's first search (right after serve started and
+once warm), 16 sessions' search/save p50 and serve's peak RSS. Printed as before -> after, after/before,
+and each figure over its run's read+parse floor.
+
+    python scripts/bench.py --profile 10000
+
+samples where `serve`'s CPU goes under the `--serve` load (per thread kind and per function, self and
+inclusive; CPU time from /proc, Linux).
+
 Floors: `import mcp.server.mcpserver` wall time (and bare `python -c pass`), and one read+parse of
 the store files. Every figure is also reported as a ratio to its floor, and the goals as ratios
 within the run (`goals`). The 1-minute load average before and after is recorded: on a
