@@ -122,6 +122,9 @@ class SharedStore:
         many seconds (`flush`, `close` and exit still write at once).
     :param derived: a cache of derived data (parsed records, indexes) consulted when a scope file
         is read whole for the first time (`snapshots.Derived`; `search.index_cache.IndexCache`).
+    :param direct_limit: records per scope above which this process (a stdio server that opened
+        the store itself) says once on stderr that `serve` would make it fast (`config.DIRECT_LIMIT`);
+        None: never (serve, the CLI).
     :param on_delete: called as ``(scope, removed_ids)`` inside the scope lock, right after the
         JSONL file was replaced (the vector channel rewrites its sidecar there). It must not take
         the same scope lock again (`LockRecursion`); its exceptions are logged, not raised.
@@ -138,6 +141,7 @@ class SharedStore:
         on_delete: Callable[[str, list[str]], None] | None = None,
         timing: Clock = SYSTEM,
         derived: snapshots.Derived | None = None,
+        direct_limit: int | None = None,
     ) -> None:
         self.layout = StoreLayout.at(root)
         self.root = self.layout.root
@@ -154,6 +158,8 @@ class SharedStore:
         self._checked: dict[str, _Checked] = {}  # scope → the version last checked for losses
         self._reported_missing: set[tuple[str, frozenset[str]]] = set()
         self._checking: set[str] = set()  # scopes a thread is checking for losses right now
+        self.direct_limit = direct_limit
+        self._said_direct = False
         #: How the loss checks ran (tests and the benchmark read these): a full check looks every
         #: live journal entry of the scope up, an incremental one only what was journalled since.
         self.stats: Counter[str] = Counter()
@@ -235,6 +241,8 @@ class SharedStore:
         """
         path = self.scope_path(scope)
         snap = self._snapshots.load(path, scope, yield_to=yield_to)
+        if self.direct_limit is not None and len(snap.records) > self.direct_limit:
+            self._say_direct(scope, len(snap.records))
         checked = self._checked.get(scope)
         if checked is None or checked.identity != snap.identity:
             # One check per scope at a time: when the threads of a busy serve all meet a new
@@ -253,6 +261,21 @@ class SharedStore:
                 with self._state_lock:
                     self._checking.discard(scope)
         return snap
+
+    def _say_direct(self, scope: str, count: int) -> None:
+        """Once per store (one per process): this scope is past the direct limit, `serve` would be fast."""
+        with self._state_lock:
+            if self._said_direct:
+                return
+            self._said_direct = True
+        logger.warning(
+            "作用域 %s 有 %d 条记忆,超过直连进程适合的 %d 条:本进程照常工作,但每个宿主进程都要自己读一遍记忆库,"
+            "较慢。运行 `dsh-memory-mcp setup --serve`(登录时自动启动)或 `dsh-memory-mcp serve`,"
+            "宿主会中继到这一个常驻进程,快得多",
+            scope,
+            count,
+            self.direct_limit,
+        )
 
     def counters(self) -> dict[str, int]:
         """How much work this store did so far (tests and the benchmark read these, never the tools).
