@@ -37,7 +37,7 @@ def test_saves_at_a_large_store_check_only_what_changed_and_never_index_every_id
     for i in range(100):  # the journal holds live saves the loss check must look up
         theirs.save("global", f"journalled {i}")
     ours = SharedStore(str(store_dir))
-    ours.snapshot("global")  # the first read of the scope (a save alone would not read it)
+    ours.snapshot("global")  # the first read of the scope
     ours.save("global", "first save: builds the dedupe index once")
     start = ours.counters()
     assert start["loss_checks_full"] == 1  # the first look at the scope checks everything once
