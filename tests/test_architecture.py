@@ -53,7 +53,6 @@ MODULES: dict[str, str] = {
     "store.touches": "coalesced access-count buffer",
     "store.aliases": "scopes.json aliases",
     "store.writing": "scope/alias file bytes to disk with coded errors",
-    "store.prescan": "whether a save's content can be in a scope file, from its bytes (no parse)",
     "store.journal": "append-only journal of acknowledged writes; finds records erased by unlocked writers",
     "store.shared": "SharedStore facade: transactions and the commit path",
     "search.scoring": "tokenizer, lexical index, fusion, ranking",

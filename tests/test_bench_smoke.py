@@ -86,28 +86,6 @@ def test_the_quick_benchmark_runs_and_loses_no_concurrent_save(
     assert [work[k] for k in ("loss_checks_full", "parses", "id_index_builds", "content_index_builds")] == [0] * 4
 
 
-def test_the_save_work_probe_counts_no_whole_read_at_a_store_whose_first_save_reads_nothing(tmp_path: Path):
-    """At a scope file past `UNPARSED_SAVE_MIN_BYTES` the first save appends without reading it; the
-    probe must still count 20 saves that read, check and index nothing whole."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import bench
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    from dsh_memory_mcp.store import scopes
-    from dsh_memory_mcp.store.shared import UNPARSED_SAVE_MIN_BYTES
-
-    projects = [tmp_path / "work" / name for name in ("alpha", "beta", "gamma")]
-    for p in projects:
-        p.mkdir(parents=True)
-    bench.generate_store(tmp_path / "store", 12_000, projects)
-    assert (tmp_path / "store" / scopes.scope_file_relpath(scopes.GLOBAL)).stat().st_size > UNPARSED_SAVE_MIN_BYTES
-    work = bench.store_counters(tmp_path / "store", projects[0])
-    assert work is not None and work["first_save_unparsed"] == 1, work
-    assert work["loss_checks_incremental"] >= 20, work
-    assert [work[k] for k in ("loss_checks_full", "parses", "id_index_builds", "content_index_builds")] == [0] * 4
-
-
 def _bench(tmp_path: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in subprocess_env().items() if not k.startswith("DSH_MEMORY_")}
     env["TMPDIR"] = str(tmp_path)

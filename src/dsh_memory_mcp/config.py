@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_EMBED_PORT",
     "DEFAULT_EMBED_THREADS",
     "DEPENDENCIES",
+    "DIRECT_LIMIT",
     "OFF_WORDS",
     "ON_WORDS",
     "SDK_REQUIREMENT",
@@ -68,6 +69,12 @@ DEPENDENCIES: tuple[tuple[str, str], ...] = (
     ("h11", "h11>=0.14,<1"),
     ("sse_starlette", "sse-starlette>=3,<4"),
 )
+
+#: The scale envelope (docs/design.md): records per scope up to which a stdio server that opened
+#: the store itself (no `serve`) is fast. Above it the process still answers correctly and says
+#: once on stderr that `serve` (one process holding the store for every host) would make it fast;
+#: `doctor` says it too.
+DIRECT_LIMIT = 20_000
 
 #: DSH's own default; sidecars written by DSH start with `#qwen3-embedding-0.6b\t1024`.
 DEFAULT_EMBED_MODEL_ID = "qwen3-embedding-0.6b"

@@ -523,4 +523,5 @@ EN: dict[str, str] = {
     "已写入 {path},但无法将其落盘:{why}。断电时这次修改可能丢失;请检查磁盘。": "{path} was written but cannot be flushed to disk: {why}. A power cut may lose this change; check the disk.",
     "记忆文件 {path} 无法落盘:{why}。请检查磁盘。": "the memory file {path} cannot be flushed to disk: {why}. Check the disk.",
     "未能写入索引缓存 %s(%s);不影响使用,下次启动会重新建立": "could not write the index cache %s (%s); nothing else is affected, the next start builds it again",
+    "作用域 %s 有 %d 条记忆,超过直连进程适合的 %d 条:本进程照常工作,但每个宿主进程都要自己读一遍记忆库,较慢。运行 `dsh-memory-mcp setup --serve`(登录时自动启动)或 `dsh-memory-mcp serve`,宿主会中继到这一个常驻进程,快得多": "scope %s holds %d memories, more than the %d a direct process suits: this process works as ever, but every host's process reads the store itself, which is slow. Run `dsh-memory-mcp setup --serve` (started at login) or `dsh-memory-mcp serve`: hosts then relay to that one lasting process, much faster",
 }

@@ -13,8 +13,7 @@ Usage: ``python lock_stall_worker.py MODE ARGS...``; one line per event on stdou
   marker's mtime looks that much older) and ``waiting`` is printed once it has polled a held
   lock 20 times.
 * ``soak ROOT TAG SCOPE…`` — save ``"<TAG> #<i>"`` round-robin into the scopes until killed;
-  prints ``ack <scope-index> <id> <saves so far that did not parse the scope>`` after each
-  acknowledged save (the crash-consistency soak).
+  prints ``ack <scope-index> <id>`` after each acknowledged save (the crash-consistency soak).
 """
 
 from __future__ import annotations
@@ -93,7 +92,7 @@ def main(argv: list[str]) -> int:
             except DshMemoryError as exc:
                 print(f"error {exc.code}", flush=True)
             else:
-                print(f"ack {k} {result.record.id} {store.stats['unparsed_saves']}", flush=True)
+                print(f"ack {k} {result.record.id}", flush=True)
             i += 1
     print(f"unknown mode {mode!r}", file=sys.stderr)
     return 2

@@ -949,6 +949,21 @@ def check_serve(settings: config.Settings, env: Mapping[str, str]) -> Iterator[C
             )
         else:
             yield Check("ok", "serve", t("没有在运行({why})", why=why))
+        biggest = _largest_scope(settings.store_dir)
+        if biggest is not None and biggest[1] > config.DIRECT_LIMIT:
+            yield Check(
+                "warn",
+                stdio,
+                t(
+                    "直连记忆库(每个宿主一个进程);{file} 有约 {count} 条记忆,超过直连适合的 {limit} 条,"
+                    "每个宿主进程都要自己读一遍,较慢",
+                    file=biggest[0],
+                    count=biggest[1],
+                    limit=config.DIRECT_LIMIT,
+                ),
+                t("运行 {prog} setup --serve(登录时自动启动)或 {prog} serve,stdio 宿主会自动中继到它"),
+            )
+            return
         yield Check(
             "ok",
             stdio,
@@ -990,6 +1005,26 @@ def check_serve(settings: config.Settings, env: Mapping[str, str]) -> Iterator[C
         )
     else:
         yield Check("ok", stdio, t("会中继到 {url}(不打开记忆库、不加载 SDK;--no-relay 可强制直连)", url=live.url))
+
+
+def _largest_scope(store: str) -> tuple[str, int] | None:
+    """The scope file with the most lines (≈ records) and their count, counted without parsing;
+    None when there is none. A FIFO or a device in place of a file is skipped, never read."""
+    from dsh_memory_mcp.store import fileio
+
+    layout = StoreLayout.at(store)
+    best: tuple[str, int] | None = None
+    for rel in layout.scope_files():
+        count = 0
+        try:
+            with open(fileio.open_regular(layout.abspath(rel)), "rb") as fh:
+                while piece := fh.read(1 << 20):
+                    count += piece.count(b"\n")
+        except OSError:
+            continue
+        if best is None or count > best[1]:
+            best = (rel, count)
+    return best
 
 
 def check_url_entry(entry: Configured) -> Check:

@@ -667,4 +667,7 @@ EN: dict[str, str] = {
     # -- import --dry-run
     "只报告会导入什么,不写任何文件": "only report what would be imported; write nothing",
     "预览(没有写入):将新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}": "preview (nothing written): {added} to add, {existing} already there, {bad} lines to skip{refused}",
+    # -- doctor: the scale envelope
+    "直连记忆库(每个宿主一个进程);{file} 有约 {count} 条记忆,超过直连适合的 {limit} 条,每个宿主进程都要自己读一遍,较慢": "open the store themselves (one process per host); {file} holds about {count} memories, more than the {limit} a direct process suits: every host's process reads it itself, which is slow",
+    "运行 {prog} setup --serve(登录时自动启动)或 {prog} serve,stdio 宿主会自动中继到它": "run {prog} setup --serve (started at login) or {prog} serve: stdio hosts relay to it by themselves",
 }

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from dsh_memory_mcp.config import Settings
+from dsh_memory_mcp.config import DIRECT_LIMIT, Settings
 from dsh_memory_mcp.service.tools import MemoryService
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ def open_service(settings: Settings, *, prepare: bool = True, read_only: bool = 
     :param warm: ``"default"`` (a stdio server: the scopes a bare search reads) or ``"all"``
         (`serve`: every scope on disk): read them and build their indexes in a background
         thread from now on, so the first search does not pay for the cold read (`warm_up`).
+        A stdio server's store also says once when a scope is past `config.DIRECT_LIMIT`.
     :raises StoreError: `prepare` and the store directory cannot be created or written.
     """
     from dsh_memory_mcp.store.shared import SharedStore
@@ -47,7 +48,11 @@ def open_service(settings: Settings, *, prepare: bool = True, read_only: bool = 
 
     derived = IndexCache(settings.store_dir, read_only=read_only or not prepare)
     store = SharedStore(
-        settings.store_dir, on_delete=on_delete, touch_interval=settings.touch_interval, derived=derived
+        settings.store_dir,
+        on_delete=on_delete,
+        touch_interval=settings.touch_interval,
+        derived=derived,
+        direct_limit=DIRECT_LIMIT if warm == "default" else None,  # a stdio server: the direct process
     )
     if prepare:
         store.prepare()

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from dsh_memory_mcp.errors import StoreError
-from dsh_memory_mcp.store import fileio, prescan, records, scopes, snapshots, writing
+from dsh_memory_mcp.store import fileio, records, scopes, snapshots, writing
 from dsh_memory_mcp.store.aliases import AliasFile
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.foreground import Foreground
@@ -93,18 +93,6 @@ class _Change:
     superseded: list[str] = field(default_factory=list)
 
 
-#: A save into a scope file at least this large that this process has not read yet first asks
-#: its bytes whether the content can be there at all (`_save_unparsed`): parsing a smaller one is cheap.
-UNPARSED_SAVE_MIN_BYTES = 1 << 20
-
-#: A scope file in `SharedStore._unparsed` this process has read (besides a `prescan.Scan` after
-#: the first unparsed save and a `prescan.Contents` after the second).
-_PARSED = "parsed"
-
-#: A look-up by id (`find`) parses a scope file it has not read only when the file is smaller
-#: than this or its bytes may hold one of the ids (`prescan.lacks_ids`).
-FIND_SCAN_MIN_BYTES = 64 * 1024
-
 RECOVER_HINT = msg("运行 `dsh-memory-mcp recover`(可先加 --dry-run 查看)按原样恢复它们")
 
 
@@ -134,6 +122,9 @@ class SharedStore:
         many seconds (`flush`, `close` and exit still write at once).
     :param derived: a cache of derived data (parsed records, indexes) consulted when a scope file
         is read whole for the first time (`snapshots.Derived`; `search.index_cache.IndexCache`).
+    :param direct_limit: records per scope above which this process (a stdio server that opened
+        the store itself) says once on stderr that `serve` would make it fast (`config.DIRECT_LIMIT`);
+        None: never (serve, the CLI).
     :param on_delete: called as ``(scope, removed_ids)`` inside the scope lock, right after the
         JSONL file was replaced (the vector channel rewrites its sidecar there). It must not take
         the same scope lock again (`LockRecursion`); its exceptions are logged, not raised.
@@ -150,6 +141,7 @@ class SharedStore:
         on_delete: Callable[[str, list[str]], None] | None = None,
         timing: Clock = SYSTEM,
         derived: snapshots.Derived | None = None,
+        direct_limit: int | None = None,
     ) -> None:
         self.layout = StoreLayout.at(root)
         self.root = self.layout.root
@@ -166,10 +158,8 @@ class SharedStore:
         self._checked: dict[str, _Checked] = {}  # scope → the version last checked for losses
         self._reported_missing: set[tuple[str, frozenset[str]]] = set()
         self._checking: set[str] = set()  # scopes a thread is checking for losses right now
-        #: Scope files saves appended to without parsing them (`_save_unparsed`): the first one's
-        #: `Scan`, then what the later ones check against; `_PARSED` once this process read it.
-        self._unparsed: dict[str, prescan.Scan | prescan.Contents | str] = {}
-        self._id_clean: dict[str, tuple[int, ...]] = {}  # path → a version `find` may scan (`prescan.lacks_ids`)
+        self.direct_limit = direct_limit
+        self._said_direct = False
         #: How the loss checks ran (tests and the benchmark read these): a full check looks every
         #: live journal entry of the scope up, an incremental one only what was journalled since.
         self.stats: Counter[str] = Counter()
@@ -251,8 +241,8 @@ class SharedStore:
         """
         path = self.scope_path(scope)
         snap = self._snapshots.load(path, scope, yield_to=yield_to)
-        if isinstance(self._unparsed.get(path), prescan.Contents):
-            self._unparsed[path] = _PARSED  # read now: saves take the usual path, the hashes go
+        if self.direct_limit is not None and len(snap.records) > self.direct_limit:
+            self._say_direct(scope, len(snap.records))
         checked = self._checked.get(scope)
         if checked is None or checked.identity != snap.identity:
             # One check per scope at a time: when the threads of a busy serve all meet a new
@@ -272,6 +262,21 @@ class SharedStore:
                     self._checking.discard(scope)
         return snap
 
+    def _say_direct(self, scope: str, count: int) -> None:
+        """Once per store (one per process): this scope is past the direct limit, `serve` would be fast."""
+        with self._state_lock:
+            if self._said_direct:
+                return
+            self._said_direct = True
+        logger.warning(
+            "作用域 %s 有 %d 条记忆,超过直连进程适合的 %d 条:本进程照常工作,但每个宿主进程都要自己读一遍记忆库,"
+            "较慢。运行 `dsh-memory-mcp setup --serve`(登录时自动启动)或 `dsh-memory-mcp serve`,"
+            "宿主会中继到这一个常驻进程,快得多",
+            scope,
+            count,
+            self.direct_limit,
+        )
+
     def counters(self) -> dict[str, int]:
         """How much work this store did so far (tests and the benchmark read these, never the tools).
 
@@ -279,20 +284,12 @@ class SharedStore:
         checks (``loss_checks_full``: every live journal entry of a scope looked up;
         ``loss_checks_incremental``: only what was journalled since the last check;
         ``loss_checks_skipped``: a version another thread was checking meanwhile;
-        ``journal_segment_reads``: journal segments opened, not just lstat'ed; ``unparsed_saves``:
-        saves that appended without parsing their scope, `_save_unparsed`; ``find_scans_skipped``:
-        scope files a look-up by id did not parse, their bytes holding none of the ids); and, for this
+        ``journal_segment_reads``: journal segments opened, not just lstat'ed); and, for this
         process, ``id_index_builds`` / ``content_index_builds`` (derivations over every record of a
         version, as opposed to extending the previous version's).
         """
         out = {name: int(value) for name, value in self._snapshots.stats.items()}
-        checks = (
-            "loss_checks_full",
-            "loss_checks_incremental",
-            "loss_checks_skipped",
-            "unparsed_saves",
-            "find_scans_skipped",
-        )
+        checks = ("loss_checks_full", "loss_checks_incremental", "loss_checks_skipped")
         out.update({name: int(self.stats[name]) for name in checks})
         out["journal_segment_reads"] = int(self.journal.stats["segment_reads"])
         out.update({name: int(snapshots.COUNTERS[name]) for name in ("id_index_builds", "content_index_builds")})
@@ -466,17 +463,7 @@ class SharedStore:
         wanted = {key: key.strip().lower() for key in keys if len(key.strip()) >= 8}
         if not wanted:
             return result
-        needles = [prescan.id_needle(prefix) for prefix in wanted.values()]
-        scannable = None if None in needles else [n for n in needles if n is not None]
         for scope in self.discover_scopes():
-            path = self.scope_path(scope)
-            if (
-                scannable is not None
-                and self._snapshots.get(path) is None
-                and prescan.lacks_ids(path, scannable, min_size=FIND_SCAN_MIN_BYTES, clean=self._id_clean)
-            ):
-                self.stats["find_scans_skipped"] += 1
-                continue  # its bytes hold none of the ids: no need to parse (and keep) it
             snap = self.snapshot(scope)
             index = snapshots.id_index(snap)
             for key, prefix in wanted.items():
@@ -749,10 +736,6 @@ class SharedStore:
                 target = next(iter(live.values()))
         target_id = target[1].id if target is not None else None
         wanted = content.strip()
-        if target is None:
-            unparsed = self._save_unparsed(scope, wanted, content, kind, tags, importance, source)
-            if unparsed is not None:
-                return unparsed
         # Build the dedupe index lock-free; inside the lock it is then only extended by what
         # others appended meanwhile (building it there made 15 other writers wait ~50 ms each).
         snapshots.content_index(self.snapshot(scope))
@@ -802,102 +785,6 @@ class SharedStore:
             superseded = self._expire(target[0], target[1].id)
             result = SaveResult(result.record, result.deduped, superseded)
         return result
-
-    def _save_unparsed(
-        self,
-        scope: str,
-        wanted: str,
-        content: str,
-        kind: str,
-        tags: Sequence[str],
-        importance: float | None,
-        source: Mapping[str, Any] | None,
-    ) -> SaveResult | None:
-        """`save` into a big scope file this process has not read, when its bytes prove that no
-        record there has this content (`store/prescan.py`): one append, no parse; else None.
-
-        Until the process has read the file (its warm-up, or a search), saves do not wait for
-        that parse: with 16 fresh servers on two cores, each one's second save waited ~3 s for it.
-        The first save scans the file for its own text (`prescan.scan`: the cheapest look). The
-        next one reads it once more for the hashes of every content value (`prescan.contents`);
-        from then on a save looks its text up there and, under the lock, reads only what was
-        appended since (`Contents.grown`). Once the scope is parsed the usual path costs only what
-        changed, and this is not done again for the file in this process.
-
-        The append expects the identity checked under the lock, the journal line follows as in
-        `_transact`, and nothing is cached: the next read of the scope parses the file.
-        """
-        path = self.scope_path(scope)
-        with self._state_lock:
-            state = self._unparsed.get(path)
-            if self._snapshots.get(path) is not None:
-                self._unparsed[path] = _PARSED  # read already: the usual path costs only what changed
-                return None
-            if state == _PARSED:
-                return None
-        spelled = prescan.needle(wanted)
-        if spelled is None:
-            return None
-        seen: prescan.Scan | None = None
-        known: prescan.Contents | None = None
-        if state is None:
-            seen = prescan.scan(path, spelled, min_size=UNPARSED_SAVE_MIN_BYTES)
-            with self._state_lock:
-                self._unparsed.setdefault(path, seen if seen is not None else _PARSED)
-        else:
-            if isinstance(state, prescan.Scan):
-                known = prescan.contents(path, min_size=UNPARSED_SAVE_MIN_BYTES, scanned=state)
-                with self._state_lock:
-                    if self._unparsed.get(path) is state:
-                        self._unparsed[path] = known if known is not None else _PARSED
-                    state = self._unparsed.get(path)
-            known = state if isinstance(state, prescan.Contents) else None
-            if known is not None and known.holds(spelled):
-                known = None  # maybe a duplicate: the usual path decides
-        if seen is None and known is None:
-            return None
-        self.stats["unparsed_scans"] += 1  # the bytes said "new": now the lock
-        self.journal.tidy()
-        pending = fileio.Durability()
-        try:
-            with self._locks.hold(scope):
-                self._sweep(os.path.dirname(path))
-                now_identity: tuple[int, int, int, int] | None
-                if known is not None:
-                    now_identity = known.grown(path)
-                    if now_identity is None:
-                        with self._state_lock:
-                            self._unparsed[path] = _PARSED  # replaced, or not clean any more
-                        return None
-                    if known.holds(spelled):  # appended since the look outside the lock, read by us or another thread
-                        return None
-                else:
-                    assert seen is not None
-                    now_identity = prescan.still_absent(path, seen, spelled)
-                if now_identity is None:
-                    return None
-                record = records.new_record(
-                    scope=scope,
-                    content=content,
-                    kind=kind,
-                    tags=tags,
-                    importance=importance,
-                    source=source,
-                    now=self._clock(),
-                )
-                _st, matched, torn = writing.append_bytes(
-                    path, records.render_bytes([record]), expect=now_identity, defer=pending
-                )
-                if not matched:
-                    return None  # changed between the check and the open: the usual path decides
-                if torn:
-                    _warn_torn(path)
-                self._journal(scope, _Change(saved=[record]), before=False, pending=pending)
-            self._flush(path, pending)
-        finally:
-            pending.settle()
-        self.stats["unparsed_saves"] += 1
-        return SaveResult(record, False, None)
 
     def insert(self, scope: str, new: Sequence[Record], *, dry_run: bool = False) -> tuple[int, int]:
         """Add whole records to `scope` in one transaction (an import or a restore); ``(added, skipped)``.
