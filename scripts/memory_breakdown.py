@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,10 +59,7 @@ def measure(store: Path) -> None:
         scoring.index_for(snap)
     gc.collect()
     steps.append(("lexical indexes", rss_kb()))
-    # What searching adds: numpy (imported on a thread once a big index exists; the step above
-    # may already hold part of it) and the per-record columns of the vectorised search.
-    while max((len(snap.records) for snap in snaps), default=0) >= scoring.VECTORISE_MIN and scoring._numpy() is None:
-        time.sleep(0.01)
+    # What searching adds: numpy and the per-record columns (`index_for` above already made them).
     for snap in snaps:
         scoring.rank([snap], "deploy pipeline 部署流水线", top_k=5, now=records.now_ms())
     gc.collect()
