@@ -56,7 +56,6 @@ MODULES: dict[str, str] = {
     "store.journal": "append-only journal of acknowledged writes; finds records erased by unlocked writers",
     "store.shared": "SharedStore facade: transactions and the commit path",
     "search.scoring": "tokenizer, lexical index, fusion, ranking",
-    "search.index_cache": "the lexical index of big scope files on disk, verified against their texts",
     "search.queries": "query embeddings: cache, adaptive budget, requests that outlive their search",
     "search.sidecar": ".vec sidecar format",
     "search.embedding": "HTTP embedding client, breaker, llama-server lifecycle",

@@ -311,7 +311,6 @@ def test_an_index_extended_by_appends_answers_exactly_like_one_built_from_scratc
         snap.cache["lexical"] = extended
         assert [(h.record.id, h.score) for h in got] == [(h.record.id, h.score) for h in want]
     assert extended.positions_of(json.loads(dup)["id"]) == fresh.positions_of(json.loads(dup)["id"])
-    assert [extended.factor(p) for p in range(len(snap.records))] == [fresh.factor(p) for p in range(len(fresh))]
 
 
 def test_ids_and_id_prefixes_are_found_after_appends_rewrites_and_foreign_duplicates(store, store_dir):

@@ -79,3 +79,44 @@ def test_the_content_index_finds_every_record_of_a_text_in_file_order_across_app
         assert [r.id for r in index.get(key)] == want(key, 3000)
         assert [r.id for r in old.get(key)] == want(key, 100)  # an older snapshot's index is unchanged
     assert index.get("same text")[0].id == "r0" and len(index.get("same text")) == 1500
+
+
+def test_an_index_directory_an_older_version_left_is_neither_read_nor_written(tmp_path):
+    """Nothing derived is kept on disk any more: a big store's `.index/` (here a junk cache file and a
+    symlink out of the store) stays byte-for-byte as it was, and search answers from the JSONL."""
+    import os
+
+    from dsh_memory_mcp.config import resolve_settings
+    from dsh_memory_mcp.service.compose import close_service, open_service
+    from dsh_memory_mcp.store import records, scopes
+
+    store = tmp_path / "store"
+    store.mkdir()
+    lines = [
+        records.new_record(
+            scope=scopes.GLOBAL, content=f"routine note {i} about the build", now=1_790_000_000_000 + i
+        ).raw
+        for i in range(2500)
+    ]
+    lines[1234] = records.new_record(
+        scope=scopes.GLOBAL, content="灰度发布 uses the canary-zebra pool", now=1_790_000_000_000
+    ).raw
+    (store / "global.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    left = store / ".index"
+    left.mkdir()
+    (left / "0123abcd.idx").write_bytes(b"DSHIDX\n" + b"\xff" * 4096)
+    outside = tmp_path / "outside"
+    outside.write_text("not ours", encoding="utf-8")
+    os.symlink(outside, left / "link.idx")
+    before = {p.name: (p.lstat().st_mtime_ns, p.read_bytes()) for p in left.iterdir()}
+    service = open_service(
+        resolve_settings(store_dir=str(store), project_dir=str(tmp_path), env={"DSH_MEMORY_VECTOR": "off"}),
+        warm="all",
+    )
+    try:
+        found = service.call("memory_search", {"query": "canary-zebra 灰度发布", "topK": 3}).structured["records"]
+        assert found and found[0]["content"] == "灰度发布 uses the canary-zebra pool"
+    finally:
+        close_service(service)
+    assert {p.name: (p.lstat().st_mtime_ns, p.read_bytes()) for p in left.iterdir()} == before
+    assert outside.read_text(encoding="utf-8") == "not ours"

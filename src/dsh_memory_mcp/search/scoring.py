@@ -80,7 +80,6 @@ The rule is English-only; the Chinese rules (bigrams strong, single characters w
 
 from __future__ import annotations
 
-import heapq
 import math
 import re
 import threading
@@ -95,7 +94,6 @@ from typing import Any, Protocol
 
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL, scope_rank
-from dsh_memory_mcp.store.snapshots import DERIVED_KEY
 
 __all__ = [
     "BM25_B",
@@ -103,7 +101,6 @@ __all__ = [
     "CACHE_KEY",
     "GLOBAL_THRESHOLD",
     "IDF_PRIOR_RECORDS",
-    "INDEX_VERSION",
     "MIN_COSINE",
     "PREVIOUS_CACHE_KEY",
     "SCOPE_THRESHOLD",
@@ -119,7 +116,6 @@ __all__ = [
     "is_stop_word",
     "is_weak_token",
     "lexical_threshold",
-    "prepare_vectorised",
     "query_has_tokens",
     "query_tokens",
     "rank",
@@ -168,10 +164,6 @@ MIN_COSINE = 0.5
 #: evaluation, and even the one-sided form lost 0.01–0.02 at b 0.5–0.75.
 BM25_K1 = 1.2
 BM25_B = 0.3
-#: The format of what the tokenizer and `LexicalIndex` produce (tokens, tf, lengths). Anything that
-#: persists an index or its tokens must key on it: bump it whenever `tokenize` or the per-record
-#: statistics change (2: English stemming, term frequencies and record lengths).
-INDEX_VERSION = 2
 
 # Float sums of the same weights in another order can differ in the last bit; a share that is
 # mathematically equal to a threshold must not fail it.
@@ -365,7 +357,6 @@ class _Tables:
     __slots__ = (
         "columns",
         "duplicates",
-        "expired_at",
         "first",
         "length",
         "lock",
@@ -388,7 +379,6 @@ class _Tables:
         self.tf: dict[str, array[int]] = {} if tf is None else tf
         #: Per record: its length in tokens (single CJK characters not counted), its importance factor.
         self.length: array[int] = array("I") if length is None else length
-        self.expired_at: dict[int, int] = {}
         #: id → first position, and the positions of ids found more than once; built on first use
         #: (only the vector channel asks), then kept up to date.
         self.first: dict[str, int] | None = None
@@ -399,15 +389,15 @@ class _Tables:
         self.rows: Sequence[Record] = ()
         self.sealed = False
         self.lock = threading.Lock()
-        #: The per-record tables as numpy columns for the vectorised search (`_Columns`), made on
-        #: the first such search and extended by what was appended since.
+        #: The per-record tables as numpy columns for the search (`_Columns`), made on the first
+        #: search and extended by what was appended since.
         self.columns: _Columns | None = None
 
     def grow(self, recs: Sequence[Record], start: int, *, texts: bool = True) -> None:
         """Index ``recs[start:]`` as positions ``start…`` (lock held). `texts` False: the postings
         already hold them (a rewrite that kept every text), only the per-record tables grow."""
         postings, tfs, length = self.postings, self.tf, self.length
-        expired, first = self.expired_at, self.first
+        first = self.first
         if texts and not postings and len(recs) - start > 64:
             self._fill(recs, start)  # a whole build: lists first, arrays at the end (faster)
             texts = False
@@ -431,8 +421,6 @@ class _Tables:
                             grown.append(min(count, 255))
                             tfs[token] = grown
                 length.append(max(1, len(tokens) - weak))
-            if record.expired_at is not None:
-                expired[pos] = record.expired_at
             if first is not None:
                 _note_id(first, self.duplicates, record.id, pos)
         self.size = len(recs)
@@ -494,100 +482,41 @@ class _Tables:
                 if counts is not None:
                     out.tf[token] = counts[:k]
         out.length = self.length[:n]
-        out.expired_at = {pos: at for pos, at in self.expired_at.items() if pos < n}
         out.size = n
         return out
 
 
-#: Searches over at least this many records (all scopes of one search together) run vectorised
-#: with numpy (`_rank_arrays`); smaller ones, and any search while numpy is not (yet) imported,
-#: run the plain loops (`LexicalIndex.scores`, `_rank_loops`), which give the same results.
-#: Below it the loops are as fast, and a human command over a small store loads no numpy.
-VECTORISE_MIN = 2000
-#: Record times beyond this (another writer's odd numbers) send a search to the plain loops, so
-#: int64 columns never overflow.
+#: Record times are clamped to this in the int64 columns (another writer's odd numbers): the
+#: comparisons with real times stay exact; two such odd times rank as equally recent.
 _TIME_LIMIT = 1 << 62
-_NUMPY: Any = None  # the module once imported, False when it cannot be, None before
-_numpy_lock = threading.Lock()
-_numpy_loader: threading.Thread | None = None
-_numpy_waiting: list[LexicalIndex] = []
 
 
-def _numpy(waiting: Iterable[LexicalIndex] = ()) -> Any:
-    """numpy if it is imported, else None: then it is imported on a thread of its own.
+def _numpy() -> Any:
+    """numpy, imported on the first search (~100 ms): a process that never searches never loads it."""
+    import numpy
 
-    Importing numpy costs ~100 ms of a first search; the loops answer that one and those that
-    follow until numpy is there. The import starts with the first big search, or when a
-    server's warm-up has indexed a big store (`prepare_vectorised`), not with the first big
-    index, so it does not slow down the warm-up itself. `waiting`: indexes whose
-    columns the thread fills once numpy is loaded. The thread is not a daemon, so a short
-    command waits for the import at exit instead of dying inside it.
-    """
-    global _numpy_loader
-    got = _NUMPY
-    if got is not None:
-        return got or None
-    with _numpy_lock:
-        got = _NUMPY
-        if got is not None:  # loaded meanwhile
-            return got or None
-        _numpy_waiting.extend(waiting)
-        if _numpy_loader is None:
-            _numpy_loader = threading.Thread(target=_load_numpy, name="dsh-numpy-import")
-            _numpy_loader.start()
-    return None
+    return numpy
 
 
-def prepare_vectorised(indexes: Sequence[LexicalIndex]) -> bool:
-    """Start importing numpy now (on its own thread) when these indexes together are big enough
-    for the vectorised search, and fill their columns once it is there; whether they are.
-
-    For a server's warm-up, once it has indexed the scopes a search reads: otherwise the import
-    started with the first big search, and that search and those right after it ran the plain
-    loops (~10x slower at 10k records), which was most of a fresh `serve`'s p99.
-    """
-    if sum(len(index) for index in indexes) < VECTORISE_MIN:
-        return False
-    np = _numpy(indexes)
-    if np is not None:
-        for index in indexes:
-            index._columns(np)
-    return True
-
-
-def _load_numpy() -> None:
-    global _NUMPY
-    module: Any = None
-    try:
-        import numpy
-
-        module = numpy
-    except ImportError:
-        pass
-    with _numpy_lock:
-        _NUMPY = False if module is None else module
-        waiting = list(_numpy_waiting)
-        _numpy_waiting.clear()
-    for index in waiting if module is not None else ():
-        index._columns(module)
+def _clamped(value: int) -> int:
+    return value if -_TIME_LIMIT < value < _TIME_LIMIT else (_TIME_LIMIT if value > 0 else -_TIME_LIMIT)
 
 
 class _Columns:
-    """The per-record tables of one `_Tables` as numpy arrays, for the vectorised search.
+    """The per-record tables of one `_Tables` as numpy arrays, for the search.
 
     `arrays` is (length, factor, recency, expiry), each at least `filled` long: length in tokens
     (BM25's dl), importance factor, ``max(updated, created)`` and expiry (`_TIME_LIMIT` when
-    none). Only the records appended since the last fill are converted (amortised O(change):
-    capacity doubles). A reader takes `arrays` once and reads only positions below its own n; a
-    fill writes past `filled` or into new arrays it publishes whole, so a reader's view stays
-    valid. Filled under the tables' lock. `exotic`: some time did not fit, use the loops.
+    none; times clamped to it). Only the records appended since the last fill are converted
+    (amortised O(change): capacity doubles). A reader takes `arrays` once and reads only
+    positions below its own n; a fill writes past `filled` or into new arrays it publishes
+    whole, so a reader's view stays valid. Filled under the tables' lock.
     """
 
-    __slots__ = ("arrays", "exotic", "filled")
+    __slots__ = ("arrays", "filled")
 
     def __init__(self, np: Any) -> None:
         self.filled = 0
-        self.exotic = False
         self.arrays: tuple[Any, Any, Any, Any] = (
             np.zeros(0, np.uintc),
             np.zeros(0, np.float64),
@@ -597,7 +526,7 @@ class _Columns:
 
     def fill(self, np: Any, tables: _Tables, recs: Sequence[Record], n: int) -> None:
         lo = self.filled
-        if n <= lo or self.exotic:
+        if n <= lo:
             return
         arrays = self.arrays
         if n > len(arrays[0]):
@@ -611,18 +540,15 @@ class _Columns:
         length[lo:n] = np.frombuffer(tables.length[lo:n], dtype=np.uintc)
         rows = recs[lo:n]
         factor[lo:n] = np.fromiter((importance_factor(r.importance) for r in rows), dtype=np.float64, count=n - lo)
-        try:  # from generators: lists of n int objects left ~4 MB of freed-but-kept memory at 100k
-            times = np.fromiter((max(r.updated_at, r.created_at) for r in rows), dtype=np.int64, count=n - lo)
-            ends = np.fromiter(
-                (_TIME_LIMIT if r.expired_at is None else r.expired_at for r in rows), dtype=np.int64, count=n - lo
-            )
-        except OverflowError:
-            times = ends = None
-        if times is None or (np.abs(times) >= _TIME_LIMIT).any() or (np.abs(ends) > _TIME_LIMIT).any():
-            self.exotic = True
-            return
-        recency[lo:n] = times
-        expiry[lo:n] = ends
+        # From generators: lists of n int objects left ~4 MB of freed-but-kept memory at 100k.
+        recency[lo:n] = np.fromiter(
+            (_clamped(max(r.updated_at, r.created_at)) for r in rows), dtype=np.int64, count=n - lo
+        )
+        expiry[lo:n] = np.fromiter(
+            (_TIME_LIMIT if r.expired_at is None else _clamped(r.expired_at) for r in rows),
+            dtype=np.int64,
+            count=n - lo,
+        )
         self.arrays = arrays
         self.filled = n
 
@@ -637,20 +563,11 @@ def _note_id(first: dict[str, int], duplicates: dict[str, list[int]], rid: str, 
         duplicates.setdefault(rid, [found]).append(pos)
 
 
-def visible(plist: array[int], n: int) -> int:
-    """How many positions of a posting list of `text_tables` belong to the first `n` records."""
-    return _visible(plist, n)
-
-
 def _visible(plist: array[int], n: int) -> int:
     """How many positions of the ascending `plist` are below `n` (a view's part of the list)."""
     if not plist or plist[-1] < n:
         return len(plist)
     return bisect_left(plist, n)
-
-
-def _prefix(values: array[Any], k: int) -> Iterable[Any]:
-    return values if k == len(values) else islice(values, k)
 
 
 def _starts_with(recs: Sequence[Record], prefix: Sequence[Record]) -> bool:
@@ -751,25 +668,6 @@ class LexicalIndex:
         tables.grow(records, 0)
         return cls(records, tables, records, sum(tables.length))
 
-    @classmethod
-    def from_tables(
-        cls,
-        records: Sequence[Record],
-        postings: dict[str, array[int]],
-        tf: dict[str, array[int]],
-        length: array[int],
-    ) -> LexicalIndex:
-        """An index of `records` from text tables made for exactly these texts, in this order
-        (a persisted index: `search.index_cache`); the per-record tables are computed here."""
-        tables = _Tables(postings, tf, length)
-        tables.grow(records, 0, texts=False)
-        return cls(records, tables, records, sum(length))
-
-    def text_tables(self) -> tuple[dict[str, array[int]], dict[str, array[int]], array[int]]:
-        """The postings, tf and length tables of this index's records (read-only views: the
-        arrays may go on past this index's records; cut them with `visible`)."""
-        return self._tables.postings, self._tables.tf, self._tables.length
-
     def __len__(self) -> int:
         return self._n
 
@@ -809,27 +707,6 @@ class LexicalIndex:
         pos = first.get(record_id)
         return [] if pos is None or pos >= n else [pos]
 
-    def factor(self, pos: int) -> float:
-        """The importance factor of the record at `pos` (the vectorised search keeps them in its columns)."""
-        return importance_factor(self.records[pos].importance)
-
-    def is_expired(self, pos: int, now: int) -> bool:
-        expired_at = self._tables.expired_at.get(pos)
-        return expired_at is not None and expired_at < now
-
-    def final_scores(self, bases: Mapping[int, float], now: int) -> list[tuple[float, int]]:
-        """``(round(base · importance factor, 4), position)`` for records not expired at `now`."""
-        recs = self.records
-        expired = self._tables.expired_at
-        if not expired:
-            return [(round(base * importance_factor(recs[pos].importance), 4), pos) for pos, base in bases.items()]
-        out = []
-        for pos, base in bases.items():
-            expired_at = expired.get(pos)
-            if expired_at is None or expired_at >= now:
-                out.append((round(base * importance_factor(recs[pos].importance), 4), pos))
-        return out
-
     def scores(self, tokens: Collection[str], *, threshold: float) -> dict[int, float]:
         """Lexical hits: position → strength (BM25 on a 0–1 scale, see the module docstring).
 
@@ -837,122 +714,36 @@ class LexicalIndex:
         contains: one sharing at least one strong token is a hit at ``share ≥ threshold``; one
         sharing only weak tokens (single CJK characters) and stop words at
         ``share ≥ max(threshold, 0.25)``; one sharing only stop words (`STOP_WORDS`) never is,
-        nor one sharing only stop words and tokens `common` to the scope.
-
-        Candidates come only from the posting lists of *essential* tokens (MaxScore pruning): the
-        *skippable* tokens are a set no record can pass the threshold with alone, so they only top
-        up records already found, by binary search when their lists are long. A query word that
-        is in every record (``item`` of ``item_123``, ``的``) then costs a few lookups, not a walk
-        over the whole scope. The result is the same as scoring every record.
+        nor one sharing only stop words and tokens `common` to the scope. (`rank` uses
+        `_score_arrays`, which this reads back as a dict.)
         """
-        n = self._n
-        if n == 0 or not tokens:
-            return {}
-        tables = self._tables
-        postings = tables.postings
-        tfs = tables.tf
-        length = tables.length
-        dfs = {token: self.df(token) for token in set(tokens)}
-        weights = {token: idf(n, df) for token, df in dfs.items()}
-        total = sum(weights.values())
-        present = [t for t in weights if dfs[t]]
-        weak_need = max(threshold, WEAK_ONLY_THRESHOLD)
-        common = self.common(present)
-        skip = self._skippable(present, weights, total, threshold, weak_need, common, dfs)
-        # BM25's length normalisation, per record: K(dl) = k1·(1 − b + b·max(dl, avgdl)/avgdl).
-        k_base = BM25_K1 * (1.0 - BM25_B)
-        k_per_token = BM25_K1 * BM25_B / self.average_length
-        k1_plus_1 = BM25_K1 + 1.0
-        avg = self.average_length
+        np = _numpy()
+        at, strength = self._score_arrays(np, self._columns(np), tokens, threshold=threshold)
+        return dict(zip(at.tolist(), strength.tolist(), strict=True))
 
-        # `acc` sums the weights of the shared tokens (the share); `extra` only the difference BM25
-        # makes, which is 0 for a single mention in a record no longer than average — most
-        # postings — so the walk stays one dict update per posting plus a comparison.
-        acc: dict[int, float] = {}
-        extra: dict[int, float] = {}
-        strong: set[int] = set()
-        weak: set[int] = set()
-
-        def bm25_extra(weight: float, tf: int, dl: int) -> float:
-            return weight * (tf * k1_plus_1 / (tf + k_base + k_per_token * max(dl, avg)) - 1.0)
-
-        for token in present:
-            if token in skip:
-                continue
-            weight = weights[token]
-            k = dfs[token]
-            plist = _prefix(postings[token], k)  # this index's part of a list later versions share
-            counts = tfs.get(token)
-            get = acc.get
-            if counts is None:
-                for pos in plist:
-                    acc[pos] = get(pos, 0.0) + weight
-                    dl = length[pos]
-                    if dl > avg:  # a longer record: its single mention counts less (inlined: the hot loop)
-                        extra[pos] = extra.get(pos, 0.0) + weight * (
-                            k1_plus_1 / (1.0 + k_base + k_per_token * dl) - 1.0
-                        )
-            else:
-                for pos, tf in zip(plist, _prefix(counts, k)):  # noqa: B905 - both cut to this index's part
-                    acc[pos] = get(pos, 0.0) + weight
-                    if tf > 1 or length[pos] > avg:
-                        extra[pos] = extra.get(pos, 0.0) + bm25_extra(weight, tf, length[pos])
-            if is_weak_token(token):
-                weak.update(_prefix(postings[token], k))
-            elif token not in STOP_WORDS and token not in common:
-                strong.update(_prefix(postings[token], k))
-        for token in skip:
-            weight = weights[token]
-            plist = postings[token]
-            k = dfs[token]
-            counts = tfs.get(token)
-            if len(acc) * 16 < k:  # few candidates, long list: look each one up
-                found = [(pos, i) for pos in acc if (i := _sorted_index(plist, pos)) >= 0]
-            else:
-                found = [(pos, i) for i, pos in enumerate(_prefix(plist, k)) if pos in acc]
-            for pos, i in found:
-                tf = 1 if counts is None else counts[i]
-                acc[pos] += weight
-                if tf > 1 or length[pos] > avg:
-                    extra[pos] = extra.get(pos, 0.0) + bm25_extra(weight, tf, length[pos])
-            matched = [pos for pos, _ in found]
-            if is_weak_token(token):
-                weak.update(matched)
-            elif token not in STOP_WORDS and token not in common:
-                strong.update(matched)
-
-        hits: dict[int, float] = {}
-        for pos, weight_sum in acc.items():
-            if pos in strong:
-                need = threshold
-            elif pos in weak:
-                need = weak_need
-            else:
-                continue  # only stop words in common
-            if weight_sum / total + _EPSILON >= need:
-                hits[pos] = min(1.0, (weight_sum + extra.get(pos, 0.0)) / total)
-        return hits
-
-    def _columns(self, np: Any) -> _Columns | None:
-        """The per-record columns for this index's records, or None when they cannot be used."""
+    def _columns(self, np: Any) -> _Columns:
+        """The per-record columns, filled up to this index's records."""
         tables = self._tables
         n = self._n
         cols = tables.columns
-        if cols is None or (cols.filled < n and not cols.exotic):
+        if cols is None or cols.filled < n:
             with tables.lock:
                 cols = tables.columns
                 if cols is None:
                     cols = tables.columns = _Columns(np)
                 cols.fill(np, tables, self.records, n)
-        return None if cols.exotic else cols
+        return cols
 
     def _score_arrays(self, np: Any, cols: _Columns, tokens: Collection[str], *, threshold: float) -> tuple[Any, Any]:
-        """`scores` in numpy: (positions ascending, strengths), the very same floats.
+        """The lexical hits (see `scores`) as (positions ascending, strengths).
 
-        The same walk as `scores`, one array operation per query token instead of one Python step
-        per posting: the tokens in the same order, each record's sums accumulated in that order
-        (`np.bincount` adds in input order), the same expressions, so every strength is
-        bit-identical. Cost: O(postings of the query's tokens) in C.
+        Candidates come only from the posting lists of *essential* tokens (MaxScore pruning): the
+        *skippable* tokens are a set no record can pass the threshold with alone, so they only top
+        up records already found, by binary search. A query word that is in every record (``item``
+        of ``item_123``, ``的``) then costs a few lookups, not a walk over the whole scope. The
+        result is the same as scoring every record. Each record's sums are accumulated token by
+        token in a fixed order (`np.bincount` adds in input order). Cost: O(postings of the
+        query's tokens) in C.
         """
         n = self._n
         if n == 0 or not tokens:
@@ -1035,7 +826,6 @@ class LexicalIndex:
             where = where[matched]
             counts = tfs.get(token)
             tf = None if counts is None else np.frombuffer(counts[:k], dtype=np.uint8)[where]
-            # The loop's skippable branch uses the general form for tf 1 too: the same floats.
             note(token, at, weights[token], np.ones(len(at), np.uint8) if tf is None else tf, length[at])
 
         m = n if dense else len(candidates)
@@ -1112,12 +902,6 @@ class LexicalIndex:
         return frozenset(max(choices, key=lambda tokens: sum(dfs[t] for t in tokens)))
 
 
-def _sorted_index(values: Sequence[int], value: int) -> int:
-    """The index of `value` in the sorted list `values`, or -1."""
-    i = bisect_left(values, value)
-    return i if i < len(values) and values[i] == value else -1
-
-
 #: Only this much of a record's content is indexed (its tags always are). A save accepts 20,000
 #: characters by default, so what we write is indexed whole; a 50 MB record written by another
 #: program costs what a 20,000-character one does, stays intact on disk and is found by its start.
@@ -1127,16 +911,6 @@ INDEX_CHARS = 20_000
 def indexed_text(record: Record) -> str:
     """The text of `record` the lexical index tokenizes (its content, cut to `INDEX_CHARS`, and tags)."""
     return _indexed_text(record)
-
-
-def indexed_utf8(record: Record) -> bytes:
-    """``indexed_text(record).encode("utf-8", "surrogatepass")``, from the line's bytes when the
-    content is kept there (no decode of the text and no encode back)."""
-    content = record.content_utf8
-    if len(content) > INDEX_CHARS:  # perhaps more characters than are indexed: cut the text
-        return _indexed_text(record).encode("utf-8", "surrogatepass")
-    tags = record.tags
-    return content + b"\n" + "\n".join(tags).encode("utf-8", "surrogatepass") if tags else content
 
 
 def _indexed_text(record: Record) -> str:
@@ -1181,20 +955,12 @@ def index_for(snapshot: SnapshotLike) -> LexicalIndex:
         if isinstance(cached, LexicalIndex) and cached.source is records:
             return cached
         previous = cache.get(PREVIOUS_CACHE_KEY)
-        hook = cache.get(DERIVED_KEY)
-        if not isinstance(previous, LexicalIndex):
-            # A first build in this process: a persisted index of (a prefix of) these very
-            # records, if the store's derived cache has one (`search.index_cache`).
-            previous = hook.seed(records) if hook is not None else None
-        index = LexicalIndex.build(records, previous)
+        index = LexicalIndex.build(records, previous if isinstance(previous, LexicalIndex) else None)
+        # The columns too, so a build in the background (the warm-up, another writer's append)
+        # leaves the search less to do.
+        index._columns(_numpy())
         cache[CACHE_KEY] = index
         cache.pop(PREVIOUS_CACHE_KEY, None)  # holding it would keep the old version's index alive
-    if hook is not None:
-        hook.built(index, previous)
-    if len(records) >= VECTORISE_MIN and _NUMPY:
-        # A big scope's searches run vectorised: fill the columns now, so a build in the
-        # background (a server's warm-up, another writer's append) leaves the search less to do.
-        index._columns(_NUMPY)
     return index
 
 
@@ -1260,102 +1026,28 @@ def rank(
     tokens = query_tokens(query)
     vectors = {rid: c for rid, c in (vector_scores or {}).items() if c >= MIN_COSINE}
     indexes = [(snapshot.scope, index_for(snapshot)) for snapshot in snapshots]
-    big = sum(len(index) for _, index in indexes) >= VECTORISE_MIN
-    np = _numpy(index for _, index in indexes) if big else None
-    if np is not None:
-        hits = _rank_arrays(np, indexes, tokens, top_k, now, vectors)
-        if hits is not None:
-            return hits
-    return _rank_loops(indexes, tokens, top_k, now, vectors)
+    return _ranked(_numpy(), indexes, tokens, top_k, now, vectors)
 
 
-def _rank_loops(
-    indexes: Sequence[tuple[str, LexicalIndex]],
-    tokens: frozenset[str],
-    top_k: int,
-    now: int,
-    vectors: Mapping[str, float],
-) -> list[Hit]:
-    """`rank` in plain Python: small searches, and the fallback of `_rank_arrays`."""
-    # A common word can match thousands of records. Scoring them is cheap arithmetic; sort keys
-    # and Hit objects are built only for those that can still make the top.
-    channels: list[tuple[str, int, LexicalIndex, dict[int, float], dict[int, float]]] = []
-    pool: list[tuple[float, int, int]] = []  # (final score, channel number, position)
-    for number, (scope, index) in enumerate(indexes):
-        lexical = index.scores(tokens, threshold=lexical_threshold(scope)) if tokens else {}
-        cosines: dict[int, float] = {}
-        for rid, similarity in vectors.items():
-            for pos in index.positions_of(rid):
-                cosines[pos] = similarity
-        bases = lexical
-        if cosines:
-            bases = dict(lexical)
-            for pos, similarity in cosines.items():
-                bases[pos] = fuse(bases.get(pos, 0.0), similarity)
-        channels.append((scope, scope_rank(scope), index, lexical, cosines))
-        pool.extend((score, number, pos) for score, pos in index.final_scores(bases, now))
-    if not pool:
-        return []
-
-    contenders = pool
-    if len(pool) > top_k:
-        cutoff = heapq.nlargest(top_k, [entry[0] for entry in pool])[-1]
-        contenders = [entry for entry in pool if entry[0] >= cutoff]
-    while True:
-        keyed = sorted(
-            _order_key(score, channels[number][1], channels[number][2], number, pos)
-            for score, number, pos in contenders
-        )
-        picked: list[tuple[float, int, int]] = []
-        seen: set[str] = set()
-        for key in keyed:
-            number, pos = key[-2], key[-1]
-            rid = channels[number][2].records[pos].id
-            if rid not in seen:  # an id in several snapshots: its first (best) entry wins
-                seen.add(rid)
-                picked.append((-key[0], number, pos))
-                if len(picked) == top_k:
-                    break
-        if len(picked) == top_k or contenders is pool:
-            break
-        contenders = pool  # duplicates thinned the contenders below top_k: look at everything
-
-    hits = []
-    for score, number, pos in picked:
-        scope, _srank, index, lexical, cosines = channels[number]
-        hits.append(
-            Hit(
-                record=index.records[pos],
-                scope=scope,
-                score=score,
-                lexical=lexical.get(pos, 0.0),
-                cosine=cosines.get(pos),
-            )
-        )
-    return hits
-
-
-def _rank_arrays(
+def _ranked(
     np: Any,
     indexes: Sequence[tuple[str, LexicalIndex]],
     tokens: frozenset[str],
     top_k: int,
     now: int,
     vectors: Mapping[str, float],
-) -> list[Hit] | None:
-    """`rank` with numpy: the same hits in the same order, or None (a scope's times do not fit int64).
+) -> list[Hit]:
+    """`rank` over built indexes.
 
     Scores, importance factors and expiry are array operations over the hits; only the hits
-    that can still make the top get their score rounded in Python (`round`, exactly as
-    `_rank_loops` does: numpy's rounding differs in the last place) and are sorted, by the same
-    keys, with `np.lexsort`.
+    that can still make the top get their score rounded in Python (`round`: numpy's rounding
+    differs in the last place) and are sorted by `rank`'s keys with `np.lexsort`. A common word
+    can match thousands of records: sort keys and Hit objects are made only for the contenders.
     """
     channels: list[tuple[str, LexicalIndex, Any, Any, dict[int, float]]] = []
     raws, numbers, places, factors, recencies, ranks = [], [], [], [], [], []
     for number, (scope, index) in enumerate(indexes):
         cols = index._columns(np)
-        if cols is None:
-            return None
         _length, factor, recency, expiry = cols.arrays
         if tokens:
             at, lexical = index._score_arrays(np, cols, tokens, threshold=lexical_threshold(scope))
@@ -1382,7 +1074,7 @@ def _rank_arrays(
         if not live.all():
             bases_at, bases = bases_at[live], bases[live]
         channels.append((scope, index, at, lexical, cosines))
-        raws.append(bases * factor[bases_at])  # the loops' ``base * factor[pos]``, before rounding
+        raws.append(bases * factor[bases_at])  # ``base * factor``, before rounding
         numbers.append(np.full(len(bases_at), number, dtype=np.intp))
         places.append(bases_at)
         factors.append(factor[bases_at])
@@ -1443,9 +1135,3 @@ def _rank_arrays(
             )
         )
     return hits
-
-
-def _order_key(score: float, srank: int, index: LexicalIndex, number: int, pos: int) -> tuple[Any, ...]:
-    """Sort key: score desc, scope rank, importance desc, recency desc, file position desc."""
-    record = index.records[pos]
-    return (-score, srank, -index.factor(pos), -max(record.updated_at, record.created_at), -pos, number, pos)

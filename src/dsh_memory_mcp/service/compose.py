@@ -44,14 +44,10 @@ def open_service(settings: Settings, *, prepare: bool = True, read_only: bool = 
         if channel is not None:
             channel.on_delete(scope, ids)
 
-    from dsh_memory_mcp.search.index_cache import IndexCache
-
-    derived = IndexCache(settings.store_dir, read_only=read_only or not prepare)
     store = SharedStore(
         settings.store_dir,
         on_delete=on_delete,
         touch_interval=settings.touch_interval,
-        derived=derived,
         direct_limit=DIRECT_LIMIT if warm == "default" else None,  # a stdio server: the direct process
     )
     if prepare:
@@ -84,7 +80,6 @@ def warm_up(service: MemoryService, *, every_scope: bool = False) -> threading.T
     """
 
     def run() -> None:
-        from dsh_memory_mcp.search import scoring
         from dsh_memory_mcp.service.context import default_context
         from dsh_memory_mcp.service.scoping import ScopeResolver
         from dsh_memory_mcp.store import snapshots
@@ -106,11 +101,9 @@ def warm_up(service: MemoryService, *, every_scope: bool = False) -> threading.T
             for scope in scopes[1:]:
                 fg.pause()
                 service.store.snapshot(scope, yield_to=fg)
-            indexes = []
             for scope in scopes:
                 started = time.monotonic()
                 snap, steps = _index_in_steps(functools.partial(service.store.snapshot, scope, yield_to=fg), fg)
-                indexes.append(scoring.index_for(snap))
                 log.debug(
                     "warm-up: %d records of %s indexed in %d steps, %.2f s",
                     len(snap.records),
@@ -118,13 +111,6 @@ def warm_up(service: MemoryService, *, every_scope: bool = False) -> threading.T
                     steps,
                     time.monotonic() - started,
                 )
-            if every_scope:
-                # serve: a big store's searches run vectorised, many sessions at once from the
-                # start; have numpy ready for the first of them. A stdio server leaves the import
-                # (~150 ms of CPU) to its first big search: a host that only saves never pays it,
-                # and 16 fresh writers on two cores did each pay it at once.
-                fg.pause()
-                scoring.prepare_vectorised(indexes)
             log.debug("warm-up: done (paused %d times for calls)", fg.stats["pauses"])
         except Exception as exc:  # the call that needs the scope reports it properly
             log.debug("warm-up stopped: %s", exc)
@@ -141,11 +127,12 @@ def _index_in_steps(current: Callable[[], ScopeSnapshot], fg: Foreground) -> tup
     Each chunk extends the index of the records before it (`LexicalIndex.build` with the
     previous prefix's index), kept where `index_for` looks for a previous version's index: a
     call that needs the index meanwhile extends what was built so far instead of starting over,
-    and so does the next version of the file (a save) that `carry_forward` hands it to. A cached
-    index on disk (`search.index_cache`) or an older version's index is one step.
+    and so does the next version of the file (a save) that `carry_forward` hands it to. An
+    older version's index is one step. The last step (`index_for`) also imports numpy and fills
+    the columns the search reads, so the first search pays neither.
     """
     from dsh_memory_mcp.search import scoring
-    from dsh_memory_mcp.store.snapshots import DERIVED_KEY, Rows
+    from dsh_memory_mcp.store.snapshots import Rows
 
     steps = 0
     mine: scoring.LexicalIndex | None = None  # the longest prefix built here
@@ -170,11 +157,6 @@ def _index_in_steps(current: Callable[[], ScopeSnapshot], fg: Foreground) -> tup
                 if not records.starts_with(previous.records):
                     break  # an older version's index, rewritten since: index_for decides
             else:
-                hook = cache.get(DERIVED_KEY)
-                seeded = hook.seed(records) if hook is not None else None
-                if seeded is not None:
-                    cache[scoring.PREVIOUS_CACHE_KEY] = seeded
-                    break
                 previous = None
             done = len(previous) if previous is not None else 0
             if done + WARM_CHUNK >= len(records):
@@ -190,14 +172,9 @@ def _index_in_steps(current: Callable[[], ScopeSnapshot], fg: Foreground) -> tup
 
 
 def close_service(service: MemoryService) -> None:
-    """Stop what the channel spawned, flush pending touches, save due index caches; safe to call twice."""
+    """Stop what the channel spawned, flush pending touches; safe to call twice."""
     try:
         if service.vectors is not None:
             service.vectors.close()
     finally:
-        try:
-            service.store.close()
-        finally:
-            derived = service.store.derived
-            if derived is not None and hasattr(derived, "close"):
-                derived.close()
+        service.store.close()

@@ -284,17 +284,14 @@ def identity_of(path: str) -> Identity | None:
 
 
 #: Derived data a new version of a scope file may start from, and the key it gets there. After a
-#: touch or an append the old records are a prefix of the new ones, so the lexical index can be
-#: extended instead of rebuilt (`scoring.index_for`): at 50k records that is ~0.25 s, not ~2.5 s.
+#: touch or an append the old records' texts are a prefix of the new ones, so the lexical index is
+#: extended instead of rebuilt (`scoring.LexicalIndex.build`): at 50k records that is ~0.25 s, not
+#: ~2.5 s. This is the only index that outlives a file version; nothing of it is kept on disk.
 _CARRY_FORWARD = {
     "lexical": "lexical_previous",
     "ids": "ids_previous",
     "writers": "writers_previous",
-    "derived": "derived",
 }
-#: Where a `Derived` cache keeps its per-file hook in `snapshot.cache` (carried to every later
-#: version of the file, so the cache hears of the indexes built for them too).
-DERIVED_KEY = "derived"
 #: Who wrote each record (`service.browse.writers`), and the previous version's table it reuses.
 WRITERS_KEY, WRITERS_PREVIOUS_KEY = "writers", "writers_previous"
 
@@ -734,10 +731,10 @@ class _Parsing:
 
 
 class Derived(Protocol):
-    """What a store may be given to speed up cold reads: a cache of what it derives from a file.
+    """What a store may be given to seed a file's derived data when it is first read whole.
 
-    The search layer implements it (`search.index_cache.IndexCache`): the store layer only
-    calls it, so it stays free of the tokenizer and of any file format but its own.
+    Nothing implements it since the on-disk index cache went (issue 31); `store.shared` still
+    passes its parameter through. To be removed with that parameter.
     """
 
     def loaded(self, snap: ScopeSnapshot) -> None:
