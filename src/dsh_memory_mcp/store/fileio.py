@@ -192,9 +192,12 @@ def open_regular(path: str, *, follow: bool = True, append: bool = False, update
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:
             raise _not_regular(path, stat.S_IFLNK) from exc
-        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a socket, or a directory on some systems
-            with contextlib.suppress(OSError):
-                raise _not_regular(path, os.stat(path).st_mode) from exc
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a socket, or a directory (opened for writing)
+            try:
+                mode = os.stat(path, follow_symlinks=follow).st_mode
+            except OSError:
+                raise exc from None
+            raise _not_regular(path, mode) from exc
         raise
     try:
         mode = os.fstat(fd).st_mode
