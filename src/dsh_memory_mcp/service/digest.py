@@ -178,7 +178,7 @@ class DigestCache:
         path = self._path(project)
         if path is not None and self.directory is not None:
             try:
-                os.makedirs(self.directory, mode=0o700, exist_ok=True)
+                fileio.private_dirs(self.directory)
                 fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".digest.", suffix=".tmp")
                 try:
                     with os.fdopen(fd, "w", encoding="utf-8") as fh:

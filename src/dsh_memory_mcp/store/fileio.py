@@ -45,6 +45,7 @@ __all__ = [
     "new_tmp",
     "open_regular",
     "pid_alive",
+    "private_dirs",
     "remove_leftover_tmps",
     "replace",
     "write_all",
@@ -236,13 +237,33 @@ def write_target(path: str) -> str:
     return target
 
 
+def private_dirs(directory: str) -> None:
+    """Create `directory` and its missing parents 0o700 whatever the umask (`os.makedirs` gives
+    the parents 0o777 minus the umask: 0o777 under umask 000). Existing ones are left as they are.
+    """
+    missing = []
+    current = os.path.abspath(directory)
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(path, 0o700)  # the umask may have taken bits away; it cannot have added any
+
+
 def new_tmp(path: str) -> tuple[int, str]:
     """A new, uniquely named 0o600 tmp file next to `path` (its directory created 0o700).
 
     The name carries our pid and host tag, so a leftover of a dead writer is recognisable.
     """
     directory = os.path.dirname(path) or "."
-    os.makedirs(directory, mode=0o700, exist_ok=True)
+    private_dirs(directory)
     prefix = f".{os.path.basename(path)}.{os.getpid()}-{HOST_TAG}."
     return tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")
 
