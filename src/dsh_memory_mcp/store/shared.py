@@ -20,6 +20,7 @@ same time, and nothing may be lost, so:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -110,6 +111,15 @@ RECOVER_HINT = msg("运行 `dsh-memory-mcp recover`(可先加 --dry-run 查看)�
 
 def _warn_torn(path: str) -> None:
     logger.warning("记忆文件 %s 末行不完整(可能是写入时进程被中止):已另起一行写入,该行原样保留(不会删除)", path)
+
+
+def _holds(snap: ScopeSnapshot, data: bytes) -> bool:
+    """Whether `data` (a scope file's bytes) has exactly the lines of `snap`, blank ones aside."""
+    lines = snap.lines
+    raws = [raw for raw in data.split(b"\n") if raw.strip()]
+    return len(raws) == len(lines) and all(
+        raw == records.line_bytes(line) for raw, line in zip(raws, lines, strict=True)
+    )
 
 
 def _fold(text: str) -> str:
@@ -674,7 +684,14 @@ class SharedStore:
             return self._append(snap, change.records, last_try=last_try, pending=pending)
         if not last_try and snapshots.identity_of(snap.path) != snap.identity:
             return False
-        self._write_lines(scope, snap.path, change, lineage=snap.lineage)
+        try:
+            self._write_lines(scope, snap.path, change, lineage=snap.lineage, read=snap)
+        except fileio.Changed:
+            # Replaced or edited in place since we read it (an edit that kept size and mtime
+            # leaves the cached version looking current): read it afresh and start over.
+            logger.warning("记忆文件 %s 在本次重写提交前被不加锁的写入者改动:已按它的新内容重做", snap.path)
+            self._snapshots.drop(snap.path)
+            return False
         return True
 
     def _append(
@@ -717,15 +734,23 @@ class SharedStore:
             self._snapshots.drop(snap.path)  # someone else wrote too: the next read extends or re-reads
         return True
 
-    def _write_lines(self, scope: str, path: str, lines: list[Line], *, lineage: int | None = None) -> None:
+    def _write_lines(
+        self, scope: str, path: str, lines: list[Line], *, lineage: int | None = None, read: ScopeSnapshot
+    ) -> None:
         """Replace the scope file by `lines` and cache the result without reading it back.
 
-        `lineage`: that of the version `lines` were made from (read under the lock). The new
-        version holds every record that one had except those our tools removed, which the
-        journal knows, so the loss check carries on from it (`_check_losses`).
+        `read`: the version `lines` were made from (read under the lock), which the file must
+        still be right before the rename, bar lines appended since (carried over: `fileio.commit`).
+        `lineage`: its lineage. The new version holds every record that one had except those our
+        tools removed, which the journal knows, so the loss check carries on from it (`_check_losses`).
+
+        :raises fileio.Changed: the file was replaced or edited meanwhile (nothing written).
         """
         probe = writing.Probe(writing.encoded_chunks(lines), snapshots.PROBE_BYTES)
-        st = writing.replace_file(path, probe)
+        ident = read.identity or (0, 0, 0, 0)
+        st = writing.replace_file(
+            path, probe, read=fileio.Read(ident[0], ident[1], ident[2], functools.partial(_holds, read))
+        )
         numbered = [
             CorruptLine(line.raw, n) if isinstance(line, CorruptLine) else line for n, line in enumerate(lines, 1)
         ]
