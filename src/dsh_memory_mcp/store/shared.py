@@ -115,11 +115,12 @@ def _warn_torn(path: str) -> None:
 
 def _holds(snap: ScopeSnapshot, data: bytes) -> bool:
     """Whether `data` (a scope file's bytes) has exactly the lines of `snap`, blank ones aside."""
-    lines = snap.lines
-    raws = [raw for raw in data.split(b"\n") if raw.strip()]
-    return len(raws) == len(lines) and all(
-        raw == records.line_bytes(line) for raw, line in zip(raws, lines, strict=True)
-    )
+    raws = data.split(b"\n")
+    if raws and not raws[-1]:
+        raws.pop()  # the last newline
+    if len(raws) != len(snap.lines):
+        raws = [raw for raw in raws if raw.strip()]
+    return raws == [records.line_bytes(line) for line in snap.lines]
 
 
 def _fold(text: str) -> str:
