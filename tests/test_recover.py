@@ -412,3 +412,27 @@ def test_a_forgotten_rule_leaves_no_text_in_the_digest_cache(tools, store_dir: P
     assert tools.call("memory_forget", {"id": rule}).structured["deleted"] == 1
     assert not any("黄色企鹅" in p.read_text(encoding="utf-8") for p in folder.iterdir())
     assert "黄色企鹅" not in cache.get(tools.store, None, now_ms())
+
+
+def test_a_forget_drops_the_index_cache_that_holds_the_forgotten_words(store_dir: Path, tmp_path: Path):
+    from dsh_memory_mcp.config import resolve_settings
+    from dsh_memory_mcp.service.compose import open_service
+    from dsh_memory_mcp.store import records, scopes
+
+    path = store_dir / scopes.scope_file_relpath(scopes.GLOBAL)
+    path.parent.mkdir(parents=True)
+    made = [records.new_record(scope="global", content=f"filler memory {i}", now=1000 + i) for i in range(2500)]
+    made.append(records.new_record(scope="global", content="the quetzalcoatlus password hint", now=9000))
+    path.write_bytes(records.render_bytes(made))
+    settings = resolve_settings(store_dir=str(store_dir), project_dir=str(tmp_path), env={}, cwd=str(tmp_path))
+    service = open_service(settings)
+    try:
+        assert service.call("memory_search", {"query": "quetzalcoatlus", "scope": "global"}).structured["count"] == 1
+        cache = service.store.derived
+        cache.close()  # saves the index now, as at exit
+        index_files = list((store_dir / ".index").glob("*.idx"))
+        assert any(b"quetzalcoatlus" in p.read_bytes() for p in index_files)  # the words are in there
+        assert service.call("memory_forget", {"id": made[-1].id}).structured["deleted"] == 1
+        assert not any(b"quetzalcoatlus" in p.read_bytes() for p in (store_dir / ".index").glob("*.idx"))
+    finally:
+        service.store.close()

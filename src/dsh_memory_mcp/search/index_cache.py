@@ -359,6 +359,15 @@ class IndexCache:
             self._on_disk[path] = n
         return True
 
+    def forget(self, path: str) -> None:
+        """Records of `path` were forgotten: its cache file goes, and any save of it that is due
+        (their words are in its postings); the next index built whole writes a new one."""
+        with self._lock:
+            self._due.pop(path, None)
+            self._on_disk.pop(path, None)
+        with contextlib.suppress(OSError):
+            os.unlink(self.cache_path(path))
+
     def close(self) -> None:
         """Save what is due now and stop the timer. Idempotent."""
         with self._lock:

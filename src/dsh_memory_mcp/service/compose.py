@@ -39,7 +39,9 @@ def open_service(settings: Settings, *, prepare: bool = True, read_only: bool = 
     channel: VectorChannel | None = None
 
     def on_delete(scope: str, ids: list[str]) -> None:
-        # Runs inside the scope lock, after the JSONL rewrite: the sidecar follows the records.
+        # Runs inside the scope lock, after the JSONL rewrite: the sidecar follows the records,
+        # and the index cache, whose postings hold their words, goes.
+        derived.forget(store.scope_path(scope))
         if channel is not None:
             channel.on_delete(scope, ids)
 
