@@ -275,8 +275,26 @@ def identity_of(path: str) -> Identity | None:
 
     :raises StoreError: it exists but cannot be stat-ed.
     """
+    st = _stat_of(path)
+    return stat_identity(st) if st is not None else None
+
+
+#: `ScopeSnapshot.cache` key: the file's change time when this version was first seen current.
+_CTIME = "ctime"
+
+
+def _unchanged_since_seen(snap: ScopeSnapshot, st: os.stat_result) -> bool:
+    """Whether the file's change time is the one this version was first seen with. A same-size
+    edit in place that puts the old mtime back keeps the identity, not the change time (setting
+    the mtime sets it). The first look at a version trusts it: an edit between the read (or our
+    write, whose rename changes the change time) and that look is not noticed."""
+    seen: int = snap.cache.setdefault(_CTIME, st.st_ctime_ns)
+    return seen == st.st_ctime_ns
+
+
+def _stat_of(path: str) -> os.stat_result | None:
     try:
-        return stat_identity(os.stat(path))
+        return os.stat(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -887,17 +905,21 @@ class SnapshotCache:
         """
         identity: Identity | None = None
         for _ in range(MAX_REREADS):
-            identity = identity_of(path)
-            if identity is None:
+            st = _stat_of(path)
+            if st is None:
                 return self._remember(path, scope or "", None, [])
+            identity = stat_identity(st)
             cached = self.get(path)
             if cached is not None and (scope is None or cached.scope == scope):
                 if cached.identity == identity:
-                    self.stats["hits"] += 1
-                    return cached
-                grown = self._extend(cached, identity)
-                if grown is not None:
-                    return grown
+                    if _unchanged_since_seen(cached, st):
+                        self.stats["hits"] += 1
+                        return cached
+                    self.drop(path)  # edited in place, mtime put back: the same identity, not the same file
+                else:
+                    grown = self._extend(cached, identity)
+                    if grown is not None:
+                        return grown
             with self._whole_read(path) as entry:
                 # One whole read per file at a time: threads asking at once (a fresh serve's
                 # first searches, the digest and a warm-up) wait for it instead of parsing too.
