@@ -257,3 +257,20 @@ def test_a_directory_or_symlink_at_todays_segment_is_skipped_for_the_next_one(st
     journal = Journal(str(store_dir))
     journal.refresh()
     assert rid in journal.live("global")
+
+
+def test_todays_segment_turned_into_a_directory_after_it_was_written_is_skipped_and_saves_succeed(
+    store: SharedStore, store_dir: Path, caplog: pytest.LogCaptureFixture
+):
+    store.save("global", "before the directory")
+    segment = today_segment(store_dir)
+    segment.rename(segment.with_name("moved-away"))
+    segment.mkdir()  # the segment a writer appends to (number 0 of today) is now a directory
+    caplog.set_level("WARNING")
+    ids = [store.save("global", f"after the directory {i}").record.id for i in range(3)]
+    warned = [r.getMessage() for r in caplog.records if segment.name in r.getMessage()]
+    assert len(warned) == 1 and "不可用" in warned[0]
+    journal = Journal(str(store_dir))
+    journal.refresh()
+    assert set(ids) <= set(journal.live("global"))  # journalled in the next segment: still protected
+    assert segment.is_dir()  # left alone

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory_mcp.store.records import Record, parse_lines
+from dsh_memory_mcp.store.records import Record, now_ms, parse_lines
 from dsh_memory_mcp.store.shared import SharedStore
 from tests.conftest import PYTHON, SRC, subprocess_env
 
@@ -307,3 +307,130 @@ def test_a_supersede_whose_journal_entry_cannot_be_written_is_refused_and_the_ol
     assert [e.id for e in SharedStore(store.root).missing().get("global", [])] == []
     unlocked_rewrite(store, [])  # still protected: its save is live in the journal
     assert old.id in [e.id for e in SharedStore(store.root).recover()["global"]]
+
+
+# -- forget and supersede of a record an unlocked writer already erased --------------------------
+
+
+def drop_lines(store: SharedStore, scope: str, *gone: str) -> None:
+    """An unlocked writer rewriting `scope`'s file (tmp + rename, no lock) without the records `gone`."""
+    path = Path(store.scope_path(scope))
+    kept = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True) if not any(g in line for g in gone)]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(kept), encoding="utf-8")
+    tmp.replace(path)
+
+
+def journal_text(store_dir: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in (store_dir / ".journal").glob("*.ndjson"))
+
+
+@pytest.fixture
+def tools(store_dir: Path, tmp_path: Path):
+    from tests.helpers.services import make_service
+
+    service = make_service(store_dir, tmp_path)
+    yield service
+    service.store.close()
+
+
+def saved_id(tools, content: str, **args: str) -> str:
+    answer = tools.call("memory_save", {"content": content, "scope": "global", **args})
+    assert not answer.is_error, answer.text
+    return str(answer.structured["id"])
+
+
+def test_forgetting_a_record_an_unlocked_writer_erased_keeps_recover_from_bringing_it_back(tools, store_dir: Path):
+    x = saved_id(tools, "被抹掉又被遗忘的记忆:紫色长颈鹿")
+    y = saved_id(tools, "留下的记忆")
+    drop_lines(tools.store, "global", x)
+    answer = tools.call("memory_forget", {"id": x[:8]})
+    assert not answer.is_error, answer.text
+    assert answer.structured == {"ok": True, "deleted": 1, "ids": [x]}
+    assert "已不在记忆文件中" in answer.text and "recover 不会再恢复" in answer.text
+    assert SharedStore(str(store_dir)).missing() == {}
+    assert SharedStore(str(store_dir)).recover() == {}
+    assert x not in (store_dir / "global.jsonl").read_text(encoding="utf-8")
+    assert "紫色长颈鹿".encode() not in journal_text(store_dir)  # its text left the journal too
+    assert y in (store_dir / "global.jsonl").read_text(encoding="utf-8")
+
+
+def test_forgetting_by_query_also_takes_the_erased_records_it_matches(tools, store_dir: Path):
+    x = saved_id(tools, "按内容遗忘:橙色海豹")
+    drop_lines(tools.store, "global", x)
+    answer = tools.call("memory_forget", {"query": "橙色海豹", "scope": "global"})
+    assert answer.structured == {"ok": True, "deleted": 1, "ids": [x]}
+    assert SharedStore(str(store_dir)).recover() == {}
+    assert "橙色海豹".encode() not in journal_text(store_dir)
+
+
+def test_superseding_an_erased_record_keeps_recover_from_restoring_it_beside_its_correction(tools, store_dir: Path):
+    old = saved_id(tools, "部署在周五")
+    drop_lines(tools.store, "global", old)
+    answer = tools.call("memory_save", {"content": "部署在周一", "scope": "global", "supersedes": old})
+    assert not answer.is_error, answer.text
+    assert answer.structured["superseded"] == old and "已取代旧记忆" in answer.text
+    assert SharedStore(str(store_dir)).recover() == {}
+    assert old not in ids(SharedStore(str(store_dir))) and "部署在周一" in (store_dir / "global.jsonl").read_text(encoding="utf-8")
+    assert "部署在周五".encode() not in journal_text(store_dir)
+
+
+@pytest.mark.parametrize("then", ["kept", "erased", "forgotten", "superseded"])
+def test_a_text_saved_again_after_its_first_copy_was_erased_is_never_restored_twice(
+    tools, store_dir: Path, then: str
+):
+    first = saved_id(tools, "同一句话:周三开例会")
+    drop_lines(tools.store, "global", first)
+    second = saved_id(tools, "同一句话:周三开例会")
+    assert second != first  # the first copy was gone: a new record
+    if then == "erased":
+        drop_lines(tools.store, "global", second)
+    elif then == "forgotten":
+        answer = tools.call("memory_forget", {"id": second})  # the erased first copy of its text goes too
+        assert sorted(answer.structured["ids"]) == sorted([first, second]) and first[:8] in answer.text
+    elif then == "superseded":
+        saved_id(tools, "改了:周四开例会", supersedes=second)
+    store = SharedStore(str(store_dir))
+    restored = store.recover()
+    expected = {"global": [second]} if then == "erased" else {}
+    assert {scope: [e.id for e in entries] for scope, entries in restored.items()} == expected
+    now = now_ms()
+    live = [r for r in store.snapshot("global").records if r.content == "同一句话:周三开例会" and not r.is_expired(now)]
+    assert len(live) == (0 if then in ("forgotten", "superseded") else 1)
+    assert store.missing() == {}
+
+
+def test_a_forgotten_rule_leaves_no_text_in_the_digest_cache(tools, store_dir: Path, tmp_path: Path):
+    from dsh_memory_mcp.service import digest
+
+    cache = digest.DigestCache(digest.default_cache_dir(), str(store_dir))
+    rule = saved_id(tools, "规则:提交前必须跑黄色企鹅检查", kind="rule")
+    saved_id(tools, "规则:代码评审至少一人", kind="rule")
+    assert "黄色企鹅" in cache.get(tools.store, None, now_ms())
+    folder = Path(str(digest.default_cache_dir()))
+    assert any("黄色企鹅" in p.read_text(encoding="utf-8") for p in folder.iterdir())  # cached on disk
+    assert tools.call("memory_forget", {"id": rule}).structured["deleted"] == 1
+    assert not any("黄色企鹅" in p.read_text(encoding="utf-8") for p in folder.iterdir())
+    assert "黄色企鹅" not in cache.get(tools.store, None, now_ms())
+
+
+def test_a_forget_leaves_the_forgotten_words_in_no_file_under_the_store(store_dir: Path, tmp_path: Path):
+    from dsh_memory_mcp.config import resolve_settings
+    from dsh_memory_mcp.service.compose import open_service
+    from dsh_memory_mcp.store import records, scopes
+
+    path = store_dir / scopes.scope_file_relpath(scopes.GLOBAL)
+    path.parent.mkdir(parents=True)
+    made = [records.new_record(scope="global", content=f"filler memory {i}", now=1000 + i) for i in range(2500)]
+    path.write_bytes(records.render_bytes(made))
+    settings = resolve_settings(store_dir=str(store_dir), project_dir=str(tmp_path), env={}, cwd=str(tmp_path))
+    service = open_service(settings)
+    try:
+        saved = service.call("memory_save", {"content": "the quetzalcoatlus password hint", "scope": "global"})
+        assert service.call("memory_search", {"query": "quetzalcoatlus", "scope": "global"}).structured["count"] == 1
+        assert service.call("memory_forget", {"id": saved.structured["id"]}).structured["deleted"] == 1
+        service.store.flush()
+        holders = [p for p in store_dir.rglob("*") if p.is_file() and b"quetzalcoatlus" in p.read_bytes()]
+        assert holders == []
+    finally:
+        service.store.close()

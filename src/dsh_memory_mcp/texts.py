@@ -522,6 +522,16 @@ EN: dict[str, str] = {
     # -- store and search: durability, the index cache
     "已写入 {path},但无法将其落盘:{why}。断电时这次修改可能丢失;请检查磁盘。": "{path} was written but cannot be flushed to disk: {why}. A power cut may lose this change; check the disk.",
     "记忆文件 {path} 无法落盘:{why}。请检查磁盘。": "the memory file {path} cannot be flushed to disk: {why}. Check the disk.",
-    "未能写入索引缓存 %s(%s);不影响使用,下次启动会重新建立": "could not write the index cache %s (%s); nothing else is affected, the next start builds it again",
     "作用域 %s 有 %d 条记忆,超过直连进程适合的 %d 条:本进程照常工作,但每个宿主进程都要自己读一遍记忆库,较慢。运行 `dsh-memory-mcp setup --serve`(登录时自动启动)或 `dsh-memory-mcp serve`,宿主会中继到这一个常驻进程,快得多": "scope %s holds %d memories, more than the %d a direct process suits: this process works as ever, but every host's process reads the store itself, which is slow. Run `dsh-memory-mcp setup --serve` (started at login) or `dsh-memory-mcp serve`: hosts then relay to that one lasting process, much faster",
+    "写入期间文件被删除或替换": "the file was deleted or replaced while it was being rewritten",
+    "写入期间文件被替换": "the file was replaced while it was being rewritten",
+    "写入期间文件被改动": "the file was changed while it was being rewritten",
+    "重写 %s 期间,另一个不加锁的写入者在其末尾追加了 %d 字节:已原样保留在新文件末尾(未丢失)": (
+        "while %s was rewritten, a writer that ignores the lock appended %d bytes to it: kept as they are at the "
+        "end of the new file (nothing lost)"
+    ),
+    "记忆文件 %s 在本次重写提交前被不加锁的写入者改动:已按它的新内容重做": (
+        "memory file %s was changed by a writer that ignores the lock before this rewrite was committed: redone on "
+        "its new content"
+    ),
 }

@@ -16,6 +16,7 @@ from dsh_memory_mcp import texts
 from dsh_memory_mcp.cli import messages
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.output import PREFIX, PROG, describe, write_stderr_lines
+from dsh_memory_mcp.store import fileio
 
 __all__ = [
     "LOG_BACKUPS",
@@ -35,7 +36,6 @@ LOG_BACKUPS = 3
 #: The log file (and each rotated one) is created with this mode, whatever the umask: it names
 #: store paths and holds short previews of store lines, which other users must not read.
 LOG_FILE_MODE = 0o600
-LOG_DIR_MODE = 0o700
 
 log = logging.getLogger("dsh_memory_mcp")
 _cli_log = logging.getLogger("dsh_memory_mcp.cli")
@@ -150,7 +150,7 @@ def configure_file_logging() -> None:
         import platformdirs
 
         log_dir = platformdirs.user_log_dir(PROG, appauthor=False)
-        os.makedirs(log_dir, mode=LOG_DIR_MODE, exist_ok=True)
+        fileio.private_dirs(log_dir)
         path = os.path.join(log_dir, LOG_FILE_NAME)
         handler = LogFileHandler(path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
     except Exception as exc:

@@ -95,7 +95,7 @@ def read(store_dir: str) -> tuple[str | None, str]:
 
 def _write(store_dir: str, token: str) -> str:
     path = path_for(store_dir)
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fileio.private_dirs(os.path.dirname(path))
     with contextlib.suppress(OSError):
         os.chmod(os.path.dirname(path), 0o700)
     record = {"store": os.path.abspath(store_dir), "token": token, "createdAt": time.time_ns() // 1_000_000}

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dsh_memory_mcp import config
+from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL
 from dsh_memory_mcp.store.snapshots import identity_of
@@ -33,6 +34,7 @@ __all__ = [
     "digest_enabled",
     "digest_text",
     "instructions",
+    "scrub",
     "standing",
 ]
 
@@ -176,7 +178,7 @@ class DigestCache:
         path = self._path(project)
         if path is not None and self.directory is not None:
             try:
-                os.makedirs(self.directory, mode=0o700, exist_ok=True)
+                fileio.private_dirs(self.directory)
                 fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".digest.", suffix=".tmp")
                 try:
                     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -188,6 +190,27 @@ class DigestCache:
             except OSError as exc:
                 log.debug("digest cache not written: %s", exc)
         return text
+
+
+def scrub(removed: Iterable[Record], directory: str | None = None) -> None:
+    """Delete the cached digests (`DigestCache`, default `default_cache_dir`) that show one of the
+    `removed` records: a forgotten memory's text must not linger in the user's state dir (the
+    next start computes the digest afresh). Best effort, like the cache itself."""
+    directory = directory if directory is not None else default_cache_dir()
+    marks = [f"(id {r.short_id})" for r in removed]
+    try:
+        names = os.listdir(directory) if directory is not None and marks else []
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(str(directory), name)
+        try:
+            with open(fileio.open_regular(path, follow=False), encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+            if any(mark in text for mark in marks):
+                os.unlink(path)
+        except OSError:
+            continue
 
 
 def default_cache_dir() -> str | None:

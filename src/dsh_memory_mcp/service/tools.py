@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from dsh_memory_mcp.config import Settings
 from dsh_memory_mcp.errors import DshMemoryError, InvalidArgument, ScopeError
 from dsh_memory_mcp.search import scoring
+from dsh_memory_mcp.service import digest
 from dsh_memory_mcp.service.context import CallContext, default_context
 from dsh_memory_mcp.service.render import (
     FOR_MODEL,
@@ -384,10 +385,11 @@ class MemoryService:
             raise InvalidArgument(
                 msg("需要 id(精确 id 或至少 8 位前缀)或 query(内容子串)之一,告诉我删哪条。"), code="TARGET_REQUIRED"
             )
+        erased: list[Record] = []  # records an unlocked writer had erased from their file already
         if has_id:
             if not isinstance(ident, str):
                 raise InvalidArgument(msg("id 必须是字符串(收到 {show})。", show=show(ident)), code="TARGET_REQUIRED")
-            removed = self._forget_id(ident.strip())
+            removed = self._forget_id(ident.strip(), erased)
         else:
             if not isinstance(query, str):
                 raise InvalidArgument(
@@ -414,13 +416,19 @@ class MemoryService:
                     return preview
             # Confirmed (or few enough): delete what matches *now*, inside the lock — the preview is
             # not a reservation; a record saved since then that matches goes too (documented).
-            removed = self.store.delete_matching(target, query.strip())
+            removed = self.store.delete_matching(target, query.strip(), erased=erased)
         ids = [r.id for r in removed]
         if removed:
             text = f"已删除 {len(removed)} 条记忆 " + ", ".join(
                 f"{r.short_id} @ {r.scope}" + (source_note(ctx.project_source) if r.scope == ctx.project else "")
                 for r in removed
             )
+            if erased:
+                text += (
+                    f"\n其中 {', '.join(r.short_id for r in erased)} 已不在记忆文件中(被其他程序覆盖时抹去):"
+                    "已从写入日志中删除,recover 不会再恢复它"
+                )
+            digest.scrub(removed)
         elif has_id:
             text = f"没有删除任何记忆:未找到 id {str(ident).strip()}"
         else:
@@ -454,13 +462,13 @@ class MemoryService:
         text = f"{head}\n\n将被删除的记忆:\n\n{listing}"
         return ToolResult(text=text, structured=result.structured, is_error=True)
 
-    def _forget_id(self, key: str) -> list[Record]:
+    def _forget_id(self, key: str, erased: list[Record]) -> list[Record]:
         if len(key) < PREFIX_MIN:
             raise InvalidArgument(
                 msg("id 至少需要 {prefix_min} 位(收到 {key!r})。", prefix_min=PREFIX_MIN, key=key),
                 code="TARGET_REQUIRED",
             )
-        matches = self.store.find([key]).get(key, [])
+        matches = self.store.find([key]).get(key, []) or self.store.find_erased(key)
         unique = {r.id: r for r in matches}
         if len(unique) > 1:
             listing = ", ".join(f"{r.id} @ {r.scope}" for r in unique.values())
@@ -475,7 +483,7 @@ class MemoryService:
             )
         if not unique:
             return []
-        return self.store.delete_ids(list(unique))
+        return self.store.delete_ids(list(unique), erased=erased)
 
 
 _UPDATED = operator.attrgetter("updated_at")

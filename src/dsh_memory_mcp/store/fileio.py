@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
+import logging
 import os
 import re
 import socket
@@ -31,12 +33,15 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 from dsh_memory_mcp.texts import msg
 
 __all__ = [
     "HOST_TAG",
+    "Changed",
     "NotRegularFile",
+    "Read",
     "check_guards",
     "commit",
     "fsync_dir",
@@ -45,6 +50,7 @@ __all__ = [
     "new_tmp",
     "open_regular",
     "pid_alive",
+    "private_dirs",
     "remove_leftover_tmps",
     "replace",
     "write_all",
@@ -57,6 +63,8 @@ _O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
 _O_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 
+logger = logging.getLogger("dsh_memory_mcp.store.fileio")
+
 #: Eight hex digits naming this host in tmp names (a host name may hold any character).
 HOST_TAG = hashlib.sha1(socket.gethostname().encode("utf-8", "surrogateescape")).hexdigest()[:8]
 
@@ -66,6 +74,25 @@ _LEGACY_TMP = re.compile(r"^\.(?P<base>.+)\.[a-z0-9_]{8}\.tmp$")
 #: A tmp whose writer we cannot check (another host, the older name) is a leftover after this long;
 #: a live writer fills and renames its tmp within seconds.
 LEFTOVER_AGE = 3600.0
+
+
+class Changed(OSError):
+    """The file a rewrite was made from was replaced or edited (not only appended to) before the
+    rename: a writer that ignores the lock. Nothing was written; redo the change on the new content."""
+
+
+@dataclass(frozen=True)
+class Read:
+    """What a rewrite of a file was made from, checked right before its rename (`commit`).
+
+    `dev`/`ino`/`size`: the version read (``ino`` 0: the file did not exist). `same(data)` says
+    whether `data` — the file's first `size` bytes now — is still the content read.
+    """
+
+    dev: int
+    ino: int
+    size: int
+    same: Callable[[bytes], bool]
 
 
 class NotRegularFile(OSError):
@@ -192,9 +219,12 @@ def open_regular(path: str, *, follow: bool = True, append: bool = False, update
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:
             raise _not_regular(path, stat.S_IFLNK) from exc
-        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a socket, or a directory on some systems
-            with contextlib.suppress(OSError):
-                raise _not_regular(path, os.stat(path).st_mode) from exc
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a socket, or a directory (opened for writing)
+            try:
+                mode = os.stat(path, follow_symlinks=follow).st_mode
+            except OSError:
+                raise exc from None
+            raise _not_regular(path, mode) from exc
         raise
     try:
         mode = os.fstat(fd).st_mode
@@ -233,13 +263,33 @@ def write_target(path: str) -> str:
     return target
 
 
+def private_dirs(directory: str) -> None:
+    """Create `directory` and its missing parents 0o700 whatever the umask (`os.makedirs` gives
+    the parents 0o777 minus the umask: 0o777 under umask 000). Existing ones are left as they are.
+    """
+    missing = []
+    current = os.path.abspath(directory)
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(path, 0o700)  # the umask may have taken bits away; it cannot have added any
+
+
 def new_tmp(path: str) -> tuple[int, str]:
     """A new, uniquely named 0o600 tmp file next to `path` (its directory created 0o700).
 
     The name carries our pid and host tag, so a leftover of a dead writer is recognisable.
     """
     directory = os.path.dirname(path) or "."
-    os.makedirs(directory, mode=0o700, exist_ok=True)
+    private_dirs(directory)
     prefix = f".{os.path.basename(path)}.{os.getpid()}-{HOST_TAG}."
     return tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")
 
@@ -271,7 +321,15 @@ def check_guards() -> None:
         check()
 
 
-def commit(fd: int, tmp: str, path: str, data: bytes | Iterable[bytes], *, keep_mode: bool = False) -> os.stat_result:
+def commit(
+    fd: int,
+    tmp: str,
+    path: str,
+    data: bytes | Iterable[bytes],
+    *,
+    keep_mode: bool = False,
+    read: Read | None = None,
+) -> os.stat_result:
     """Write `data` to the tmp from `new_tmp`, fsync it and put it in place of `path`.
 
     Returns the stat of the written file, taken from the tmp's descriptor *before* the rename:
@@ -279,25 +337,193 @@ def commit(fd: int, tmp: str, path: str, data: bytes | Iterable[bytes], *, keep_
     the new file the mode of the one it replaces (else `mkstemp`'s 0o600). The `guard` checks of
     this thread run immediately before the rename. On any failure the tmp is removed and `path`
     is untouched; the descriptor is always closed.
+
+    `read`: what `data` was made from. Right before the rename the file must still be that
+    version (`Read`), else `Changed` is raised; bytes another program appended meanwhile are
+    carried over to the end of the tmp, and those it appends to the old file between that check
+    and the rename are appended to the new one after it (a WARNING says so). The returned stat
+    then describes `data` alone: the cache of the caller sees the carried lines as an append.
     """
+    old: int | None = None
+    done = 0
+    seen = b""
     try:
         try:
             write_all(fd, data)
             os.fsync(fd)
             st = os.fstat(fd)
+            if keep_mode:
+                with contextlib.suppress(OSError):
+                    os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+            check_guards()
+            if read is not None:
+                old, seen = _carry(path, fd, read)
+                # The whole-file comparison takes a while: right before the rename, one stat says
+                # the file is still the inode compared (new appends carried too).
+                seen = _settle(path, fd, old, seen)
+                done = len(seen)
+                if done > read.size:
+                    os.fsync(fd)  # the carried bytes (rare: only beside an unlocked appender)
         finally:
             os.close(fd)
-        if keep_mode:
-            with contextlib.suppress(OSError):
-                os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
-        check_guards()
-        replace(tmp, path)
+        if old is None or not _exchange(tmp, path):
+            replace(tmp, path)
+            old_seen = None
+        else:
+            old_seen = seen
     except BaseException:
+        if old is not None:
+            os.close(old)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    if old_seen is not None:
+        _swapped_out(tmp, path, old, old_seen)
+    if old is not None:
+        try:
+            late = _tail(old, done)  # appended to the old inode between the check and the rename
+        finally:
+            os.close(old)
+        if late:
+            with contextlib.suppress(OSError):
+                out = os.open(path, os.O_WRONLY | os.O_APPEND | _O_BINARY | _O_CLOEXEC)
+                try:
+                    write_all(out, late)
+                    os.fsync(out)
+                finally:
+                    os.close(out)
+            _warn_foreign(path, len(late))
     fsync_dir(os.path.dirname(path) or ".")
     return st
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+@functools.cache
+def _renameat2() -> Callable[..., int] | None:
+    """Linux's ``renameat2`` from the C library (glibc ≥ 2.28), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.renameat2  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+def _exchange(src: str, dst: str) -> bool:
+    """Swap `src` and `dst` in one step (``RENAME_EXCHANGE``): `src` then names what `dst` held at
+    that very moment. False where the system or the filesystem cannot (then nothing happened)."""
+    call = _renameat2()
+    if call is None:
+        return False
+    import ctypes
+
+    if call(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), dst)
+
+
+def _swapped_out(tmp: str, path: str, old: int | None, seen: bytes) -> None:
+    """After `_exchange`: `tmp` names the file our rename took out of place. Normally the one we
+    compared (`old`); when another program renamed its own version in after our last look, the
+    lines it has that the compared content lacked are appended to ours. Then `tmp` goes."""
+    try:
+        fd = open_regular(tmp, follow=False)
+    except OSError:
+        return
+    try:
+        got = os.fstat(fd)
+        mine = os.fstat(old) if old is not None else None
+        if mine is not None and (got.st_dev, got.st_ino) != (mine.st_dev, mine.st_ino):
+            known = set(seen.split(b"\n"))
+            theirs = b"".join(raw + b"\n" for raw in _tail(fd, 0).split(b"\n") if raw.strip() and raw not in known)
+            if theirs:
+                out = os.open(path, os.O_WRONLY | os.O_APPEND | _O_BINARY | _O_CLOEXEC)
+                try:
+                    write_all(out, theirs)
+                    os.fsync(out)
+                finally:
+                    os.close(out)
+                _warn_foreign(path, len(theirs))
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _tail(fd: int, start: int) -> bytes:
+    """The bytes of `fd` from `start` to its end."""
+    chunks = []
+    while chunk := os.pread(fd, 1 << 20, start):
+        chunks.append(chunk)
+        start += len(chunk)
+    return b"".join(chunks)
+
+
+def _settle(path: str, tmp_fd: int, old: int | None, seen: bytes) -> bytes:
+    """The last look before the rename: `path` is still the inode `old` (or still absent), the
+    bytes appended to it past `seen` (its content so far) carried to the tmp too; returns all of it.
+
+    :raises Changed: it was replaced (or created) meanwhile.
+    """
+    while True:
+        try:
+            now = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            if old is None:
+                return seen
+            raise Changed(errno.ESTALE, msg("写入期间文件被删除或替换"), path) from None
+        mine = os.fstat(old) if old is not None else None
+        if old is None or mine is None or (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino):
+            raise Changed(errno.ESTALE, msg("写入期间文件被替换"), path)
+        if now.st_size <= len(seen):
+            return seen
+        extra = _tail(old, len(seen))  # appended while we compared: carried as well
+        write_all(tmp_fd, extra)
+        _warn_foreign(path, len(extra))
+        seen += extra
+
+
+def _carry(path: str, tmp_fd: int, read: Read) -> tuple[int | None, bytes]:
+    """`commit`'s pre-rename check: `path` is still the version `read` described, perhaps with
+    lines appended, which go to the end of the tmp (`tmp_fd`). Returns a descriptor of the old
+    file (None: there was none) and its content the tmp now covers.
+
+    :raises Changed: the file was replaced, shrank, or its first `read.size` bytes changed.
+    """
+    try:
+        old = open_regular(path, follow=False)
+    except FileNotFoundError:
+        if read.ino:
+            raise Changed(errno.ESTALE, msg("写入期间文件被删除或替换"), path) from None
+        return None, b""
+    try:
+        st = os.fstat(old)
+        if (read.ino and (st.st_dev, st.st_ino) != (read.dev, read.ino)) or st.st_size < read.size:
+            raise Changed(errno.ESTALE, msg("写入期间文件被替换"), path)
+        data = _tail(old, 0)
+        if not read.same(data[: read.size]):
+            raise Changed(errno.ESTALE, msg("写入期间文件被改动"), path)
+        extra = data[read.size :]
+        if extra:
+            write_all(tmp_fd, extra)
+            _warn_foreign(path, len(extra))
+    except BaseException:
+        os.close(old)
+        raise
+    return old, data
+
+
+def _warn_foreign(path: str, size: int) -> None:
+    logger.warning("重写 %s 期间,另一个不加锁的写入者在其末尾追加了 %d 字节:已原样保留在新文件末尾(未丢失)", path, size)
 
 
 # -- processes and leftovers -----------------------------------------------------------------

@@ -232,7 +232,7 @@ class Journal:
             return
         body = "".join(line + "\n" for line in lines).encode("utf-8", "surrogatepass")
         created = not os.path.isdir(self.dir)
-        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        fileio.private_dirs(self.dir)
         if created:
             fileio.fsync_dir(os.path.dirname(self.dir))
         fd, new_file = self._open_segment()

@@ -20,6 +20,7 @@ same time, and nothing may be lost, so:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -100,6 +101,16 @@ def _warn_torn(path: str) -> None:
     logger.warning("记忆文件 %s 末行不完整(可能是写入时进程被中止):已另起一行写入,该行原样保留(不会删除)", path)
 
 
+def _holds(snap: ScopeSnapshot, data: bytes) -> bool:
+    """Whether `data` (a scope file's bytes) has exactly the lines of `snap`, blank ones aside."""
+    raws = data.split(b"\n")
+    if raws and not raws[-1]:
+        raws.pop()  # the last newline
+    if len(raws) != len(snap.lines):
+        raws = [raw for raw in raws if raw.strip()]
+    return raws == [records.line_bytes(line) for line in snap.lines]
+
+
 def _fold(text: str) -> str:
     """NFKC and lower case: how `delete_matching` compares (full-width ＡＢＣ matches abc)."""
     return unicodedata.normalize("NFKC", text).lower()
@@ -120,8 +131,6 @@ class SharedStore:
     :param touch_delay: seconds search hits are coalesced before a background flush.
     :param touch_interval: the background flush rewrites one scope file at most once per this
         many seconds (`flush`, `close` and exit still write at once).
-    :param derived: a cache of derived data (parsed records, indexes) consulted when a scope file
-        is read whole for the first time (`snapshots.Derived`; `search.index_cache.IndexCache`).
     :param direct_limit: records per scope above which this process (a stdio server that opened
         the store itself) says once on stderr that `serve` would make it fast (`config.DIRECT_LIMIT`);
         None: never (serve, the CLI).
@@ -140,7 +149,6 @@ class SharedStore:
         touch_interval: float = 30.0,
         on_delete: Callable[[str, list[str]], None] | None = None,
         timing: Clock = SYSTEM,
-        derived: snapshots.Derived | None = None,
         direct_limit: int | None = None,
     ) -> None:
         self.layout = StoreLayout.at(root)
@@ -148,8 +156,7 @@ class SharedStore:
         self.on_delete = on_delete
         self._clock = clock
         self._locks = LockManager(self.layout.locks_dir, timeout=lock_timeout, clock=timing)
-        self.derived = derived
-        self._snapshots = SnapshotCache(self.layout, derived=derived)
+        self._snapshots = SnapshotCache(self.layout)
         self._touches = TouchBuffer(
             self._apply_touches, clock=clock, delay=touch_delay, interval=touch_interval, timing=timing
         )
@@ -324,8 +331,28 @@ class SharedStore:
         except OSError:
             return
         self._checked[scope] = _Checked(snap.identity, snap.lineage, mark, frozenset(e.id for e in lost))
+        lost = self._restorable(snap, lost)
         if lost:
             self._report_missing(scope, snap, lost)
+
+    def _restorable(self, snap: ScopeSnapshot, lost: list[Entry]) -> list[Entry]:
+        """Of the erased entries `lost`, those `recover` puts back: not a live copy of a text that
+        a live record of `snap`, or a later entry of `lost`, holds (the text was saved again after
+        its first copy was erased: restoring both would make two live copies)."""
+        if not lost:
+            return lost
+        now = self._clock()
+        texts: set[str] = set()
+        dropped: set[str] = set()
+        for entry in sorted(lost, key=lambda e: -e.seq):
+            line = records.parse_line(entry.line)
+            if not isinstance(line, Record) or line.is_expired(now):
+                continue
+            text = line.content.strip()
+            if text in texts or snapshots.find_live_content(snap, text, now) is not None:
+                dropped.add(entry.id)
+            texts.add(text)
+        return [e for e in lost if e.id not in dropped]
 
     def _confirmed_missing(self, scope: str, snap: ScopeSnapshot, candidates: Sequence[Entry]) -> list[Entry]:
         """The `candidates` (live journal entries of `scope`) that `snap` lacks — for sure.
@@ -378,7 +405,8 @@ class SharedStore:
         for name in wanted:
             try:
                 candidates, _mark = self.journal.live_entries(name)
-                lost = self._confirmed_missing(name, self._snapshots.load(self.scope_path(name), name), candidates)
+                snap = self._snapshots.load(self.scope_path(name), name)
+                lost = self._restorable(snap, self._confirmed_missing(name, snap, candidates))
             except OSError:
                 continue
             if lost:
@@ -405,8 +433,9 @@ class SharedStore:
         """Put back, under each scope's lock, the records `missing` finds: their exact lines, appended.
 
         Never brings back what our tools forgot or superseded (the journal says so), nor a
-        record whose id is on disk again, nor one whose removal it cannot rule out (`doubtful`).
-        `dry_run`: only find them. Returns what was (or would be) restored, by scope.
+        record whose id is on disk again, nor one whose removal it cannot rule out (`doubtful`),
+        nor a second live copy of a text (`_restorable`). `dry_run`: only find them. Returns what
+        was (or would be) restored, by scope.
         """
         restored: dict[str, list[Entry]] = {}
         for name, candidates in self.missing(scope).items():
@@ -416,7 +445,7 @@ class SharedStore:
 
             def mutate(snap: ScopeSnapshot, wanted: list[Entry] = candidates) -> tuple[Change | None, list[Entry]]:
                 present = snapshots.id_index(snap)
-                back = [e for e in wanted if not present.has(e.id)]
+                back = self._restorable(snap, [e for e in wanted if not present.has(e.id)])
                 lines = [records.parse_line(entry.line) for entry in back]
                 if all(isinstance(line, Record) for line in lines):
                     return (Append(tuple(line for line in lines if isinstance(line, Record))) if back else None), back
@@ -547,12 +576,15 @@ class SharedStore:
                 attempt += 1
                 snap = self._snapshots.load(path, scope)
                 change, result = mutate(snap)
-                if change is None:
-                    return result
                 note = journal(result) if journal is not None else None
+                if change is None and (note is None or not (note.removed or note.superseded)):
+                    return result
                 if note is not None:
                     self._journal(scope, note, before=True)
-                if not self._commit(scope, snap, change, last_try=attempt >= _MAX_REREADS, pending=pending):
+                # No change to the file: only records an unlocked writer erased are removed (journalled).
+                if change is not None and not self._commit(
+                    scope, snap, change, last_try=attempt >= _MAX_REREADS, pending=pending
+                ):
                     if attempt >= 2 * _MAX_REREADS:
                         raise StoreError(
                             msg(
@@ -636,7 +668,14 @@ class SharedStore:
             return self._append(snap, change.records, last_try=last_try, pending=pending)
         if not last_try and snapshots.identity_of(snap.path) != snap.identity:
             return False
-        self._write_lines(scope, snap.path, change, lineage=snap.lineage)
+        try:
+            self._write_lines(scope, snap.path, change, lineage=snap.lineage, read=snap)
+        except fileio.Changed:
+            # Replaced or edited in place since we read it (an edit that kept size and mtime
+            # leaves the cached version looking current): read it afresh and start over.
+            logger.warning("记忆文件 %s 在本次重写提交前被不加锁的写入者改动:已按它的新内容重做", snap.path)
+            self._snapshots.drop(snap.path)
+            return False
         return True
 
     def _append(
@@ -679,15 +718,23 @@ class SharedStore:
             self._snapshots.drop(snap.path)  # someone else wrote too: the next read extends or re-reads
         return True
 
-    def _write_lines(self, scope: str, path: str, lines: list[Line], *, lineage: int | None = None) -> None:
+    def _write_lines(
+        self, scope: str, path: str, lines: list[Line], *, lineage: int | None = None, read: ScopeSnapshot
+    ) -> None:
         """Replace the scope file by `lines` and cache the result without reading it back.
 
-        `lineage`: that of the version `lines` were made from (read under the lock). The new
-        version holds every record that one had except those our tools removed, which the
-        journal knows, so the loss check carries on from it (`_check_losses`).
+        `read`: the version `lines` were made from (read under the lock), which the file must
+        still be right before the rename, bar lines appended since (carried over: `fileio.commit`).
+        `lineage`: its lineage. The new version holds every record that one had except those our
+        tools removed, which the journal knows, so the loss check carries on from it (`_check_losses`).
+
+        :raises fileio.Changed: the file was replaced or edited meanwhile (nothing written).
         """
         probe = writing.Probe(writing.encoded_chunks(lines), snapshots.PROBE_BYTES)
-        st = writing.replace_file(path, probe)
+        ident = read.identity or (0, 0, 0, 0)
+        st = writing.replace_file(
+            path, probe, read=fileio.Read(ident[0], ident[1], ident[2], functools.partial(_holds, read))
+        )
         numbered = [
             CorruptLine(line.raw, n) if isinstance(line, CorruptLine) else line for n, line in enumerate(lines, 1)
         ]
@@ -732,6 +779,8 @@ class SharedStore:
             live = {
                 (s, r.id): (s, r) for s, r in self._find([supersedes])[supersedes] if not r.is_expired(self._clock())
             }
+            if not live:  # erased by an unlocked writer: superseding it keeps `recover` from restoring it
+                live = {(r.scope, r.id): (r.scope, r) for r in self.find_erased(supersedes)}
             if len(live) == 1:
                 target = next(iter(live.values()))
         target_id = target[1].id if target is not None else None
@@ -740,6 +789,8 @@ class SharedStore:
         # others appended meanwhile (building it there made 15 other writers wait ~50 ms each).
         snapshots.content_index(self.snapshot(scope))
 
+        expired: list[str] = []  # ids to journal as superseded (`_expiry`)
+
         def mutate(snap: ScopeSnapshot) -> tuple[Change | None, SaveResult]:
             now = self._clock()
             # The record being superseded is no duplicate of its replacement: same content with
@@ -747,12 +798,9 @@ class SharedStore:
             existing = snapshots.find_live_content(snap, wanted, now, exclude=target_id)
             superseded: Record | None = None
             lines: list[Line] | None = None
+            expired.clear()
             if target is not None and target[0] == scope:
-                for i, line in enumerate(snap.lines):
-                    if isinstance(line, Record) and line.id == target_id and not line.is_expired(now):
-                        lines = list(snap.lines)
-                        superseded = lines[i] = line.with_changes(expiredAt=now - 1, updatedAt=now)
-                        break
+                lines, superseded, expired[:] = self._expiry(scope, snap, target[1].id, now)
             if existing is not None:
                 return lines, SaveResult(existing, True, superseded)
             record = records.new_record(
@@ -765,16 +813,13 @@ class SharedStore:
                 source=source,
                 now=now,
             )
-            if lines is None:  # nothing else changes: one line at the end, no rewrite
-                return Append((record,)), SaveResult(record, False, None)
+            if lines is None:  # nothing else changes in the file: one line at the end, no rewrite
+                return Append((record,)), SaveResult(record, False, superseded)
             lines.append(record)
             return lines, SaveResult(record, False, superseded)
 
         def change(result: SaveResult) -> _Change:
-            return _Change(
-                saved=[] if result.deduped else [result.record],
-                superseded=[result.superseded.id] if result.superseded is not None else [],
-            )
+            return _Change(saved=[] if result.deduped else [result.record], superseded=list(expired))
 
         result = self._transact(scope, mutate, journal=change)
         if result.deduped:
@@ -822,46 +867,82 @@ class SharedStore:
         return self._transact(scope, mutate, journal=lambda _: _Change(saved=list(added)))
 
     def _expire(self, scope: str, record_id: str) -> Record | None:
-        """Set ``expiredAt``/``updatedAt`` of a live record to now; None if it is gone or expired."""
+        """Supersede a live record of `scope` in a transaction of its own (`_expiry`); None if it is
+        gone or expired."""
+        expired: list[str] = []
 
         def mutate(snap: ScopeSnapshot) -> tuple[Change | None, Record | None]:
-            now = self._clock()
-            lines = list(snap.lines)
-            for i, line in enumerate(lines):
-                if isinstance(line, Record) and line.id == record_id and not line.is_expired(now):
-                    changed = lines[i] = line.with_changes(expiredAt=now - 1, updatedAt=now)
-                    return lines, changed
-            return None, None
+            lines, changed, expired[:] = self._expiry(scope, snap, record_id, self._clock())
+            return lines, changed
 
-        return self._transact(
-            scope, mutate, journal=lambda changed: _Change(superseded=[changed.id] if changed is not None else [])
-        )
+        return self._transact(scope, mutate, journal=lambda _changed: _Change(superseded=list(expired)))
 
-    def delete_ids(self, ids: Sequence[str]) -> list[Record]:
+    def _expiry(
+        self, scope: str, snap: ScopeSnapshot, record_id: str, now: int
+    ) -> tuple[list[Line] | None, Record | None, list[str]]:
+        """Supersede `record_id` in `snap` (under the scope lock): the new lines (its ``expiredAt``
+        and ``updatedAt`` set to now; None when its line is not there), the record superseded
+        (None: no live record of that id), and the ids to journal as superseded.
+
+        A record an unlocked writer erased (`_erased`) has no line to expire: it is superseded in
+        the journal only, so `recover` never puts it back beside its correction. Erased copies of
+        the superseded text go with it.
+        """
+        lines: list[Line] | None = None
+        hit: Record | None = None
+        for i, line in enumerate(snap.lines):
+            if isinstance(line, Record) and line.id == record_id and not line.is_expired(now):
+                lines = list(snap.lines)
+                hit = lines[i] = line.with_changes(expiredAt=now - 1, updatedAt=now)
+                break
+        erased = self._erased(scope, snap)
+        if hit is None:
+            hit = next((r for r in erased if r.id == record_id and not r.is_expired(now)), None)
+            if hit is None:
+                return None, None, []
+        text = hit.content.strip()
+        return lines, hit, [hit.id, *(r.id for r in erased if r.id != hit.id and r.content.strip() == text)]
+
+    def delete_ids(self, ids: Sequence[str], *, erased: list[Record] | None = None) -> list[Record]:
         """Remove the records with these full ids, wherever they are; return what was removed.
 
-        One lock and one rewrite per affected scope. Ids found in no scope are ignored.
+        One lock and one rewrite per affected scope. Ids found in no scope are ignored. A record
+        an unlocked writer already erased from its file (`_erased`) is removed from the journal's
+        live records (`recover` never brings it back) and counts as removed; it is also added to
+        `erased`. So are erased copies of a removed record's text.
         """
         wanted = set(ids)
         if not wanted:
             return []
+        with contextlib.suppress(OSError):
+            self.journal.refresh()
         removed: list[Record] = []
-        for scope in self.discover_scopes():
-            if any(r.id in wanted for r in self.snapshot(scope).records):
-                removed.extend(self._remove(scope, lambda rec, _now: rec.id in wanted))
+        for scope in dict.fromkeys([*self.discover_scopes(), *self.journal.scopes()]):
+            if any(r.id in wanted for r in self.snapshot(scope).records) or any(
+                self.journal.live_entry(scope, rid) is not None for rid in wanted
+            ):
+                removed.extend(self._remove(scope, lambda rec, _now: rec.id in wanted, erased))
         return removed
 
-    def delete_matching(self, scope: str, substring: str) -> list[Record]:
-        """Remove the live records of `scope` whose content contains `substring` (NFKC, any case).
+    def delete_matching(self, scope: str, substring: str, *, erased: list[Record] | None = None) -> list[Record]:
+        """Remove the live records of `scope` whose content contains `substring` (NFKC, any case),
+        erased ones included (as `delete_ids`).
 
         One transaction. An empty `substring` removes nothing (it would match everything).
         """
         needle = _fold(substring)
         if not needle:
             return []
-        return self._remove(scope, lambda rec, now: not rec.is_expired(now) and needle in _fold(rec.content))
+        return self._remove(scope, lambda rec, now: not rec.is_expired(now) and needle in _fold(rec.content), erased)
 
-    def _remove(self, scope: str, doomed: Callable[[Record, int], bool]) -> list[Record]:
+    def _remove(
+        self, scope: str, doomed: Callable[[Record, int], bool], erased: list[Record] | None = None
+    ) -> list[Record]:
+        """Remove the records `doomed` picks, and the erased ones (`_erased`) it picks or that hold
+        the text of a removed one: their removal is journalled, so `recover` never brings them back.
+        The erased ones are also added to `erased`."""
+        lost: list[Record] = []
+
         def mutate(snap: ScopeSnapshot) -> tuple[Change | None, list[Record]]:
             now = self._clock()
             keep: list[Line] = []
@@ -871,7 +952,9 @@ class SharedStore:
                     gone.append(line)
                 else:
                     keep.append(line)
-            return (keep if gone else None), gone
+            texts = {r.content.strip() for r in gone}
+            lost[:] = [r for r in self._erased(scope, snap) if doomed(r, now) or r.content.strip() in texts]
+            return (keep if gone else None), gone + lost
 
         def notify(gone: list[Record]) -> None:
             if self.on_delete is None or not gone:
@@ -881,7 +964,50 @@ class SharedStore:
             except Exception:  # the JSONL delete is done; a sidecar problem must not undo it
                 logger.warning("删除 %s 中的记忆后,on_delete 回调失败", scope, exc_info=True)
 
-        return self._transact(scope, mutate, notify, journal=lambda gone: _Change(removed=[r.id for r in gone]))
+        removed = self._transact(scope, mutate, notify, journal=lambda gone: _Change(removed=[r.id for r in gone]))
+        if erased is not None:
+            erased.extend(lost)
+        return removed
+
+    def _erased(self, scope: str, snap: ScopeSnapshot) -> list[Record]:
+        """Records of `scope` we acknowledged and never removed that `snap` (read under the scope
+        lock) lacks: an unlocked writer erased them, and `recover` would put them back. Parsed
+        from their journal lines; what the loss check found (`_check_losses`), brought up to date."""
+        checked = self._checked.get(scope)
+        if checked is None or checked.identity != snap.identity:
+            self._check_losses(scope, snap, checked)
+            checked = self._checked.get(scope)
+            if checked is None or checked.identity != snap.identity:
+                return []
+        elif checked.missing:
+            try:
+                self.journal.refresh()
+            except OSError:
+                return []
+        found: list[Record] = []
+        for rid in checked.missing:
+            entry = self.journal.live_entry(scope, rid)
+            line = records.parse_line(entry.line) if entry is not None else None
+            if isinstance(line, Record) and line.id == rid:
+                found.append(line)
+        return found
+
+    def find_erased(self, key: str) -> list[Record]:
+        """Records by full id or id prefix (≥ 8 characters) that an unlocked writer erased from their
+        scope file (`_erased`), for a forget or a supersede that names one; [] when none."""
+        prefix = key.strip().lower()
+        if len(prefix) < 8:
+            return []
+        try:
+            self.journal.refresh()
+        except OSError:
+            return []
+        found: list[Record] = []
+        for scope in self.journal.scopes():
+            entries, _mark = self.journal.live_entries(scope)
+            if any(e.id.lower().startswith(prefix) for e in entries):
+                found.extend(r for r in self._erased(scope, self.snapshot(scope)) if r.id.lower().startswith(prefix))
+        return found
 
     # -- touches ---------------------------------------------------------------------------
 

@@ -275,8 +275,26 @@ def identity_of(path: str) -> Identity | None:
 
     :raises StoreError: it exists but cannot be stat-ed.
     """
+    st = _stat_of(path)
+    return stat_identity(st) if st is not None else None
+
+
+#: `ScopeSnapshot.cache` key: the file's change time when this version was first seen current.
+_CTIME = "ctime"
+
+
+def _unchanged_since_seen(snap: ScopeSnapshot, st: os.stat_result) -> bool:
+    """Whether the file's change time is the one this version was first seen with. A same-size
+    edit in place that puts the old mtime back keeps the identity, not the change time (setting
+    the mtime sets it). The first look at a version trusts it: an edit between the read (or our
+    write, whose rename changes the change time) and that look is not noticed."""
+    seen: int = snap.cache.setdefault(_CTIME, st.st_ctime_ns)
+    return seen == st.st_ctime_ns
+
+
+def _stat_of(path: str) -> os.stat_result | None:
     try:
-        return stat_identity(os.stat(path))
+        return os.stat(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -730,17 +748,6 @@ class _Parsing:
         return self.waiting > 0
 
 
-class Derived(Protocol):
-    """What a store may be given to seed a file's derived data when it is first read whole.
-
-    Nothing implements it since the on-disk index cache went (issue 31); `store.shared` still
-    passes its parameter through. To be removed with that parameter.
-    """
-
-    def loaded(self, snap: ScopeSnapshot) -> None:
-        """`snap` was just read whole, the first time in this process: seed its `cache`."""
-
-
 class SnapshotCache:
     """The latest snapshot of scope files this process read or wrote, by path; bounded (LRU).
 
@@ -757,11 +764,8 @@ class SnapshotCache:
         *,
         max_entries: int = 256,
         max_records: int = 400_000,
-        derived: Derived | None = None,
     ) -> None:
         self.layout = layout
-        #: A cache of derived data consulted on whole reads (`Derived`); None: parse everything.
-        self.derived = derived
         self.max_entries = max_entries
         self.max_records = max_records
         self._cache: OrderedDict[str, ScopeSnapshot] = OrderedDict()  # path → latest snapshot
@@ -884,17 +888,21 @@ class SnapshotCache:
         """
         identity: Identity | None = None
         for _ in range(MAX_REREADS):
-            identity = identity_of(path)
-            if identity is None:
+            st = _stat_of(path)
+            if st is None:
                 return self._remember(path, scope or "", None, [])
+            identity = stat_identity(st)
             cached = self.get(path)
             if cached is not None and (scope is None or cached.scope == scope):
                 if cached.identity == identity:
-                    self.stats["hits"] += 1
-                    return cached
-                grown = self._extend(cached, identity)
-                if grown is not None:
-                    return grown
+                    if _unchanged_since_seen(cached, st):
+                        self.stats["hits"] += 1
+                        return cached
+                    self.drop(path)  # edited in place, mtime put back: the same identity, not the same file
+                else:
+                    grown = self._extend(cached, identity)
+                    if grown is not None:
+                        return grown
             with self._whole_read(path) as entry:
                 # One whole read per file at a time: threads asking at once (a fresh serve's
                 # first searches, the digest and a warm-up) wait for it instead of parsing too.
@@ -924,11 +932,6 @@ class SnapshotCache:
                     snap = self._remember(
                         path, scope, read.identity, read.lines, head=read.head, tail=read.tail, newlines=read.newlines
                     )
-                    if self.derived is not None and cached is None:
-                        try:
-                            self.derived.loaded(snap)
-                        except Exception:  # a cache is never a reason not to serve the file itself
-                            logger.debug("derived cache of %s unusable", path, exc_info=True)
                     return snap
         # The file kept changing under us (an unlocked writer): use one plain read, uncached.
         try:

@@ -31,7 +31,7 @@ def encoded_chunks(lines: Sequence[Line]) -> Iterator[bytes]:
         yield records.render_bytes(chunk)
 
 
-def replace_file(path: str, data: bytes | Iterable[bytes]) -> os.stat_result:
+def replace_file(path: str, data: bytes | Iterable[bytes], *, read: fileio.Read | None = None) -> os.stat_result:
     """Replace `path` by `data`: unique tmp in the same directory, fsync, rename, fsync the dir.
 
     Returns the stat of the written file, taken from the tmp's descriptor *before* the rename:
@@ -42,7 +42,10 @@ def replace_file(path: str, data: bytes | Iterable[bytes]) -> os.stat_result:
     A symlinked file is written through to its target, and the link kept (`fileio.write_target`);
     a FIFO, device or directory in its place is refused.
 
-    :raises StoreError: from the `OSError`, with the path and the reason in Chinese.
+    `read`: what `data` was made from, checked right before the rename (`fileio.commit`).
+
+    :raises fileio.Changed: the file is no longer what `read` describes (nothing written).
+    :raises StoreError: from any other `OSError`, with the path and the reason in Chinese.
     """
     try:
         path = fileio.write_target(path)
@@ -62,7 +65,9 @@ def replace_file(path: str, data: bytes | Iterable[bytes]) -> os.stat_result:
             path=path,
         ) from exc
     try:
-        return fileio.commit(fd, tmp, path, data)
+        return fileio.commit(fd, tmp, path, data, read=read)
+    except fileio.Changed:
+        raise
     except OSError as exc:
         raise StoreError(
             msg(
