@@ -20,7 +20,7 @@ before then after for each item, so the machine's load hits both alike. Items:
 * ``get20``: a 20 MB record written by another program; ``memory_get`` over raw stdio JSON-RPC
   (server time, answer bytes) and through the official MCP client (end to end).
 * ``secrets``: precision/recall of `find_secret` on `tests/helpers/secret_corpus.py` (the corpus, per
-  vendor, and the held-out set), the time for a 20,000-character text and the worst of four
+  vendor, the held-out set and the disguised set), the time for a 20,000-character text and the worst of four
   20,000-character adversarial inputs.
 
 The load average is printed next to the figures. Standard library (plus the MCP client for get20).
@@ -379,10 +379,10 @@ def get20(tree: Path, work: Path) -> str:
 _SECRETS = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-from tests.helpers.secret_corpus import corpus, holdout
+from tests.helpers.secret_corpus import corpus, disguised, holdout
 from dsh_memory_mcp.service.secrets import find_secret
 out = {}
-for name, samples in (("corpus", corpus()), ("holdout", holdout())):
+for name, samples in (("corpus", corpus()), ("holdout", holdout()), ("disguised", disguised())):
     per = {}
     tp = fp = fn = tn = 0
     for item in samples:
@@ -422,7 +422,7 @@ def secrets(tree: Path, work: Path) -> str:
         return f"failed: {proc.stderr[-300:]}"
     r = json.loads(proc.stdout)
     lines = []
-    for name in ("corpus", "holdout"):
+    for name in ("corpus", "holdout", "disguised"):
         m = r[name]
         precision = m["tp"] / (m["tp"] + m["fp"]) if m["tp"] + m["fp"] else 0.0
         recall = m["tp"] / (m["tp"] + m["fn"]) if m["tp"] + m["fn"] else 0.0
