@@ -667,4 +667,12 @@ EN: dict[str, str] = {
     # -- import --dry-run
     "只报告会导入什么,不写任何文件": "only report what would be imported; write nothing",
     "预览(没有写入):将新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}": "preview (nothing written): {added} to add, {existing} already there, {bad} lines to skip{refused}",
+    # -- control characters in paths and URLs setup writes
+    "参数 {name} 的值含控制字符 {char},不能用作目录或地址": "{name} holds a control character ({char}): not usable as a directory or address",
+    "目录和地址里不能有换行、制表符这类控制字符": "a directory or address cannot hold newlines, tabs or other control characters",
+    "❌ 参数错误:{what} 含控制字符 {char},不能写进服务文件或宿主配置;没有写任何文件": "❌ usage error: {what} holds a control character ({char}) and cannot go into a service file or host config; nothing written",
+    "存储目录({why})": "the store directory ({why})",
+    "本程序的路径": "this program's path",
+    "{what} 含控制字符 {char}": "{what} holds a control character ({char})",
+    "❌ 参数错误:{problem}": "❌ usage error: {problem}",
 }
