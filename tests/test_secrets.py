@@ -451,3 +451,22 @@ def test_the_disguises_the_tester_used_are_refused(text):
 )
 def test_look_alikes_of_the_disguise_rules_are_not_refused(text):
     assert find_secret(text) is None
+
+
+def test_memory_save_refuses_each_disguise_with_content_secret_and_writes_nothing(store_dir, tmp_path):
+    from tests.helpers.services import code, make_service
+
+    service = make_service(store_dir, tmp_path)
+    try:
+        for text in (
+            "部署用 " + "\u200b".join(GH),
+            "CI 的令牌:" + "".join(chr(ord(c) + 0xFEE0) for c in GH),
+            '{"ci": "' + "".join(f"\\u{ord(c):04x}" for c in GH) + '"}',
+            '{"auths": {"ghcr.io": {"auth": "' + DOCKER_AUTH + '"}}}',
+        ):
+            assert code(service.call("memory_save", {"content": text})) == "CONTENT_SECRET", text
+        assert not service.call("memory_save", {"content": "这是一段\u200b普通的\u200c中文说明"}).is_error
+    finally:
+        service.store.close()
+    saved = [line for path in store_dir.glob("*.jsonl") for line in path.read_text(encoding="utf-8").splitlines()]
+    assert len(saved) == 1 and "普通的" in saved[0]
