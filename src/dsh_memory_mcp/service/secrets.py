@@ -386,7 +386,11 @@ def _headers(text: str) -> SecretFinding | None:
             if (_mixed(token) or label == "basic auth header") and not _fake(token):
                 return SecretFinding(label, match.start())
     for match in _AUTH_BLOB.finditer(text) if "auth" in text else ():
-        user, colon, password = _decoded(match.group(1)).partition(":")
+        blob = match.group(1)
+        try:  # strict: the blob must be UTF-8 text, not any bytes that happen to hold a colon
+            user, colon, password = base64.b64decode(blob + "=" * (-len(blob) % 4)).decode().partition(":")
+        except (binascii.Error, ValueError):
+            continue
         if user.isprintable() and colon and password.isprintable() and _password_like(password, loose=False):
             return SecretFinding("registry auth (base64 user:password)", match.start())
     return None
