@@ -25,7 +25,7 @@ import uuid
 import pytest
 
 from dsh_memory_mcp.service.secrets import find_secret
-from tests.helpers.secret_corpus import DOC_EXAMPLES, MISSING_TOOLS, Sample, corpus, holdout
+from tests.helpers.secret_corpus import DOC_EXAMPLES, MISSING_TOOLS, Sample, corpus, disguised, holdout
 
 rng = random.Random(20261201)
 ALNUM = string.ascii_letters + string.digits
@@ -251,6 +251,13 @@ ADVERSARIAL = {
     "base64 near aws": ("aws " + "A" * 40 + " ") * 444,
     "密码是": "密码是" * 6_666,
     "Azure Q~": "aaa1Q~" * 3_333,
+    "\\u escapes": "\\u0041" * 3_333,
+    "lone surrogate escapes": "\\ud83d" * 3_333,
+    "zero-width spaces": "\u200b" * 20_000,
+    "full-width letters": "ｇ" * 20_000,
+    "split lines": ("ghp_\n  " + "a" * 10) * 1_176,
+    "base64 DER heads": ("M" + "A" * 63 + "\n") * 307,
+    "auth fields": '"auth":"QUFB" ' * 1_428,
 }
 
 
@@ -381,3 +388,85 @@ def test_a_finding_names_the_kind_but_never_holds_the_value():
     finding = find_secret(f"token {token}")
     assert finding is not None and finding.kind == "GitHub token"
     assert token not in repr(finding)
+
+
+# -- disguised secrets (issue 32) -----------------------------------------------------------------
+
+
+def test_the_disguised_corpus_is_refused_with_precision_and_recall_of_at_least_099(capsys):
+    # a6e4495 scored precision 1.000, recall 0.316 here (93 of 294 caught: only where a context
+    # key caught the part before the disguise); full-width, Docker auths and bare PEM bodies: 0.
+    samples = disguised()
+    assert sum(s.secret for s in samples) >= 250 and sum(not s.secret for s in samples) >= 45
+    precision, recall, missed, flagged = measure(samples)
+    with capsys.disabled():
+        print(f"\ndisguised set: {len(samples)} texts, precision {precision:.3f}, recall {recall:.3f}")
+        print(table(samples))
+    assert precision >= 0.99, [(s.vendor, s.text[:80]) for s in flagged]
+    assert recall >= 0.99, [(s.vendor, s.text[:80]) for s in missed]
+
+
+def test_fresh_draws_of_the_disguised_set_are_classified_the_same_way():
+    missed = flagged = 0
+    for seed in range(1, 4):
+        _, _, miss, flag = measure(disguised(seed=seed, draws=2))
+        missed, flagged = missed + len(miss), flagged + len(flag)
+    assert missed <= 2 and flagged <= 1, (missed, flagged)
+
+
+GH = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI3kM5"
+DOCKER_AUTH = base64.b64encode(b"deploy:Xk9#mQ2!vL7w").decode()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "token " + GH[:10] + "\u200b" + GH[10:],
+        "Stripe sk_live_aB3dE5gH\u00adjK9mN1pQ3sT5vX7",
+        "ｘｏｘｂ－１２３４５６７８９０１２－１２３４５６７８９０１２３－ａＢ３ｄＥ５ｇＨ７ｊＫ９ｍＮ１ｐＱ３ｓＴ５ｖＸ７",
+        "发布用 " + GH[:12] + "\n    " + GH[12:],
+        '{"ci": "ghp\\u005f' + GH[4:] + '"}',
+        '{"t": "' + "".join(f"\\u{ord(c):04x}" for c in GH) + '"}',
+        '{"auths": {"registry.acme.cn": {"auth": "' + DOCKER_AUTH + '"}}}',
+        "MIIEpAIBAAKCAQEAoUBWkLFO9+ZMxo" + "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI3kM5" * 2,  # PKCS#1 RSA body
+    ],
+    ids=["zero-width", "soft hyphen", "full-width", "line split", "one escape", "all escaped", "docker", "pem body"],
+)
+def test_the_disguises_the_tester_used_are_refused(text):
+    assert find_secret(text) is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"auths": {"ghcr.io": {}}, "credsStore": "desktop"}',
+        "这是一段\u200b普通的\u200c中文\u200d说明,没有密钥",
+        # A certificate body without its header (a6e4495's corpus certificate head): public, not a secret.
+        "MIIDXTCCAkWgAwIBAgIJAKL0UG+mRKe" + "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI3kM5" * 2,
+        # An RSA public key body (SubjectPublicKeyInfo).
+        "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA" + "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI3kM5" * 2,
+        "请求 id 3f2b8c1e-9d4a-4b7e-8f6a-2c1d0e9b8a7f 超时",
+        "commit 4f1c2a9e8b7d6c5f4e3d2c1b0a9f8e7d6c5b4a39 修复",
+    ],
+)
+def test_look_alikes_of_the_disguise_rules_are_not_refused(text):
+    assert find_secret(text) is None
+
+
+def test_memory_save_refuses_each_disguise_with_content_secret_and_writes_nothing(store_dir, tmp_path):
+    from tests.helpers.services import code, make_service
+
+    service = make_service(store_dir, tmp_path)
+    try:
+        for text in (
+            "部署用 " + "\u200b".join(GH),
+            "CI 的令牌:" + "".join(chr(ord(c) + 0xFEE0) for c in GH),
+            '{"ci": "' + "".join(f"\\u{ord(c):04x}" for c in GH) + '"}',
+            '{"auths": {"ghcr.io": {"auth": "' + DOCKER_AUTH + '"}}}',
+        ):
+            assert code(service.call("memory_save", {"content": text})) == "CONTENT_SECRET", text
+        assert not service.call("memory_save", {"content": "这是一段\u200b普通的\u200c中文说明"}).is_error
+    finally:
+        service.store.close()
+    saved = [line for path in store_dir.glob("*.jsonl") for line in path.read_text(encoding="utf-8").splitlines()]
+    assert len(saved) == 1 and "普通的" in saved[0]

@@ -798,3 +798,109 @@ def holdout(seed: int = 7, draws: int = 3) -> list[Sample]:
                "登录失败提示「用户名或密码错误」",
                "the password field is hidden behind a toggle")
     return out
+
+
+# -- disguised secrets (issue 32) -------------------------------------------------------------------
+# The corpus formats hidden the way a paste or an attacker hides them: a format character (zero-width
+# space/joiners, word joiner, BOM, soft hyphen) inside, full-width forms, a line break (with
+# indentation) inside, `\u` escapes in JSON; plus Docker's `auths` blob and a PEM body without its
+# header. Look-alikes for each: text that really holds those characters or shapes and no secret.
+# Decided: a certificate or a public key (with or without its header) is not a secret.
+
+_FORMAT_CHARS = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad")
+
+
+def _fullwidth(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+def _escaped(text: str, every: bool) -> str:
+    """`text` as a JSON string body with `\\u` escapes: every character, or only its `_`, `-` and `.`."""
+    return "".join(f"\\u{ord(c):04x}" if every or c in "_-." else c for c in text)
+
+
+def _pem_body(pem: str) -> str:
+    return "\n".join(line for line in pem.strip().splitlines() if not line.startswith("-----"))
+
+
+def disguised(seed: int = 32, draws: int = 3) -> list[Sample]:
+    """Disguised GitHub/Stripe/Slack tokens, Docker auths, bare PEM bodies, and their look-alikes."""
+    g = _Gen(random.Random(seed))
+    out: list[Sample] = []
+
+    def tokens() -> list[str]:
+        return [
+            f"ghp_{g.chars(ALNUM, 36)}",
+            f"github_pat_{g.chars(ALNUM, 22)}_{g.chars(ALNUM, 59)}",
+            f"sk_live_{g.chars(ALNUM, 24)}",
+            f"rk_live_{g.chars(ALNUM, 99)}",
+            f"xoxb-{g.digits(12)}-{g.digits(13)}-{g.chars(ALNUM, 24)}",
+            f"xoxp-{g.digits(12)}-{g.digits(12)}-{g.digits(13)}-{g.hex(32)}",
+        ]
+
+    for _ in range(draws):
+        for tok in tokens():
+            at = g.rng.randint(5, len(tok) - 3)
+            for mark in _FORMAT_CHARS:
+                out.append(Sample("disguised: format character inside", True, f"token {tok[:at]}{mark}{tok[at:]}"))
+            spread = "\u200b".join(tok)
+            out.append(Sample("disguised: format character inside", True, f"部署用 {spread}"))
+            out.append(Sample("disguised: full-width", True, f"CI 的令牌:{_fullwidth(tok)}"))
+            out.append(Sample("disguised: full-width", True, f"{_fullwidth('TOKEN=' + tok)}"))
+            out.append(Sample("disguised: line split", True, f"export GH_TOKEN={tok[:at]}\n{tok[at:]}"))
+            out.append(Sample("disguised: line split", True, f"ci:\n  token: {tok[:at]}\n    {tok[at:]}\n  region: cn"))
+            out.append(Sample("disguised: line split", True, f"发布用的 key 是 {tok[:at]}\r\n{tok[at:]},别外传"))
+            out.append(Sample("disguised: JSON \\u escapes", True, '{"token": "' + _escaped(tok, False) + '"}'))
+            out.append(Sample("disguised: JSON \\u escapes", True, '{"ci": "' + _escaped(tok, True) + '"}'))
+        for registry in ("registry.acme.cn", "https://index.docker.io/v1/", "ghcr.io"):
+            blob = base64.b64encode(f"{g.pick(['deploy', 'ci-bot', 'zhangsan'])}:{g.password()}".encode()).decode()
+            out.append(Sample("disguised: Docker auths", True, json.dumps({"auths": {registry: {"auth": blob}}})))
+            out.append(
+                Sample(
+                    "disguised: Docker auths",
+                    True,
+                    "~/.docker/config.json:\n" + json.dumps({"auths": {registry: {"auth": blob, "email": "ci@acme.cn"}}}, indent=4),
+                )
+            )
+    for label, pem in _generated_keys():
+        body = _pem_body(pem)
+        if label.startswith("public"):
+            out.append(Sample("disguised look-alike: public key or certificate body", False, f"证书内容:\n{body}"))
+            continue
+        out.append(Sample("disguised: PEM body without header", True, f"私钥正文(没带头):\n{body}"))
+        out.append(Sample("disguised: PEM body without header", True, body))
+        out.append(Sample("disguised: PEM body without header", True, json.dumps({"key": body.replace("\n", "")})))
+
+    benign = [
+        "这是一段\u200b普通的\u200c中文\u200d说明\u2060,没有\ufeff任何密钥",
+        "部署\u200b文档\u200b在 wiki 的\u200b「发布流程」\u200b页面",
+        "pass\u00adword policy: at least 12 char\u00adacters",
+        "GitHub\u200b token 的\u200b前缀是 ghp_,Stripe 是 sk_live_",
+        _fullwidth("QPS=4800") + ",延迟 " + _fullwidth("p99=35ms"),
+        "订单号" + _fullwidth("20240315123456789012") + "已退款",
+        "ｓｋ－ｌｅａｒｎ 是 scikit-learn 的简称",
+        json.dumps({"note": "数据库连接池大小改成 20", "owner": "张三"}),
+        json.dumps({"token_type": "Bearer", "expires_in": 3600, "说明": "令牌一小时过期"}),
+        '{"path": "C:\\\\Users\\\\dev\\\\project", "tip": "\\u4f7f\\u7528 make build"}',
+        json.dumps({"auths": {"ghcr.io": {}, "registry.acme.cn": {}}, "credsStore": "desktop"}),
+        json.dumps({"auths": {}, "credHelpers": {"123456789012.dkr.ecr.us-east-1.amazonaws.com": "ecr-login"}}),
+        '{"auths": {"registry.acme.cn": {"auth": "<base64 of user:password>"}}}',
+        "config.json 里 auths 下面的 auth 字段是 base64(user:password),别存它",
+        "按行写:\nghp_ 前缀\n代表 GitHub personal access token",
+        "依赖:\n  sk-\n  learn 不要拼错",
+        "步骤\n1. 打开设置\n2. 点击 token\n3. 复制到 1Password",
+    ]
+    for _ in range(draws):
+        benign += [
+            f"commit {g.hex(40)} 修复了 token 刷新",
+            f"请求 id {uuid.UUID(bytes=g.rng.randbytes(16), version=4)} 超时",
+            f"sha256:\n{g.hex(32)}\n{g.hex(32)}",
+            "图标 data:image/png;base64,iVBORw0KGgo" + g.b64(120),
+            "图片:\ndata:image/jpeg;base64,/9j/4AAQSkZJRg\n" + "\n".join(g.b64(48) for _ in range(4)),
+            "kubeconfig 的 certificate-authority-data: " + base64.b64encode(g.rng.randbytes(300)).decode(),
+            f"镜像 digest\n  sha256:{g.hex(32)}\n  {g.hex(32)}",
+            "文件内容(base64):\n" + "\n".join(g.b64(48) for _ in range(5)),
+            f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{g.b64(24)} dev@laptop",
+        ]
+    out += [Sample("disguised look-alike", False, text) for text in benign]
+    return out

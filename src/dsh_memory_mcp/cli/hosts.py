@@ -300,7 +300,8 @@ def read_entries(host: Host, path: str, text: str, env: Mapping[str, str] | None
 
 
 def load_toml(text: str) -> dict[str, Any]:
-    """Parse TOML with the standard library; ValueError when it is not valid TOML."""
+    """Parse TOML with the standard library; ValueError when it is not valid TOML or nests deeper
+    than the interpreter's recursion limit (``a = [[[[…`` 100,000 deep)."""
     import tomllib
 
     try:
@@ -308,6 +309,8 @@ def load_toml(text: str) -> dict[str, Any]:
         return document
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(t("不是合法的 TOML:{error}", error=exc)) from exc
+    except RecursionError as exc:
+        raise ValueError(t("不是合法的 TOML:{error}", error=t("嵌套太深"))) from exc
 
 
 def executable_problem(command: str | None, env: Mapping[str, str]) -> str | None:

@@ -670,4 +670,12 @@ EN: dict[str, str] = {
     # -- doctor: the scale envelope
     "直连记忆库(每个宿主一个进程);{file} 有约 {count} 条记忆,超过直连适合的 {limit} 条,每个宿主进程都要自己读一遍,较慢": "open the store themselves (one process per host); {file} holds about {count} memories, more than the {limit} a direct process suits: every host's process reads it itself, which is slow",
     "运行 {prog} setup --serve(登录时自动启动)或 {prog} serve,stdio 宿主会自动中继到它": "run {prog} setup --serve (started at login) or {prog} serve: stdio hosts relay to it by themselves",
+    # -- control characters in paths and URLs setup writes
+    "参数 {name} 的值含控制字符 {char},不能用作目录或地址": "{name} holds a control character ({char}): not usable as a directory or address",
+    "目录和地址里不能有换行、制表符这类控制字符": "a directory or address cannot hold newlines, tabs or other control characters",
+    "❌ 参数错误:{what} 含控制字符 {char},不能写进服务文件或宿主配置;没有写任何文件": "❌ usage error: {what} holds a control character ({char}) and cannot go into a service file or host config; nothing written",
+    "存储目录({why})": "the store directory ({why})",
+    "本程序的路径": "this program's path",
+    "{what} 含控制字符 {char}": "{what} holds a control character ({char})",
+    "❌ 参数错误:{problem}": "❌ usage error: {problem}",
 }

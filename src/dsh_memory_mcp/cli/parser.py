@@ -11,6 +11,7 @@ argument.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ __all__ = [
     "Option",
     "UsageError",
     "command_help_text",
+    "control_char",
     "help_text",
     "parse_args",
     "suggest_option",
@@ -39,6 +41,17 @@ TAGLINE = N_("把 DSH 的长期记忆库暴露成独立 MCP 服务(stdio)")
 # --------------------------------------------------------------------------------------------
 # Parsing
 # --------------------------------------------------------------------------------------------
+
+
+#: Never part of a directory or URL: C0/C1 controls, DEL, the line/paragraph separators and lone
+#: surrogates (bytes that are not UTF-8). In a systemd unit a newline starts a new directive.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def control_char(text: str) -> str | None:
+    """The first control character in `text`, shown as ``U+000A``; None when it has none."""
+    match = _CONTROL.search(text)
+    return f"U+{ord(match.group()):04X}" if match else None
 
 
 @dataclass(frozen=True)
@@ -273,6 +286,13 @@ def parse_args(argv: Sequence[str], commands: Mapping[str, Command]) -> Invocati
             i += 1
         if not value.strip():
             raise UsageError(t("参数 {name} 的值为空", name=name), word=name, hints=[t("应写成 {form}", form=form)])
+        char = control_char(value) if opt.metavar in ("DIR", "URL") else None
+        if char is not None:
+            raise UsageError(
+                t("参数 {name} 的值含控制字符 {char},不能用作目录或地址", name=name, char=char),
+                word=name,
+                hints=[t("目录和地址里不能有换行、制表符这类控制字符")],
+            )
         values[opt.dest] = value
     store_dir = values.get("store_dir")
     project_dir = values.get("project_dir")

@@ -23,6 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
+from dsh_memory_mcp.cli.messages import t
+from dsh_memory_mcp.cli.parser import control_char
+
 __all__ = ["LABEL", "TASK_NAME", "UNIT_NAME", "ServiceSpec", "spec", "systemd_quote"]
 
 UNIT_NAME = "dsh-memory-mcp.service"
@@ -125,8 +128,13 @@ def _task_xml(argv: Sequence[str]) -> bytes:
 
 
 def spec(platform: str, env: Mapping[str, str], argv: Sequence[str], *, uid: int | None = None) -> ServiceSpec:
-    """The login service running `argv` (serve's full command line) on `platform`."""
+    """The login service running `argv` (serve's full command line) on `platform`. ValueError when
+    a word or path holds a control character: none of these files can carry one safely."""
     home = _home(env, platform)
+    for word in (*argv, home, env.get("XDG_CONFIG_HOME") or "", env.get("LOCALAPPDATA") or ""):
+        char = control_char(word)
+        if char is not None:
+            raise ValueError(t("{what} 含控制字符 {char}", what=ascii(word), char=char))
     if platform == "darwin":
         path = os.path.join(home, "Library", "LaunchAgents", f"{LABEL}.plist")
         log = os.path.join(home, "Library", "Logs", "dsh-memory-mcp-serve.log")

@@ -40,7 +40,7 @@ from dsh_memory_mcp.cli import confedit, hosts, hostwrite
 from dsh_memory_mcp.cli.hosts import SERVER_NAME, Host
 from dsh_memory_mcp.cli.messages import N_, t
 from dsh_memory_mcp.cli.output import PROG
-from dsh_memory_mcp.cli.parser import Invocation
+from dsh_memory_mcp.cli.parser import Invocation, control_char
 from dsh_memory_mcp.store import fileio
 
 __all__ = ["EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "Outcome", "launch_command", "main", "plan"]
@@ -93,7 +93,7 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
         if url is not None or chosen:
             err.write(f"[{PROG}] " + t("❌ 参数错误:--serve 只安装登录时启动的 serve,不能同时给宿主或 --url") + "\n")
             return EXIT_USAGE
-        return setup_service(invocation, settings, env, platform, dry_run=dry_run, remove=remove, out=out)
+        return setup_service(invocation, settings, env, platform, dry_run=dry_run, remove=remove, out=out, err=err)
     explicit = bool(chosen)
     targets: list[tuple[Host, str]] = []
     missing: list[Host] = []
@@ -113,6 +113,8 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
         out.write(t("{prog} setup --remove:从各宿主配置里移除 {name} 条目{head}", name=SERVER_NAME, head=head) + "\n")
     else:
         store, why = choose_store(invocation, settings, env, platform)
+        if _refuse_controls(err, store, why, command, url or ""):
+            return EXIT_USAGE
         args = [*args, "--store-dir", store]
         out.write(t("{prog} setup:为各宿主写入 {name} 条目{head}", name=SERVER_NAME, head=head) + "\n")
         out.write(t("  命令:{argv}\n", argv=" ".join(_quote(w) for w in [command, *args])))
@@ -564,6 +566,7 @@ def setup_service(
     dry_run: bool,
     remove: bool,
     out: TextIO,
+    err: TextIO,
 ) -> int:
     """``setup --serve [--remove] [--dry-run]``: write (or delete) the OS's login service for
     ``serve --store-dir <store>`` and load (or unload) it with the OS's own tool."""
@@ -572,8 +575,14 @@ def setup_service(
 
     command, args = launch_command()
     store, why = choose_store(invocation, settings, env, platform)
+    if _refuse_controls(err, store, why, command, ""):
+        return EXIT_USAGE
     argv = [command, *args, "serve", "--store-dir", store]
-    spec = service.spec(platform, env, argv)
+    try:
+        spec = service.spec(platform, env, argv)
+    except ValueError as exc:  # a control character in HOME, XDG_CONFIG_HOME or LOCALAPPDATA
+        err.write(f"[{PROG}] " + t("❌ 参数错误:{problem}", problem=exc) + "\n")
+        return EXIT_USAGE
     head = t("(预演:--dry-run,不写任何文件)") if dry_run else ""
     if remove:
         out.write(t("{prog} setup --serve --remove:撤销登录时启动的 serve{head}\n", head=head))
@@ -612,6 +621,25 @@ def setup_service(
         return EXIT_FAIL
     out.write(t("  日志:{logs};网页登录地址也在那里\n", logs=spec.logs))
     return EXIT_OK
+
+
+def _refuse_controls(err: TextIO, store: str, why: str, command: str, url: str) -> bool:
+    """Say so and answer True when a path or URL bound for a service file or host config holds a
+    control character (in a systemd unit a newline starts a new directive: ``ExecStart=…``)."""
+    for what, value in ((t("存储目录({why})", why=why), store), (t("本程序的路径"), command), ("--url", url)):
+        char = control_char(value)
+        if char is not None:
+            err.write(
+                f"[{PROG}] "
+                + t(
+                    "❌ 参数错误:{what} 含控制字符 {char},不能写进服务文件或宿主配置;没有写任何文件",
+                    what=what,
+                    char=char,
+                )
+                + "\n"
+            )
+            return True
+    return False
 
 
 def _run_commands(commands: Sequence[Sequence[str]], out: TextIO) -> bool:

@@ -29,6 +29,14 @@ keys, Azurite's well-known key…), placeholders and masked values (``<your-api-
 keys (``pk_live_``, ``ssh-ed25519 …``, certificates, a PEM header without a body), hashes, UUIDs,
 commit ids, base64 of ordinary text, and local development defaults (``root:root@localhost``).
 
+Disguises are undone first (`_views`): besides the text as written, every rule runs over the text as
+read — ``\\u`` escapes decoded, invisible characters (zero-width space/joiners, soft hyphen, BOM…)
+dropped, full-width and other compatibility forms folded (NFKC) — and the issuer formats also over
+that text with a token's line break (and indentation) joined. Two shapes have their own rule: a PEM
+private key body without its header (the DER head of a private key, or OpenSSH's magic, in base64)
+and a Docker/npm ``auth`` field holding base64 of ``user:password``. A certificate or public key
+body is not a secret, nor a Docker config whose logins live in a ``credsStore``.
+
 Linear time: every pattern is a literal prefix with bounded repetitions, or is tried only at the
 positions of an anchor word (no nested unbounded quantifiers; a 20,000-character hostile input
 costs milliseconds). Pure standard library; no state.
@@ -40,6 +48,7 @@ import base64
 import binascii
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -306,7 +315,35 @@ def _private_key(text: str) -> SecretFinding | None:
     for match in _PEM.finditer(text):
         if _PEM_BODY.match(text, match.end()):
             return SecretFinding("private key", match.start())
+    for match in _BARE_KEY.finditer(text) if "M" in text or "b3Blbn" in text else ():
+        if match.group(0).startswith("b3Blbn") or _der_private_key(base64.b64decode(match.group(0))):
+            return SecretFinding("private key", match.start())
     return None
+
+
+#: A PEM body without its header: base64 of DER (a SEQUENCE, 'M…') or of OpenSSH's key magic
+#: ("openssh-key-v1\0"). 44 characters: 33 bytes, the DER head `_der_private_key` reads.
+_BARE_KEY = re.compile(r"(?<![A-Za-z0-9+/])(?:M[A-Za-z0-9+/]{43}|b3BlbnNzaC1rZXktdjE[A-Za-z0-9+/]{25})")
+#: EncryptedPrivateKeyInfo's algorithm: PBES2, or a PKCS#12 password-based scheme.
+_PBE_OIDS = (bytes.fromhex("06092a864886f70d01050d"), bytes.fromhex("060a2a864886f70d010c01"))
+
+
+def _der_body(der: bytes) -> bytes:
+    """What follows a DER SEQUENCE's tag and length (empty if `der` does not start with one)."""
+    if len(der) < 2 or der[0] != 0x30:
+        return b""
+    size = 2 if der[1] < 0x80 else 2 + (der[1] & 0x7F) if der[1] in (0x81, 0x82, 0x83) else 0
+    return der[size:] if size else b""
+
+
+def _der_private_key(der: bytes) -> bool:
+    """The head of a private key: PKCS#1 RSA/DSA `{0, INTEGER}`, PKCS#8 `{0, SEQUENCE}`, SEC1 EC
+    `{1, OCTET STRING}`, PKCS#12 `{3, SEQUENCE}`, or an encrypted PKCS#8 `{{PBES2 …}}`. Public keys
+    (`{{OID}, BIT STRING}`) and certificates (`{{[0] …}}`) have none of these heads."""
+    body = _der_body(der)
+    if body[:2] == b"\x02\x01" and len(body) > 3:
+        return (body[2], body[3]) in ((0, 0x02), (0, 0x30), (1, 0x04), (3, 0x30))
+    return _der_body(body).startswith(_PBE_OIDS)
 
 
 def _decoded(segment: str) -> str:
@@ -348,7 +385,19 @@ def _headers(text: str) -> SecretFinding | None:
             token = match.group(1)
             if (_mixed(token) or label == "basic auth header") and not _fake(token):
                 return SecretFinding(label, match.start())
+    for match in _AUTH_BLOB.finditer(text) if "auth" in text else ():
+        blob = match.group(1)
+        try:  # strict: the blob must be UTF-8 text, not any bytes that happen to hold a colon
+            user, colon, password = base64.b64decode(blob + "=" * (-len(blob) % 4)).decode().partition(":")
+        except (binascii.Error, ValueError):
+            continue
+        if user.isprintable() and colon and password.isprintable() and _password_like(password, loose=False):
+            return SecretFinding("registry auth (base64 user:password)", match.start())
     return None
+
+
+#: Docker's ``"auth": "<base64 of user:password>"`` (``~/.docker/config.json``), ``.npmrc``'s ``_auth=``.
+_AUTH_BLOB = re.compile(r"(?<![A-Za-z0-9])_?auth[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9+/]{8,400}={0,2})(?![A-Za-z0-9+/=])")
 
 
 # -- formats that need a word nearby -----------------------------------------------------------------
@@ -651,10 +700,42 @@ _CHECKS: tuple[Callable[[str], SecretFinding | None], ...] = (
 )
 
 
+# -- disguises -----------------------------------------------------------------------------------------
+
+#: Characters that render as nothing (soft hyphen, zero-width space/joiners, bidi marks, word joiner,
+#: invisible operators, BOM): a token with one inside still is that token.
+_INVISIBLE = dict.fromkeys(
+    [0x00AD, 0x034F, 0x061C, 0x180E, 0xFEFF, *range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2060, 0x2070)]
+)
+#: A JSON/JavaScript escape (``ghp\u005f…``, ``https:\/\/…``).
+_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\(/)")
+#: A line break (and the next line's indentation) between two token characters.
+_LINE_SPLIT = re.compile(r"(?<=[A-Za-z0-9_\-])\r?\n[ \t]{0,40}(?=[A-Za-z0-9_\-])")
+
+
+def _unescaped(match: re.Match[str]) -> str:
+    return match.group(2) or chr(int(match.group(1), 16))
+
+
+def _views(text: str) -> Iterator[tuple[str, tuple[Callable[[str], SecretFinding | None], ...]]]:
+    """The text as written, then as read: escapes decoded, invisible characters dropped, full-width
+    and other compatibility forms folded (NFKC) — every check; then with the lines a token was
+    broken over joined — the issuer formats only (joining lines makes prose run together)."""
+    yield text, _CHECKS
+    folded = unicodedata.normalize("NFKC", _ESCAPE.sub(_unescaped, text).translate(_INVISIBLE))
+    if folded != text:
+        yield folded, _CHECKS
+    joined = _LINE_SPLIT.sub("", folded) if "\n" in folded else folded
+    if joined != folded:
+        yield joined, (_formats, _jwt)
+
+
 def find_secret(text: str) -> SecretFinding | None:
-    """The first credential in `text`, or None. Linear in the text (a few regex passes)."""
-    for check in _CHECKS:
-        finding = check(text)
-        if finding is not None:
-            return finding
+    """The first credential in `text` (its `start` is in the view it was seen in), or None. Linear
+    in the text (a few regex passes over at most three views of it)."""
+    for view, checks in _views(text):
+        for check in checks:
+            finding = check(view)
+            if finding is not None:
+                return finding
     return None
