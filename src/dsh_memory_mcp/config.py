@@ -69,6 +69,11 @@ DEPENDENCIES: tuple[tuple[str, str], ...] = (
     ("sse_starlette", "sse-starlette>=3,<4"),
 )
 
+#: What hosts set for the MCP servers (and hooks) they spawn to name the workspace, as each host
+#: documents it: Claude Code's `CLAUDE_PROJECT_DIR` (code.claude.com/docs/en/hooks, /en/mcp). Below
+#: `--project` and `DSH_MEMORY_PROJECT`, above the client's roots and the working directory.
+HOST_WORKSPACE_VARIABLES: tuple[str, ...] = ("CLAUDE_PROJECT_DIR",)
+
 #: DSH's own default; sidecars written by DSH start with `#qwen3-embedding-0.6b\t1024`.
 DEFAULT_EMBED_MODEL_ID = "qwen3-embedding-0.6b"
 
@@ -691,8 +696,9 @@ class Settings:
     max_content: int = DEFAULT_MAX_CONTENT
     #: `DSH_MEMORY_ALLOW_SECRETS=1`: save content that looks like a credential (off: CONTENT_SECRET).
     allow_secrets: bool = False
-    #: Where `project_dir` came from: "flag" (`--project`), "env" (`DSH_MEMORY_PROJECT`) or "cwd".
-    project_source: Literal["flag", "env", "cwd"] = "cwd"
+    #: Where `project_dir` came from: "flag" (`--project`), "env" (`DSH_MEMORY_PROJECT`), "host" (the
+    #: host's workspace variable, `HOST_WORKSPACE_VARIABLES`) or "cwd".
+    project_source: Literal["flag", "env", "host", "cwd"] = "cwd"
     #: Seconds between two background rewrites of one scope file for access counts
     #: (``DSH_MEMORY_TOUCH_INTERVAL_SECS``; exit and explicit flushes still write at once).
     touch_interval: int = 30
@@ -798,7 +804,11 @@ def resolve_settings(
         store = default_store_dir(env)
         is_default = True
     project = project_dir if project_dir is not None else read("DSH_MEMORY_PROJECT", env)
-    source: Literal["flag", "env", "cwd"] = "flag" if project_dir is not None else "env"
+    source: Literal["flag", "env", "host", "cwd"] = "flag" if project_dir is not None else "env"
+    for name in HOST_WORKSPACE_VARIABLES if project is None else ():
+        project, source = _env(env, name), "host"
+        if project is not None:
+            break
     if project is None:
         project = cwd
         source = "cwd"
