@@ -453,6 +453,19 @@ VARIABLES: tuple[EnvVar, ...] = (
         high=3600,
         en="seconds a client may pause while `serve` reads a request body; after that it must still average ≥ 1 KiB/s",
     ),
+    EnvVar(
+        "DSH_MEMORY_HOOK_BUDGET",
+        "int",
+        1500,
+        "宿主钩子(`hook`)每次最多注入的字符数:会话开始时的记忆摘要、每次提问时相关的记忆(0 = 不注入)",
+        "cli",
+        low=0,
+        high=100_000,
+        en=(
+            "the most characters a host hook (`hook`) adds at a time: the digest at session start, the memories "
+            "relevant to each prompt (0 = add nothing)"
+        ),
+    ),
 )
 _BY_NAME = {var.name: var for var in VARIABLES}
 
@@ -709,6 +722,8 @@ class Settings:
     digest: bool = True
     #: `DSH_MEMORY_RELAY`: the stdio server may relay to a running `serve` (off: always direct).
     relay: bool = True
+    #: `DSH_MEMORY_HOOK_BUDGET`: the most characters one `hook` run adds to a host's context (0: none).
+    hook_budget: int = 1500
     #: Environment values that were invalid and replaced by their default (one Chinese line each;
     #: the CLI prints them at start, `doctor` lists them). Includes `vector.warnings`.
     warnings: tuple[str, ...] = ()
@@ -826,6 +841,7 @@ def resolve_settings(
         forget_confirm_over=read("DSH_MEMORY_FORGET_CONFIRM_OVER", env, problems),
         digest=read("DSH_MEMORY_DIGEST", env, problems),
         relay=read("DSH_MEMORY_RELAY", env, problems),
+        hook_budget=read("DSH_MEMORY_HOOK_BUDGET", env, problems),
     )
     vector = resolve_vector_settings(env, cwd)
     return dataclasses.replace(settings, vector=vector, warnings=(*problems, *vector.warnings))
