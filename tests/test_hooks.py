@@ -290,13 +290,16 @@ def test_setup_installs_the_hooks_beside_the_users_own_and_remove_leaves_those_b
     assert claude["hooks"]["UserPromptSubmit"][0] == json.loads(USER_CLAUDE)["hooks"]["UserPromptSubmit"][0]
     assert claude["hooks"]["Stop"] == json.loads(USER_CLAUDE)["hooks"]["Stop"]
     ours = claude["hooks"]["UserPromptSubmit"][1]["hooks"][0]
-    assert ours["type"] == "command" and ours["command"].endswith(f"--store-dir {store} hook prompt")
-    assert claude["hooks"]["SessionStart"][0]["hooks"][0]["command"].endswith("hook session-start")
+    # The fast entry (no CLI parser on every prompt), with the store the MCP entry names.
+    assert ours["type"] == "command" and ours["command"].endswith(
+        f"-m dsh_memory_mcp.cli.hook --store-dir {store} prompt"
+    )
+    assert claude["hooks"]["SessionStart"][0]["hooks"][0]["command"].endswith("session-start")
     assert cursor["hooks"]["afterFileEdit"] == [{"command": "./format.sh"}]
     assert cursor["hooks"]["sessionStart"][0] == {"command": "./hello.sh"}
-    assert cursor["hooks"]["sessionStart"][1]["command"].endswith("hook session-start")
+    assert cursor["hooks"]["sessionStart"][1]["command"].endswith(f"--store-dir {store} session-start")
     assert "beforeSubmitPrompt" not in cursor["hooks"]  # Cursor cannot add context there
-    assert gemini["hooks"]["BeforeAgent"][0]["hooks"][0]["command"].endswith("hook prompt")
+    assert gemini["hooks"]["BeforeAgent"][0]["hooks"][0]["command"].endswith(f"--store-dir {store} prompt")
     assert gemini["hooks"]["BeforeAgent"][0]["hooks"][0]["timeout"] == 10_000  # milliseconds there
     assert gemini["mcpServers"]["dsh-memory"]["args"][-2:] == ["--store-dir", store]
 

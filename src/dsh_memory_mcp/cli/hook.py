@@ -7,10 +7,11 @@ it for the working directory's project and global, within `DSH_MEMORY_HOOK_BUDGE
 one already injected in this session (a small per-session state file, 0600, pruned after a week).
 
 With `serve` running (a trusted `serve.json`, see `transports.serve_file`) the hook asks it over HTTP
-— one 2026-07-28 request, no SDK — and imports neither the SDK nor numpy; without it the store is
-read directly (the search stack, lexical only). Never in the way: bad input, an unreachable store,
-a timeout or any error → exit 0 with nothing printed. Which memories were injected goes to the log
-file (ids only, never text).
+— one 2026-07-28 request on a plain socket — and imports neither the SDK, numpy nor the CLI's parser
+(`setup` writes ``python -m dsh_memory_mcp.cli.hook``, the fast entry; ``dsh-memory-mcp hook`` is the
+same for a person); without it the store is read directly (the search stack, lexical only). Never
+in the way: bad input, an unreachable store, a timeout or any error → exit 0 with nothing printed.
+Which memories were injected goes to the log file (ids only, never text).
 
 Output per host (read from `hook_event_name`): Claude Code (`SessionStart`, `UserPromptSubmit`)
 and Gemini CLI (`SessionStart`, `BeforeAgent`) take `hookSpecificOutput.additionalContext`; Cursor's
@@ -21,20 +22,20 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import http.client
 import json
-import logging
 import os
 import re
+import socket
 import sys
 import time
 import urllib.parse
-from collections.abc import Mapping
-from typing import Any, BinaryIO, TextIO
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from dsh_memory_mcp import __version__, config
-from dsh_memory_mcp.cli import logs
-from dsh_memory_mcp.cli.parser import Invocation
+
+if TYPE_CHECKING:
+    from dsh_memory_mcp.cli.parser import Invocation
 
 __all__ = ["EVENTS", "STATE_DAYS", "main", "run_hook"]
 
@@ -54,26 +55,45 @@ _CURSOR_EVENTS = frozenset({"sessionStart"})
 _DEFAULT_EVENT = {"session-start": "SessionStart", "prompt": "UserPromptSubmit"}
 _DIGEST_ID = re.compile(r"\(id ([0-9a-f]{8})\)")
 _PROMPT_HEADER = "与本次提问相关的长期记忆(dsh-memory;完整内容用 memory_get 传 id):"
-log = logging.getLogger("dsh_memory_mcp.cli.hook")
 
 
 def main(invocation: Invocation) -> int:
     """The `hook` subcommand: always exit 0 (a hook must never fail the host's prompt)."""
-    event = invocation.args[0] if invocation.args else ""
-    with contextlib.suppress(Exception):
-        logs.log.setLevel(logging.DEBUG if config.debug_enabled() else logging.INFO)
-        logs.log.propagate = False  # the log file only: stderr is the host's to show
-        logs.configure_file_logging()
+    return _main(invocation.args[0] if invocation.args else "", invocation.store_dir, invocation.project_dir)
+
+
+def _main(event: str, store_dir: str | None, project_dir: str | None) -> int:
+    with contextlib.suppress(BaseException):  # even Ctrl+C or a broken pipe ends quietly
+        run_hook(event, sys.stdin.buffer, sys.stdout, store_dir=store_dir, project_dir=project_dir)
+    return 0
+
+
+def _cli(argv: Sequence[str]) -> int:
+    """``python -m dsh_memory_mcp.cli.hook [--store-dir DIR] [--project DIR] EVENT``: the entry
+    `setup` writes (no parser, no subcommand table: a host pays for it on every prompt)."""
+    words = list(argv)
+    found: dict[str, str] = {}
+    while len(words) >= 2 and words[0] in ("--store-dir", "--project"):
+        found[words[0]] = words[1]
+        del words[:2]
+    return _main(words[0] if len(words) == 1 else "", found.get("--store-dir"), found.get("--project"))
+
+
+def _log(event: str, ids: list[str], project: str, chars: int) -> None:
+    """The person can see what reached the model: one line in the log file, ids only, never text."""
+    import logging
+
+    from dsh_memory_mcp.cli import logs
+
+    logs.log.setLevel(logging.DEBUG if config.debug_enabled() else logging.INFO)
+    logs.log.propagate = False  # the log file only: stderr is the host's to show
+    logs.configure_file_logging()
     try:
-        run_hook(
-            event, sys.stdin.buffer, sys.stdout, store_dir=invocation.store_dir, project_dir=invocation.project_dir
+        logging.getLogger("dsh_memory_mcp.cli.hook").info(
+            "hook %s: 注入 %d 条记忆 %s(项目 %s,%d 字)", event, len(ids), " ".join(ids) or "-", project, chars
         )
-    except BaseException as exc:  # even Ctrl+C or a broken pipe ends quietly
-        with contextlib.suppress(Exception):
-            log.debug("hook %s: nothing added (%s)", event, type(exc).__name__)
     finally:
         logs.remove_handlers()
-    return 0
 
 
 def run_hook(
@@ -120,14 +140,8 @@ def run_hook(
     stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
     stdout.flush()
     _save_seen(session, seen | set(ids))
-    log.info(
-        "hook %s: 注入 %d 条记忆 %s(项目 %s,%d 字)",
-        event,
-        len(ids),
-        " ".join(ids) or "-",
-        settings.project_dir,
-        len(text),
-    )
+    with contextlib.suppress(Exception):
+        _log(event, ids, settings.project_dir, len(text))
     return text
 
 
@@ -308,22 +322,62 @@ def _from_serve(settings: config.Settings, method: str, params: dict[str, Any]) 
     }
     if method == "tools/call":
         headers["Mcp-Name"] = str(params["name"])
-    conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=SERVE_TIMEOUT)
-    try:
-        conn.request("POST", url.path or "/mcp", body=body.encode("utf-8"), headers=headers)
-        response = conn.getresponse()
-        payload = response.read(8 * 1024 * 1024)
-    except TimeoutError:
-        raise  # a stalled serve: the hook's time is gone, nothing is added
-    except OSError:
-        return None  # refused or gone: the store itself may still be read
-    finally:
-        conn.close()
-    if response.status != 200:
+    status, content_type, payload = _post(url, headers, body.encode("utf-8"))
+    if status != 200:
         return None
-    message = _json_rpc(payload, response.getheader("Content-Type") or "")
+    message = _json_rpc(payload, content_type)
     result = message.get("result") if isinstance(message, dict) else None
     return result if isinstance(result, dict) else None
+
+
+def _post(url: urllib.parse.SplitResult, headers: dict[str, str], body: bytes) -> tuple[int, str, bytes]:
+    """One HTTP/1.1 POST on a plain socket (`http.client` would cost a hook ~30 ms of imports).
+
+    Returns (status, content type, body); (0, "", b"") when serve refuses the connection or it
+    breaks. A stall past `SERVE_TIMEOUT` raises TimeoutError: the hook's time is gone.
+    """
+    lines = [f"POST {url.path or '/mcp'} HTTP/1.1", f"Host: {url.netloc}", "Connection: close"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    lines.append(f"Content-Length: {len(body)}")
+    request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    deadline = time.monotonic() + SERVE_TIMEOUT
+    chunks: list[bytes] = []
+    try:
+        with socket.create_connection((url.hostname or "", url.port or 80), timeout=SERVE_TIMEOUT) as sock:
+            sock.sendall(request)
+            while True:
+                sock.settimeout(max(0.001, deadline - time.monotonic()))
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                if sum(map(len, chunks)) > 8 * 1024 * 1024:
+                    return 0, "", b""
+    except TimeoutError:
+        raise
+    except OSError:
+        return 0, "", b""  # refused or gone: the store itself may still be read
+    head, _, rest = b"".join(chunks).partition(b"\r\n\r\n")
+    status_line, *fields = head.decode("latin-1").split("\r\n")
+    parts = status_line.split(" ", 2)
+    if len(parts) < 2 or not parts[1].isdigit():
+        return 0, "", b""
+    found = {k.strip().lower(): v.strip() for k, _, v in (f.partition(":") for f in fields)}
+    if found.get("transfer-encoding", "").lower() == "chunked":
+        rest = _unchunk(rest)
+    return int(parts[1]), found.get("content-type", ""), rest
+
+
+def _unchunk(data: bytes) -> bytes:
+    out = bytearray()
+    while data:
+        size_line, _, data = data.partition(b"\r\n")
+        size = int(size_line.split(b";")[0] or b"0", 16)
+        if size == 0:
+            break
+        out += data[:size]
+        data = data[size + 2 :]
+    return bytes(out)
 
 
 def _json_rpc(payload: bytes, content_type: str) -> Any:
@@ -334,3 +388,7 @@ def _json_rpc(payload: bytes, content_type: str) -> Any:
                 return json.loads(line[5:])
         return None
     return json.loads(text)
+
+
+if __name__ == "__main__":
+    sys.exit(_cli(sys.argv[1:]))

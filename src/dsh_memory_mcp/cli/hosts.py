@@ -475,13 +475,14 @@ def hook_entry(host: Host, command: str) -> dict[str, Any]:
 
 
 def is_our_hook(element: Any) -> bool:
-    """Whether a hook list element runs `dsh-memory-mcp hook` (ours, whatever its path or store)."""
+    """Whether a hook list element runs our hook (``-m dsh_memory_mcp.cli.hook`` or ``dsh-memory-mcp …
+    hook``), whatever its path or store."""
     if isinstance(element, Mapping):
         return any(is_our_hook(v) for v in element.values())
     if isinstance(element, list):
         return any(is_our_hook(v) for v in element)
-    return (
-        isinstance(element, str)
-        and ("dsh-memory-mcp" in element or "dsh_memory_mcp" in element)
-        and " hook " in element
+    if not isinstance(element, str):
+        return False
+    return "dsh_memory_mcp.cli.hook " in element or (
+        ("dsh-memory-mcp" in element or "dsh_memory_mcp" in element) and " hook " in element
     )

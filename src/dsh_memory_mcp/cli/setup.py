@@ -263,9 +263,8 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
     for host, _path in targets:
         if host.id not in done_hooks and hosts.hook_file(host) is not None:
             done_hooks.add(host.id)
-            failed += not _hooks(
-                host, hosts.hook_path(host, env, platform), None if remove else [command, *args], out, dry_run=dry_run
-            )
+            argv = None if remove else [os.path.abspath(sys.executable), "-m", "dsh_memory_mcp.cli.hook", *args[-2:]]
+            failed += not _hooks(host, hosts.hook_path(host, env, platform), argv, out, dry_run=dry_run)
     for host in missing:
         marker = hosts.candidates(host, env, platform)[0][1]
         out.write(
@@ -540,7 +539,8 @@ def _entry_as_planned(host: Host, data: bytes | None, outcome: Outcome) -> bool:
 
 
 def hook_text(host: Host, text: str, argv: Sequence[str] | None) -> str:
-    """`text` (a host's hook file) with our hooks for `argv` (the launch command), or without them (None)."""
+    """`text` (a host's hook file) with our hooks for `argv` (the hook entry and its `--store-dir`), or
+    without them (None)."""
     spec = hosts.hook_file(host)
     assert spec is not None
     if not text.strip() and argv is None:
@@ -553,7 +553,7 @@ def hook_text(host: Host, text: str, argv: Sequence[str] | None) -> str:
         if confedit.json_get(text, (), name) is None:
             text = confedit.json_set(text, (), name, value)
     for event, ours in spec.events:
-        text = confedit.json_append(text, ("hooks",), event, hosts.hook_entry(host, _shell([*argv, "hook", ours])))
+        text = confedit.json_append(text, ("hooks",), event, hosts.hook_entry(host, _shell([*argv, ours])))
     return text
 
 
