@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import httpx2
 import pytest
 from mcp import Client
@@ -22,7 +23,7 @@ from dsh_memory_mcp.service.compose import close_service, open_service
 from dsh_memory_mcp.transports.mcp_server import build_server
 from tests.helpers.mcp_session import server_params, stdio_session
 from tests.helpers.raw_host import RawHost
-from tests.helpers.serve_proc import Serve, running_serve
+from tests.helpers.serve_proc import Serve, running_serve, sse_result
 
 
 @pytest.fixture
@@ -186,3 +187,32 @@ def test_two_http_clients_sharing_one_pool_and_client_info_keep_their_own_projec
         results = anyio.run(main, serve)
     want = {"a": f"project:{dirs['app']}", "b": f"project:{dirs['other']}"}
     assert [(who, r.structured_content["scope"]) for who, r in results] == [(who, want[who]) for who, _ in results]
+
+
+# -- defects ------------------------------------------------------------------------------------
+
+
+def test_a_client_info_without_version_is_accepted_in_both_eras(tmp_path, store_dir):
+    modern_meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "no-version-host"},
+    }
+    with RawHost(store_dir, tmp_path / "a.log", "--no-relay") as host:
+        params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "no-version-host"}}
+        host.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
+        assert "result" in host.wait_for(lambda m: m.get("id") == 0)
+        host.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        save = {"name": "memory_save", "arguments": {"content": "没有版本号的客户端"}}
+        host.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": save})
+        saved = host.wait_for(lambda m: m.get("id") == 1)
+    assert saved["result"]["structuredContent"]["ok"] is True
+    with RawHost(store_dir, tmp_path / "b.log", "--no-relay") as host:
+        host.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": modern_meta}})
+        listed = host.wait_for(lambda m: m.get("id") == 2)
+    assert [t["name"] for t in listed["result"]["tools"]][:2] == ["memory_save", "memory_search"]
+    with running_serve(store_dir, tmp_path / "serve.log") as serve, httpx.Client(timeout=20) as http:
+        body = {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": modern_meta}}
+        headers = serve.auth(**{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})
+        answer = sse_result(http.post(serve.url, json=body, headers=headers))
+    assert "result" in answer, answer

@@ -132,6 +132,19 @@ def client_name(params: Any) -> str | None:
     return f"{name}/{version}" if version else name
 
 
+def _lenient_client_info(params: Any) -> None:
+    """A `clientInfo` without `version` (the schema requires one; several clients leave it out) gets
+    an empty one instead of failing the whole request with -32602: `initialize` params, or a
+    2026-07-28 request's `_meta`."""
+    if not isinstance(params, dict):
+        return
+    meta = params.get("_meta")
+    for holder, key in ((params, "clientInfo"), (meta, "io.modelcontextprotocol/clientInfo")):
+        info = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(info, dict) and isinstance(info.get("name"), str) and "version" not in info:
+            info["version"] = ""
+
+
 def _to_result(result: ToolResult) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=result.text)],
@@ -426,6 +439,7 @@ class MemoryServer:
         return digest.instructions(text)
 
     async def _instructions_middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        _lenient_client_info(ctx.params)
         result: HandlerResult = await call_next(ctx)
         if ctx.method not in ("initialize", "server/discover"):
             return result
