@@ -5,6 +5,7 @@ a call needs them, a client that refuses roots, HTTP clients that share a connec
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +217,28 @@ def test_a_client_info_without_version_is_accepted_in_both_eras(tmp_path, store_
         headers = serve.auth(**{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})
         answer = sse_result(http.post(serve.url, json=body, headers=headers))
     assert "result" in answer, answer
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_handshake_http_sessions_that_declare_roots_and_close_at_once_leave_no_traceback(tmp_path, store_dir, dirs):
+    async def slow_roots(context: Any) -> ListRootsResult:
+        await anyio.sleep(0.3)
+        return ListRootsResult(roots=[Root(uri=dirs["app"].as_uri(), name="ws")])
+
+    async def main(serve: Serve) -> None:
+        auth = {"Authorization": f"Bearer {serve.token}"}
+        for i in range(20):
+            async with httpx2.AsyncClient(headers=auth, timeout=60) as http:
+                transport = streamable_http_client(serve.url, http_client=http)
+                async with Client(transport, mode="legacy", list_roots_callback=slow_roots) as client:
+                    if i % 2:  # half of them close with a call waiting for its roots
+                        with anyio.move_on_after(0.05):
+                            await client.call_tool("memory_list", {})
+
+    with running_serve(store_dir, tmp_path / "serve.log") as serve:
+        anyio.run(main, serve)
+        time.sleep(1.0)  # what a closing session would print comes after its last answer
+        err = serve.stderr()
+    assert "Traceback" not in err and "Unexpected ASGI message" not in err, err[-3000:]
