@@ -5,6 +5,7 @@ a call needs them, a client that refuses roots, HTTP clients that share a connec
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -242,3 +243,26 @@ def test_handshake_http_sessions_that_declare_roots_and_close_at_once_leave_no_t
         time.sleep(1.0)  # what a closing session would print comes after its last answer
         err = serve.stderr()
     assert "Traceback" not in err and "Unexpected ASGI message" not in err, err[-3000:]
+
+
+def test_server_json_is_registry_metadata_for_this_package():
+    import base64
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    doc = json.loads((root / "server.json").read_text(encoding="utf-8"))
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert doc["$schema"].startswith("https://static.modelcontextprotocol.io/schemas/")
+    namespace, _, server = doc["name"].partition("/")
+    assert namespace.startswith("io.github.") and server == project["name"] and "/" not in server
+    assert len(doc["description"]) <= 100  # the official registry's limit
+    [package] = doc["packages"]
+    assert package["registryType"] == "pypi" and package["identifier"] == project["name"]
+    assert package["version"] == doc["version"] == project["version"]  # an exact release, the one built
+    assert package["transport"] == {"type": "stdio"}
+    known = {var.name for var in config.VARIABLES}
+    assert {v["name"] for v in package["environmentVariables"]} <= known
+    [icon] = doc["icons"]
+    head, _, data = icon["src"].partition(",")
+    assert head == "data:image/svg+xml;base64" and icon["mimeType"] == "image/svg+xml"
+    assert base64.b64decode(data).startswith(b"<svg")
