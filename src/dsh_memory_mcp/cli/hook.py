@@ -54,7 +54,6 @@ _MODERN = "2026-07-28"
 _CURSOR_EVENTS = frozenset({"sessionStart"})
 _DEFAULT_EVENT = {"session-start": "SessionStart", "prompt": "UserPromptSubmit"}
 _DIGEST_ID = re.compile(r"\(id ([0-9a-f]{8})\)")
-_PROMPT_HEADER = "与本次提问相关的长期记忆(dsh-memory;完整内容用 memory_get 传 id):"
 
 
 def main(invocation: Invocation) -> int:
@@ -215,8 +214,9 @@ def _save_seen(path: str | None, ids: set[str]) -> None:
 
 def _pack(records: list[dict[str, Any]], seen: set[str], budget: int) -> tuple[str, list[str]]:
     """The records not injected yet, best first, as lines within `budget` characters."""
-    lines = [_PROMPT_HEADER]
-    used = len(_PROMPT_HEADER)
+    header = "与本次提问相关的长期记忆(dsh-memory;完整内容用 memory_get 传 id):"  # for the model: Chinese
+    lines = [header]
+    used = len(header)
     ids: list[str] = []
     for record in records:
         short = str(record.get("shortId") or str(record.get("id", ""))[:8])

@@ -609,10 +609,10 @@ def _hooks(host: Host, path: str, argv: Sequence[str] | None, out: TextIO, *, dr
         )
         return False
     if not done.changed:
-        unchanged = (
-            "= {host}:{path} 没有我们的钩子,无需移除\n" if argv is None else "= {host}:{path} 钩子已是最新,未改动\n"
-        )
-        out.write(t(unchanged, host=host.name, path=path))
+        if argv is None:
+            out.write(t("= {host}:{path} 没有我们的钩子,无需移除\n", host=host.name, path=path))
+        else:
+            out.write(t("= {host}:{path} 钩子已是最新,未改动\n", host=host.name, path=path))
         return True
     saved = t("(原文件备份为 {backup})", backup=done.backup) if done.backup else t("(新建)")
     what = t("已移除") if argv is None else t("已写入")
