@@ -25,6 +25,7 @@ from dsh_memory_mcp.service.compose import close_service, open_service
 from dsh_memory_mcp.transports.mcp_server import build_server
 from tests.helpers.mcp_session import server_params, stdio_session
 from tests.helpers.raw_host import RawHost
+from tests.helpers.require import require
 from tests.helpers.serve_proc import Serve, running_serve, sse_result
 
 
@@ -266,3 +267,81 @@ def test_server_json_is_registry_metadata_for_this_package():
     head, _, data = icon["src"].partition(",")
     assert head == "data:image/svg+xml;base64" and icon["mimeType"] == "image/svg+xml"
     assert base64.b64decode(data).startswith(b"<svg")
+
+
+# -- an mcp 1.x client (langchain-mcp-adapters pins mcp < 2) -------------------------------------
+
+MCP1_CLIENT = """
+import asyncio, json, sys
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import ListRootsResult, Root
+
+params = StdioServerParameters(**json.loads(sys.argv[1]))
+
+async def roots(context):
+    return ListRootsResult(roots=[Root(uri=sys.argv[2], name="ws")])
+
+async def once():
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, list_roots_callback=roots) as session:
+            await session.initialize()  # then close at once, as langchain-mcp-adapters' server-info probe does
+
+failures = []
+for _ in range(int(sys.argv[3])):
+    try:
+        asyncio.run(once())
+    except BaseException as exc:
+        failures.append(repr(exc)[:300])
+print(json.dumps({"failures": failures}))
+"""
+
+
+def _mcp1_python() -> Path | None:
+    """A venv with the newest mcp 1.x, made once and kept (`DSH_MEMORY_TEST_MCP1_VENV` or the user cache)."""
+    import os
+    import subprocess
+    import sys
+
+    venv = Path(os.environ.get("DSH_MEMORY_TEST_MCP1_VENV") or Path.home() / ".cache" / "dsh-memory-mcp-tests" / "mcp1")
+    python = venv / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    marker = venv / ".mcp1-ready"
+    if not marker.exists():
+        try:
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, timeout=120)
+            subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", "mcp>=1.10,<2"],
+                check=True,
+                timeout=300,
+                capture_output=True,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        marker.write_text("mcp<2\n", encoding="utf-8")
+    return python
+
+
+@pytest.mark.slow
+def test_an_mcp_1_client_that_closes_right_after_initialize_never_crashes(tmp_path, store_dir, dirs):
+    import subprocess
+
+    from tests.conftest import PYTHON, subprocess_env
+
+    python = _mcp1_python()
+    require(python is not None, "an mcp 1.x venv (pip install 'mcp<2' from PyPI)")
+    assert python is not None
+    server = {
+        "command": PYTHON,
+        "args": ["-m", "dsh_memory_mcp", "--no-relay", "--store-dir", str(store_dir)],
+        "env": subprocess_env(),
+        "cwd": str(dirs["cwd"]),
+    }
+    run = subprocess.run(
+        [str(python), "-c", MCP1_CLIENT, json.dumps(server), dirs["app"].as_uri(), "20"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"failures": []}
