@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy  # noqa: F401
 import pytest
 
+from dsh_memory_mcp import config
 from dsh_memory_mcp.store.shared import SharedStore
 
 # Under CI a skipped test fails the run unless it is allowed there (tests/helpers/skip_guard.py).
@@ -58,6 +59,8 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     for name in list(os.environ):
         if name.startswith("DSH_MEMORY_"):
             monkeypatch.delenv(name, raising=False)
+    for name in config.HOST_WORKSPACE_VARIABLES:  # a suite run inside a host must not take its workspace
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("DSH_MEMORY_STORE_DIR", str(tmp_path / "store"))
     # Vectors are off unless a test turns them on: no test may reach for a port by accident.
     monkeypatch.setenv("DSH_MEMORY_VECTOR", "off")

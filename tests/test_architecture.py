@@ -111,6 +111,7 @@ MODULES: dict[str, str] = {
     "cli.commands": "human subcommands",
     "cli.views": "tool results for an English terminal, from their structured data",
     "cli.doctor": "read-only deployment check",
+    "cli.hook": "host hooks: digest at session start, relevant memories per prompt, via serve or the store",
 }
 
 # Which third-party roots a module may import; anything unlisted may import none of these.

@@ -195,6 +195,7 @@ LANDS = {
     "DSH_MEMORY_CLIENT_CONNECTIONS": (_SERVE, lambda s: s.client_connections),
     "DSH_MEMORY_HEADER_TIMEOUT_SECS": (_SERVE, lambda s: s.header_timeout_secs),
     "DSH_MEMORY_BODY_TIMEOUT_SECS": (_SERVE, lambda s: s.body_timeout_secs),
+    "DSH_MEMORY_HOOK_BUDGET": (_S, lambda s: s.hook_budget),
 }
 # A valid value per kind, what it reads as, and a value the kind refuses (None: nothing is refused).
 SAMPLES = {

@@ -129,7 +129,9 @@ def _wrong_ids(h: Handler, m: dict[str, Any]) -> None:
     h.event({"jsonrpc": "2.0", "id": 999, "result": {"content": []}})  # an id the host never sent
     h.event({"jsonrpc": "2.0", "id": 0, "result": {"content": []}})  # an id already answered (initialize)
     h.event({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
-    h.event({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "nobody", "progress": 1}})
+    h.event(
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "nobody", "progress": 1}}
+    )
     h.event({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p-7", "progress": 1}})
     h.event({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "对的应答"}]}})
 
@@ -242,3 +244,55 @@ def test_a_2026_request_goes_to_serve_with_its_routing_headers_and_no_session(tm
     assert lower["mcp-name"] == "=?base64?6K6w5b+G?="  # "记忆", as the SDK encodes a non-ASCII name
     assert "mcp-session-id" not in lower
     assert rest == []  # a cancel for a request not in flight, with no session, is not posted
+
+
+def _slow_big(h: Handler, m: dict[str, Any]) -> None:
+    time.sleep(1.0)  # the host dies meanwhile
+    h.head(200, SSE_HEAD)
+    text = "迟到的大应答 " * 20_000
+    h.event({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": text}]}})
+
+
+def test_a_relay_whose_host_dies_mid_call_exits_0_quietly(tmp_path: Path, store_dir: Path):
+    import os
+    import subprocess
+
+    from tests.conftest import PYTHON, subprocess_env
+
+    with FakeServe(store_dir, _slow_big):
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        proc = subprocess.Popen(
+            [PYTHON, "-m", "dsh_memory_mcp", "--store-dir", str(store_dir)],
+            stdin=subprocess.PIPE,
+            stdout=out_w,
+            stderr=err_w,
+            env=subprocess_env(),
+        )
+        os.close(out_w)
+        os.close(err_w)
+        assert proc.stdin is not None
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "h", "version": "1"},
+            },
+        }
+        proc.stdin.write(json.dumps(init).encode() + b"\n")
+        proc.stdin.flush()
+        assert b'"id":0' in os.read(out_r, 1 << 16).replace(b" ", b"")
+        proc.stdin.write(
+            b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n' + json.dumps(_save()).encode() + b"\n"
+        )
+        proc.stdin.flush()
+        time.sleep(0.3)
+        # The host goes away mid-call: every pipe to it closes at once.
+        os.close(out_r)
+        os.close(err_r)
+        proc.stdin.close()
+        code = proc.wait(timeout=60)
+    assert code == 0

@@ -64,6 +64,27 @@ SEEDS: dict[str, tuple[str, str]] = {
         '{\n  "theme": "dark",\n  "mcp": {\n    "servers": {\n      "other": {\n        "type": "stdio",\n'
         '        "command": "/usr/bin/other-mcp",\n        "enabled": true\n      }\n    }\n  }\n}\n',
     ),
+    # The hosts below, each as its current documentation writes its file (see cli/hosts.py).
+    "windsurf": (
+        ".codeium/windsurf/mcp_config.json",
+        '{\n  "mcpServers": {\n    "github": {\n      "serverUrl": "https://api.githubcopilot.com/mcp/",\n'
+        '      "headers": {"Authorization": "Bearer x"}\n    }\n  }\n}\n',
+    ),
+    "cline": (
+        ".cline/data/settings/cline_mcp_settings.json",
+        '{\n  "mcpServers": {\n    "local-server": {\n      "command": "node",\n      "args": ["/path/to/server.js"],\n'
+        '      "disabled": false,\n      "autoApprove": []\n    }\n  }\n}\n',
+    ),
+    "gemini": (
+        ".gemini/settings.json",
+        '{\n  "theme": "GitHub",\n  "mcpServers": {\n    "context7": {\n      "httpUrl": "https://mcp.context7.com/mcp"\n'
+        "    }\n  }\n}\n",
+    ),
+    "copilot": (
+        ".copilot/mcp-config.json",
+        '{\n  "mcpServers": {\n    "playwright": {\n      "type": "stdio",\n      "command": "npx",\n'
+        '      "args": ["-y", "@playwright/mcp@latest"],\n      "tools": ["*"]\n    }\n  }\n}\n',
+    ),
 }
 # Where each host's server table is, in its parsed document.
 TABLES: dict[str, tuple[str, ...]] = {
@@ -75,6 +96,10 @@ TABLES: dict[str, tuple[str, ...]] = {
     "trae": ("mcpServers",),
     "workbuddy": ("mcpServers",),
     "zcode": ("mcp", "servers"),
+    "windsurf": ("mcpServers",),
+    "cline": ("mcpServers",),
+    "gemini": ("mcpServers",),
+    "copilot": ("mcpServers",),
 }
 HOST_IDS = list(SEEDS)
 
@@ -132,6 +157,8 @@ def servers(host: str, document: Any) -> dict[str, Any]:
 def without(host: str, document: Any, name: str = "dsh-memory") -> Any:
     copy = json.loads(json.dumps(document))
     servers(host, copy).pop(name, None)
+    if host == "gemini":  # its MCP file holds its hooks too (tests/test_hooks.py checks those)
+        copy.pop("hooks", None)
     return copy
 
 
@@ -151,7 +178,7 @@ class Home:
             APPDATA=str(self.appdata),
             **extra,
         )
-        for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME"):
+        for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME", "CLINE_MCP_SETTINGS_PATH"):
             env.pop(name, None)
         return env
 
@@ -233,12 +260,14 @@ def test_setup_merges_our_entry_keeps_everything_else_and_remove_restores_the_by
     if host == "zcode":
         check_zcode_entry(entry)
     assert oct(path.stat().st_mode & 0o777) == "0o644"  # the file keeps its mode (no token in it)
-    [backup] = fake.backups(host)
-    assert backup.read_bytes() == seed and oct(backup.stat().st_mode & 0o777) == "0o600"
+    backups = fake.backups(host)  # Gemini CLI: one more, its hooks are written to the same file
+    assert len(backups) == (2 if host == "gemini" else 1), backups
+    assert seed in [b.read_bytes() for b in backups]
+    assert all(oct(b.stat().st_mode & 0o777) == "0o600" for b in backups)
 
     again = fake.setup(host, "--store-dir", str(fake.store))
     assert again.returncode == 0 and "已是最新,未改动" in again.stdout
-    assert path.read_text(encoding="utf-8") == written and len(fake.backups(host)) == 1
+    assert path.read_text(encoding="utf-8") == written and len(fake.backups(host)) == len(backups)
 
     removed = fake.setup(host, "--remove")
     assert removed.returncode == 0, removed.stdout + removed.stderr
@@ -286,7 +315,7 @@ def test_without_host_names_only_installed_hosts_are_written(fake):
     result = fake.setup("--store-dir", str(fake.store))
     assert result.returncode == 0, result.stdout + result.stderr
     assert fake.path("codex").is_file() and fake.path("zcode").is_file()
-    for host in ("claude-code", "claude-desktop", "cursor", "vscode", "trae", "workbuddy"):
+    for host in ("claude-code", "claude-desktop", "cursor", "vscode", "trae", "workbuddy", "windsurf", "gemini"):
         assert not fake.path(host).exists()
     assert "⏭ Cursor:没有发现" in result.stdout
 
@@ -398,6 +427,40 @@ def test_url_form_carries_the_token_from_serve_json_and_the_file_becomes_0600(fa
     check_zcode_entry(got["zcode"])
     assert got["zcode"]["args"] == expected_stdio_args(fake.store)
     assert "不支持 URL 条目" in result.stdout
+
+
+def test_url_form_of_the_newer_hosts_uses_each_hosts_own_keys(fake):
+    _serve_json(fake.store, "tok-from-serve-json")
+    hosts = ("windsurf", "gemini", "copilot", "cline")
+    for host in hosts:
+        fake.seed(host)
+    url = "http://127.0.0.1:8765/mcp"
+    result = fake.setup(*hosts, "--store-dir", str(fake.store), "--url", url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    bearer = {"Authorization": "Bearer tok-from-serve-json"}
+    got = {h: servers(h, parse(h, fake.path(h).read_text(encoding="utf-8")))["dsh-memory"] for h in hosts}
+    assert got["windsurf"] == {"serverUrl": url, "headers": bearer}  # Windsurf: `url` does not connect
+    assert got["gemini"] == {"httpUrl": url, "headers": bearer}  # Gemini CLI: `url` would be SSE
+    assert got["copilot"] == {"type": "http", "url": url, "headers": bearer, "tools": ["*"]}
+    # Cline: no URL form written (its remote shape is not in its docs); the stdio command relays.
+    assert got["cline"] == {"command": os.path.abspath(PYTHON), "args": expected_stdio_args(fake.store)}
+    for host in ("windsurf", "gemini", "copilot"):
+        assert oct(fake.path(host).stat().st_mode & 0o777) == "0o600", host
+    removed = fake.setup(*hosts, "--remove")
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    for host in hosts:
+        assert fake.path(host).read_bytes() == SEEDS[host][1].encode("utf-8"), host
+
+
+def test_copilot_stdio_entry_is_a_local_server_with_every_tool(fake):
+    assert fake.setup("copilot", "--store-dir", str(fake.store)).returncode == 0
+    entry = json.loads(fake.path("copilot").read_text(encoding="utf-8"))["mcpServers"]["dsh-memory"]
+    assert entry == {
+        "type": "local",
+        "command": os.path.abspath(PYTHON),
+        "args": expected_stdio_args(fake.store),
+        "tools": ["*"],
+    }
 
 
 def test_url_form_falls_back_to_the_token_env_var_and_a_dry_run_masks_it(fake):

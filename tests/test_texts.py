@@ -92,9 +92,9 @@ def test_no_english_entry_is_left_over_and_none_is_chinese():
 
 def test_every_chinese_literal_in_the_cli_goes_through_the_cli_table():
     """Except what finds or builds pieces of the tools' (Chinese) texts: `human_text`'s and `forget`'s
-    patterns, `_import_target`'s tool-shaped error (shown from its structured form in English), and the
-    start-up flag that watches for the success line."""
-    allowed = {"human_text", "cmd_forget", "_import_target", "filter"}
+    patterns, `_import_target`'s tool-shaped error (shown from its structured form in English), the
+    start-up flag that watches for the success line, and what the hook adds to a model's context (`_pack`)."""
+    allowed = {"human_text", "cmd_forget", "_import_target", "filter", "_pack"}
     loose = []
     for path in sorted((PKG / "cli").glob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -76,6 +76,11 @@ DEPENDENCIES: tuple[tuple[str, str], ...] = (
 #: `doctor` says it too.
 DIRECT_LIMIT = 20_000
 
+#: What hosts set for the MCP servers (and hooks) they spawn to name the workspace, as each host
+#: documents it: Claude Code's `CLAUDE_PROJECT_DIR` (code.claude.com/docs/en/hooks, /en/mcp). Below
+#: `--project` and `DSH_MEMORY_PROJECT`, above the client's roots and the working directory.
+HOST_WORKSPACE_VARIABLES: tuple[str, ...] = ("CLAUDE_PROJECT_DIR",)
+
 #: DSH's own default; sidecars written by DSH start with `#qwen3-embedding-0.6b\t1024`.
 DEFAULT_EMBED_MODEL_ID = "qwen3-embedding-0.6b"
 
@@ -455,6 +460,19 @@ VARIABLES: tuple[EnvVar, ...] = (
         high=3600,
         en="seconds a client may pause while `serve` reads a request body; after that it must still average ≥ 1 KiB/s",
     ),
+    EnvVar(
+        "DSH_MEMORY_HOOK_BUDGET",
+        "int",
+        1500,
+        "宿主钩子(`hook`)每次最多注入的字符数:会话开始时的记忆摘要、每次提问时相关的记忆(0 = 不注入)",
+        "cli",
+        low=0,
+        high=100_000,
+        en=(
+            "the most characters a host hook (`hook`) adds at a time: the digest at session start, the memories "
+            "relevant to each prompt (0 = add nothing)"
+        ),
+    ),
 )
 _BY_NAME = {var.name: var for var in VARIABLES}
 
@@ -698,8 +716,9 @@ class Settings:
     max_content: int = DEFAULT_MAX_CONTENT
     #: `DSH_MEMORY_ALLOW_SECRETS=1`: save content that looks like a credential (off: CONTENT_SECRET).
     allow_secrets: bool = False
-    #: Where `project_dir` came from: "flag" (`--project`), "env" (`DSH_MEMORY_PROJECT`) or "cwd".
-    project_source: Literal["flag", "env", "cwd"] = "cwd"
+    #: Where `project_dir` came from: "flag" (`--project`), "env" (`DSH_MEMORY_PROJECT`), "host" (the
+    #: host's workspace variable, `HOST_WORKSPACE_VARIABLES`) or "cwd".
+    project_source: Literal["flag", "env", "host", "cwd"] = "cwd"
     #: Seconds between two background rewrites of one scope file for access counts
     #: (``DSH_MEMORY_TOUCH_INTERVAL_SECS``; exit and explicit flushes still write at once).
     touch_interval: int = 30
@@ -710,6 +729,8 @@ class Settings:
     digest: bool = True
     #: `DSH_MEMORY_RELAY`: the stdio server may relay to a running `serve` (off: always direct).
     relay: bool = True
+    #: `DSH_MEMORY_HOOK_BUDGET`: the most characters one `hook` run adds to a host's context (0: none).
+    hook_budget: int = 1500
     #: Environment values that were invalid and replaced by their default (one Chinese line each;
     #: the CLI prints them at start, `doctor` lists them). Includes `vector.warnings`.
     warnings: tuple[str, ...] = ()
@@ -805,7 +826,11 @@ def resolve_settings(
         store = default_store_dir(env)
         is_default = True
     project = project_dir if project_dir is not None else read("DSH_MEMORY_PROJECT", env)
-    source: Literal["flag", "env", "cwd"] = "flag" if project_dir is not None else "env"
+    source: Literal["flag", "env", "host", "cwd"] = "flag" if project_dir is not None else "env"
+    for name in HOST_WORKSPACE_VARIABLES if project is None else ():
+        project, source = _env(env, name), "host"
+        if project is not None:
+            break
     if project is None:
         project = cwd
         source = "cwd"
@@ -823,6 +848,7 @@ def resolve_settings(
         forget_confirm_over=read("DSH_MEMORY_FORGET_CONFIRM_OVER", env, problems),
         digest=read("DSH_MEMORY_DIGEST", env, problems),
         relay=read("DSH_MEMORY_RELAY", env, problems),
+        hook_budget=read("DSH_MEMORY_HOOK_BUDGET", env, problems),
     )
     vector = resolve_vector_settings(env, cwd)
     return dataclasses.replace(settings, vector=vector, warnings=(*problems, *vector.warnings))

@@ -421,7 +421,7 @@ EN: dict[str, str] = {
     "serve 返回 HTTP {status}{detail}": "serve answered HTTP {status}{detail}",
     "serve 进程 {pid} 已被暂停(SIGSTOP / Ctrl+Z)": "the serve process {pid} is stopped (SIGSTOP / Ctrl+Z)",
     "serve 长时间没有发来任何数据": "serve sent nothing for a long time",
-    "{secs} 秒内没有带着 roots 重试": "did not come back with the roots within {secs} seconds",
+    "没有带着 roots 重试": "did not come back with the roots",
     "{budget} 秒内没有回答 roots/list": "no answer to roots/list within {budget} seconds",
     "{name} 的地址不是 http://,中继不支持": "the address in {name} is not http://: the relay does not support it",
     "{name} 记录的进程 {pid} 已退出": "the process {pid} in {name} has exited",

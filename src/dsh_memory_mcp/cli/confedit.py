@@ -1,4 +1,5 @@
-"""Text-preserving edits of host config files: one member of a JSON(C) object, one TOML table.
+"""Text-preserving edits of host config files: one member of a JSON(C) object, one element of a
+JSON(C) array (a host's hook list), one TOML table.
 
 `setup` must change exactly one entry in files other programs own (``~/.claude.json`` is rewritten by
 Claude Code all the time; users keep comments in VS Code's ``mcp.json``). So nothing here re-serialises
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,9 @@ from dsh_memory_mcp.cli.messages import t
 
 __all__ = [
     "ConfigSyntaxError",
+    "json_append",
     "json_get",
+    "json_pull",
     "json_remove",
     "json_set",
     "parse_json",
@@ -59,6 +62,7 @@ class _Node:
     value: Any
     members: list[_Member] = field(default_factory=list)  # objects only, in text order
     is_object: bool = False
+    items: list[_Node] = field(default_factory=list)  # arrays on the spine only, in text order
 
 
 @dataclass
@@ -173,6 +177,7 @@ class _Parser:
                 node.end = pos + 1
                 return node
             child = self.value(pos, (*trail, "\x00[]"))  # never on a spine of object keys
+            node.items.append(child)
             node.value.append(child.value)
             pos = self.skip(child.end)
             if self.text.startswith(",", pos):
@@ -355,6 +360,65 @@ def json_remove(text: str, path: Sequence[str], key: str) -> str:
                 if text.startswith(",", after):
                     after += 1
                 text = text[: member.key_start] + text[after:]
+
+
+def _array(text: str, path: Sequence[str], key: str) -> tuple[_Node | None, _Node | None]:
+    """(the object at `path`, the array that is its member `key`), each None when absent."""
+    root = _root(text, (*path, key))
+    if root is None or not root.is_object:
+        return None, None
+    node, _ = _find(root, path)
+    member = None if node is None else _last(node, key)
+    if member is None:
+        return node, None
+    if not isinstance(member.node.value, list):
+        raise ConfigSyntaxError(t("{path} 不是数组,不敢改动", path=".".join((*path, key))))
+    return node, member.node
+
+
+def json_append(text: str, path: Sequence[str], key: str, value: Any) -> str:
+    """`text` with `value` appended to the array that is member `key` of the object at `path` (the
+    array, and objects along `path`, created when missing); the rest byte for byte."""
+    _, array = _array(text, path, key)
+    if array is None:
+        return json_set(text, path, key, [value])
+    root = _root(text)
+    unit = _unit(text, root) if root is not None else "  "
+    if array.items:
+        multiline = "\n" in text[array.start : array.end]
+        indent = _line_indent(text, array.items[0].start)
+        pos = array.items[-1].end
+        return (
+            text[:pos] + (",\n" + indent if multiline else ", ") + _render(value, indent, unit, multiline) + text[pos:]
+        )
+    outer = _line_indent(text, array.start)
+    indent = outer + unit
+    inner = _render(value, indent, unit, True)
+    return text[: array.start + 1] + "\n" + indent + inner + "\n" + outer + text[array.end - 1 :]
+
+
+def json_pull(text: str, path: Sequence[str], key: str, wanted: Callable[[Any], bool]) -> str:
+    """`text` without the elements `wanted` picks from the array that is member `key` of the object
+    at `path` — the exact reverse of `json_append`: an array left empty goes, and so do the objects
+    along `path` it leaves empty (`json_append` created them)."""
+    while True:
+        node, array = _array(text, path, key)
+        if node is None or array is None:
+            return text
+        index = next((i for i in range(len(array.items) - 1, -1, -1) if wanted(array.items[i].value)), None)
+        if index is None:
+            return text
+        item = array.items[index]
+        if len(array.items) == 1:
+            text = json_remove(text, path, key)
+            for depth in range(len(path), 0, -1):  # the objects it leaves empty
+                if json_get(text, path[: depth - 1], path[depth - 1]) != {}:
+                    break
+                text = json_remove(text, path[: depth - 1], path[depth - 1])
+        elif index > 0:
+            text = text[: array.items[index - 1].end] + text[item.end :]
+        else:
+            text = text[: item.start] + text[array.items[1].start :]
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,6 +14,15 @@ Paths (``~`` is HOME, USERPROFILE on Windows; APP is ``$XDG_CONFIG_HOME`` or ``~
 * Trae: ``APP/Trae CN/User/mcp.json`` and ``APP/Trae/User/mcp.json``, key ``mcpServers`` (stdio only)
 * WorkBuddy: ``~/.workbuddy/mcp.json``, key ``mcpServers`` (stdio only)
 * ZCode: ``~/.zcode/cli/config.json``, key ``mcp.servers``, strict schema (stdio only)
+* Windsurf: ``~/.codeium/windsurf/mcp_config.json``, key ``mcpServers``, URL entries ``serverUrl`` + ``headers``
+  (docs.windsurf.com/windsurf/cascade/mcp)
+* Cline: ``~/.cline/data/settings/cline_mcp_settings.json`` (``$CLINE_MCP_SETTINGS_PATH``), key ``mcpServers``,
+  shared by its IDE extension, CLI and SDK (docs.cline.bot/cli/configuration; stdio only)
+* Gemini CLI: ``~/.gemini/settings.json``, key ``mcpServers``, Streamable HTTP entries ``httpUrl`` + ``headers``
+  (geminicli.com/docs/tools/mcp-server)
+* Copilot CLI: ``~/.copilot/mcp-config.json`` (``$COPILOT_HOME/mcp-config.json``), key ``mcpServers``,
+  ``{"type": "local", …, "tools": ["*"]}`` / ``{"type": "http", "url", "headers", "tools": ["*"]}``
+  (docs.github.com/en/copilot/how-tos/copilot-cli/customize-copilot/add-mcp-servers)
 """
 
 from __future__ import annotations
@@ -95,6 +104,22 @@ HOSTS: tuple[Host, ...] = (
     Host("trae", "Trae", "json", ("mcpServers",), False, N_("重启 Trae"), ("trae-cn",)),
     Host("workbuddy", "WorkBuddy", "json", ("mcpServers",), False, N_("重启 WorkBuddy")),
     Host("zcode", "ZCode", "json", ("mcp", "servers"), False, N_("重启 ZCode")),
+    Host("windsurf", "Windsurf", "json", ("mcpServers",), True, N_("在 Windsurf 的 MCP 面板里刷新(或重启 Windsurf)")),
+    Host(
+        "cline", "Cline", "json", ("mcpServers",), False, N_("在 Cline 的 MCP Servers 面板里重启服务器(或重启编辑器)")
+    ),
+    Host(
+        "gemini", "Gemini CLI", "json", ("mcpServers",), True, N_("新开一个 gemini 会话(/mcp 可查看)"), ("gemini-cli",)
+    ),
+    Host(
+        "copilot",
+        "Copilot CLI",
+        "json",
+        ("mcpServers",),
+        True,
+        N_("新开一个 copilot 会话(/mcp show 可查看)"),
+        ("copilot-cli",),
+    ),
 )
 
 
@@ -165,6 +190,17 @@ def candidates(host: Host, env: Mapping[str, str], platform: str) -> list[tuple[
         return [(j(p, home, ".workbuddy", "mcp.json"), j(p, home, ".workbuddy"))]
     if host.id == "zcode":
         return [(j(p, home, ".zcode", "cli", "config.json"), j(p, home, ".zcode"))]
+    if host.id == "windsurf":
+        base = j(p, home, ".codeium", "windsurf")
+        return [(j(p, base, "mcp_config.json"), base)]
+    if host.id == "cline":
+        path = env.get("CLINE_MCP_SETTINGS_PATH") or j(p, home, ".cline", "data", "settings", "cline_mcp_settings.json")
+        return [(path, j(p, home, ".cline"))]
+    if host.id == "gemini":
+        return [(j(p, home, ".gemini", "settings.json"), j(p, home, ".gemini"))]
+    if host.id == "copilot":
+        base = env.get("COPILOT_HOME") or j(p, home, ".copilot")
+        return [(j(p, base, "mcp-config.json"), base)]
     raise KeyError(host.id)  # pragma: no cover - every host above has its paths
 
 
@@ -188,6 +224,8 @@ def stdio_entry(host: Host, command: str, args: Sequence[str]) -> dict[str, Any]
         return {"type": "stdio", "command": command, "args": list(args)}
     if host.id == "zcode":
         return {"type": "stdio", "command": command, "args": list(args), "timeoutMs": ZCODE_TIMEOUT_MS}
+    if host.id == "copilot":
+        return {"type": "local", "command": command, "args": list(args), "tools": ["*"]}
     return {"command": command, "args": list(args)}
 
 
@@ -198,16 +236,20 @@ def url_entry(host: Host, url: str, token: str | None) -> dict[str, Any] | None:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if host.id == "codex":
         return {"url": url, **({"http_headers": headers} if headers else {})}
-    entry: dict[str, Any] = {"type": "http"} if host.id in ("claude-code", "vscode") else {}
-    entry["url"] = url
+    entry: dict[str, Any] = {"type": "http"} if host.id in ("claude-code", "vscode", "copilot") else {}
+    entry[{"windsurf": "serverUrl", "gemini": "httpUrl"}.get(host.id, "url")] = url
     if headers:
         entry["headers"] = headers
+    if host.id == "copilot":
+        entry["tools"] = ["*"]
     return entry
 
 
 #: Keys that belong to the stdio or the URL form: replaced wholesale when we write ours; any other
 #: key the user added to our entry (env, timeouts, disabled…) is kept.
-MANAGED_KEYS = frozenset({"type", "command", "args", "url", "headers", "http_headers", "serverUrl", "transport"})
+MANAGED_KEYS = frozenset(
+    {"type", "command", "args", "url", "headers", "http_headers", "serverUrl", "httpUrl", "transport"}
+)
 
 
 def merged(host: Host, old: Any, ours: Mapping[str, Any]) -> dict[str, Any]:
@@ -274,7 +316,7 @@ def read_entries(host: Host, path: str, text: str, env: Mapping[str, str] | None
         if not isinstance(entry, Mapping) or not _looks_like_ours(name, entry):
             continue
         command = entry.get("command")
-        url = entry.get("url") or entry.get("serverUrl")
+        url = entry.get("url") or entry.get("serverUrl") or entry.get("httpUrl")
         raw_headers = entry.get("headers") or entry.get("http_headers") or {}
         headers = (
             tuple((str(k), str(v)) for k, v in raw_headers.items() if isinstance(v, str))
@@ -376,3 +418,74 @@ def describe_problem(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return t("读不了({why})", why=exc.strerror or exc)
     return str(exc)
+
+
+# --------------------------------------------------------------------------------------------
+# Hooks: hosts that run a command at session start / on each prompt and add its output to the
+# model's context (`dsh-memory-mcp hook`). Each from the host's own documentation:
+# * Claude Code: ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR/settings.json``), ``hooks.SessionStart``
+#   and ``hooks.UserPromptSubmit``, each a list of ``{"hooks": [{"type": "command", "command", "timeout" (s)}]}``
+#   (code.claude.com/docs/en/hooks).
+# * Gemini CLI: ``~/.gemini/settings.json``, ``hooks.SessionStart`` and ``hooks.BeforeAgent``, the same
+#   shape with ``name`` and ``timeout`` in ms (geminicli.com/docs/hooks/reference).
+# * Cursor: ``~/.cursor/hooks.json`` (``"version": 1``), ``hooks.sessionStart``: a list of ``{"command"}``;
+#   its ``beforeSubmitPrompt`` cannot add context, so only the session start (cursor.com/docs/agent/hooks).
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HookFile:
+    """Where one host keeps its hooks, and which of its events run which `hook` event."""
+
+    host: str
+    #: (the host's event name, our `hook` event)
+    events: tuple[tuple[str, str], ...]
+    #: Top-level members the file must have (Cursor's ``version``).
+    header: tuple[tuple[str, Any], ...] = ()
+
+
+HOOK_FILES: tuple[HookFile, ...] = (
+    HookFile("claude-code", (("SessionStart", "session-start"), ("UserPromptSubmit", "prompt"))),
+    HookFile("gemini", (("SessionStart", "session-start"), ("BeforeAgent", "prompt"))),
+    HookFile("cursor", (("sessionStart", "session-start"),), (("version", 1),)),
+)
+#: Seconds a host waits for our hook (it answers in well under one; a stalled store must not hold a prompt).
+HOOK_TIMEOUT_SECS = 10
+
+
+def hook_file(host: Host) -> HookFile | None:
+    return next((h for h in HOOK_FILES if h.host == host.id), None)
+
+
+def hook_path(host: Host, env: Mapping[str, str], platform: str) -> str:
+    """The file holding `host`'s user-level hooks."""
+    home = _home(env, platform)
+    if host.id == "claude-code":
+        return _join(platform, env.get("CLAUDE_CONFIG_DIR") or _join(platform, home, ".claude"), "settings.json")
+    if host.id == "cursor":
+        return _join(platform, home, ".cursor", "hooks.json")
+    return candidates(host, env, platform)[0][0]
+
+
+def hook_entry(host: Host, command: str) -> dict[str, Any]:
+    """One element of the host's hook list for event `command` (a shell command line)."""
+    if host.id == "cursor":
+        return {"command": command}
+    run: dict[str, Any] = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_SECS}
+    if host.id == "gemini":
+        run = {"name": SERVER_NAME, **run, "timeout": HOOK_TIMEOUT_SECS * 1000}
+    return {"hooks": [run]}
+
+
+def is_our_hook(element: Any) -> bool:
+    """Whether a hook list element runs our hook (``-m dsh_memory_mcp.cli.hook`` or ``dsh-memory-mcp …
+    hook``), whatever its path or store."""
+    if isinstance(element, Mapping):
+        return any(is_our_hook(v) for v in element.values())
+    if isinstance(element, list):
+        return any(is_our_hook(v) for v in element)
+    if not isinstance(element, str):
+        return False
+    return "dsh_memory_mcp.cli.hook " in element or (
+        ("dsh-memory-mcp" in element or "dsh_memory_mcp" in element) and " hook " in element
+    )

@@ -572,6 +572,7 @@ EN: dict[str, str] = {
     "注释没有结束(缺 */)": "a comment that never ends (no */)",
     "内容意外结束": "the content ends unexpectedly",
     "{path} 不是对象,不敢改动": "{path} is not an object: left alone",
+    "{path} 不是数组,不敢改动": "{path} is not an array: left alone",
     "嵌套太深": "nested too deep",
     "字符串不合法": "an invalid string",
     "对象里应是带引号的键或 }}": "an object wants a quoted key or }}",
@@ -678,4 +679,27 @@ EN: dict[str, str] = {
     "本程序的路径": "this program's path",
     "{what} 含控制字符 {char}": "{what} holds a control character ({char})",
     "❌ 参数错误:{problem}": "❌ usage error: {problem}",
+    # -- hook
+    "宿主钩子:会话开始时给出记忆摘要,每次提问时给出相关记忆(setup 会安装)": "host hooks: the digest at session start, the relevant memories on each prompt (setup installs them)",
+    "宿主(Claude Code、Gemini CLI、Cursor)在会话开始与每次提问时运行它,JSON 从标准输入读,\n"
+    "输出宿主加进模型上下文的内容:会话开始时是记忆摘要,提问时是与提问相关、本会话还没给过的记忆\n"
+    "(当前项目 + global,最多 DSH_MEMORY_HOOK_BUDGET 个字符)。有运行中的 serve 就问它,否则直接读记忆库。\n"
+    "任何问题(输入不对、记忆库不可用、超时)都以退出码 0 结束,什么也不输出;注入了哪些记忆(只有 id)写进日志文件。": (
+        "Hosts (Claude Code, Gemini CLI, Cursor) run it at session start and on each prompt with their JSON on stdin;\n"
+        "it prints what the host adds to the model's context: the digest at session start, on a prompt the memories\n"
+        "relevant to it that this session has not had yet (current project + global, at most DSH_MEMORY_HOOK_BUDGET\n"
+        "characters). It asks a running serve, else reads the store directly. Any problem (bad input, store unusable,\n"
+        "timeout) ends with exit code 0 and prints nothing; which memories were added (ids only) goes to the log file."
+    ),
+    "hook %s: 注入 %d 条记忆 %s(项目 %s,%d 字)": "hook %s: added %d memories %s (project %s, %d characters)",
+    "在 Windsurf 的 MCP 面板里刷新(或重启 Windsurf)": "after refreshing Windsurf's MCP panel (or restarting Windsurf)",
+    "在 Cline 的 MCP Servers 面板里重启服务器(或重启编辑器)": "after restarting the server in Cline's MCP Servers panel (or restarting the editor)",
+    "新开一个 gemini 会话(/mcp 可查看)": "in a new gemini session (/mcp shows it)",
+    "新开一个 copilot 会话(/mcp show 可查看)": "in a new copilot session (/mcp show shows it)",
+    "✅ {host}:{done} 钩子 {events} {path}{saved}\n": "✅ {host}: {done} hooks {events} {path}{saved}\n",
+    "= {host}:{path} 钩子已是最新,未改动\n": "= {host}: {path} hooks already up to date, unchanged\n",
+    "= {host}:{path} 没有我们的钩子,无需移除\n": "= {host}: {path} has none of our hooks, nothing to remove\n",
+    "~ {host}:{path} 钩子将被修改:\n": "~ {host}: {path} hooks will change:\n",
+    "❌ {host}:钩子 {path} {problem},没有改动\n": "❌ {host}: hooks {path} {problem}, nothing changed\n",
+    "已移除": "removed",
 }

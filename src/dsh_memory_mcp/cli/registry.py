@@ -116,6 +116,16 @@ def in_module(module: str, function: str = "main") -> Callable[[Invocation], int
     return run
 
 
+def _hook(invocation: Invocation) -> int:
+    """`hook`: never a failure the host would show (exit 0 whatever happens); no SDK, no numpy with serve."""
+    try:
+        from dsh_memory_mcp.cli import hook
+
+        return hook.main(invocation)
+    except BaseException:  # a broken install must not fail the prompt either
+        return 0
+
+
 _JSON = Option(("--json",), "json", help=N_("输出 JSON(与 MCP 工具的 structuredContent 相同)而不是文本"))
 _SCOPE = Option(
     ("--scope",),
@@ -376,6 +386,19 @@ _BUILTIN: tuple[Command, ...] = (
         _runner("doctor"),
         usage=("doctor",),
         details=N_("只读:不建目录、不写文件、不启动进程。有问题时退出码 1。"),
+    ),
+    Command(
+        "hook",
+        N_("宿主钩子:会话开始时给出记忆摘要,每次提问时给出相关记忆(setup 会安装)"),
+        _hook,
+        accepts_args=True,
+        usage=("hook session-start|prompt  < HOOK-JSON",),
+        details=N_(
+            "宿主(Claude Code、Gemini CLI、Cursor)在会话开始与每次提问时运行它,JSON 从标准输入读,\n"
+            "输出宿主加进模型上下文的内容:会话开始时是记忆摘要,提问时是与提问相关、本会话还没给过的记忆\n"
+            "(当前项目 + global,最多 DSH_MEMORY_HOOK_BUDGET 个字符)。有运行中的 serve 就问它,否则直接读记忆库。\n"
+            "任何问题(输入不对、记忆库不可用、超时)都以退出码 0 结束,什么也不输出;注入了哪些记忆(只有 id)写进日志文件。"
+        ),
     ),
 )
 

@@ -20,6 +20,10 @@ Rules, in the order they apply to one file:
   gained our entry gets its original bytes back (an object we had to create, e.g. an empty
   ``"mcpServers": {}``, stays).
 * ``--dry-run`` prints the unified diff (tokens masked) and writes nothing.
+* Hosts with hooks (`hosts.HOOK_FILES`: Claude Code, Gemini CLI, Cursor) also get
+  ``dsh-memory-mcp hook session-start|prompt`` in their hook lists, under the same rules: one list
+  element spliced in (`confedit.json_append`) or out again (`confedit.json_pull`), the user's own
+  hooks byte for byte, compare-and-swap, idempotent.
 """
 
 from __future__ import annotations
@@ -257,6 +261,12 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
                 restart=t(host.restart),
             )
         )
+    done_hooks: set[str] = set()
+    for host, _path in targets:
+        if host.id not in done_hooks and hosts.hook_file(host) is not None:
+            done_hooks.add(host.id)
+            argv = None if remove else [os.path.abspath(sys.executable), "-m", "dsh_memory_mcp.cli.hook", *args[-2:]]
+            failed += not _hooks(host, hosts.hook_path(host, env, platform), argv, out, dry_run=dry_run)
     for host in missing:
         marker = hosts.candidates(host, env, platform)[0][1]
         out.write(
@@ -528,6 +538,97 @@ def _entry_as_planned(host: Host, data: bytes | None, outcome: Outcome) -> bool:
         return bool(_ours(host, _load(host, text)) == outcome.entry)
     except ValueError:  # the host is mid-write: we cannot tell, so we do not claim it
         return False
+
+
+def hook_text(host: Host, text: str, argv: Sequence[str] | None) -> str:
+    """`text` (a host's hook file) with our hooks for `argv` (the hook entry and its `--store-dir`), or
+    without them (None)."""
+    spec = hosts.hook_file(host)
+    assert spec is not None
+    if not text.strip() and argv is None:
+        return text
+    for event, _ in spec.events:
+        text = confedit.json_pull(text, ("hooks",), event, hosts.is_our_hook)
+    if argv is None:
+        return text
+    for name, value in spec.header:
+        if confedit.json_get(text, (), name) is None:
+            text = confedit.json_set(text, (), name, value)
+    for event, ours in spec.events:
+        text = confedit.json_append(text, ("hooks",), event, hosts.hook_entry(host, _shell([*argv, ours])))
+    return text
+
+
+def _shell(argv: Sequence[str]) -> str:
+    """One command line for a host that runs hooks through a shell."""
+    if sys.platform == "win32":
+        import subprocess
+
+        return subprocess.list2cmdline(list(argv))
+    import shlex
+
+    return shlex.join(argv)
+
+
+def _hooks(host: Host, path: str, argv: Sequence[str] | None, out: TextIO, *, dry_run: bool) -> bool:
+    """Install (or, `argv` None, remove) our hooks in `host`'s hook file; False when it failed."""
+    spec = hosts.hook_file(host)
+    assert spec is not None
+    events = "/".join(event for event, _ in spec.events)
+    planned: list[tuple[str, str]] = []
+
+    def make(raw: bytes | None) -> bytes | None:
+        before, bom = hosts.decode_config(raw) if raw is not None else ("", False)
+        after = hook_text(host, before, argv)
+        if argv is not None and before.strip() and confedit.parse_json(after) == confedit.parse_json(before):
+            return None  # ours already there, as they would be written (only their place could move)
+        planned.append((before, after))
+        return None if after == before else (b"\xef\xbb\xbf" if bom else b"") + after.encode("utf-8")
+
+    try:
+        if dry_run:
+            read = hosts.read_config(path)
+            make(read[0].encode("utf-8") if read is not None else None)
+            if not planned or planned[-1][0] == planned[-1][1]:
+                out.write(t("= {host}:{path} 钩子已是最新,未改动\n", host=host.name, path=path))
+            else:
+                out.write(t("~ {host}:{path} 钩子将被修改:\n", host=host.name, path=path))
+                before, after = planned[-1]
+                out.write(_diff(path, Outcome(before if read is not None else None, after, False, None), None))
+            return True
+        if argv is None and not os.path.lexists(path):
+            out.write(t("= {host}:{path} 没有我们的钩子,无需移除\n", host=host.name, path=path))
+            return True
+        done = hostwrite.replace_config(path, make, secret=False, backup_name=_backup_name)
+    except (OSError, ValueError) as exc:
+        out.write(
+            t(
+                "❌ {host}:钩子 {path} {problem},没有改动\n",
+                host=host.name,
+                path=path,
+                problem=hosts.describe_problem(exc),
+            )
+        )
+        return False
+    if not done.changed:
+        if argv is None:
+            out.write(t("= {host}:{path} 没有我们的钩子,无需移除\n", host=host.name, path=path))
+        else:
+            out.write(t("= {host}:{path} 钩子已是最新,未改动\n", host=host.name, path=path))
+        return True
+    saved = t("(原文件备份为 {backup})", backup=done.backup) if done.backup else t("(新建)")
+    what = t("已移除") if argv is None else t("已写入")
+    out.write(
+        t(
+            "✅ {host}:{done} 钩子 {events} {path}{saved}\n",
+            host=host.name,
+            done=what,
+            events=events,
+            path=path,
+            saved=saved,
+        )
+    )
+    return True
 
 
 def _diff(path: str, outcome: Outcome, token: str | None) -> str:

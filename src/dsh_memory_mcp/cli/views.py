@@ -32,6 +32,7 @@ __all__ = [
 SOURCES = {
     "flag": "--project",
     "env": "DSH_MEMORY_PROJECT",
+    "host": "the host's workspace variable",
     "roots": "the client's roots",
     "relay": "relay",
     "cwd": "the working directory",

@@ -15,9 +15,9 @@ from dsh_memory_mcp.config import Settings
 from dsh_memory_mcp.service.render import FOR_MODEL, FOR_TERMINAL, TextStyle
 from dsh_memory_mcp.store.scopes import project_key
 
-#: Where the current project came from: `--project`, `DSH_MEMORY_PROJECT`, the client's MCP roots,
-#: a relay's header, or the process's working directory.
-ProjectSource = Literal["flag", "env", "roots", "relay", "cwd"]
+#: Where the current project came from: `--project`, `DSH_MEMORY_PROJECT`, the host's workspace
+#: variable (`CLAUDE_PROJECT_DIR`…), the client's MCP roots, a relay's header, or the working directory.
+ProjectSource = Literal["flag", "env", "host", "roots", "relay", "cwd"]
 
 
 @dataclass(frozen=True)

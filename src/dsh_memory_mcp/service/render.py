@@ -82,6 +82,7 @@ def fmt_time(ms: int) -> str:
 PROJECT_SOURCES = {
     "flag": "--project",
     "env": "DSH_MEMORY_PROJECT",
+    "host": "宿主的工作区变量",
     "roots": "客户端 roots",
     "relay": "relay",
     "cwd": "工作目录",

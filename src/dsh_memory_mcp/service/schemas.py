@@ -26,6 +26,9 @@ class ToolSpec:
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
+    #: Hosts that defer MCP tools behind a tool search (Claude Code) keep this one loaded:
+    #: `_meta["anthropic/alwaysLoad"]` on `tools/list`. Only the tools a turn needs without asking.
+    always_load: bool = False
 
 
 _SCOPE_DOC = (
@@ -152,6 +155,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             ["id", "deduped", "scope", "kind"],
         ),
         idempotent=True,
+        always_load=True,
     ),
     ToolSpec(
         name="memory_search",
@@ -200,6 +204,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         ),
         read_only=True,
         idempotent=True,
+        always_load=True,
     ),
     ToolSpec(
         name="memory_list",

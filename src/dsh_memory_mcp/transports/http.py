@@ -68,7 +68,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from dsh_memory_mcp import __version__
 from dsh_memory_mcp.config import LOOPBACK_HOSTS, ServeSettings, Settings
@@ -326,6 +326,39 @@ class _Sessions(SessionLifecycle):
 _ANSWER_JSON: contextvars.ContextVar[bool] = contextvars.ContextVar("dsh_answer_json", default=False)
 
 
+class _ClosedSessionNoise(logging.Filter):
+    """Drops the SDK's "Error handling POST request" traceback when the only fault is that the
+    session had already closed (`ClosedResourceError`/`BrokenResourceError`): a client that opened
+    a session and left at once; the request is dropped quietly (`_SessionRoom`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError))
+
+
+_SDK_HTTP_LOG = logging.getLogger("mcp.server.streamable_http")
+if not any(isinstance(f, _ClosedSessionNoise) for f in _SDK_HTTP_LOG.filters):
+    _SDK_HTTP_LOG.addFilter(_ClosedSessionNoise())
+
+
+def _once(send: Send) -> Send:
+    """`send` that drops whatever follows a completed response. A handshake-era session closed at
+    once (its client gone, e.g. with a call still waiting for its roots) can make the SDK answer a
+    POST twice; the server would log "Unexpected ASGI message 'http.response.start' sent, after
+    response already completed" with a traceback for a reply nobody reads."""
+    done = False
+
+    async def guarded(message: Message) -> None:
+        nonlocal done
+        if done:
+            return
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            done = True
+        await send(message)
+
+    return guarded
+
+
 def answers_json(body: bytes | None, headers: dict[bytes, bytes], *, roots_matter: bool) -> bool:
     """Whether the handshake-era session that `body` (its `initialize`) opens may have each POST
     answered with one JSON body instead of an SSE stream.
@@ -398,6 +431,14 @@ class _SessionRoom:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        try:
+            await self._dispatch(scope, receive, _once(send))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            # The SDK's session was closed under a request (its client gone at once): nobody is left
+            # to answer, and this is no fault of the server's.
+            log.debug("request of a closed session dropped: %s", type(exc).__name__)
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
         sid_raw = headers.get(MCP_SESSION_ID_HEADER.encode("latin-1"))
         version = headers.get(b"mcp-protocol-version")

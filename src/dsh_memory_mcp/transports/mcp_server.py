@@ -8,14 +8,17 @@ every bad value gets the spec's code instead of a generic pydantic message.
 Eras. A 2026-07-28 client (no handshake; protocol version, client info and capabilities in every
 request's `_meta`) and a handshake-era client (`initialize`, one session) get the same product:
 the digest in `instructions` (from `server/discover` as from `initialize`), the same tools,
-prompts, resources, codes and provenance. The project from the client's roots: in the handshake
-era a `roots/list` request to the client (after `notifications/initialized` on stdio; on the
-first call that needs it, on that call's own stream, over HTTP); in 2026-07-28, where a server
-sends no requests of its own, the first call that needs the project answers
-`resultType: "input_required"` asking for the roots, and the client retries it with the answer
-(kept for that client for `ROOTS_VALID_SECS`). `--project`/`DSH_MEMORY_PROJECT` (or the relay's
-explicit project) win over roots; a client that declared roots but does not answer within
-`ROOTS_TIMEOUT` keeps the working directory, said once on stderr.
+prompts, resources, codes and provenance. The project from the client's roots, asked only when a
+call needs the project (never right after the handshake: a client that closes at once must not get
+a request it no longer reads): in the handshake era a `roots/list` request to the client, on the
+call's own stream over HTTP; in 2026-07-28, where a server sends no requests of its own, the call
+answers `resultType: "input_required"` asking for the roots and the client retries it with the
+answer. Over stdio that answer is kept for `ROOTS_VALID_SECS` (one client per process); over HTTP it
+binds only the request that carries it: a connection or a clientInfo may be shared by several
+clients, and one client's project must never become another's. `--project`, `DSH_MEMORY_PROJECT`,
+the host's workspace variable (or the relay's explicit project) win over roots; a client that
+declared roots but refuses or does not answer keeps the fallback (the working directory), said
+once on stderr.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ ROOTS_TIMEOUT = 1.0
 #: 2026-07-28: how long a client's roots answer stands before the next call that needs the project
 #: asks again (the revision has no roots-changed notification).
 ROOTS_VALID_SECS = 60.0
+#: The tool `_meta` key by which Claude Code keeps a tool loaded instead of behind its tool search.
+ALWAYS_LOAD = "anthropic/alwaysLoad"
 #: The key of our roots request in an `input_required` result's `inputRequests`.
 ROOTS_REQUEST_KEY = "dsh-memory-mcp/roots"
 #: 2026-07-28 clients remembered at once (HTTP keys come and go with connections).
@@ -127,6 +132,19 @@ def client_name(params: Any) -> str | None:
     return f"{name}/{version}" if version else name
 
 
+def _lenient_client_info(params: Any) -> None:
+    """A `clientInfo` without `version` (the schema requires one; several clients leave it out) gets
+    an empty one instead of failing the whole request with -32602: `initialize` params, or a
+    2026-07-28 request's `_meta`."""
+    if not isinstance(params, dict):
+        return
+    meta = params.get("_meta")
+    for holder, key in ((params, "clientInfo"), (meta, "io.modelcontextprotocol/clientInfo")):
+        info = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(info, dict) and isinstance(info.get("name"), str) and "version" not in info:
+            info["version"] = ""
+
+
 def _to_result(result: ToolResult) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=result.text)],
@@ -149,6 +167,7 @@ def _tool(spec: ToolSpec) -> types.Tool:
             idempotent_hint=spec.idempotent,
             open_world_hint=False,
         ),
+        _meta={ALWAYS_LOAD: True} if spec.always_load else None,
     )
 
 
@@ -176,6 +195,9 @@ class _Client:
     #: handshake era: roots not asked yet, or changed since (`notifications/roots/list_changed`)
     stale: bool = True
     lock: anyio.Lock = field(default_factory=anyio.Lock)
+    #: 2026-07-28: whether a roots answer stands for the client's later requests (stdio: this
+    #: process's one peer) or only for the request that carried it (HTTP: a key can be shared).
+    keep_roots: bool = True
     #: 2026-07-28: when the roots answer came (valid for ROOTS_VALID_SECS), when we asked and had
     #: no answer yet, and until when a client that did not answer keeps the working directory.
     answered_at: float | None = None
@@ -190,8 +212,9 @@ class _Clients:
     (`ctx.session.client_params`, the same object for every request of that connection); the
     entry goes when the connection does (a finalizer on that object). 2026-07-28: no connection
     state exists, so the client is this process's stdio peer (one per process), or over HTTP the
-    TCP connection its requests arrive on (a keep-alive connection never carries two clients)
-    with its client info and relay project; bounded, least recently used dropped first.
+    TCP peer with its client info and relay project — which pooled clients may share, so such an
+    entry only remembers that roots went unanswered (`keep_roots` off); bounded, least recently
+    used dropped first.
     """
 
     def __init__(self) -> None:
@@ -223,7 +246,7 @@ class _Clients:
             mkey = ("local", name)
         state = self._modern.get(mkey)
         if state is None:
-            state = _Client(client=name, roots=declared)
+            state = _Client(client=name, roots=declared, keep_roots=mkey[0] == "local")
             self._modern[mkey] = state
             while len(self._modern) > MAX_MODERN_CLIENTS:
                 self._modern.popitem(last=False)
@@ -280,9 +303,6 @@ class MemoryServer:
             on_read_resource=self._read_resource,
         )
         self.server.add_notification_handler(
-            "notifications/initialized", types.NotificationParams, self._on_initialized
-        )
-        self.server.add_notification_handler(
             "notifications/roots/list_changed", types.NotificationParams, self._on_roots_changed
         )
         self.server.middleware.append(self._instructions_middleware)
@@ -298,7 +318,7 @@ class MemoryServer:
         else:
             log.debug("roots of %s not answered (%s)", who, why)
 
-    def _roots_answered(self, state: _Client, roots: list[Any]) -> None:
+    def _roots_answered(self, state: _Client, roots: list[Any]) -> str | None:
         found = first_file_root(roots)
         if found != state.roots_dir:
             state.roots_dir = found
@@ -306,6 +326,7 @@ class MemoryServer:
                 log.info("project = %s(来源:客户端 roots,%s)", found, state.client or "未知客户端")
             else:
                 log.info("客户端 roots 里没有 file:// 目录,当前项目沿用工作目录")
+        return found
 
     async def _ask_roots(self, ctx: ServerRequestContext[Any, Any], state: _Client, budget: float) -> None:
         """Handshake era: one `roots/list` to the client, at most `budget` seconds.
@@ -331,9 +352,10 @@ class MemoryServer:
                 return
             self._roots_answered(state, list(result.roots))
 
-    def _modern_roots(self, state: _Client, params: Any, *, can_ask: bool) -> types.InputRequiredResult | None:
-        """2026-07-28: take the roots from this request's `inputResponses`, use the client's answer
-        while it is valid, or ask for them (`input_required`) when this request can carry that."""
+    def _modern_roots(self, state: _Client, params: Any, *, can_ask: bool) -> types.InputRequiredResult | str | None:
+        """2026-07-28: the project named by the roots in this request's `inputResponses`, or the
+        client's kept answer while valid (stdio), or — when this request can carry it — the
+        `input_required` result asking for them. None: the fallback project."""
         now = time.monotonic()
         responses = getattr(params, "input_responses", None) or {}
         if ROOTS_REQUEST_KEY in responses:
@@ -341,20 +363,22 @@ class MemoryServer:
             state.asked_at = None
             if isinstance(answer, types.ListRootsResult):
                 state.answered_at = now
-                self._roots_answered(state, list(answer.roots))
-            else:
-                state.fallback_until = now + ROOTS_VALID_SECS
-                self._roots_unanswered(state, msg("回答的不是 roots/list 的结果"))
+                return self._roots_answered(state, list(answer.roots))
+            state.fallback_until = now + ROOTS_VALID_SECS
+            self._roots_unanswered(state, msg("回答的不是 roots/list 的结果"))
             return None
-        if state.answered_at is not None and now - state.answered_at < ROOTS_VALID_SECS:
-            return None
+        if state.keep_roots and state.answered_at is not None and now - state.answered_at < ROOTS_VALID_SECS:
+            return state.roots_dir
         if now < state.fallback_until or not can_ask:
             return None
-        if state.asked_at is not None and now - state.asked_at > ROOTS_TIMEOUT:
-            # We asked; the client came back with another request instead of the answer.
+        # We asked and the client came back without the answer: it refused (an SDK client fails
+        # that call and never retries it) — over HTTP, where the key may be shared, once it had
+        # `ROOTS_TIMEOUT` to retry. It keeps the fallback for a while, like a handshake-era
+        # client that does not answer `roots/list`.
+        if state.asked_at is not None and (state.keep_roots or now - state.asked_at > ROOTS_TIMEOUT):
             state.asked_at = None
             state.fallback_until = now + ROOTS_VALID_SECS
-            self._roots_unanswered(state, msg("{secs} 秒内没有带着 roots 重试", secs=f"{ROOTS_TIMEOUT:g}"))
+            self._roots_unanswered(state, msg("没有带着 roots 重试"))
             return None
         if state.asked_at is None:
             state.asked_at = now
@@ -371,16 +395,16 @@ class MemoryServer:
         if base.project_source != "cwd" or not state.roots:
             return call
         if _is_modern(ctx):
-            asking = self._modern_roots(state, params, can_ask=can_ask)
-            if asking is not None:
-                return asking
-        elif state.stale or state.lock.locked():  # due, or being fetched (after initialized): wait for it
-            remaining = call.remaining()
-            budget = ROOTS_TIMEOUT if remaining is None else min(ROOTS_TIMEOUT, remaining)
-            await self._ask_roots(ctx, state, budget)
-        if state.roots_dir:
-            return call.with_project(state.roots_dir, "roots")
-        return call
+            found = self._modern_roots(state, params, can_ask=can_ask)
+            if isinstance(found, types.InputRequiredResult):
+                return found
+        else:
+            if state.stale or state.lock.locked():  # due, or being fetched by another call: wait for it
+                remaining = call.remaining()
+                budget = ROOTS_TIMEOUT if remaining is None else min(ROOTS_TIMEOUT, remaining)
+                await self._ask_roots(ctx, state, budget)
+            found = state.roots_dir
+        return call.with_project(found, "roots") if found else call
 
     async def _list_context(self, ctx: ServerRequestContext[Any, Any]) -> CallContext:
         """The CallContext of a request that cannot answer `input_required` (a list)."""
@@ -388,18 +412,8 @@ class MemoryServer:
         assert isinstance(call, CallContext)
         return call
 
-    async def _on_initialized(self, ctx: ServerRequestContext[Any, Any], params: Any) -> None:
-        # Over stdio the pipe is there now: ask at once, so the first call rarely waits. Over HTTP
-        # the first call asks on its own response stream instead.
-        state = self._clients.get(ctx)
-        if state.roots and not _is_http(ctx) and self._base(ctx).project_source == "cwd":
-            await self._ask_roots(ctx, state, ROOTS_TIMEOUT)
-
     async def _on_roots_changed(self, ctx: ServerRequestContext[Any, Any], params: Any) -> None:
-        state = self._clients.get(ctx)
-        state.stale = True  # first, before any await: the next call re-reads the roots
-        if not _is_http(ctx):
-            await self._ask_roots(ctx, state, ROOTS_TIMEOUT)
+        self._clients.get(ctx).stale = True  # the next call that needs the project asks again
 
     # -- instructions: the digest ----------------------------------------------------------------
 
@@ -425,6 +439,7 @@ class MemoryServer:
         return digest.instructions(text)
 
     async def _instructions_middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        _lenient_client_info(ctx.params)
         result: HandlerResult = await call_next(ctx)
         if ctx.method not in ("initialize", "server/discover"):
             return result
