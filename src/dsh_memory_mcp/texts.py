@@ -523,4 +523,6 @@ EN: dict[str, str] = {
     "已写入 {path},但无法将其落盘:{why}。断电时这次修改可能丢失;请检查磁盘。": "{path} was written but cannot be flushed to disk: {why}. A power cut may lose this change; check the disk.",
     "记忆文件 {path} 无法落盘:{why}。请检查磁盘。": "the memory file {path} cannot be flushed to disk: {why}. Check the disk.",
     "未能写入索引缓存 %s(%s);不影响使用,下次启动会重新建立": "could not write the index cache %s (%s); nothing else is affected, the next start builds it again",
+    # -- history: edits, moves
+    "已移到 {scope}:新记录 {new_id} 取代了 {short_id}(创建时间、使用次数和来源随之保留)": "moved to {scope}: the new record {new_id} replaces {short_id} (its creation time, use count and source are kept)",
 }

@@ -764,10 +764,13 @@ class SharedStore:
             existing = snapshots.find_live_content(snap, wanted, now, exclude=target_id)
             superseded: Record | None = None
             lines: list[Line] | None = None
+            # The version replaced, as read now when it lives here: its history goes on (`new_record`).
+            prior = target[1] if target is not None else None
             if target is not None and target[0] == scope:
                 for i, line in enumerate(snap.lines):
                     if isinstance(line, Record) and line.id == target_id and not line.is_expired(now):
                         lines = list(snap.lines)
+                        prior = line
                         superseded = lines[i] = line.with_changes(expiredAt=now - 1, updatedAt=now)
                         break
             if existing is not None:
@@ -781,6 +784,7 @@ class SharedStore:
                 supersedes=target_id,
                 source=source,
                 now=now,
+                prior=prior,
             )
             if lines is None:  # nothing else changes: one line at the end, no rewrite
                 return Append((record,)), SaveResult(record, False, None)
