@@ -266,10 +266,10 @@ def test_a_wrong_login_link_says_so_and_stores_nothing(browser: Any, server: Web
 class _Recorder(http.server.ThreadingHTTPServer):
     """Another OS user's server on another loopback port: records every request it receives."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.seen: list[dict[str, Any]] = []
         self.page = b""
-        super().__init__(("127.0.0.1", 0), _RecorderHandler)
+        super().__init__(("127.0.0.1", port), _RecorderHandler)
 
 
 class _RecorderHandler(http.server.BaseHTTPRequestHandler):
@@ -474,6 +474,7 @@ def test_search_terms_are_marked_in_the_cards_as_text(page: Any, server: WebServ
     page.press("#q", "Enter")
     card(page, ident).wait_for()
     content = card(page, ident).locator(".content")
+    content.locator("mark").first.wait_for()  # the scope's list showed this card before the search's answer
     marks = content.locator("mark").all_inner_texts()
     assert "数据库迁移" in marks and "migration" in marks
     assert content.inner_text() == "上线前:先跑数据库迁移,再 <b>重启</b> worker。Database migration first."
@@ -1250,3 +1251,60 @@ def test_an_edit_keeps_created_uses_and_source_shows_the_earlier_version_restore
     assert on_disk(server, scope)[third["id"]].get("expiredAt") is not None
     page.wait_for_selector("#version-list li >> nth=2")
     page.keyboard.press("Escape")
+
+
+# -- the credential dies with its serve; login with a pasted token ---------------------------------
+
+
+def test_a_stopped_serve_and_an_impostor_on_its_port_never_receive_the_credential(browser: Any, tmp_path: Path):
+    """Issue 32: log in, stop serve, let another program bind the port: the open tab's polls and a
+    reload reach the impostor, but the credential goes only to a server that proves it is the serve
+    process that issued it; what the impostor can read from storage is dead with that process."""
+    with running_web(tmp_path / "store", tmp_path) as srv:
+        ctx = browser.new_context(locale="zh-CN")
+        pg = ctx.new_page()
+        pg.goto(srv.login_url)
+        pg.wait_for_selector("html[data-ready=true]")
+        stored = json.loads(pg.evaluate(f"localStorage.getItem('{LOGIN_KEY}')"))
+        base, port, token = srv.base, srv.port, srv.token
+    impostor = _Recorder(port)
+    thread = threading.Thread(target=impostor.serve_forever, daemon=True)
+    thread.start()
+    try:
+        pg.wait_for_selector("#login-needed", state="visible", timeout=30_000)  # the next poll met it
+        assert any(r["path"].startswith("/api/instance") for r in impostor.seen)
+        pg.goto(base + "/")  # a reload: the impostor's page
+        pg.goto(base + "/api/version")
+        for request in impostor.seen:
+            headers = {k.lower(): v for k, v in request["headers"].items()}
+            assert "x-dsh-page-credential" not in headers, request["path"]
+            assert stored["credential"] not in repr(request), request["path"]
+            assert token not in repr(request), request["path"]
+    finally:
+        impostor.shutdown()
+        impostor.server_close()
+        thread.join(timeout=5)
+        ctx.close()
+    # The same token, a new serve process on the port: the old credential opens nothing.
+    with running_web(tmp_path / "store", tmp_path, token=token, port=port) as again:
+        header = {stored["header"]: stored["credential"]}
+        assert httpx.get(again.base + "/api/overview", headers=header, timeout=10).status_code == 401
+
+
+def test_the_login_page_takes_a_pasted_token(browser: Any, server: WebServer, shots: Path):
+    ctx = browser.new_context(locale="zh-CN", viewport={"width": 1280, "height": 800})
+    try:
+        pg = watched(ctx.new_page())
+        pg.goto(server.base + "/")
+        pg.wait_for_selector("#login-needed", state="visible")
+        pg.fill("#login-token", "not-the-token")
+        pg.click("#login-form button[type=submit]")
+        pg.wait_for_selector("#login-bad", state="visible")
+        pg.fill("#login-token", server.token)
+        pg.screenshot(path=str(shots / "login.png"))
+        pg.click("#login-form button[type=submit]")
+        pg.wait_for_selector("html[data-ready=true]")
+        assert pg.locator("#app").is_visible()
+        assert server.token not in pg.evaluate("location.href + JSON.stringify(localStorage)")
+    finally:
+        ctx.close()

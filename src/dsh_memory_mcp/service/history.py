@@ -60,14 +60,11 @@ def revise(
 ) -> tuple[Record | None, ToolResult]:
     """A new version of the live memory `ident`: `changes` (any of `EDITABLE`) over its fields, in
     `scope` (a move) or its own; `memory_save` with ``supersedes`` (same checks, codes, history).
-    ``NOT_FOUND`` when no single record has that id, ``GONE`` when it was replaced meanwhile.
+    ``GONE`` when no single record has that id (forgotten meanwhile) or it was replaced.
     """
     found = find_one(service, ident)
-    if found is None:
-        return None, error_result("NOT_FOUND", msg("没有 id 为 {ident} 的记忆(或前缀不唯一)。", ident=ident.strip()))
-    if found.is_expired(service.clock()):
-        message = msg("这条记忆已被删除或已被别处的修改取代:请刷新后再编辑。")
-        return found, error_result("GONE", message)
+    if found is None or found.is_expired(service.clock()):
+        return found, error_result("GONE", msg("这条记忆已被删除或已被别处的修改取代:请刷新后再编辑。"))
     args: dict[str, Any] = {
         "content": found.content,
         "kind": found.kind,

@@ -195,19 +195,36 @@ def _int_param(params: Mapping[str, str], name: str, default: int, low: int, hig
 
 
 class _Credentials:
-    """Page credentials: ``<expiry ms>.<nonce>.<mac>``, the MAC keyed by a key derived from the token.
+    """Page credentials: ``<expiry ms>.<nonce>.<mac>``, the MAC keyed by a key derived from the token
+    and a secret this process drew at start: a credential dies with the `serve` that issued it.
 
-    Stateless: any `serve` holding the same token accepts a credential until it expires; a serve
-    with another token (restart without `DSH_MEMORY_TOKEN`, a rotated token) accepts none of them.
+    With each credential the page gets its ``check`` secret (derived from the same key). Before it
+    sends the credential anywhere it asks `/api/instance` to prove it is that process: an HMAC of a
+    fresh nonce under the check secret, which only this process can compute. A program that took
+    the port after serve stopped cannot answer, so it never receives the credential.
     """
 
     def __init__(self, token: bytes, lifetime_ms: int, clock: Callable[[], int]) -> None:
-        self._key = hmac.new(token, _CREDENTIAL_CONTEXT, hashlib.sha256).digest()
+        self._key = hmac.new(token, _CREDENTIAL_CONTEXT + secrets.token_bytes(32), hashlib.sha256).digest()
         self.lifetime_ms = lifetime_ms
         self.clock = clock
 
     def _mac(self, payload: str) -> str:
         return hmac.new(self._key, payload.encode("ascii"), hashlib.sha256).hexdigest()
+
+    def check_secret(self, payload: str) -> str:
+        """The secret the page verifies this process with, for the credential ``payload.<mac>``."""
+        return self._mac(f"check.{payload}")
+
+    def proof(self, payload: str, nonce: str) -> str | None:
+        """This process's answer to the page's nonce, or None for a malformed question."""
+        expires, dot, rest = payload.partition(".")
+        if not (dot and expires.isdigit() and len(expires) < 20 and 0 < len(rest) <= 64 and payload.isascii()):
+            return None
+        if not (8 <= len(nonce) <= 128 and nonce.isascii()):
+            return None
+        key = self.check_secret(payload).encode("ascii")
+        return hmac.new(key, nonce.encode("ascii"), hashlib.sha256).hexdigest()
 
     def issue(self) -> tuple[str, int]:
         expires = self.clock() + self.lifetime_ms
@@ -313,11 +330,12 @@ class _Web:
         *,
         writes: bool = False,
         bearer_only: bool = False,
+        public: bool = False,
     ) -> Callable[[Request], Awaitable[Response]]:
         """Auth (and for writes the cross-site checks), coded errors, security headers."""
 
         async def endpoint(request: Request) -> Response:
-            allowed = self.checks.authenticated(request) if bearer_only else self.authorised(request)
+            allowed = public or (self.checks.authenticated(request) if bearer_only else self.authorised(request))
             if not allowed:
                 response = _error(401, "UNAUTHORIZED", _LOGIN_NEEDED)
                 response.headers["WWW-Authenticate"] = "Bearer"
@@ -394,11 +412,20 @@ class _Web:
             {
                 "ok": True,
                 "credential": credential,
+                "check": self.credentials.check_secret(credential.rpartition(".")[0]),
                 "header": CREDENTIAL_HEADER,
                 "expiresAt": expires,
                 "lifetimeSecs": self.credentials.lifetime_ms // 1000,
             }
         )
+
+    async def instance(self, request: Request) -> Response:
+        """No login needed: proves to a page holding a credential (its ``c``, without the MAC) that this
+        is the process that issued it, by answering its nonce ``n`` (`_Credentials.proof`)."""
+        proof = self.credentials.proof(request.query_params.get("c", ""), request.query_params.get("n", ""))
+        if proof is None:
+            return _error(400, "BAD_QUESTION", msg("c 与 n 不合规。"))
+        return _json({"ok": True, "proof": proof})
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -630,7 +657,7 @@ class _Web:
             found, result = history.revise(self.service, ident, changes, self.context(), scope=target)
             if result.is_error:
                 code = str(result.structured.get("code"))
-                return _json(result.structured, {"GONE": 409, "NOT_FOUND": 404}.get(code) or _status_of(code))
+                return _json(result.structured, 409 if code == "GONE" else _status_of(code))
             assert found is not None
             out = result.structured
             new_id, superseded = str(out["id"]), out.get("superseded")
@@ -816,6 +843,7 @@ def web_routes(service: MemoryService, token: str, *, checks: PageChecks) -> lis
         ("/favicon.ico", web.favicon, "GET"),
         ("/static/{name}", web.static_file, "GET"),
         ("/api/login", web.api(web.login, writes=True, bearer_only=True), "POST"),
+        ("/api/instance", web.api(web.instance, public=True), "GET"),
         ("/api/session", web.api(web.session), "GET"),
         ("/api/version", web.api(web.version), "GET"),
         ("/api/overview", web.api(web.overview), "GET"),

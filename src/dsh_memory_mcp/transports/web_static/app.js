@@ -220,12 +220,50 @@ function dropLogin() {
 
 // The server writes its own sentences (errors, import problems, recover reasons, the vector status)
 // in the language the request asks for: the page's choice, not the browser's.
-function authHeaders() {
+// The credential goes only to the serve process that issued it: `sameServer` first.
+async function authHeaders() {
   const login = storedLogin();
   const headers = { "Accept-Language": state.lang };
-  if (login) headers[login.header] = login.credential;
+  if (login) {
+    const same = await sameServer(login);
+    if (same === "network") throw new NetworkError();
+    if (same !== "yes") {
+      dropLogin();
+      showLogin("expired");
+      throw new AuthError("another server");
+    }
+    headers[login.header] = login.credential;
+  }
   return headers;
 }
+
+// Is the server on this port the serve process that issued the credential? It must answer a fresh
+// nonce with an HMAC under the credential's check secret, which only that process can compute; a
+// program that took the port after serve stopped cannot, so it never sees the credential. Checked
+// before every credentialed request (a poll every 2 s), at most once a second.
+let verifiedAt = 0;
+async function sameServer(login) {
+  if (Date.now() - verifiedAt < 1000) return "yes";
+  if (typeof login.check !== "string" || !crypto.subtle) return "no";
+  const nonce = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("");
+  const payload = login.credential.slice(0, login.credential.lastIndexOf("."));
+  let body;
+  try {
+    const res = await fetch(`/api/instance?${new URLSearchParams({ c: payload, n: nonce })}`, { cache: "no-store" });
+    body = await res.json();
+  } catch (err) {
+    return err instanceof TypeError ? "network" : "no";
+  }
+  const text = new TextEncoder();
+  const key = await crypto.subtle.importKey("raw", text.encode(login.check), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, text.encode(nonce)));
+  const want = [...mac].map((b) => b.toString(16).padStart(2, "0")).join("");
+  if (!body || body.proof !== want) return "no";
+  verifiedAt = Date.now();
+  return "yes";
+}
+
+class NetworkError extends Error {}
 
 // The token from the login URL's fragment → a page credential in this origin's storage.
 async function loginFromFragment() {
@@ -234,6 +272,11 @@ async function loginFromFragment() {
   if (token === null) return "none";
   // Off the address bar (and out of the history entry) before anything else happens.
   history.replaceState(history.state, "", location.pathname + location.search);
+  return loginWith(token);
+}
+
+// A token (from the login URL or pasted into the login form) → a page credential in this origin's storage.
+async function loginWith(token) {
   let res;
   try {
     res = await fetch("/api/login", {
@@ -249,7 +292,7 @@ async function loginFromFragment() {
   try {
     localStorage.setItem(
       LOGIN_KEY,
-      JSON.stringify({ credential: body.credential, header: body.header, expiresAt: body.expiresAt }),
+      JSON.stringify({ credential: body.credential, header: body.header, expiresAt: body.expiresAt, check: body.check }),
     );
   } catch (err) {
     return "bad";
@@ -258,7 +301,14 @@ async function loginFromFragment() {
 }
 
 async function api(path, options = {}) {
-  const init = { method: options.method || "GET", headers: authHeaders() };
+  let headers;
+  try {
+    headers = await authHeaders();
+  } catch (err) {
+    if (err instanceof NetworkError) return { ok: false, code: "NETWORK", message: t("error.network") };
+    throw err;
+  }
+  const init = { method: options.method || "GET", headers };
   if (options.body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(options.body);
@@ -285,8 +335,9 @@ async function api(path, options = {}) {
 async function download(path, fallback) {
   let res;
   try {
-    res = await fetch(path, { headers: authHeaders() });
+    res = await fetch(path, { headers: await authHeaders() });
   } catch (err) {
+    if (err instanceof AuthError) return;
     toast(t("error.network"), true);
     return;
   }
@@ -1608,6 +1659,14 @@ function wire() {
   });
   $("forget-selected").addEventListener("click", () => {
     askForget(state.records.filter((r) => state.selected.has(r.id)));
+  });
+  $("login-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const token = $("login-token").value.trim();
+    if (!token) return;
+    $("login-token").value = "";
+    if ((await loginWith(token)) === "ok") location.reload();
+    else showLogin("bad");
   });
   $("edit-form").addEventListener("submit", saveEdit);
   $("move-go").addEventListener("click", () => {
