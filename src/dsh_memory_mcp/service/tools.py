@@ -246,7 +246,7 @@ class MemoryService:
             text = f"没有找到相关记忆(检索范围:{labels})"
         else:
             blocks = [
-                f"[{hit.score:.4f}] {ctx.style.head(hit.record)} {snippet(hit.record.content)}\n"
+                f"{ctx.style.score(hit.score)} {ctx.style.head(hit.record)} {snippet(hit.record.content)}\n"
                 + meta_line(hit.record)
                 for hit in hits
             ]

@@ -169,7 +169,7 @@ window.I18N = {
     "page.heading": "Shared memory store",
     "lang.label": "Language",
     "login.title": "Login needed",
-    "login.bad": "The token in the login link is wrong (or it was replaced by `serve --new-token`): use the login URL serve printed when it started.",
+    "login.bad": "The token is wrong (or it was replaced by `serve --new-token`): paste the token from `serve.json`, or use the login URL serve printed when it started.",
     "login.expired": "Your login has expired or the token changed: open the login URL serve printed again.",
     "login.how": "Only holders of the token may open this page. Open the login URL that `dsh-memory-mcp serve` printed in its terminal, like",
     "login.where": "The token is also in `serve.json` in the store directory, or set by DSH_MEMORY_TOKEN.",
