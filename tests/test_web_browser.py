@@ -831,6 +831,18 @@ def test_the_chart_shows_the_per_day_counts_by_client_and_the_kinds_of_the_store
     assert dict(kinds) == expected_kinds
     assert f"近 30 天 {sum(expected.values())} 条" in chart.inner_text()
     page.locator("#insights").screenshot(path=str(shots / "chart.png"))
+    # A client's colour follows its name, not its rank among the clients shown: the same in every view.
+    fills = "rs => rs.map(r => [r.dataset.client, r.getAttribute('fill')])"
+    here = dict(chart.locator("svg.activity rect.bar").evaluate_all(fills))
+    with page.expect_response(lambda r: "/api/activity" in r.url):
+        page.click('.scope-btn[data-scope="all"]')
+    page.wait_for_function("() => document.getElementById('memory-list').dataset.scope === 'all'")
+    page.wait_for_function("() => document.querySelectorAll('#charts rect.bar').length > 0")
+    everywhere = page.locator("#charts rect.bar").evaluate_all(fills)
+    common = [(c, f) for c, f in everywhere if c in here]
+    assert common and all(here[c] == f for c, f in common), (here, common)
+    open_scope(page, scope)
+    chart.locator("rect.bar").first.wait_for()
     # A day's column filters the list to that day.
     day = time.strftime("%Y-%m-%d", time.gmtime(((now - 4 * DAY) + tz * 60_000) // DAY * 86_400))
     chart.locator(f'g.day[data-day="{day}"]').click()

@@ -443,10 +443,13 @@ function clientLabel(key, name) {
   return name || key;
 }
 
+// A client's colour follows its name, not its rank: the same on every visit and in every scope.
 function colorOf(key) {
-  const keys = ((state.insights && state.insights.facets.clients) || []).map((c) => c.key);
-  const i = keys.indexOf(key);
-  return i >= 0 && i < PALETTE.length ? PALETTE[i] : OTHERS_COLOR;
+  const keys = ((state.insights && state.insights.facets.clients) || []).slice(0, PALETTE.length).map((c) => c.key);
+  if (!keys.includes(key)) return OTHERS_COLOR;
+  let h = 0;
+  for (const ch of key) h = (h * 31 + ch.codePointAt(0)) >>> 0;
+  return PALETTE[h % PALETTE.length];
 }
 
 let toastTimer = null;
