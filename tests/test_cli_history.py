@@ -150,3 +150,54 @@ def test_projects_are_named_by_their_folder_an_unknown_or_shared_name_is_an_erro
     shared = run(project, "search", "shop", "--scope", "shop")
     assert shared.returncode == 2 and str(twin_a) in shared.stderr and str(twin_b) in shared.stderr
     assert run(project, "list", "--scope", "global").returncode == 0
+
+
+def _at_terminal(project: Path, answer: str, *args: str) -> tuple[int, str]:
+    """Run the CLI with stdin and stdout on a pseudo-terminal, answer its question, return (code, output)."""
+    import os
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "dsh_memory_mcp", *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        env=subprocess_env(DSH_MEMORY_PROJECT=str(project)),
+        cwd=str(project),
+    )
+    os.close(slave)
+    seen = b""
+    try:
+        while b"[y/N]" not in seen:
+            ready, _, _ = select.select([master], [], [], TIMEOUT)
+            assert ready, seen
+            seen += os.read(master, 4096)
+        os.write(master, answer.encode() + b"\n")
+        code = proc.wait(timeout=TIMEOUT)
+        while select.select([master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+        assert proc.stderr is not None
+        proc.stderr.close()
+    return code, seen.decode("utf-8", "replace")
+
+
+def test_at_a_terminal_forget_by_query_asks_and_only_y_deletes(store: SharedStore, project: Path) -> None:
+    key = f"project:{project}"
+    ids = {store.save(key, f"staging url {n}").record.id for n in range(2)}
+    code, shown = _at_terminal(project, "n", "forget", "--query", "staging url")
+    assert code == 1 and all(i[:8] in shown for i in ids)
+    assert set(live(store, key)) == ids
+    code, _ = _at_terminal(project, "y", "forget", "--query", "staging url")
+    assert code == 0 and live(store, key) == {}

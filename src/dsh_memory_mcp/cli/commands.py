@@ -414,7 +414,7 @@ def _forget_query_settled(call: Call, service: MemoryService, args: Mapping[str,
     if stdin is not None and stdin.isatty() and call.out.isatty():
         call.out.write(t("全部删除这 {count} 条?[y/N] ", count=len(matches)))
         call.out.flush()
-        if stdin.readline().strip().lower() in ("y", "yes", "是"):
+        if stdin.readline().strip().lower() in ("y", "yes"):
             return None
         call.note(t("没有删除任何记忆"))
         return EXIT_FAIL
