@@ -198,6 +198,8 @@ def test_search_finds_with_the_tools_ranking_and_counts_the_hit(store: SharedSto
     lines = result.stdout.splitlines()
     assert lines[0] == f"找到 1 条记忆(检索范围:{project} [来自 DSH_MEMORY_PROJECT], global)"
     assert lines[2].endswith("(global · procedure) Docker images are built with buildx")
+    # The score as the page shows it: a percentage capped at 100, never a raw number like [1.2000].
+    assert re.fullmatch(r"\[相关度 (100|[1-9]?[0-9])%\] \(global · procedure\) .*", lines[2]), lines[2]
     assert lines[3] == f"  id={ids['docker'][:8]} tags=docker updated=" + lines[3].split("updated=")[1]
     assert lines[-1] == "提示:需要完整内容时运行 dsh-memory-mcp get <上面的 8 位 id 前缀>。"
     as_json = json.loads(run(project, "search", "buildx", "--topk=1", "--scope", "all", "--json").stdout)
@@ -250,7 +252,9 @@ def test_scopes_named_on_the_command_line_follow_the_tools_rules_and_codes(
             assert refused.stderr == "".join(P + line + "\n" for line in expected.text.splitlines()), (command, argv)
     bad_word = run(project, "reembed", "a/b", DSH_MEMORY_VECTOR="on", DSH_MEMORY_EMBED_ENDPOINT="http://127.0.0.1:9")
     assert bad_word.returncode == 1 and "错误 SCOPE_INVALID" in bad_word.stderr
-    into_all = run(project, "import", "-", "--scope", "all", stdin=b'{"type":"entity","name":"x","observations":["y"]}\n')
+    into_all = run(
+        project, "import", "-", "--scope", "all", stdin=b'{"type":"entity","name":"x","observations":["y"]}\n'
+    )
     assert into_all.returncode == 1 and "错误 SCOPE_NOT_WRITABLE" in into_all.stderr
 
 

@@ -425,6 +425,32 @@ def test_superseding_a_record_with_its_own_content_makes_a_new_record_with_the_n
     assert (new.kind, new.tags, new.importance, new.data["supersedes"]) == ("rule", ["b"], 0.5, old.record.id)
 
 
+def test_a_supersede_carries_the_memorys_history_into_the_new_record(store: SharedStore, clock: Clock):
+    """Created time, use count, last use and the original source go on; who edited is in editedBy;
+    a supersede into another scope (a move) carries them the same way; keys keep the format's order."""
+    first = store.save("global", "deploy with make", source={"origin": "explicit", "client": "codex/1.0"}).record
+    created = first.created_at
+    clock.advance()
+    store.touch({"global": [first.id]})
+    store.flush()
+    used = next(r for r in store.snapshot("global").records if r.id == first.id)
+    assert used.access_count == 1
+    clock.advance()
+    edit = {"origin": "explicit", "client": "web"}
+    second = store.save("global", "deploy with just", supersedes=first.id, source=edit).record
+    clock.advance()
+    third = store.save(PROJECT, "deploy with just", tags=["x"], supersedes=second.id, source=edit).record
+    for rec in (second, third):
+        data = rec.data
+        assert data["createdAt"] == created and data["createdAt"] < data["updatedAt"]
+        assert (data["accessCount"], data["lastAccessedAt"]) == (1, used.last_accessed_at)
+        assert data["source"] == {"origin": "explicit", "client": "codex/1.0"}
+        assert data["editedBy"] == edit
+        assert list(data)[:10] == list(first.data)[:10]
+        assert list(data)[-2:] == ["supersedes", "editedBy"]
+    assert third.data["supersedes"] == second.id and third.scope == PROJECT
+
+
 def test_saves_from_many_threads_are_all_kept(store: SharedStore):
     def work(n: int) -> None:
         for i in range(15):

@@ -68,9 +68,6 @@ def client(server: WebServer, credential: dict[str, str]) -> Iterator[httpx.Clie
         yield c
 
 
-
-
-
 def store_bytes(server: WebServer) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in server.store_dir.rglob("*.jsonl")}
 
@@ -185,7 +182,7 @@ def test_a_page_credential_expires(tmp_path: Path):
     assert bearer.status_code == 200  # the token itself still works
 
 
-def test_a_new_token_revokes_every_credential_and_the_same_token_keeps_them(tmp_path: Path):
+def test_a_new_token_revokes_every_credential_and_so_does_a_restart_with_the_same_token(tmp_path: Path):
     store = tmp_path / "store"
     with running_web(store, tmp_path, token="token-one-" + "x" * 24) as first:
         login = page_login(first.base, first.token)
@@ -194,18 +191,19 @@ def test_a_new_token_revokes_every_credential_and_the_same_token_keeps_them(tmp_
     with running_web(store, tmp_path, token="token-two-" + "y" * 24, port=port) as rotated:
         assert httpx.get(rotated.base + "/api/overview", headers=login).status_code == 401
     with running_web(store, tmp_path, token="token-one-" + "x" * 24, port=port) as same:
-        # A restart with the same token (DSH_MEMORY_TOKEN, or a kept token) keeps logins until they expire.
-        assert httpx.get(same.base + "/api/overview", headers=login).status_code == 200
+        # A credential dies with the serve process that issued it (issue 32), even under the same token.
+        assert httpx.get(same.base + "/api/overview", headers=login).status_code == 401
+        assert httpx.get(same.base + "/api/overview", headers=page_login(same.base, same.token)).status_code == 200
 
 
-def test_serve_new_token_revokes_page_logins_and_a_plain_restart_keeps_them(tmp_path: Path):
+def test_serve_new_token_revokes_page_logins_and_so_does_a_plain_restart(tmp_path: Path):
     store = tmp_path / "store"
     with running_web(store, tmp_path, kept_token=True) as first:
         login = page_login(first.base, first.token)
         port = first.port
     with running_web(store, tmp_path, kept_token=True, port=port) as again:
         assert again.token == first.token  # serve kept its token over the restart
-        assert httpx.get(again.base + "/api/overview", headers=login).status_code == 200
+        assert httpx.get(again.base + "/api/overview", headers=login).status_code == 401  # not the process
     with running_web(store, tmp_path, "--new-token", kept_token=True, port=port) as rotated:
         assert rotated.token != first.token
         assert httpx.get(rotated.base + "/api/overview", headers=login).status_code == 401

@@ -156,6 +156,13 @@ def wait_list(page: Any, expected: list[str]) -> None:
     )
 
 
+def show_charts(page: Any) -> None:
+    """Unfold the 30-day charts (folded unless the person opened them) and wait for one."""
+    if not page.locator("#insights").evaluate("d => d.open"):
+        page.click("#insights summary")
+    page.wait_for_selector("#charts svg.activity")
+
+
 def client_of(data: dict) -> str:
     return (data.get("source", {}).get("client") or "").split("/")[0].casefold() or "-"
 
@@ -213,9 +220,12 @@ def test_the_login_url_logs_in_keeps_the_credential_in_this_origins_storage_and_
         assert server.token not in json.dumps(stored)
         assert server.token not in pg.evaluate("JSON.stringify(history.state) + location.href")
         assert pg.locator("#scope-list").inner_text().count("global") >= 1
-        assert "/home/me/app" in pg.locator("#scope-list").inner_text()
+        # A project by its folder's name, the whole path on hover.
+        assert "app" in pg.locator("#scope-list").inner_text()
+        assert "/home/me" not in pg.locator("#scope-list").inner_text()
+        assert pg.get_attribute('.scope-btn[data-scope="project:/home/me/app"]', "title") == "project:/home/me/app"
         assert "用户偏好用中文回答" in pg.locator("#memory-list").inner_text()
-        pg.wait_for_selector("#charts svg.activity")
+        show_charts(pg)
         pg.screenshot(path=str(shots / "main.png"))
         assert pg.errors == []
     finally:
@@ -256,10 +266,10 @@ def test_a_wrong_login_link_says_so_and_stores_nothing(browser: Any, server: Web
 class _Recorder(http.server.ThreadingHTTPServer):
     """Another OS user's server on another loopback port: records every request it receives."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.seen: list[dict[str, Any]] = []
         self.page = b""
-        super().__init__(("127.0.0.1", 0), _RecorderHandler)
+        super().__init__(("127.0.0.1", port), _RecorderHandler)
 
 
 class _RecorderHandler(http.server.BaseHTTPRequestHandler):
@@ -464,6 +474,7 @@ def test_search_terms_are_marked_in_the_cards_as_text(page: Any, server: WebServ
     page.press("#q", "Enter")
     card(page, ident).wait_for()
     content = card(page, ident).locator(".content")
+    content.locator("mark").first.wait_for()  # the scope's list showed this card before the search's answer
     marks = content.locator("mark").all_inner_texts()
     assert "数据库迁移" in marks and "migration" in marks
     assert content.inner_text() == "上线前:先跑数据库迁移,再 <b>重启</b> worker。Database migration first."
@@ -559,7 +570,7 @@ def test_an_edit_in_the_page_is_a_supersede_on_disk(page: Any, server: WebServer
     page.wait_for_selector("#toast:has-text('取代')")
     records = on_disk(server)
     [new] = [r for r in records.values() if r.get("supersedes") == old]
-    assert records[old]["expiredAt"] <= new["createdAt"]
+    assert records[old]["expiredAt"] <= new["updatedAt"] and new["createdAt"] == records[old]["createdAt"]
     assert (new["content"], new["kind"], new["tags"], new["importance"]) == (
         "周报改在每周四下午发",
         "rule",
@@ -693,7 +704,7 @@ def test_each_filter_and_sort_shows_the_right_memories_and_the_view_lives_in_the
     page.select_option("#tag-filter", "beta")
     expected = [i for i in orders["importance"] if i in in_range and seeds[i]["tags"] == ["beta"]]
     wait_list(page, expected)
-    page.wait_for_selector("#charts svg.activity")
+    show_charts(page)
     page.screenshot(path=str(shots / "filters.png"))
     # The whole view is in the URL: a bookmark (a fresh tab on this URL) shows the same.
     params = dict(re.findall(r"[?&]([^=&]+)=([^&]*)", page.url))
@@ -792,6 +803,7 @@ def test_the_chart_shows_the_per_day_counts_by_client_and_the_kinds_of_the_store
     inserted(server, scope, recs)
     fresh(page)
     open_scope(page, scope)
+    show_charts(page)
     chart = page.locator(f'figure.chart[data-scope="{scope}"]')
     chart.wait_for()
     page.wait_for_function(
@@ -819,6 +831,18 @@ def test_the_chart_shows_the_per_day_counts_by_client_and_the_kinds_of_the_store
     assert dict(kinds) == expected_kinds
     assert f"近 30 天 {sum(expected.values())} 条" in chart.inner_text()
     page.locator("#insights").screenshot(path=str(shots / "chart.png"))
+    # A client's colour follows its name, not its rank among the clients shown: the same in every view.
+    fills = "rs => rs.map(r => [r.dataset.client, r.getAttribute('fill')])"
+    here = dict(chart.locator("svg.activity rect.bar").evaluate_all(fills))
+    with page.expect_response(lambda r: "/api/activity" in r.url):
+        page.click('.scope-btn[data-scope="all"]')
+    page.wait_for_function("() => document.getElementById('memory-list').dataset.scope === 'all'")
+    page.wait_for_function("() => document.querySelectorAll('#charts rect.bar').length > 0")
+    everywhere = page.locator("#charts rect.bar").evaluate_all(fills)
+    common = [(c, f) for c, f in everywhere if c in here]
+    assert common and all(here[c] == f for c, f in common), (here, common)
+    open_scope(page, scope)
+    chart.locator("rect.bar").first.wait_for()
     # A day's column filters the list to that day.
     day = time.strftime("%Y-%m-%d", time.gmtime(((now - 4 * DAY) + tz * 60_000) // DAY * 86_400))
     chart.locator(f'g.day[data-day="{day}"]').click()
@@ -923,7 +947,7 @@ def test_the_page_is_english_when_the_browser_asks_and_the_switch_is_remembered(
         assert pg.get_attribute("#q", "placeholder") == "Keywords or a sentence, English or Chinese"
         visible = pg.inner_text("body")
         assert "作用域" not in visible and "记忆库状态" not in visible and "新建记忆" not in visible
-        pg.wait_for_selector("#charts svg.activity")
+        show_charts(pg)
         pg.screenshot(path=str(shots / "english.png"))
         pg.click("#new-open")
         pg.fill("#new-content", "an English memory")
@@ -1113,3 +1137,186 @@ def test_the_page_is_readable_in_a_400px_window(page: Any, server: WebServer, sh
     size = page.evaluate("parseFloat(getComputedStyle(document.querySelector('.card .content')).fontSize)")
     assert size >= 14
     page.screenshot(path=str(shots / "narrow-400-full.png"), full_page=True)
+
+
+# -- results first; a memory's history: edit, restore, move ---------------------------------------
+
+
+def _first_card_on_screen(pg: Any) -> bool:
+    return bool(
+        pg.evaluate(
+            "() => { const c = document.querySelector('li.card'); if (!c) return false;"
+            " const b = c.getBoundingClientRect(); return b.top >= 0 && b.top + 40 <= window.innerHeight; }"
+        )
+    )
+
+
+@pytest.mark.parametrize("width", [1280, 400])
+def test_the_first_memory_is_on_the_first_screen_on_load_after_a_search_and_after_a_scope_choice(
+    browser: Any, server: WebServer, shots: Path, width: int
+):
+    scope = "results-first"
+    now = int(time.time() * 1000)
+    if not (server.store_dir / scope_file_relpath(scope)).exists():
+        recs = [
+            new_record(
+                scope=scope,
+                content=f"结果优先的第 {i} 条记忆",
+                source={"origin": "explicit", "client": "codex/1"},
+                now=now - i * DAY,
+            )
+            for i in range(30)
+        ]
+        inserted(server, scope, recs)
+    ctx = browser.new_context(viewport={"width": width, "height": 800}, locale="zh-CN")
+    try:
+        pg = watched(ctx.new_page())
+        pg.goto(server.login_url)
+        pg.wait_for_selector("html[data-ready=true]")
+        pg.wait_for_selector("li.card")
+        # The chart starts folded: a line, not 400 px above the list.
+        assert pg.locator("#charts").is_hidden()
+        assert _first_card_on_screen(pg), "on load"
+        pg.screenshot(path=str(shots / f"main-{width}.png"))
+        pg.fill("#q", "结果优先")
+        pg.press("#q", "Enter")
+        pg.wait_for_selector("#list-title:has-text('结果优先')")
+        pg.wait_for_function("() => document.querySelector('li.card mark') !== null")
+        assert _first_card_on_screen(pg), "after a search"
+        pg.screenshot(path=str(shots / f"search-{width}.png"))
+        pg.click("#clear-search")
+        pg.wait_for_function("() => !location.search.includes('q=')")
+        pg.evaluate("window.scrollTo(0, 0)")
+        pg.locator(f'.scope-btn[data-scope="{scope}"]').scroll_into_view_if_needed()
+        open_scope(pg, scope)
+        assert _first_card_on_screen(pg), "after a scope choice"
+        # Opened once, the chart stays open on the next visit (this origin's storage).
+        pg.click("#insights summary")
+        pg.wait_for_selector("#charts", state="visible")
+        pg.reload()
+        pg.wait_for_selector("html[data-ready=true]")
+        assert pg.locator("#insights").evaluate("d => d.open") is (width > 760)
+        assert pg.errors == []
+    finally:
+        ctx.close()
+
+
+def test_an_edit_keeps_created_uses_and_source_shows_the_earlier_version_restores_it_and_moves_to_global(
+    page: Any, server: WebServer, shots: Path
+):
+    scope = "project:/home/me/history"
+    created = int(time.time() * 1000) - 20 * DAY
+    first = new_record(
+        scope=scope,
+        content="历史:构建用 make",
+        kind="fact",
+        tags=["构建"],
+        source={"origin": "explicit", "client": "codex/0.9"},
+        now=created,
+    ).with_changes(accessCount=8)
+    inserted(server, scope, [first])
+    fresh(page)
+    card(page, first.id).locator("[data-role=open]").click()
+    page.wait_for_selector("#detail-dialog[open]")
+    page.fill("#edit-tags", "构建, 工具")
+    page.click("#edit-save")
+    page.wait_for_selector("#detail-dialog", state="hidden")
+    records = on_disk(server, scope)
+    [second] = [r for r in records.values() if r.get("supersedes") == first.id]
+    assert (second["createdAt"], second["accessCount"], second["source"]) == (
+        created,
+        8,
+        {"origin": "explicit", "client": "codex/0.9"},
+    )
+    assert second["editedBy"]["client"] == "web" and second["tags"] == ["构建", "工具"]
+    # The new version shows the memory's history and the version before.
+    card(page, second["id"]).locator("[data-role=open]").click()
+    page.wait_for_selector("#detail-dialog[open]")
+    facts = page.inner_text("#detail-facts")
+    assert time.strftime("%Y-%m-%d", time.localtime(created / 1000)) in facts and "8" in facts and "codex" in facts
+    page.wait_for_selector(f'#version-list li[data-version="{first.id}"]')
+    page.screenshot(path=str(shots / "edit-history.png"))
+    # Restore the first version: a third record with its fields, the history still there.
+    page.click(f'#version-list li[data-version="{first.id}"] [data-role=restore]')
+    page.wait_for_function("() => document.querySelectorAll('#version-list li').length === 2")
+    records = on_disk(server, scope)
+    [third] = [r for r in records.values() if r.get("supersedes") == second["id"]]
+    assert (third["content"], third["tags"], third["createdAt"], third["accessCount"]) == (
+        "历史:构建用 make",
+        ["构建"],
+        created,
+        8,
+    )
+    assert records[second["id"]].get("expiredAt") is not None
+    # Move to global: the record leaves the project, its history goes along.
+    page.select_option("#move-scope", "global")
+    page.screenshot(path=str(shots / "move.png"))
+    page.click("#move-go")
+    page.wait_for_selector("#toast:has-text('global')")
+    [moved] = [r for r in on_disk(server, "global").values() if r.get("supersedes") == third["id"]]
+    assert (moved["content"], moved["createdAt"], moved["accessCount"], moved["source"]["client"]) == (
+        "历史:构建用 make",
+        created,
+        8,
+        "codex/0.9",
+    )
+    assert on_disk(server, scope)[third["id"]].get("expiredAt") is not None
+    page.wait_for_selector("#version-list li >> nth=2")
+    page.keyboard.press("Escape")
+
+
+# -- the credential dies with its serve; login with a pasted token ---------------------------------
+
+
+def test_a_stopped_serve_and_an_impostor_on_its_port_never_receive_the_credential(browser: Any, tmp_path: Path):
+    """Issue 32: log in, stop serve, let another program bind the port: the open tab's polls and a
+    reload reach the impostor, but the credential goes only to a server that proves it is the serve
+    process that issued it; what the impostor can read from storage is dead with that process."""
+    with running_web(tmp_path / "store", tmp_path) as srv:
+        ctx = browser.new_context(locale="zh-CN")
+        pg = ctx.new_page()
+        pg.goto(srv.login_url)
+        pg.wait_for_selector("html[data-ready=true]")
+        stored = json.loads(pg.evaluate(f"localStorage.getItem('{LOGIN_KEY}')"))
+        base, port, token = srv.base, srv.port, srv.token
+    impostor = _Recorder(port)
+    thread = threading.Thread(target=impostor.serve_forever, daemon=True)
+    thread.start()
+    try:
+        pg.wait_for_selector("#login-needed", state="visible", timeout=30_000)  # the next poll met it
+        assert any(r["path"].startswith("/api/instance") for r in impostor.seen)
+        pg.goto(base + "/")  # a reload: the impostor's page
+        pg.goto(base + "/api/version")
+        for request in impostor.seen:
+            headers = {k.lower(): v for k, v in request["headers"].items()}
+            assert "x-dsh-page-credential" not in headers, request["path"]
+            assert stored["credential"] not in repr(request), request["path"]
+            assert token not in repr(request), request["path"]
+    finally:
+        impostor.shutdown()
+        impostor.server_close()
+        thread.join(timeout=5)
+        ctx.close()
+    # The same token, a new serve process on the port: the old credential opens nothing.
+    with running_web(tmp_path / "store", tmp_path, token=token, port=port) as again:
+        header = {stored["header"]: stored["credential"]}
+        assert httpx.get(again.base + "/api/overview", headers=header, timeout=10).status_code == 401
+
+
+def test_the_login_page_takes_a_pasted_token(browser: Any, server: WebServer, shots: Path):
+    ctx = browser.new_context(locale="zh-CN", viewport={"width": 1280, "height": 800})
+    try:
+        pg = watched(ctx.new_page())
+        pg.goto(server.base + "/")
+        pg.wait_for_selector("#login-needed", state="visible")
+        pg.fill("#login-token", "not-the-token")
+        pg.click("#login-form button[type=submit]")
+        pg.wait_for_selector("#login-bad", state="visible")
+        pg.fill("#login-token", server.token)
+        pg.screenshot(path=str(shots / "login.png"))
+        pg.click("#login-form button[type=submit]")
+        pg.wait_for_selector("html[data-ready=true]")
+        assert pg.locator("#app").is_visible()
+        assert server.token not in pg.evaluate("location.href + JSON.stringify(localStorage)")
+    finally:
+        ctx.close()

@@ -247,6 +247,8 @@ def cmd_list(call: Call) -> int:
         args = _tool_args(
             call, ("scope", "scope"), ("path", "path"), ("kind", "kind"), ("limit", "limit"), ("client", "client")
         )
+        if not _name_scope(call, service, args):
+            return EXIT_USAGE
         result = _tool(service, "memory_list", args)
         return _show(
             call,
@@ -275,6 +277,8 @@ def cmd_search(call: Call) -> int:
             service.vectors.start()
             service.vectors.wait_ready(SEARCH_BRING_UP_SECONDS)
         args = _tool_args(call, ("scope", "scope"), ("path", "path"), ("top_k", "topK"))
+        if not _name_scope(call, service, args):
+            return EXIT_USAGE
         args["query"] = " ".join(call.args)
         result = _tool(service, "memory_search", args)
         from dsh_memory_mcp.service.validate import QUERY_MAX_CHARS
@@ -317,8 +321,42 @@ def cmd_get(call: Call) -> int:
         from dsh_memory_mcp.service.validate import PREFIX_MIN
 
         code = _show(call, result, lambda: views.get_text(result.structured, prefix_min=PREFIX_MIN))
+        if code == EXIT_OK and call.flag("history") and not call.flag("json"):
+            _print_history(call, service, [str(r["id"]) for r in result.structured.get("records") or []])
         # A script asking for ids must be able to tell that one is not there (the text says which).
         return EXIT_FAIL if code == EXIT_OK and result.structured.get("missing") else code
+
+
+def _print_history(call: Call, service: MemoryService, ids: Sequence[str]) -> None:
+    """``get --history``: each memory's versions, newest first (`history.versions`)."""
+    from dsh_memory_mcp.service import history
+    from dsh_memory_mcp.service.render import client_of, fmt_time, snippet
+
+    for ident in ids:
+        record = history.find_one(service, ident)
+        if record is None:
+            continue
+        chain = history.versions(service, record)
+        lines = [t("{short} 的版本(新 → 旧,共 {count} 个):", short=record.short_id, count=len(chain))]
+        for n, version in enumerate(chain, 1):
+            data = version.data
+            edited = data.get("editedBy")
+            who = edited.get("client") if isinstance(edited, dict) else client_of(version)
+            state = t("已取代") if version.expired_at is not None else t("当前")
+            lines.append(
+                f"  {n}. {version.short_id} · {state} · {_short_scope(version.scope)} · {version.kind}"
+                f" · {fmt_time(version.updated_at)} · {who or '-'}\n     {snippet(version.content)}"
+            )
+        first = chain[-1]
+        lines.append(
+            t(
+                "  创建 {created} · 使用 {count} 次 · 来源 {source}",
+                created=fmt_time(record.created_at),
+                count=record.access_count,
+                source=client_of(first) or "-",
+            )
+        )
+        call.print("\n" + "\n".join(lines))
 
 
 def cmd_forget(call: Call) -> int:
@@ -333,15 +371,55 @@ def cmd_forget(call: Call) -> int:
                 t("id 给了两次:位置参数 {word} 与 --id {ident},只保留一个", word=call.args[0], ident=ident)
             )
         ident = call.args[0]
+    dry_run = call.flag("dry_run")
+    if dry_run and call.opt("query") is None:
+        return call.usage(t("--dry-run 只用于 --query(按 id 删除的是确定的一条:先用 get 看它)"))
     # Vectors only to drop the deleted ids from the sidecars: a local rewrite, no backend.
-    with _service(call, create=True, vectors=call.settings.vector) as service:
+    with _service(call, create=not dry_run, vectors=None if dry_run else call.settings.vector) as service:
         args = _tool_args(call, ("query", "query"), ("scope", "scope"), ("path", "path"))
-        if call.flag("confirm"):
-            args["confirm"] = True
+        if not _name_scope(call, service, args):
+            return EXIT_USAGE
         if ident is not None:
             args["id"] = ident
+        elif "query" in args:
+            settled = _forget_query_settled(call, service, args, dry_run=dry_run)
+            if settled is not None:
+                return settled
+            args["confirm"] = True
         result = _tool(service, "memory_forget", args)
         return _show(call, result, lambda: views.forget_text(result.structured, ident=ident, query=call.opt("query")))
+
+
+def _forget_query_settled(call: Call, service: MemoryService, args: Mapping[str, Any], *, dry_run: bool) -> int | None:
+    """A person's forget by query: the memories it would delete listed first. ``--dry-run`` stops
+    there (exit 0); more than one match needs ``--yes`` or a "y" at a terminal, else exit 1 with
+    nothing deleted. None: go ahead (the tool then deletes what matches at that moment)."""
+    from dsh_memory_mcp.service.render import fmt_time, snippet
+
+    if "id" in args:
+        return None
+    try:
+        scope, matches = service.forget_matches(args, service.default_context.for_terminal())
+    except DshMemoryError:
+        return None  # the tool answers with its own code
+    if not dry_run and (len(matches) <= 1 or call.flag("confirm")):
+        return None
+    lines = [t("{scope} 中内容包含 {query!r} 的记忆 {count} 条:", scope=scope, query=args["query"], count=len(matches))]
+    lines += [f"  {r.short_id}  ({r.kind}) {snippet(r.content)}  {fmt_time(r.updated_at)}" for r in matches]
+    call.print("\n".join(lines))
+    if dry_run:
+        call.note(t("--dry-run:什么都没有删除"))
+        return EXIT_OK
+    stdin = sys.stdin
+    if stdin is not None and stdin.isatty() and call.out.isatty():
+        call.out.write(t("全部删除这 {count} 条?[y/N] ", count=len(matches)))
+        call.out.flush()
+        if stdin.readline().strip().lower() in ("y", "yes"):
+            return None
+        call.note(t("没有删除任何记忆"))
+        return EXIT_FAIL
+    call.note(t("匹配到 {count} 条,没有删除任何记忆:确认全部删除请加 --yes;只删一条请用 forget ID", count=len(matches)))
+    return EXIT_FAIL
 
 
 # ----------------------------------------------------------------------------------------------
@@ -390,11 +468,114 @@ def cmd_save(call: Call) -> int:
             return _save_outcome(call, read)
         content = read
     args: dict[str, Any] = {"content": content}
-    args.update(_tool_args(call, ("kind", "kind"), ("tags", "tags"), ("scope", "scope"), ("path", "path")))
-    if call.opt("importance") is not None:
-        args["importance"] = call.opt("importance")
+    args.update(
+        _tool_args(
+            call,
+            ("kind", "kind"),
+            ("tags", "tags"),
+            ("scope", "scope"),
+            ("path", "path"),
+            ("importance", "importance"),
+            ("supersedes", "supersedes"),
+        )
+    )
     with _service(call, create=True) as service:
         return _save_outcome(call, _tool(service, "memory_save", args, client=CLI_CLIENT), _where(service))
+
+
+def cmd_edit(call: Call) -> int:
+    """``edit ID [CONTENT|-] [--kind K] [--tags a,b] [--importance X]``: a new version of the memory
+    (`history.revise`: a supersede that keeps its created time, use count and source)."""
+    if not call.args or len(call.args) > 2:
+        return call.usage(t('用法:edit ID ["新内容" | -] [--kind KIND] [--tags a,b] [--importance X]'))
+    changes: dict[str, Any] = _tool_args(call, ("kind", "kind"), ("tags", "tags"), ("importance", "importance"))
+    if len(call.args) == 2:
+        content = call.args[1]
+        if content == "-":
+            read = _read_stdin_content(call.settings.max_content)
+            if not isinstance(read, str):
+                return _save_outcome(call, read)
+            content = read
+        changes["content"] = content
+    if not changes:
+        return call.usage(t("没有要改的:给出新内容,或 --kind / --tags / --importance 之一"))
+    return _revise(call, call.args[0], changes, None)
+
+
+def cmd_move(call: Call) -> int:
+    """``move ID --to SCOPE``: the memory into another scope, its history kept (`history.revise`)."""
+    target = call.opt("to")
+    if len(call.args) != 1 or target is None:
+        return call.usage(t("用法:move ID --to SCOPE(global、project、项目文件夹名、project:<路径> 或自定义名)"))
+    return _revise(call, call.args[0], {}, target)
+
+
+def _revise(call: Call, ident: str, changes: Mapping[str, Any], scope: str | None) -> int:
+    from dsh_memory_mcp.service import history
+
+    with _service(call, create=True) as service:
+        if scope is not None:
+            named = _scope_by_name(call, service, scope, creating=True)
+            if named is None:
+                return EXIT_USAGE
+            scope = named
+        ctx = service.default_context.for_terminal().with_client(CLI_CLIENT)
+        found, result = history.revise(service, ident, changes, ctx, scope=scope)
+        if found is not None and not result.is_error:
+            call.note(t("取代了 {old}(创建时间、使用次数与来源保留)", old=found.short_id))
+        return _save_outcome(call, result, _where(service))
+
+
+def _scope_by_name(call: Call, service: MemoryService, value: str, *, creating: bool) -> str | None:
+    """`--scope` / `--to` as people name scopes: a project by its folder's name too (``atlas-web``
+    → ``project:/home/me/atlas-web``). Any other form goes to the tools as it is. An unknown name
+    (when not `creating` one) or a folder name of several projects → a usage error naming the
+    candidates, and None."""
+    from dsh_memory_mcp.store.scopes import normalise_custom_name
+
+    word = value.strip()
+    if ":" in word or word.lower() in ("global", "project", "session", "all", "*"):
+        return value
+    try:
+        name = normalise_custom_name(word)
+    except DshMemoryError:
+        return value  # the tools say what is wrong with it
+    on_disk = service.store.discover_scopes()
+    if name in on_disk or name in service.store.read_aliases():
+        return value
+    projects = [s for s in on_disk if s.startswith("project:")]
+    folder = name.casefold()
+    matches = [s for s in projects if os.path.basename(s[len("project:") :].rstrip("/\\")).casefold() == folder]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        call.usage(
+            t("{name} 是多个项目的文件夹名:{candidates};请写 project:<路径>", name=word, candidates=", ".join(matches))
+        )
+        return None
+    if creating:
+        return value
+    known = ", ".join(_short_scope(s) for s in on_disk) or "-"
+    call.usage(t("没有叫 {name} 的作用域;现有:{known}", name=word, known=known))
+    return None
+
+
+def _name_scope(call: Call, service: MemoryService, args: dict[str, Any]) -> bool:
+    """``args["scope"]`` through `_scope_by_name` (reading: the name must exist); False after a usage error."""
+    if "scope" not in args:
+        return True
+    named = _scope_by_name(call, service, str(args["scope"]), creating=False)
+    if named is None:
+        return False
+    args["scope"] = named
+    return True
+
+
+def _short_scope(scope: str) -> str:
+    """A scope as a person names it: a project by its folder's name."""
+    if scope.startswith("project:"):
+        return os.path.basename(scope[len("project:") :].rstrip("/\\")) or scope
+    return scope
 
 
 def _read_stdin_content(max_chars: int) -> str | ToolResult:
@@ -837,6 +1018,8 @@ _HANDLERS: dict[str, Callable[[Call], int]] = {
     "search": cmd_search,
     "get": cmd_get,
     "forget": cmd_forget,
+    "edit": cmd_edit,
+    "move": cmd_move,
     "export": cmd_export,
     "import": cmd_import,
     "stats": cmd_stats,

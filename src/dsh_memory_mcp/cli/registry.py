@@ -164,6 +164,14 @@ _SAVE_SCOPE = Option(
 )
 
 _DRY_RUN = Option(("--dry-run",), "dry_run", help=N_("只打印将要做的修改(diff),不写任何文件"))
+_SUPERSEDES = Option(
+    ("--supersedes",), "supersedes", True, "ID", N_("取代这条记忆(id 或至少 8 位前缀):创建时间、使用次数与来源保留")
+)
+_HISTORY = Option(("--history",), "history", help=N_("同时列出每条记忆的各个版本(新 → 旧)"))
+_FORGET_DRY_RUN = Option(("--dry-run",), "dry_run", help=N_("只列出 --query 会删除哪些记忆,不删除"))
+_TO = Option(
+    ("--to",), "to", True, "SCOPE", N_("目标作用域:global / project / 项目文件夹名 / project:<路径> / 自定义名")
+)
 _REMOVE = Option(("--remove",), "remove", help=N_("从宿主配置里移除 dsh-memory 条目"))
 _URL = Option(
     ("--url",),
@@ -208,9 +216,10 @@ _BUILTIN: tuple[Command, ...] = (
         N_("保存一条记忆(与 memory_save 相同)"),
         _runner("save"),
         accepts_args=True,
-        extra_options=(_SAVE_KIND, _TAGS, _SAVE_SCOPE, _PATH, _IMPORTANCE, _JSON),
+        extra_options=(_SAVE_KIND, _TAGS, _SAVE_SCOPE, _PATH, _IMPORTANCE, _SUPERSEDES, _JSON),
         usage=(
             N_('save "内容" [--kind KIND] [--tags a,b] [--scope SCOPE | --path DIR] [--importance X] [--json]'),
+            N_('save "新内容" --supersedes ID …'),
             N_("save - [--kind KIND] …  < 文件"),
         ),
         details=(
@@ -247,8 +256,8 @@ _BUILTIN: tuple[Command, ...] = (
         N_("按 id 取完整记忆"),
         _runner("get"),
         accepts_args=True,
-        extra_options=(_OFFSET, _JSON),
-        usage=("get ID [ID …] [--offset N] [--json]",),
+        extra_options=(_OFFSET, _HISTORY, _JSON),
+        usage=("get ID [ID …] [--offset N] [--history] [--json]",),
         details=N_("与 memory_get 工具相同:完整 id 或至少 8 位前缀,任意作用域,过期记录也能取到。"),
     ),
     Command(
@@ -256,16 +265,40 @@ _BUILTIN: tuple[Command, ...] = (
         N_("删除记忆"),
         _runner("forget"),
         accepts_args=True,
-        extra_options=(_ID, _QUERY, _SCOPE, _PATH, _CONFIRM, _JSON),
+        extra_options=(_ID, _QUERY, _SCOPE, _PATH, _CONFIRM, _FORGET_DRY_RUN, _JSON),
         usage=(
             "forget ID [--json]",
             "forget --id ID [--json]",
-            N_("forget --query 文本 [--scope SCOPE | --path DIR] [--confirm] [--json]"),
+            N_("forget --query 文本 [--scope SCOPE | --path DIR] [--dry-run | --yes] [--json]"),
         ),
         details=N_(
             "与 memory_forget 工具相同:按 id 删一条(任意作用域),或按内容子串在一个作用域内批量删除\n"
-            "(缺省当前项目;不能用 all)。--query 匹配超过 3 条(DSH_MEMORY_FORGET_CONFIRM_OVER)时什么都不删,\n"
-            "列出将被删除的记忆并以 1 退出(CONFIRM_REQUIRED);看过后加 --confirm 再运行即删除那时仍匹配的记忆。"
+            "(缺省当前项目;不能用 all)。--query 先列出匹配的记忆;--dry-run 到此为止。匹配多于 1 条时\n"
+            "需要 --yes(在终端上也可以回答 y),否则什么都不删并以 1 退出;确认后删除那时仍匹配的记忆。"
+        ),
+    ),
+    Command(
+        "edit",
+        N_("修改一条记忆(写新版本取代旧的,保留创建时间、使用次数与来源)"),
+        _runner("edit"),
+        accepts_args=True,
+        extra_options=(_SAVE_KIND, _TAGS, _IMPORTANCE, _JSON),
+        usage=(N_('edit ID ["新内容" | -] [--kind KIND] [--tags a,b] [--importance X] [--json]'),),
+        details=N_(
+            "没给的字段沿用原记忆。与网页的「保存修改」相同:memory_save 加 supersedes,旧版本留在磁盘上,\n"
+            "get ID --history 列出各个版本。stdout 打印新记忆的 id;退出码同 save。"
+        ),
+    ),
+    Command(
+        "move",
+        N_("把一条记忆移到另一个作用域(保留历史)"),
+        _runner("move"),
+        accepts_args=True,
+        extra_options=(_TO, _JSON),
+        usage=("move ID --to SCOPE [--json]",),
+        details=N_(
+            "在目标作用域写一条新版本并取代原记录(与 edit 同一机制),创建时间、使用次数与来源保留。\n"
+            "项目可以用文件夹名(如 --to atlas-web),多个项目同名时报错并列出候选。"
         ),
     ),
     Command(

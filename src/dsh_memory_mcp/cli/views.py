@@ -68,6 +68,11 @@ def _meta(record: Mapping[str, Any], *, full_id: bool = False, client: str | Non
     return "  " + " ".join(parts)
 
 
+def _percent(score: Any) -> int:
+    """A score as the page shows it: 0–100, capped."""
+    return round(min(1.0, max(0.0, float(score or 0))) * 100)
+
+
 def _head(record: Mapping[str, Any]) -> str:
     return f"({record['scope']} · {record['kind']})"
 
@@ -117,7 +122,7 @@ def search_text(
         text = f"No matching memories (searched: {labels})"
     else:
         blocks = [
-            f"[{float(r.get('score') or 0):.4f}] {_head(r)} {snippet(str(r.get('content') or ''))}\n{_meta(r)}"
+            f"[relevance {_percent(r.get('score'))}%] {_head(r)} {snippet(str(r.get('content') or ''))}\n{_meta(r)}"
             for r in records
         ]
         text = (

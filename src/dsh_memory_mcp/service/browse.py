@@ -343,6 +343,11 @@ def card(record: Record, *, score: float | None = None, writer: Writer | None = 
     out["client"] = {"key": who.key, "name": who.name, "full": who.full}
     supersedes = data.get("supersedes")
     out["supersedes"] = supersedes if isinstance(supersedes, str) else None
+    edited = data.get("editedBy")
+    if isinstance(edited, dict):
+        client = edited.get("client")
+        name = client.partition("/")[0].strip() if isinstance(client, str) else ""
+        out["editedBy"] = {"key": name.casefold() or MANUAL, "name": name or None}
     if record.expired_at is not None:
         out["expiredAt"] = record.expired_at
     return out

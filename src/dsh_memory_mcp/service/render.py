@@ -49,6 +49,15 @@ class TextStyle:
     #: How to get the next part of a long record (`{id}`, `{end}`).
     next_part_hint: str = "下一段用 memory_get 传同一 id 与 offset: {end};命令行可用 dsh-memory-mcp export 取全文"
 
+    #: Scores as the page shows them (``[相关度 93%]``, capped at 100%) instead of the raw number.
+    percent_scores: bool = False
+
+    def score(self, value: float) -> str:
+        """A search hit's score at the start of its block."""
+        if self.percent_scores:
+            return f"[相关度 {round(min(1.0, max(0.0, value)) * 100)}%]"
+        return f"[{value:.4f}]"
+
     def head(self, record: Record) -> str:
         """``(scope/kind)``: what a block about `record` starts with."""
         return f"({record.scope}{self.scope_separator}{record.kind})"
@@ -63,6 +72,7 @@ FOR_TERMINAL = TextStyle(
     full_content_hint="提示:需要完整内容时运行 dsh-memory-mcp get <上面的 8 位 id 前缀>。",
     confirm_hint="同样的命令加 --confirm 再运行一次",
     next_part_hint="下一段:dsh-memory-mcp get {id} --offset {end}",
+    percent_scores=True,
 )
 
 

@@ -247,7 +247,7 @@ class MemoryService:
             text = f"没有找到相关记忆(检索范围:{labels})"
         else:
             blocks = [
-                f"[{hit.score:.4f}] {ctx.style.head(hit.record)} {snippet(hit.record.content)}\n"
+                f"{ctx.style.score(hit.score)} {ctx.style.head(hit.record)} {snippet(hit.record.content)}\n"
                 + meta_line(hit.record)
                 for hit in hits
             ]
@@ -391,32 +391,15 @@ class MemoryService:
                 raise InvalidArgument(msg("id 必须是字符串(收到 {show})。", show=show(ident)), code="TARGET_REQUIRED")
             removed = self._forget_id(ident.strip(), erased)
         else:
-            if not isinstance(query, str):
-                raise InvalidArgument(
-                    msg("query 必须是字符串(收到 {show})。", show=show(query)), code="TARGET_REQUIRED"
-                )
-            scopes = self._scopes(ctx)
-            scope = scopes.scope_arg(args.get("scope"))
-            path = scopes.path_arg(args.get("path"))
-            if scope is not None and scope.lower() in ALL_SCOPES:
-                raise ScopeError(
-                    msg("按 query 删除不能用 scope=all(防止跨作用域批量误删):请指定一个作用域,或改用 id。"),
-                    code="SCOPE_NOT_WRITABLE",
-                )
-            if path is not None:
-                target = scopes.path_scope(path, scope)
-            elif scope is None:
-                target = ctx.project
-            else:
-                target = scopes.named_scope(scope)
+            target = self._forget_scope(args, ctx)
             confirmed = _confirm_arg(args.get("confirm"))
             if not confirmed:
-                preview = self._forget_preview(target, query.strip(), ctx)
+                preview = self._forget_preview(target, str(query).strip(), ctx)
                 if preview is not None:
                     return preview
             # Confirmed (or few enough): delete what matches *now*, inside the lock — the preview is
             # not a reservation; a record saved since then that matches goes too (documented).
-            removed = self.store.delete_matching(target, query.strip(), erased=erased)
+            removed = self.store.delete_matching(target, str(query).strip(), erased=erased)
         ids = [r.id for r in removed]
         if removed:
             text = f"已删除 {len(removed)} 条记忆 " + ", ".join(
@@ -435,18 +418,48 @@ class MemoryService:
             text = f"没有删除任何记忆:作用域内没有内容包含 {str(query).strip()!r} 的记忆"
         return ToolResult(text=text, structured={"ok": True, "deleted": len(ids), "ids": ids})
 
-    def _forget_preview(self, scope: str, query: str, ctx: CallContext) -> ToolResult | None:
-        """`CONFIRM_REQUIRED` with the would-be-deleted list when more than the threshold match."""
-        limit = self.settings.forget_confirm_over
+    def _forget_scope(self, args: Mapping[str, Any], ctx: CallContext) -> str:
+        """The one scope a forget by query works in (`memory_forget`'s rules; never all)."""
+        query = args.get("query")
+        if not isinstance(query, str):
+            raise InvalidArgument(msg("query 必须是字符串(收到 {show})。", show=show(query)), code="TARGET_REQUIRED")
+        scopes = self._scopes(ctx)
+        scope = scopes.scope_arg(args.get("scope"))
+        path = scopes.path_arg(args.get("path"))
+        if scope is not None and scope.lower() in ALL_SCOPES:
+            raise ScopeError(
+                msg("按 query 删除不能用 scope=all(防止跨作用域批量误删):请指定一个作用域,或改用 id。"),
+                code="SCOPE_NOT_WRITABLE",
+            )
+        if path is not None:
+            return scopes.path_scope(path, scope)
+        return ctx.project if scope is None else scopes.named_scope(scope)
+
+    def forget_matches(self, args: Mapping[str, Any], ctx: CallContext) -> tuple[str, list[Record]]:
+        """What `memory_forget` by query (same arguments) would delete now: its scope and the live
+        records whose content contains the query, newest first. Nothing is written (a dry run).
+
+        :raises DshMemoryError: the tool's own codes for these arguments.
+        """
+        scope = self._forget_scope(args, ctx)
+        return scope, self._forget_matches(scope, str(args["query"]).strip())
+
+    def _forget_matches(self, scope: str, query: str) -> list[Record]:
         needle = _fold(query)
         if not needle:
-            return None
+            return []
         now = self.clock()
         records = self.store.snapshot(scope).records
         matches = [r for r in records if not r.is_expired(now) and needle in _fold(r.content)]
+        matches.sort(key=lambda r: (-r.updated_at, r.id))
+        return matches
+
+    def _forget_preview(self, scope: str, query: str, ctx: CallContext) -> ToolResult | None:
+        """`CONFIRM_REQUIRED` with the would-be-deleted list when more than the threshold match."""
+        matches = self._forget_matches(scope, query)
+        limit = self.settings.forget_confirm_over
         if len(matches) <= limit:
             return None
-        matches.sort(key=lambda r: (-r.updated_at, r.id))
         message = msg(
             "按 query 在 {scope} 中匹配到 {count} 条记忆,超过 {limit} 条,为防误删没有删除任何记忆。确认要全部删除:"
             "用同样的参数加 confirm: true 再调用一次(删除的是那时仍匹配的记忆);只删其中几条:改用 id 逐条删除。",

@@ -446,25 +446,42 @@ def new_record(
     source: Mapping[str, Any] | None = None,
     now: int | None = None,
     record_id: str | None = None,
+    prior: Record | None = None,
 ) -> Record:
-    """A fresh record with the keys in the order the store format gives (docs/design.md)."""
+    """A fresh record with the keys in the order the store format gives (docs/design.md).
+
+    `prior` is the version this record replaces (an edit, a restore, a move): the memory's history
+    goes on in the new record — its ``createdAt``, ``lastAccessedAt``, ``accessCount`` and original
+    ``source`` — and who made this version goes into an optional ``editedBy`` after ``supersedes``
+    (the format's rule for added fields, so the DSH plugin keeps reading and rewriting it).
+    """
     ts = now_ms() if now is None else now
+    edit_source = dict(source) if source is not None else {"origin": "explicit"}
     data: dict[str, Any] = {
         "id": record_id or str(uuid.uuid4()),
         "scope": scope,
         "kind": kind,
         "content": content,
         "tags": list(tags),
-        "source": dict(source) if source is not None else {"origin": "explicit"},
+        "source": edit_source,
         "createdAt": ts,
         "updatedAt": ts,
         "lastAccessedAt": ts,
         "accessCount": 0,
     }
+    if prior is not None:
+        first = prior.data.get("source")
+        if isinstance(first, dict):
+            data["source"] = first
+        data["createdAt"] = min(prior.created_at, ts)
+        data["lastAccessedAt"] = prior.last_accessed_at
+        data["accessCount"] = prior.access_count
     if importance is not None:
         data["importance"] = importance
     if supersedes is not None:
         data["supersedes"] = supersedes
+    if prior is not None:
+        data["editedBy"] = edit_source
     return Record(data, dump_line(data))
 
 

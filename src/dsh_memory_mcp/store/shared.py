@@ -799,8 +799,11 @@ class SharedStore:
             superseded: Record | None = None
             lines: list[Line] | None = None
             expired.clear()
+            # The version replaced, as read now when it lives here: its history goes on (`new_record`).
+            prior = target[1] if target is not None else None
             if target is not None and target[0] == scope:
                 lines, superseded, expired[:] = self._expiry(scope, snap, target[1].id, now)
+                prior = superseded or prior
             if existing is not None:
                 return lines, SaveResult(existing, True, superseded)
             record = records.new_record(
@@ -812,6 +815,7 @@ class SharedStore:
                 supersedes=target_id,
                 source=source,
                 now=now,
+                prior=prior,
             )
             if lines is None:  # nothing else changes in the file: one line at the end, no rewrite
                 return Append((record,)), SaveResult(record, False, superseded)

@@ -53,12 +53,11 @@ from starlette.routing import BaseRoute, Route
 
 from dsh_memory_mcp import __version__
 from dsh_memory_mcp.errors import DshMemoryError
-from dsh_memory_mcp.service import browse, health, transfer
+from dsh_memory_mcp.service import browse, health, history, transfer
 from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.render import ToolResult
 from dsh_memory_mcp.service.tools import MemoryService
-from dsh_memory_mcp.service.validate import ALL_SCOPES, PREFIX_MIN
-from dsh_memory_mcp.store.records import Record
+from dsh_memory_mcp.service.validate import ALL_SCOPES
 from dsh_memory_mcp.store.scopes import GLOBAL
 from dsh_memory_mcp.texts import Language, english, language_of, localized, msg, pair
 from dsh_memory_mcp.transports import import_stream, listener
@@ -196,19 +195,36 @@ def _int_param(params: Mapping[str, str], name: str, default: int, low: int, hig
 
 
 class _Credentials:
-    """Page credentials: ``<expiry ms>.<nonce>.<mac>``, the MAC keyed by a key derived from the token.
+    """Page credentials: ``<expiry ms>.<nonce>.<mac>``, the MAC keyed by a key derived from the token
+    and a secret this process drew at start: a credential dies with the `serve` that issued it.
 
-    Stateless: any `serve` holding the same token accepts a credential until it expires; a serve
-    with another token (restart without `DSH_MEMORY_TOKEN`, a rotated token) accepts none of them.
+    With each credential the page gets its ``check`` secret (derived from the same key). Before it
+    sends the credential anywhere it asks `/api/instance` to prove it is that process: an HMAC of a
+    fresh nonce under the check secret, which only this process can compute. A program that took
+    the port after serve stopped cannot answer, so it never receives the credential.
     """
 
     def __init__(self, token: bytes, lifetime_ms: int, clock: Callable[[], int]) -> None:
-        self._key = hmac.new(token, _CREDENTIAL_CONTEXT, hashlib.sha256).digest()
+        self._key = hmac.new(token, _CREDENTIAL_CONTEXT + secrets.token_bytes(32), hashlib.sha256).digest()
         self.lifetime_ms = lifetime_ms
         self.clock = clock
 
     def _mac(self, payload: str) -> str:
         return hmac.new(self._key, payload.encode("ascii"), hashlib.sha256).hexdigest()
+
+    def check_secret(self, payload: str) -> str:
+        """The secret the page verifies this process with, for the credential ``payload.<mac>``."""
+        return self._mac(f"check.{payload}")
+
+    def proof(self, payload: str, nonce: str) -> str | None:
+        """This process's answer to the page's nonce, or None for a malformed question."""
+        expires, dot, rest = payload.partition(".")
+        if not (dot and expires.isdigit() and len(expires) < 20 and 0 < len(rest) <= 64 and payload.isascii()):
+            return None
+        if not (8 <= len(nonce) <= 128 and nonce.isascii()):
+            return None
+        key = self.check_secret(payload).encode("ascii")
+        return hmac.new(key, nonce.encode("ascii"), hashlib.sha256).hexdigest()
 
     def issue(self) -> tuple[str, int]:
         expires = self.clock() + self.lifetime_ms
@@ -314,11 +330,12 @@ class _Web:
         *,
         writes: bool = False,
         bearer_only: bool = False,
+        public: bool = False,
     ) -> Callable[[Request], Awaitable[Response]]:
         """Auth (and for writes the cross-site checks), coded errors, security headers."""
 
         async def endpoint(request: Request) -> Response:
-            allowed = self.checks.authenticated(request) if bearer_only else self.authorised(request)
+            allowed = public or (self.checks.authenticated(request) if bearer_only else self.authorised(request))
             if not allowed:
                 response = _error(401, "UNAUTHORIZED", _LOGIN_NEEDED)
                 response.headers["WWW-Authenticate"] = "Bearer"
@@ -355,16 +372,6 @@ class _Web:
         if scope is None or scope.strip().lower() in ("", *ALL_SCOPES):
             return self.service.store.discover_scopes()
         return self.service.read_scopes(scope, None, self.context())
-
-    def record(self, ident: str) -> Record | None:
-        """The record with this id (or unique ≥ 8-character prefix), expired ones included."""
-        ident = ident.strip()
-        if len(ident) < PREFIX_MIN:
-            return None
-        found = {r.id: r for r in self.service.store.find([ident]).get(ident, [])}
-        if ident in found:
-            return found[ident]
-        return next(iter(found.values())) if len(found) == 1 else None
 
     # -- the page ----------------------------------------------------------------------------
 
@@ -405,11 +412,20 @@ class _Web:
             {
                 "ok": True,
                 "credential": credential,
+                "check": self.credentials.check_secret(credential.rpartition(".")[0]),
                 "header": CREDENTIAL_HEADER,
                 "expiresAt": expires,
                 "lifetimeSecs": self.credentials.lifetime_ms // 1000,
             }
         )
+
+    async def instance(self, request: Request) -> Response:
+        """No login needed: proves to a page holding a credential (its ``c``, without the MAC) that this
+        is the process that issued it, by answering its nonce ``n`` (`_Credentials.proof`)."""
+        proof = self.credentials.proof(request.query_params.get("c", ""), request.query_params.get("n", ""))
+        if proof is None:
+            return _error(400, "BAD_QUESTION", msg("c 与 n 不合规。"))
+        return _json({"ok": True, "proof": proof})
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -574,7 +590,7 @@ class _Web:
         ident = request.path_params["ident"]
 
         def work() -> Response:
-            record = self.record(ident)
+            record = history.find_one(self.service, ident)
             if record is None:
                 return _error(404, "NOT_FOUND", msg("没有找到 id 为 {ident} 的记忆(可能已被删除)。", ident=ident[:40]))
             out = browse.card(record)
@@ -617,7 +633,7 @@ class _Web:
             if result.is_error:
                 return _tool_error(result)
             out = dict(result.structured)
-            record = self.record(str(out["id"]))
+            record = history.find_one(self.service, str(out["id"]))
             if record is not None:
                 out["record"] = browse.card(record)
             short = str(out["id"])[:8]
@@ -630,25 +646,19 @@ class _Web:
         return await run_in_threadpool(work)
 
     async def edit(self, request: Request) -> Response:
+        """A new version of a memory (`history.revise`): the fields given, in ``scope`` when given (a move)."""
         ident = request.path_params["ident"]
         body = await self.json_body(request, JSON_MAX_BYTES)
 
         def work() -> Response:
-            now = self.service.clock()
-            found = self.record(ident)
-            if found is None or found.is_expired(now):
-                return _error(409, "GONE", msg("这条记忆已被删除或已被别处的修改取代:请刷新后再编辑。"))
-            args: dict[str, Any] = {
-                "content": body.get("content"),
-                "kind": body.get("kind"),
-                "tags": body.get("tags"),
-                "importance": body.get("importance"),
-                "scope": found.scope,
-                "supersedes": found.id,
-            }
-            result = self.call("memory_save", args)
+            changes = {key: body[key] for key in history.EDITABLE if key in body}
+            scope = body.get("scope")
+            target = scope if isinstance(scope, str) and scope.strip() else None
+            found, result = history.revise(self.service, ident, changes, self.context(), scope=target)
             if result.is_error:
-                return _tool_error(result)
+                code = str(result.structured.get("code"))
+                return _json(result.structured, 409 if code == "GONE" else _status_of(code))
+            assert found is not None
             out = result.structured
             new_id, superseded = str(out["id"]), out.get("superseded")
             if superseded is None:
@@ -663,6 +673,13 @@ class _Web:
                     new_id=new_id[:8],
                     short_id=found.short_id,
                 )
+            elif out.get("scope") != found.scope:
+                message = msg(
+                    "已移到 {scope}:新记录 {new_id} 取代了 {short_id}(创建时间、使用次数和来源随之保留)",
+                    scope=str(out.get("scope")),
+                    new_id=new_id[:8],
+                    short_id=found.short_id,
+                )
             else:
                 message = msg(
                     "已保存:新记录 {new_id} 取代了旧记录 {short_id}(旧记录仍留在磁盘上)",
@@ -670,6 +687,24 @@ class _Web:
                     short_id=found.short_id,
                 )
             return _json({**out, "old": found.id, "message": message})
+
+        return await run_in_threadpool(work)
+
+    async def versions(self, request: Request) -> Response:
+        """A memory's versions, newest first (`history.versions`): each as a card with its whole content."""
+        ident = request.path_params["ident"]
+
+        def work() -> Response:
+            record = history.find_one(self.service, ident)
+            if record is None:
+                return _error(404, "NOT_FOUND", msg("没有找到 id 为 {ident} 的记忆(可能已被删除)。", ident=ident[:40]))
+            rows = []
+            for version in history.versions(self.service, record):
+                row = browse.card(version)
+                row["content"] = version.content
+                row.pop("truncated", None)
+                rows.append(row)
+            return _json({"ok": True, "versions": rows})
 
         return await run_in_threadpool(work)
 
@@ -808,6 +843,7 @@ def web_routes(service: MemoryService, token: str, *, checks: PageChecks) -> lis
         ("/favicon.ico", web.favicon, "GET"),
         ("/static/{name}", web.static_file, "GET"),
         ("/api/login", web.api(web.login, writes=True, bearer_only=True), "POST"),
+        ("/api/instance", web.api(web.instance, public=True), "GET"),
         ("/api/session", web.api(web.session), "GET"),
         ("/api/version", web.api(web.version), "GET"),
         ("/api/overview", web.api(web.overview), "GET"),
@@ -818,6 +854,7 @@ def web_routes(service: MemoryService, token: str, *, checks: PageChecks) -> lis
         ("/api/export", web.api(web.export), "GET"),
         ("/api/memories/{ident}", web.api(web.memory), "GET"),
         ("/api/memories/{ident}/edit", web.api(web.edit, writes=True), "POST"),
+        ("/api/memories/{ident}/versions", web.api(web.versions), "GET"),
         ("/api/forget", web.api(web.forget, writes=True), "POST"),
         ("/api/recover", web.api(web.recover, writes=True), "POST"),
         ("/api/import", web.api(web.import_, writes=True), "POST"),

@@ -30,6 +30,7 @@ const PAGE_SIZE = 100;
 const SEARCH_PAGE = 20;
 const LOGIN_KEY = "dsh-memory-mcp.login";
 const LANG_KEY = "dsh-memory-mcp.lang";
+const CHARTS_KEY = "dsh-memory-mcp.charts";
 const MANUAL = "-";
 const SVG_NS = "http://www.w3.org/2000/svg";
 const PALETTE = ["#2457c5", "#d97706", "#0f8a5f", "#b42318", "#7c3aed", "#0e7490", "#a16207", "#be185d"];
@@ -219,12 +220,50 @@ function dropLogin() {
 
 // The server writes its own sentences (errors, import problems, recover reasons, the vector status)
 // in the language the request asks for: the page's choice, not the browser's.
-function authHeaders() {
+// The credential goes only to the serve process that issued it: `sameServer` first.
+async function authHeaders() {
   const login = storedLogin();
   const headers = { "Accept-Language": state.lang };
-  if (login) headers[login.header] = login.credential;
+  if (login) {
+    const same = await sameServer(login);
+    if (same === "network") throw new NetworkError();
+    if (same !== "yes") {
+      dropLogin();
+      showLogin("expired");
+      throw new AuthError("another server");
+    }
+    headers[login.header] = login.credential;
+  }
   return headers;
 }
+
+// Is the server on this port the serve process that issued the credential? It must answer a fresh
+// nonce with an HMAC under the credential's check secret, which only that process can compute; a
+// program that took the port after serve stopped cannot, so it never sees the credential. Checked
+// before every credentialed request (a poll every 2 s), at most once a second.
+let verifiedAt = 0;
+async function sameServer(login) {
+  if (Date.now() - verifiedAt < 1000) return "yes";
+  if (typeof login.check !== "string" || !crypto.subtle) return "no";
+  const nonce = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("");
+  const payload = login.credential.slice(0, login.credential.lastIndexOf("."));
+  let body;
+  try {
+    const res = await fetch(`/api/instance?${new URLSearchParams({ c: payload, n: nonce })}`, { cache: "no-store" });
+    body = await res.json();
+  } catch (err) {
+    return err instanceof TypeError ? "network" : "no";
+  }
+  const text = new TextEncoder();
+  const key = await crypto.subtle.importKey("raw", text.encode(login.check), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, text.encode(nonce)));
+  const want = [...mac].map((b) => b.toString(16).padStart(2, "0")).join("");
+  if (!body || body.proof !== want) return "no";
+  verifiedAt = Date.now();
+  return "yes";
+}
+
+class NetworkError extends Error {}
 
 // The token from the login URL's fragment → a page credential in this origin's storage.
 async function loginFromFragment() {
@@ -233,6 +272,11 @@ async function loginFromFragment() {
   if (token === null) return "none";
   // Off the address bar (and out of the history entry) before anything else happens.
   history.replaceState(history.state, "", location.pathname + location.search);
+  return loginWith(token);
+}
+
+// A token (from the login URL or pasted into the login form) → a page credential in this origin's storage.
+async function loginWith(token) {
   let res;
   try {
     res = await fetch("/api/login", {
@@ -248,7 +292,7 @@ async function loginFromFragment() {
   try {
     localStorage.setItem(
       LOGIN_KEY,
-      JSON.stringify({ credential: body.credential, header: body.header, expiresAt: body.expiresAt }),
+      JSON.stringify({ credential: body.credential, header: body.header, expiresAt: body.expiresAt, check: body.check }),
     );
   } catch (err) {
     return "bad";
@@ -257,7 +301,14 @@ async function loginFromFragment() {
 }
 
 async function api(path, options = {}) {
-  const init = { method: options.method || "GET", headers: authHeaders() };
+  let headers;
+  try {
+    headers = await authHeaders();
+  } catch (err) {
+    if (err instanceof NetworkError) return { ok: false, code: "NETWORK", message: t("error.network") };
+    throw err;
+  }
+  const init = { method: options.method || "GET", headers };
   if (options.body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(options.body);
@@ -284,8 +335,9 @@ async function api(path, options = {}) {
 async function download(path, fallback) {
   let res;
   try {
-    res = await fetch(path, { headers: authHeaders() });
+    res = await fetch(path, { headers: await authHeaders() });
   } catch (err) {
+    if (err instanceof AuthError) return;
     toast(t("error.network"), true);
     return;
   }
@@ -365,9 +417,24 @@ function snippet(text, n = 40) {
 
 function scopeInfo(scope) {
   if (scope === "global") return { name: "global", type: t("scope.global") };
-  if (scope.startsWith("project:")) return { name: scope.slice("project:".length), type: t("scope.project") };
+  if (scope.startsWith("project:")) return { name: projectName(scope), type: t("scope.project") };
   if (scope.startsWith("session:")) return { name: scope.slice("session:".length), type: t("scope.session") };
   return { name: scope, type: t("scope.custom") };
+}
+
+// A project by its folder's name (the whole path in a tooltip); two projects of the same folder
+// name are told apart by their parent folder.
+function folderName(path, depth) {
+  return path.split(/[\\/]+/).filter(Boolean).slice(-depth).join("/") || path;
+}
+
+function projectName(scope) {
+  const path = scope.slice("project:".length);
+  const others = ((state.overview && state.overview.scopes) || [])
+    .map((row) => row.scope)
+    .filter((s) => s !== scope && s.startsWith("project:"));
+  const clash = others.some((s) => folderName(s.slice("project:".length), 1) === folderName(path, 1));
+  return folderName(path, clash ? 2 : 1);
 }
 
 function clientLabel(key, name) {
@@ -376,10 +443,13 @@ function clientLabel(key, name) {
   return name || key;
 }
 
+// A client's colour follows its name, not its rank: the same on every visit and in every scope.
 function colorOf(key) {
-  const keys = ((state.insights && state.insights.facets.clients) || []).map((c) => c.key);
-  const i = keys.indexOf(key);
-  return i >= 0 && i < PALETTE.length ? PALETTE[i] : OTHERS_COLOR;
+  const keys = ((state.insights && state.insights.facets.clients) || []).slice(0, PALETTE.length).map((c) => c.key);
+  if (!keys.includes(key)) return OTHERS_COLOR;
+  let h = 0;
+  for (const ch of key) h = (h * 31 + ch.codePointAt(0)) >>> 0;
+  return PALETTE[h % PALETTE.length];
 }
 
 let toastTimer = null;
@@ -514,6 +584,7 @@ function renderScopes() {
             class: "scope-btn",
             "data-scope": item.scope,
             "aria-current": item.scope === state.scope ? "true" : "false",
+            title: item.scope === "all" ? null : item.scope,
             "aria-label": t("scope.aria", { name: item.name, type: item.type, n: item.live }),
             onclick: () => selectScope(item.scope),
           },
@@ -590,7 +661,7 @@ function selectScope(scope) {
   syncControls();
   writeUrl(true);
   loadInsights();
-  loadList();
+  loadList({ reveal: true });
 }
 
 function updateExportLink() {
@@ -808,6 +879,15 @@ async function loadList(options = {}) {
   const ids = new Set(state.records.map((r) => r.id));
   for (const id of [...state.selected]) if (!ids.has(id)) state.selected.delete(id);
   renderList(data);
+  if (options.reveal) reveal();
+}
+
+// After a search or a scope choice the answer is on screen: the list scrolls into view unless its
+// first card already is.
+function reveal() {
+  const first = $("memory-list").firstElementChild || $("list-title");
+  const box = first.getBoundingClientRect();
+  if (box.top < 0 || box.top > window.innerHeight - 80) $("list-title").scrollIntoView({ block: "start" });
 }
 
 async function loadMore() {
@@ -1123,11 +1203,63 @@ async function openDetail(id) {
     [t("fact.count"), String(r.accessCount || 0)],
     [t("fact.source"), client.full ? `${clientLabel(client.key, client.name)}(${client.full})` : clientLabel(client.key)],
   ];
-  if (r.supersedes) facts.push([t("fact.supersedes"), r.supersedes]);
+  if (r.editedBy) facts.push([t("fact.editedBy"), clientLabel(r.editedBy.key, r.editedBy.name)]);
   $("detail-facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
+  const targets = (state.overview ? state.overview.scopes.map((row) => row.scope) : []).filter((s) => s !== r.scope);
+  if (r.scope !== "global" && !targets.includes("global")) targets.unshift("global");
+  $("move-scope").replaceChildren(...targets.map((scope) => el("option", { value: scope, text: scopeInfo(scope).name, title: scope })));
+  $("move-go").disabled = targets.length === 0;
+  $("detail-versions").hidden = true;
   const dialog = $("detail-dialog");
   if (!dialog.open) dialog.showModal();
   $("edit-content").focus();
+  loadVersions(r);
+}
+
+// The versions this memory replaced (an edit, a restore or a move each made one), newest first.
+async function loadVersions(r) {
+  const data = await api(`/api/memories/${encodeURIComponent(r.id)}/versions`);
+  if (!data.ok || state.detail !== r) return;
+  const older = data.versions.slice(1);
+  $("detail-versions").hidden = older.length === 0;
+  $("versions-title").textContent = t("versions.title", { n: older.length });
+  $("version-list").replaceChildren(
+    ...older.map((v) =>
+      el(
+        "li",
+        { class: "version", "data-version": v.id },
+        el("p", { class: "content", text: v.content }),
+        el(
+          "p",
+          { class: "meta" },
+          el("span", { text: t("versions.meta", { scope: scopeInfo(v.scope).name, kind: kindLabel(v.kind), id: v.shortId }) }),
+          el("span", { text: (v.tags || []).join(", ") }),
+          el("button", {
+            type: "button",
+            class: "small",
+            "data-role": "restore",
+            text: t("versions.restore"),
+            onclick: () => reviseDetail({ content: v.content, kind: v.kind, tags: v.tags || [], importance: v.importance }),
+          }),
+        ),
+      ),
+    ),
+  );
+}
+
+// Edit, restore and move are one call: a new version that replaces the one open (its history kept).
+async function reviseDetail(body) {
+  const r = state.detail;
+  if (!r) return null;
+  const data = await api(`/api/memories/${encodeURIComponent(r.id)}/edit`, { method: "POST", body });
+  if (!data.ok) {
+    showError("", data);
+    return null;
+  }
+  toast(data.message);
+  await refreshAll();
+  await openDetail(data.id);
+  return data;
 }
 
 async function saveEdit(ev) {
@@ -1151,9 +1283,7 @@ async function saveEdit(ev) {
     }
     $("detail-dialog").close();
     state.detail = null;
-    const old = r.shortId;
-    const now = String(data.id).slice(0, 8);
-    toast(data.superseded ? (data.deduped ? t("edit.merged", { old, now }) : t("edit.saved", { old, now })) : t("edit.orphan", { now }));
+    toast(data.message);
     await refreshAll();
   } finally {
     $("edit-save").disabled = false;
@@ -1457,7 +1587,7 @@ function readDate(id) {
   return value;
 }
 
-function applyFilters(push) {
+function applyFilters(push, reveal = false) {
   const from = readDate("from-filter");
   const to = readDate("to-filter");
   if (from === null || to === null) return;
@@ -1470,7 +1600,7 @@ function applyFilters(push) {
   if (state.sort === (state.query ? "relevance" : "updated")) state.sort = "";
   state.selected.clear();
   writeUrl(push);
-  loadList();
+  loadList({ reveal });
 }
 
 // Typing in a field that was marked wrong takes the mark away (the next save checks again).
@@ -1499,7 +1629,15 @@ function wire() {
     state.query = query;
     if (!state.query && state.sort === "relevance") state.sort = "";
     fillSort();
-    applyFilters(true);
+    applyFilters(true, true);
+  });
+  // The charts stay folded unless the person opened them (remembered in this origin's storage).
+  $("insights").querySelector("summary").addEventListener("click", () => {
+    try {
+      localStorage.setItem(CHARTS_KEY, $("insights").open ? "closed" : "open");
+    } catch (err) {
+      // not remembered
+    }
   });
   for (const id of ["kind-filter", "tag-filter", "client-filter", "from-filter", "to-filter", "sort"]) {
     $(id).addEventListener("change", () => applyFilters(true));
@@ -1525,7 +1663,18 @@ function wire() {
   $("forget-selected").addEventListener("click", () => {
     askForget(state.records.filter((r) => state.selected.has(r.id)));
   });
+  $("login-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const token = $("login-token").value.trim();
+    if (!token) return;
+    $("login-token").value = "";
+    if ((await loginWith(token)) === "ok") location.reload();
+    else showLogin("bad");
+  });
   $("edit-form").addEventListener("submit", saveEdit);
+  $("move-go").addEventListener("click", () => {
+    if ($("move-scope").value) reviseDetail({ scope: $("move-scope").value });
+  });
   $("detail-close").addEventListener("click", () => $("detail-dialog").close());
   $("detail-forget").addEventListener("click", () => {
     if (state.detail) askForget([state.detail]);
@@ -1575,9 +1724,14 @@ function wire() {
   });
 }
 
-// On a phone-sized window the filters and the charts start folded (unless a filter is in use),
-// so the memories come first.
+// The charts start as the person left them (folded the first time); on a phone-sized window the
+// filters and the charts start folded (unless a filter is in use), so the memories come first.
 function foldForNarrow() {
+  try {
+    $("insights").open = localStorage.getItem(CHARTS_KEY) === "open";
+  } catch (err) {
+    $("insights").open = false;
+  }
   if (!window.matchMedia("(max-width: 760px)").matches) return;
   if (!filtersActive()) $("filters-box").open = false;
   $("insights").open = false;
