@@ -31,6 +31,7 @@ def run(project: Path, *args: str, stdin: str = "") -> subprocess.CompletedProce
         input=stdin,
         capture_output=True,
         text=True,
+        encoding="utf-8",
         env=subprocess_env(DSH_MEMORY_PROJECT=str(project)),
         cwd=str(project),
         timeout=TIMEOUT,

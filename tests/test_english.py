@@ -167,7 +167,7 @@ def test_the_write_commands_say_nothing_in_chinese_but_memory_content(world: dic
     assert "would restore 1 overwritten memories" in preview.stdout
     assert "a removal cannot be ruled out" in preview.stdout  # the doubtful record's reason
     confirm = run(env, "forget", "--query", "note", cwd=world["root"])
-    assert "error CONFIRM_REQUIRED" in confirm.stderr and "--confirm" in confirm.stderr
+    assert confirm.returncode == 1 and "nothing was forgotten" in confirm.stderr and "--yes" in confirm.stderr
 
 
 def test_help_setup_and_start_up_failures_say_nothing_in_chinese(world: dict[str, Path], tmp_path: Path):

@@ -119,8 +119,9 @@ def test_the_human_forget_previews_exits_1_and_deletes_with_confirm(tmp_path, st
         return subprocess.run(command, capture_output=True, text=True, encoding="utf-8", env=env, timeout=60)
 
     preview = forget()
-    assert preview.returncode == 1 and "CONFIRM_REQUIRED" in preview.stderr
-    assert "同样的命令加 --confirm 再运行一次" in preview.stderr and "java 规范 3" in preview.stderr
+    # More than one match: the list first (stdout), nothing deleted, exit 1 naming --yes (--confirm too).
+    assert preview.returncode == 1 and "java 规范 3" in preview.stdout
+    assert "没有删除任何记忆" in preview.stderr and "--yes" in preview.stderr
     assert (store_dir / "global.jsonl").read_text(encoding="utf-8") == lines
     done = forget("--confirm")
     assert done.returncode == 0, done.stderr

@@ -340,6 +340,7 @@ def test_an_mcp_1_client_that_closes_right_after_initialize_never_crashes(tmp_pa
         [str(python), "-c", MCP1_CLIENT, json.dumps(server), dirs["app"].as_uri(), "20"],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=600,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )

@@ -35,6 +35,7 @@ def test_state_and_store_dirs_are_private_under_umask_000(tmp_path: Path):
         env=subprocess_env(XDG_STATE_HOME=str(state)),
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr

@@ -534,7 +534,6 @@ EN: dict[str, str] = {
         "memory file %s was changed by a writer that ignores the lock before this rewrite was committed: redone on "
         "its new content"
     ),
-    "未能写入索引缓存 %s(%s);不影响使用,下次启动会重新建立": "could not write the index cache %s (%s); nothing else is affected, the next start builds it again",
     # -- history: edits, moves
     "已移到 {scope}:新记录 {new_id} 取代了 {short_id}(创建时间、使用次数和来源随之保留)": "moved to {scope}: the new record {new_id} replaces {short_id} (its creation time, use count and source are kept)",
     "c 与 n 不合规。": "c and n are malformed.",

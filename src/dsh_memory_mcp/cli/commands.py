@@ -561,8 +561,9 @@ def _scope_by_name(call: Call, service: MemoryService, value: str, *, creating: 
 
 
 def _name_scope(call: Call, service: MemoryService, args: dict[str, Any]) -> bool:
-    """``args["scope"]`` through `_scope_by_name` (reading: the name must exist); False after a usage error."""
-    if "scope" not in args:
+    """``args["scope"]`` through `_scope_by_name` (reading: the name must exist); False after a usage error.
+    With ``path`` the name is that path's alias (the tools' rule), never a folder name to look up."""
+    if "scope" not in args or args.get("path") is not None:
         return True
     named = _scope_by_name(call, service, str(args["scope"]), creating=False)
     if named is None:
