@@ -301,3 +301,36 @@ def test_a_save_names_a_near_duplicate_in_meaning_and_not_an_unrelated_memory(
         assert all(s["id"] != first["id"] for s in fixed.structured.get("similar", []))
     finally:
         close_service(service)
+
+
+def test_an_existing_store_is_backfilled_in_the_background_with_its_progress_reported(
+    store: SharedStore, bundled_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from tests.helpers.semantic_corpus import MEMORIES
+
+    texts = list(MEMORIES.values())[:48]
+    for text in texts:  # saved while vectors were off: no sidecar
+        store.save("global", text)
+    settings = resolve_vector_settings(_env(bundled_port), os.getcwd())
+    channel = VectorChannel(settings, store, load_timeout=90)
+    try:
+        with caplog.at_level(logging.INFO, logger="dsh_memory_mcp"):
+            channel.start()
+            assert channel.wait_ready(90), channel.status
+            assert channel.wait_idle(120), channel.status
+        stats = channel.stats()
+        assert stats["backfilled"] == len(set(texts)) and stats["backfill_remaining"] == 0 and stats["pending"] == 0
+        lines = [r.getMessage() for r in caplog.records if "回填向量" in r.getMessage()]
+        assert lines and lines[-1].startswith(f"vector: 回填向量:已完成 {len(set(texts))} 条,还剩 0 条")
+        # The model's own throughput in the same run, in the backfill's batches, for the report.
+        client = channel._backend.client
+        assert client is not None
+        t0 = time.monotonic()
+        for start in range(0, len(texts), 16):
+            client.embed(texts[start : start + 16], timeout=30, role="record")
+        model_rate = len(texts) / (time.monotonic() - t0)
+        print(f"backfill {stats['backfill_rate']:.1f} records/s, model alone {model_rate:.1f} records/s")
+    finally:
+        channel.close()

