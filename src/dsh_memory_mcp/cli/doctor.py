@@ -23,6 +23,7 @@ and only when there is something to probe or read.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import os
@@ -765,6 +766,28 @@ def _check_local(v: config.VectorSettings, env: Mapping[str, str]) -> tuple[list
 # -- sidecars -------------------------------------------------------------------------------
 
 
+def _backfill_progress(root: str) -> str:
+    """How many live memories still lack a vector (the hosts backfill them in the background)."""
+    from dsh_memory_mcp.errors import DshMemoryError
+    from dsh_memory_mcp.store.records import now_ms
+    from dsh_memory_mcp.store.shared import SharedStore
+
+    store = SharedStore(root)
+    live = vectors = 0
+    now = now_ms()
+    try:
+        for scope in store.discover_scopes():
+            ids = {r.id for r in store.snapshot(scope).records if r.content and not r.is_expired(now)}
+            live += len(ids)
+            with contextlib.suppress(OSError), open(store.layout.vec_path(scope), "rb") as fh:
+                vectors += sum(1 for line in fh if line.split(b"\t", 1)[0].decode(errors="replace") in ids)
+    except DshMemoryError:
+        return ""
+    if vectors >= live:
+        return t(";{live} 条记忆都有向量", live=live)
+    return t(";向量 {vectors}/{live} 条,其余由运行中的宿主在后台回填", vectors=vectors, live=live)
+
+
 def _sidecar_files(store: str) -> list[str]:
     return StoreLayout.at(store).vec_files()
 
@@ -852,7 +875,8 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
         else t("{model}(维度未知,只比较模型名)", model=active.model_id)
     )
     if not stale:
-        return [Check("ok", title, t("{count} 个,文件头与当前模型一致({want})", count=len(files), want=want))]
+        detail = t("{count} 个,文件头与当前模型一致({want})", count=len(files), want=want)
+        return [Check("ok", title, detail + _backfill_progress(store))]
     listed = ", ".join(stale[:3]) + (" …" if len(stale) > 3 else "")
     return [
         Check(

@@ -669,6 +669,8 @@ EN: dict[str, str] = {
     "预览(没有写入):将新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}": "preview (nothing written): {added} to add, {existing} already there, {bad} lines to skip{refused}",
     # -- doctor: the bundled embedding model
     "内置嵌入模型": "bundled embedding model",
+    ";{live} 条记忆都有向量": "; all {live} memories have a vector",
+    ";向量 {vectors}/{live} 条,其余由运行中的宿主在后台回填": "; vectors {vectors}/{live}, the running hosts backfill the rest in the background",
     "{url} 正在运行,model={model};本机所有宿主共用这一个进程": "{url} is running, model={model}; every host on this machine shares this one process",
     "用 DSH_MEMORY_EMBED_PORT 换一个端口(内置模型用它 + 1)": "choose another port with DSH_MEMORY_EMBED_PORT (the bundled model uses it + 1)",
     "端口 {port} 被别的程序占用": "port {port} is taken by another program",
