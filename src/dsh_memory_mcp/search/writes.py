@@ -99,15 +99,24 @@ class WriteQueue:
         self.writer = writer
         self.log = log
         self.pending: deque[tuple[str, str, str]] = deque(maxlen=MAX_PENDING_SAVES)
+        #: A batch taken off `pending` is being embedded and written.
+        self.busy = False
 
     def __len__(self) -> int:
-        return len(self.pending)
+        return len(self.pending) + self.busy
 
     def add(self, scope: str, rid: str, content: str) -> None:
         self.pending.append((scope, rid, content))
 
     def step(self) -> bool:
         """Embed and append one batch of queued saves; False when the queue is empty."""
+        self.busy = True
+        try:
+            return self._step()
+        finally:
+            self.busy = False
+
+    def _step(self) -> bool:
         batch: list[tuple[str, str, str]] = []
         while self.pending and len(batch) < SAVE_BATCH:
             try:

@@ -151,6 +151,19 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                 "scope": {"type": "string"},
                 "kind": {"type": "string"},
                 "superseded": _nullable("string"),
+                "similar": {
+                    "type": "array",
+                    "description": "与本条意思几乎相同的已有记忆(若本条是对它的更正,请用 supersedes 取代它)",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string"},
+                            "shortId": {"type": "string"},
+                            "score": {"type": "number"},
+                        },
+                        "required": ["id", "shortId", "score"],
+                    },
+                },
             },
             ["id", "deduped", "scope", "kind"],
         ),

@@ -479,7 +479,7 @@ class _Web:
         coverage), or down (a configured backend that does not answer, and why)."""
         settings = self.service.settings.vector
         channel = self.service.vectors
-        configured = settings.enabled and (settings.model is not None or settings.endpoint is not None)
+        configured = settings.usable or (settings.enabled and (settings.model or settings.endpoint) is not None)
         if channel is None or not configured:
             return {"state": "off", "reason": settings.unavailable_reason}
         stats = channel.stats()
