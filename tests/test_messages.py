@@ -92,7 +92,7 @@ def test_help_and_usage_errors_are_english_under_an_english_locale_and_chinese_o
     assert wrong.returncode == 2
     assert wrong.stderr.splitlines()[:2] == [
         "[dsh-memory-mcp] ❌ usage error: unknown command or stray argument lst (commands: doctor, edit, export, "
-        "forget, get, hook, import, list, move, recover, reembed, save, search, serve, setup, stats)",
+        "forget, get, hook, import, list, move, recover, reembed, save, search, serve, setup, stats, web)",
         "[dsh-memory-mcp] ⇒ did you mean the command list?",
     ]
     helped = _run("serve", "--help", lang="en_US.UTF-8")

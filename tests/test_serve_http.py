@@ -83,14 +83,15 @@ def test_the_official_client_works_over_streamable_http_and_sessions_share_one_s
         assert len(lines) == 1 and json.loads(lines[0])["content"] == "部署前先跑 make check"
         assert serve.health()["sessions"] == 0  # the client DELETEs its session when it closes
 
-        # The web page is mounted next to /mcp, behind the same token; its login URL (the token in the
-        # fragment, which the page's script trades for a page credential) was printed once.
+        # The web page is mounted next to /mcp, behind the same token; its login link (a one-time code in
+        # the fragment, never the token, which the page's script trades for a page credential) was printed once.
         with httpx.Client(timeout=10) as http:
             assert http.get(f"{serve.base}/api/version").status_code == 401
             assert http.get(f"{serve.base}/api/version", headers=serve.auth()).status_code == 200
             page = http.get(f"{serve.base}/")
             assert page.status_code == 200 and "set-cookie" not in page.headers
-        assert serve.stderr().count(f"{serve.base}/#token={serve.token}") == 1
+        assert serve.stderr().count(f"{serve.base}/#code=") == 1
+        assert serve.token not in serve.stderr()
 
 
 def test_the_server_refuses_what_it_must_with_the_right_status_and_no_stack_trace(tmp_path, store_dir):

@@ -11,20 +11,26 @@ import hashlib
 import hmac
 import json
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
 from dsh_memory_mcp.store.records import new_record
 from dsh_memory_mcp.store.scopes import scope_file_relpath
 from dsh_memory_mcp.store.shared import SharedStore
+from tests.conftest import subprocess_env
+from tests.helpers.services import make_service
 from tests.helpers.web_server import (
     WebServer,
     erase_all_but,
     inserted,
+    new_code,
     on_disk,
     page_login,
     recover_dry_run,
@@ -44,7 +50,14 @@ READS = [
     "/api/export",
     "/api/activity",
 ]
-WRITES = ["/api/forget", "/api/import", "/api/memories", "/api/memories/00000000/edit", "/api/recover"]
+WRITES = [
+    "/api/forget",
+    "/api/import",
+    "/api/memories",
+    "/api/memories/00000000/edit",
+    "/api/recover",
+    "/api/login-code",
+]
 DAY = 86_400_000
 CREDENTIAL = "X-DSH-Page-Credential"
 
@@ -76,15 +89,128 @@ def post(c: httpx.Client, path: str, body: object, **headers: str) -> httpx.Resp
     return c.post(path, content=json.dumps(body), headers={"Content-Type": "application/json", **headers})
 
 
-# -- login: the token in the fragment, a page credential in a header, never a cookie -----------
+# -- login: a one-time code in the fragment, a page credential in a header, never a cookie -----
 
 
-def test_serve_prints_a_login_url_with_the_token_in_the_fragment_once(server: WebServer):
-    err = server.stderr_text()
-    assert server.login_url == f"{server.base}/#token={server.token}"
-    assert err.count(server.token) == 1  # printed once, nowhere else
-    page = httpx.get(server.base + "/")
-    assert page.status_code == 200 and "set-cookie" not in page.headers
+def code_login(base: str, code: str, **headers: str) -> httpx.Response:
+    """What the page's script does with a login link's code."""
+    return httpx.post(
+        base + "/api/login", json={"code": code}, headers={"Content-Type": "application/json", **headers}, timeout=30
+    )
+
+
+def test_serve_prints_a_one_time_login_link_and_never_the_token(tmp_path: Path):
+    """Issue 32: the long-lived token never sits in a URL the browser keeps. The printed link holds a
+    code that logs in once; the second use is refused with how to get a new link."""
+    with running_web(tmp_path / "store", tmp_path) as srv:
+        err = srv.stderr_text()
+        assert srv.token not in err
+        code = srv.printed_url.removeprefix(f"{srv.base}/#code=")
+        assert code != srv.printed_url and srv.token not in code and len(code) >= 20
+        first = code_login(srv.base, code, Origin=srv.base)
+        assert first.status_code == 200, first.text
+        assert "set-cookie" not in first.headers
+        assert (
+            httpx.get(srv.base + "/api/overview", headers={CREDENTIAL: first.json()["credential"]}).status_code == 200
+        )
+        again = code_login(srv.base, code)
+        english = code_login(srv.base, code, **{"Accept-Language": "en"})
+    assert again.status_code == 401 and "credential" not in again.text
+    assert again.json()["code"] == "LOGIN_CODE_INVALID"
+    assert "只能用一次" in again.json()["message"] and "dsh-memory-mcp web" in again.json()["message"]
+    assert "works once" in english.json()["message"]
+
+
+def test_dsh_memory_mcp_web_prints_a_fresh_link_that_logs_in_once(tmp_path: Path):
+    """The way back in when serve runs as a service and its stderr is out of sight: the CLI finds serve
+    by serve.json (its kept token, no DSH_MEMORY_TOKEN), asks it for a code, prints the link."""
+    store = tmp_path / "store"
+
+    def web() -> subprocess.CompletedProcess[str]:
+        env = subprocess_env(DSH_MEMORY_VECTOR="off", XDG_STATE_HOME=str(tmp_path / "xdg-state"))
+        return subprocess.run(
+            [sys.executable, "-m", "dsh_memory_mcp", "web", "--store-dir", str(store)],
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            env=env,
+            timeout=60,
+        )
+
+    with running_web(store, tmp_path, kept_token=True) as srv:
+        first, second = web(), web()
+        assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+        links = [first.stdout.strip(), second.stdout.strip()]
+        assert all(link.startswith(f"{srv.base}/#code=") for link in links) and links[0] != links[1]
+        assert srv.token not in first.stdout + first.stderr
+        assert "只能用一次" in first.stderr
+        codes = [link.rsplit("#code=", 1)[1] for link in links]
+        assert code_login(srv.base, codes[1]).status_code == 200  # each link on its own
+        assert code_login(srv.base, codes[0]).status_code == 200
+        assert code_login(srv.base, codes[0]).status_code == 401
+    gone = web()  # serve stopped: said so, how to start it, nothing on stdout
+    assert gone.returncode == 1 and gone.stdout == ""
+    assert "没有正在运行的 serve" in gone.stderr and "serve --store-dir" in gone.stderr
+
+
+def test_a_login_code_works_only_within_its_lifetime(tmp_path: Path):
+    """Ten minutes on serve's clock (moved by hand, no sleeping): at 599 s a code logs in, at 600 s not."""
+    from mcp.server.transport_security import TransportSecurityMiddleware
+
+    from dsh_memory_mcp import config
+    from dsh_memory_mcp.transports import access, web
+    from dsh_memory_mcp.transports import http as serve_http
+
+    now = [1_800_000_000_000]
+    service = make_service(tmp_path / "store", tmp_path)
+    service.clock = lambda: now[0]
+    token, port = "t" * 43, 7799
+    settings = config.resolve_serve_settings(port=port)
+    security = TransportSecurityMiddleware(serve_http.security_settings(settings, port, user_token=True))
+    checks = serve_http.PageChecks(security, settings, port, access.LoginCodes(service.clock))
+    routes = web.web_routes(service, token, checks=checks)
+    app, _ = serve_http.build_app(service, settings, port=port, token=token, user_token=True, extra_routes=routes)
+    bearer = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    async def scenario() -> list[int]:
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
+        async with httpx.AsyncClient(transport=transport, base_url=f"http://127.0.0.1:{port}") as c:
+            statuses = []
+            for wait in (599, 600, 3600):
+                code = (await c.post("/api/login-code", content="{}", headers=bearer)).json()["code"]
+                now[0] += wait * 1000
+                answer = await c.post("/api/login", json={"code": code})
+                statuses.append(answer.status_code)
+            return statuses
+
+    try:
+        assert anyio.run(scenario) == [200, 401, 401]
+    finally:
+        service.store.close()
+
+
+def test_a_login_code_is_asked_for_with_the_token_only(server: WebServer, credential: dict[str, str]):
+    """The page credential cannot mint codes (a login would outlive its expiry), nor can a stranger."""
+    for headers in (credential, {"Authorization": "Bearer not-the-token"}, {}):
+        r = httpx.post(
+            server.base + "/api/login-code", content="{}", headers={"Content-Type": "application/json", **headers}
+        )
+        assert r.status_code == 401 and r.json() == {
+            "ok": False,
+            "code": "UNAUTHORIZED",
+            "message": r.json()["message"],
+        }
+    foreign = httpx.post(
+        server.base + "/api/login-code",
+        content="{}",
+        headers={
+            "Authorization": f"Bearer {server.token}",
+            "Content-Type": "application/json",
+            "Origin": "http://evil.example",
+        },
+    )
+    assert foreign.status_code == 403
+    assert code_login(server.base, new_code(server.base, server.token)).status_code == 200
 
 
 def test_the_login_exchange_gives_a_credential_that_is_not_the_token_and_sets_no_cookie(server: WebServer):
@@ -109,11 +235,13 @@ def test_the_login_exchange_gives_a_credential_that_is_not_the_token_and_sets_no
         pytest.param({"Authorization": "Bearer not-the-token"}, id="wrong-token"),
         pytest.param({}, id="nothing"),
         pytest.param("credential", id="a-credential-cannot-renew-itself"),
+        pytest.param("made-up-code", id="a-made-up-code"),
     ],
 )
 def test_the_login_exchange_needs_the_token_itself(server: WebServer, credential: dict[str, str], headers):
-    sent = credential if headers == "credential" else headers
-    r = httpx.post(server.base + "/api/login", content="{}", headers={"Content-Type": "application/json", **sent})
+    sent = credential if headers == "credential" else {} if headers == "made-up-code" else headers
+    body = json.dumps({"code": "x" * 24}) if headers == "made-up-code" else "{}"
+    r = httpx.post(server.base + "/api/login", content=body, headers={"Content-Type": "application/json", **sent})
     assert r.status_code == 401
     assert "credential" not in r.json()
 
@@ -152,12 +280,11 @@ def test_the_old_login_cookie_opens_nothing_and_the_page_clears_it(server: WebSe
     assert cleared.startswith(f"{name}=") and "max-age=0" in cleared.lower()
 
 
-def test_an_old_query_login_url_hands_the_token_to_the_fragment_and_a_wrong_one_gets_401(server: WebServer):
+def test_an_old_query_login_url_is_never_turned_into_another_url_holding_the_token(server: WebServer):
+    """Earlier versions redirected ``/?token=…`` to ``/#token=…``: the token in a second URL of ours."""
     r = httpx.get(f"{server.base}/?token={server.token}")
-    assert r.status_code == 303 and r.headers["location"] == f"/#token={server.token}"
-    assert "set-cookie" not in r.headers
-    bad = httpx.get(server.base + "/?token=not-the-token")
-    assert bad.status_code == 401 and "登录链接无效" in bad.text and "set-cookie" not in bad.headers
+    assert r.status_code == 200 and "location" not in r.headers and "set-cookie" not in r.headers
+    assert server.token not in r.text
 
 
 def test_a_page_credential_expires(tmp_path: Path):

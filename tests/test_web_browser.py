@@ -115,7 +115,7 @@ def watched(pg: Any) -> Any:
 def page(context: Any, server: WebServer) -> Iterator[Any]:
     """A logged-in page (through the login URL), with a record of dialogs and page errors."""
     pg = watched(context.new_page())
-    pg.goto(server.login_url)
+    pg.goto(server.login_url())
     pg.wait_for_selector("html[data-ready=true]")
     try:
         yield pg
@@ -203,16 +203,19 @@ def _seed_main(server: WebServer) -> None:
         inserted(server, scope, [rec])
 
 
-def test_the_login_url_logs_in_keeps_the_credential_in_this_origins_storage_and_sets_no_cookie(
+def test_the_printed_login_link_logs_in_once_keeps_the_credential_in_this_origins_storage_and_no_url_holds_the_token(
     browser: Any, server: WebServer, shots: Path
 ):
     _seed_main(server)
     ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN")
+    urls: list[str] = []
+    ctx.on("request", lambda r: urls.append(r.url))
     try:
         pg = watched(ctx.new_page())
-        pg.goto(server.login_url)
+        pg.on("framenavigated", lambda f: urls.append(f.url))
+        pg.goto(server.printed_url)
         pg.wait_for_selector("html[data-ready=true]")
-        assert pg.url == server.base + "/"  # the token left the address bar at once
+        assert pg.url == server.base + "/"  # the code left the address bar at once
         assert ctx.cookies() == []
         assert pg.evaluate("document.cookie") == ""
         stored = json.loads(pg.evaluate(f"localStorage.getItem('{LOGIN_KEY}')"))
@@ -228,6 +231,27 @@ def test_the_login_url_logs_in_keeps_the_credential_in_this_origins_storage_and_
         show_charts(pg)
         pg.screenshot(path=str(shots / "main.png"))
         assert pg.errors == []
+        # The token was in no URL the page went to or asked for (Playwright's request log), and no
+        # history entry keeps the code: back is the blank tab, forward the bare page.
+        assert urls and not [url for url in urls if server.token in url]
+        pg.go_back()
+        assert pg.url == "about:blank"
+        pg.go_forward()
+        assert pg.url == server.base + "/"
+        # The same link a second time: refused, with how to get a new one; nothing stored.
+        other = browser.new_context(locale="zh-CN")
+        try:
+            again = other.new_page()
+            again.goto(server.printed_url)
+            again.wait_for_selector("#login-refused", state="visible")
+            refusal = again.inner_text("#login-refused")
+            assert "只能用一次" in refusal and "dsh-memory-mcp web" in refusal
+            assert not again.locator("#login-bad").is_visible()
+            assert again.url == server.base + "/"
+            assert again.evaluate(f"localStorage.getItem('{LOGIN_KEY}')") is None
+            again.screenshot(path=str(shots / "login-link-used.png"))
+        finally:
+            other.close()
     finally:
         ctx.close()
 
@@ -243,19 +267,22 @@ def test_a_page_without_a_login_names_serves_real_port_and_gets_no_data(browser:
         assert not pg.locator("#app").is_visible()
         assert "没有登录的人" not in pg.content()
         example = pg.inner_text("#login-example")
-        assert example == f"{server.base}/#token=…" and f":{server.port}/" in example
+        assert example == f"{server.base}/#code=…" and f":{server.port}/" in example
         assert pg.evaluate("fetch('/api/memories?scope=all').then(r => r.status)") == 401
         pg.screenshot(path=str(shots / "login-needed.png"))
     finally:
         ctx.close()
 
 
-def test_a_wrong_login_link_says_so_and_stores_nothing(browser: Any, server: WebServer):
+@pytest.mark.parametrize(
+    ("fragment", "shown"), [("token=not-the-token", "#login-bad"), ("code=made-up", "#login-refused")]
+)
+def test_a_wrong_login_link_says_so_and_stores_nothing(browser: Any, server: WebServer, fragment: str, shown: str):
     ctx = browser.new_context(locale="zh-CN")
     try:
         pg = ctx.new_page()
-        pg.goto(server.base + "/#token=not-the-token")
-        pg.wait_for_selector("#login-bad", state="visible")
+        pg.goto(f"{server.base}/#{fragment}")
+        pg.wait_for_selector(shown, state="visible")
         assert pg.url == server.base + "/"
         assert pg.evaluate(f"localStorage.getItem('{LOGIN_KEY}')") is None
         assert ctx.cookies() == []
@@ -320,7 +347,7 @@ def test_another_port_the_logged_in_browser_visits_receives_no_credential_and_no
     secret = saved(server, "global", "只有本机用户能看到的记忆")
     pg = watched(context.new_page())
     try:
-        pg.goto(server.login_url)
+        pg.goto(server.login_url())
         pg.wait_for_selector("html[data-ready=true]")
         credential = json.loads(pg.evaluate(f"localStorage.getItem('{LOGIN_KEY}')"))["credential"]
         with other_origin() as (evil, recorder):
@@ -364,7 +391,7 @@ def test_a_cross_site_post_from_another_origin_changes_nothing(context: Any, ser
     ident = saved(server, "global", "别的网站删不掉这条")
     pg = context.new_page()
     try:
-        pg.goto(server.login_url)
+        pg.goto(server.login_url())
         pg.wait_for_selector("html[data-ready=true]")
         with other_origin() as (evil, _):
             pg.goto(evil + "/")
@@ -409,7 +436,7 @@ def test_an_expired_login_brings_the_login_view_back(browser: Any, tmp_path: Pat
             pg = ctx.new_page()
             answers: list[tuple[str, int]] = []
             pg.on("response", lambda r: answers.append((r.url, r.status)))
-            pg.goto(srv.login_url)
+            pg.goto(srv.login_url())
             pg.wait_for_selector("#login-expired", state="visible", timeout=60_000)
             assert (srv.base + "/api/session", 200) in answers  # it was logged in first
             assert any(status == 401 for url, status in answers if "/api/" in url)
@@ -425,14 +452,14 @@ def test_a_new_token_logs_the_page_out_and_the_new_login_url_logs_it_in(browser:
         port = first.port
         ctx = browser.new_context(locale="zh-CN")
         pg = ctx.new_page()
-        pg.goto(first.login_url)
+        pg.goto(first.login_url())
         pg.wait_for_selector("html[data-ready=true]")
     try:
         with running_web(store, tmp_path, token="second-token-" + "b" * 30, port=port) as second:
             # The old serve is gone; the page's next poll reaches the new one, which refuses the old login.
             pg.wait_for_selector("#login-expired", state="visible", timeout=60_000)
             assert pg.evaluate(f"localStorage.getItem('{LOGIN_KEY}')") is None
-            pg.goto(second.login_url)
+            pg.goto(second.login_url())
             pg.wait_for_selector("html[data-ready=true]")
             assert pg.url == second.base + "/"
     finally:
@@ -939,7 +966,7 @@ def test_the_page_is_english_when_the_browser_asks_and_the_switch_is_remembered(
     ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
     try:
         pg = watched(ctx.new_page())
-        pg.goto(server.login_url)
+        pg.goto(server.login_url())
         pg.wait_for_selector("html[data-ready=true]")
         assert pg.evaluate("document.documentElement.lang") == "en"
         assert pg.inner_text("#scopes-title") == "Scopes"
@@ -995,7 +1022,7 @@ def test_the_english_page_shows_the_servers_own_texts_in_english_and_chinese_aga
         ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
         try:
             pg = watched(ctx.new_page())
-            pg.goto(srv.login_url)
+            pg.goto(srv.login_url())
             pg.wait_for_selector("html[data-ready=true]")
             assert pg.evaluate("document.documentElement.lang") == "en"
             pg.wait_for_selector("#vectors .vec-reason:has-text('no such model file')")
@@ -1040,7 +1067,7 @@ def test_the_vector_panel_follows_a_backend_that_finishes_loading_without_a_relo
             ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
             try:
                 pg = watched(ctx.new_page())
-                pg.goto(srv.login_url)
+                pg.goto(srv.login_url())
                 pg.wait_for_selector("html[data-ready=true]")
                 assert pg.locator("#vectors .vec-ok").count() == 0, pg.inner_text("#vectors")  # still loading
                 pg.wait_for_selector("#vectors .vec-ok", timeout=30_000)
@@ -1171,7 +1198,7 @@ def test_the_first_memory_is_on_the_first_screen_on_load_after_a_search_and_afte
     ctx = browser.new_context(viewport={"width": width, "height": 800}, locale="zh-CN")
     try:
         pg = watched(ctx.new_page())
-        pg.goto(server.login_url)
+        pg.goto(server.login_url())
         pg.wait_for_selector("html[data-ready=true]")
         pg.wait_for_selector("li.card")
         # The chart starts folded: a line, not 400 px above the list.
@@ -1275,7 +1302,7 @@ def test_a_stopped_serve_and_an_impostor_on_its_port_never_receive_the_credentia
     with running_web(tmp_path / "store", tmp_path) as srv:
         ctx = browser.new_context(locale="zh-CN")
         pg = ctx.new_page()
-        pg.goto(srv.login_url)
+        pg.goto(srv.login_url())
         pg.wait_for_selector("html[data-ready=true]")
         stored = json.loads(pg.evaluate(f"localStorage.getItem('{LOGIN_KEY}')"))
         base, port, token = srv.base, srv.port, srv.token
@@ -1305,6 +1332,8 @@ def test_a_stopped_serve_and_an_impostor_on_its_port_never_receive_the_credentia
 
 def test_the_login_page_takes_a_pasted_token(browser: Any, server: WebServer, shots: Path):
     ctx = browser.new_context(locale="zh-CN", viewport={"width": 1280, "height": 800})
+    urls: list[str] = []
+    ctx.on("request", lambda r: urls.append(r.url))
     try:
         pg = watched(ctx.new_page())
         pg.goto(server.base + "/")
@@ -1318,5 +1347,6 @@ def test_the_login_page_takes_a_pasted_token(browser: Any, server: WebServer, sh
         pg.wait_for_selector("html[data-ready=true]")
         assert pg.locator("#app").is_visible()
         assert server.token not in pg.evaluate("location.href + JSON.stringify(localStorage)")
+        assert urls and not [url for url in urls if server.token in url]
     finally:
         ctx.close()

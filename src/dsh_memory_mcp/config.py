@@ -401,12 +401,13 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar(
         "DSH_MEMORY_WEB_LOGIN_SECS",
         "float",
-        43_200.0,
-        "网页登录的有效秒数(12 小时);过期后要重新打开登录地址",
+        604_800.0,
+        "网页登录的有效秒数(7 天;serve 停止时也随之失效);过期后用 `dsh-memory-mcp web` 取新的登录链接",
         "serve",
         low=1.0,
         high=30 * 86_400,
-        en="seconds a web page login lasts (12 hours); then the login URL is needed again",
+        en="seconds a web page login lasts (7 days; it also ends when serve stops); then `dsh-memory-mcp web` "
+        "gives a new login link",
     ),
     EnvVar(
         "DSH_MEMORY_TOOL_DEADLINE_SECS",
@@ -907,8 +908,8 @@ class ServeSettings:
     max_tool_calls: int = 16
     #: 0 = no deadline.
     tool_deadline_secs: float = 300.0
-    #: How long a web page login lasts (`DSH_MEMORY_WEB_LOGIN_SECS`); then the login URL is needed again.
-    web_login_secs: float = 43_200.0
+    #: How long a web page login lasts (`DSH_MEMORY_WEB_LOGIN_SECS`); it also ends with the serve process.
+    web_login_secs: float = 604_800.0
     #: Open sessions at most; the oldest idle one is ended to make room for a new one.
     max_sessions: int = 256
     #: Open connections at most (None: 1024, and never more than the fd limit allows).

@@ -516,7 +516,7 @@ EN: dict[str, str] = {
     "没有需要恢复的记忆": "nothing to restore",
     "这条记忆已被删除或已被别处的修改取代:请刷新后再编辑。": "this memory was forgotten or replaced by a change elsewhere: refresh before editing.",
     "需要导入文件的内容:data(base64 编码的文件字节)或 text(文本)。": "the import needs the file's content: data (the file's bytes, base64) or text.",
-    "需要登录:请用 serve 打印的登录地址打开页面,或带上 Bearer 令牌。": "login needed: open the page with the login URL serve printed, or send a Bearer token.",
+    "需要登录:运行 `dsh-memory-mcp web` 取一个登录链接打开页面,或带上 Bearer 令牌。": "login needed: open the page with a login link from `dsh-memory-mcp web`, or send a Bearer token.",
     "预览(尚未写入):将新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}": "preview (nothing written yet): {added} to add, {existing} already there, {bad} lines to skip{refused}",
     # -- store and search: durability, the index cache
     "已写入 {path},但无法将其落盘:{why}。断电时这次修改可能丢失;请检查磁盘。": "{path} was written but cannot be flushed to disk: {why}. A power cut may lose this change; check the disk.",
@@ -541,4 +541,9 @@ EN: dict[str, str] = {
     "端口 {port} 上的服务不是内置嵌入模型(/v1/models 不符);请用 DSH_MEMORY_EMBED_PORT 换一个端口": "the service on port {port} is not the bundled embedding model (/v1/models does not match); choose another port with DSH_MEMORY_EMBED_PORT",
     "向量检索:正在连接/启动内置嵌入模型": "vector search: connecting to / starting the bundled embedding model",
     "vector: 回填向量:已完成 %s 条,还剩 %s 条(%.1f 条/秒)": "vector: backfill: %s records embedded, %s left (%.1f records/s)",
+    # -- one-time login codes
+    "这个登录链接已失效:每个链接只能用一次,10 分钟内有效,serve 重启后也作废。运行 `dsh-memory-mcp web` 取一个新链接,或在下面粘贴令牌登录。": (
+        "this login link no longer works: each link works once, within 10 minutes, and not after serve restarts. "
+        "Run `dsh-memory-mcp web` for a new link, or paste the token below to log in."
+    ),
 }

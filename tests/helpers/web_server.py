@@ -1,11 +1,11 @@
-"""Start a real `dsh-memory-mcp serve` for the web tests, read its login URL, stop it after.
+"""Start a real `dsh-memory-mcp serve` for the web tests, read its login link, stop it after.
 
-`running_web` yields a `WebServer` (base URL, token, the login URL that `serve` printed on stderr,
-store dir). The process is `python -m dsh_memory_mcp serve --port 0` on loopback with the token in
-`DSH_MEMORY_TOKEN`; it is ready once `<store>/serve.json` names its pid and the login line is out.
+`running_web` yields a `WebServer` (base URL, token, the one-time login link that `serve` printed on
+stderr, store dir); `WebServer.login_url()` asks serve for another (a login link works once). The
+process is `python -m dsh_memory_mcp serve --port 0` on loopback with the token in `DSH_MEMORY_TOKEN`; it is ready once `<store>/serve.json` names its pid and the login line is out.
 Stopped with SIGTERM (killed if it hangs) in ``finally``.
 
-`page_login(base, token)` does what the page's script does with the login URL: it exchanges the
+`page_login(base, token)` does what the page's script does with a pasted token: it exchanges the
 token for a page credential (``POST /api/login``) and returns the header to send it in.
 """
 
@@ -29,15 +29,16 @@ from tests.conftest import subprocess_env
 from tests.helpers.reap import stop_process
 
 START_SECONDS = 30
-#: The line `serve` prints once on stderr (cli/serve.py); the token is in the URL's fragment.
-LOGIN_LINE = re.compile(r"\[dsh-memory-mcp\] 网页\S*?(http://\S+/#token=\S+)")
+#: The line `serve` prints once on stderr (cli/serve.py): a one-time login code in the URL's fragment.
+LOGIN_LINE = re.compile(r"\[dsh-memory-mcp\] 网页.*?(http://\S+/#code=\S+)")
 
 
 @dataclass(frozen=True)
 class WebServer:
     base: str
     token: str
-    login_url: str
+    #: The login link serve printed at start (works once).
+    printed_url: str
     store_dir: Path
     stderr: Path
     proc: subprocess.Popen[str]
@@ -48,6 +49,23 @@ class WebServer:
     @property
     def port(self) -> int:
         return int(self.base.rsplit(":", 1)[1])
+
+    def login_url(self) -> str:
+        """A fresh one-time login link, as ``dsh-memory-mcp web`` gets it (``POST /api/login-code``)."""
+        return f"{self.base}/#code={new_code(self.base, self.token)}"
+
+
+def new_code(base: str, token: str) -> str:
+    """A one-time login code from serve, asked for with the token."""
+    r = httpx.post(
+        base + "/api/login-code",
+        content="{}",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    code: str = r.json()["code"]
+    return code
 
 
 def page_login(base: str, token: str) -> dict[str, str]:

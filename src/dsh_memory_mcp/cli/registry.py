@@ -414,6 +414,17 @@ _BUILTIN: tuple[Command, ...] = (
         ),
     ),
     Command(
+        "web",
+        N_("打印网页的一次性登录链接(需要 serve 在运行)"),
+        in_module("dsh_memory_mcp.cli.serve", "login_link"),
+        usage=("web",),
+        details=N_(
+            "向本记忆库正在运行的 serve 要一个一次性登录码,把网页链接(http://127.0.0.1:<端口>/#code=…)打印到 stdout。\n"
+            "链接只能用一次,10 分钟内有效,里面没有令牌;打开后网页登录保持 DSH_MEMORY_WEB_LOGIN_SECS(缺省 7 天)\n"
+            "或到 serve 停止。serve 作为服务运行、看不到它的输出时用它。"
+        ),
+    ),
+    Command(
         "doctor",
         N_("检查安装、配置、记忆库与向量后端"),
         _runner("doctor"),

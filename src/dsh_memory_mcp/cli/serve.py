@@ -1,4 +1,5 @@
-"""`dsh-memory-mcp serve`: flags → settings → `transports.http.serve_http`, with Chinese diagnostics.
+"""`dsh-memory-mcp serve`: flags → settings → `transports.http.serve_http`, with Chinese diagnostics;
+and `dsh-memory-mcp web` (`login_link`): a fresh one-time login link for the running serve's page.
 
 Exit codes: 0 after SIGINT/SIGTERM (the drain), 1 start-up failure (another `serve` owns the store,
 the port is taken, the store is unusable), 2 usage error or an unsafe bind (non-loopback address
@@ -10,16 +11,19 @@ from __future__ import annotations
 import dataclasses
 import errno
 import importlib
-from typing import Any
+import json
+import urllib.error
+import urllib.request
+from typing import Any, TextIO
 
 from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import diagnostics, logs
 from dsh_memory_mcp.cli.messages import N_, t
-from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, EXIT_USAGE, PROG, write_stderr_lines
+from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, EXIT_USAGE, PREFIX, PROG, describe, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Invocation
 from dsh_memory_mcp.cli.runtime import log_settings
 
-__all__ = ["run"]
+__all__ = ["login_link", "run"]
 
 _ADDRESS_ERRORS = {
     errno.EADDRINUSE: N_("端口已被占用"),
@@ -79,8 +83,8 @@ def _run(invocation: Invocation, debug: bool) -> int:
         return EXIT_STARTUP
 
     def announce(login_url: str) -> None:
-        # Straight to stderr, not through the logger: the token must not land in the log file.
-        write_stderr_lines([t("网页(含令牌,勿外传):{url}", url=login_url)])
+        # Straight to stderr, not through the logger: even a one-time code stays out of the log file.
+        write_stderr_lines([t("网页登录链接(只能用一次,10 分钟内有效;新链接:{prog} web):{url}", url=login_url)])
 
     try:
         http.check_bind(serve)
@@ -97,6 +101,44 @@ def _run(invocation: Invocation, debug: bool) -> int:
         return EXIT_OK
     except Exception as exc:
         return _failure(exc, settings, serve, debug)
+    return EXIT_OK
+
+
+def login_link(invocation: Invocation, settings: config.Settings, *, out: TextIO, err: TextIO) -> int:
+    """``dsh-memory-mcp web``: ask this store's running serve (found by its ``serve.json``, with the
+    token in it) for a one-time login code and print the page's link with it on stdout."""
+    from dsh_memory_mcp.transports import relay
+
+    def say(line: str) -> None:
+        err.write(PREFIX + line + "\n")
+
+    found, why = relay.find_serve(settings.store_dir)
+    if found is None:
+        say(t("❌ 没有正在运行的 serve 可以登录({why})", why=why))
+        say(t("⇒ 先启动它:{prog} serve --store-dir {store},或 {prog} setup --serve", store=settings.store_dir))
+        return EXIT_STARTUP
+    base = found.info.url.rsplit("/mcp", 1)[0]
+    request = urllib.request.Request(
+        base + "/api/login-code",
+        data=b"{}",
+        headers={"Authorization": f"Bearer {found.info.token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=10) as response:
+            answer = json.loads(response.read(64 * 1024).decode("utf-8"))
+        code = answer["code"]
+        if not (isinstance(code, str) and code.isascii() and code.isprintable() and 0 < len(code) <= 200):
+            raise ValueError(code)
+        minutes = int(answer["lifetimeSecs"]) // 60
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        problem = f"HTTP {exc.code}" if isinstance(exc, urllib.error.HTTPError) else describe(exc)
+        say(t("❌ serve({url})没有给出登录链接:{problem}", url=base, problem=problem))
+        say(t("⇒ 网页随 serve 一起提供;用与 serve 相同版本的 {prog} 再试,或重启 serve"))
+        return EXIT_STARTUP
+    out.write(f"{base}/#code={code}\n")
+    say(t("只能用一次,{minutes} 分钟内有效;打开它就登录了网页(登录保持到 serve 停止或到期)", minutes=minutes))
     return EXIT_OK
 
 

@@ -720,7 +720,7 @@ def setup_service(
         out.write(t("  ℹ️ serve 已经在运行(pid {pid}):只设为登录时启动,现在不再启动第二个\n", pid=live.pid))
     if _run_commands(install, out):
         return EXIT_FAIL
-    out.write(t("  日志:{logs};网页登录地址也在那里\n", logs=spec.logs))
+    out.write(t("  日志:{logs};网页的登录链接:{prog} web\n", logs=spec.logs))
     return EXIT_OK
 
 

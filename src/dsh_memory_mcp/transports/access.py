@@ -16,6 +16,8 @@
   challenge with no ``resource_metadata``: bearer, no OAuth. `oauth_routes` answers the OAuth
   discovery and registration URLs that OAuth-probing clients (mcp-remote, the Inspector) try next
   with a 404 carrying the same explanation, so their error shows it.
+* `LoginCodes`: one-time login codes for the web page, so the long-lived token never sits in a URL
+  the browser keeps.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ import hashlib
 import ipaddress
 import json
 import math
+import secrets
 import string
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
@@ -39,9 +44,11 @@ from dsh_memory_mcp.texts import msg
 
 __all__ = [
     "CHALLENGE",
+    "LOGIN_CODE_SECS",
     "MIN_TOKEN_BITS",
     "OAUTH_PATHS",
     "UNAUTHORIZED_CODE",
+    "LoginCodes",
     "OwnerBackend",
     "RequireToken",
     "oauth_routes",
@@ -144,6 +151,49 @@ class OwnerBackend(BearerAuthBackend):
         client = conn.scope.get("client")
         owner = f"token:{digest}@{peer_label(tuple(client) if client else None)}"
         return credentials, AuthenticatedUser(user.access_token.model_copy(update={"subject": owner}))
+
+
+# ----------------------------------------------------------------------------------------------
+# One-time login codes
+
+#: How long a login code waits to be used (ten minutes).
+LOGIN_CODE_SECS = 600
+_CODES_WAITING = 64
+
+
+class LoginCodes:
+    """One-time login codes for the web page (``/#code=…``): `serve` prints one at start and mints
+    more for the token holder (``dsh-memory-mcp web``); the page trades one for a page credential.
+    A code works once (spent the first time it is presented), within `LOGIN_CODE_SECS`, and
+    only in the process that minted it. Only a digest of each code is held, at most
+    `_CODES_WAITING` (the oldest give way). `clock` is epoch milliseconds (the service's clock)."""
+
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self.clock = clock
+        self.lifetime_secs = LOGIN_CODE_SECS
+        self._waiting: dict[bytes, int] = {}
+        self._lock = threading.Lock()
+
+    def mint(self) -> str:
+        code = secrets.token_urlsafe(18)
+        with self._lock:
+            now = self.clock()
+            for key in [key for key, expires in self._waiting.items() if expires <= now]:
+                del self._waiting[key]
+            while len(self._waiting) >= _CODES_WAITING:
+                del self._waiting[next(iter(self._waiting))]
+            self._waiting[_digest(code)] = now + self.lifetime_secs * 1000
+        return code
+
+    def redeem(self, code: str) -> bool:
+        """Whether `code` is a waiting, unexpired code; either way it is spent."""
+        with self._lock:
+            expires = self._waiting.pop(_digest(code), None)
+        return expires is not None and expires > self.clock()
+
+
+def _digest(code: str) -> bytes:
+    return hashlib.sha256(code.encode("utf-8", "surrogateescape")).digest()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -42,7 +42,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from types import FrameType
 from typing import Any
-from urllib.parse import quote
 
 import anyio
 import uvicorn
@@ -110,6 +109,8 @@ class PageChecks:
     security: TransportSecurityMiddleware
     settings: ServeSettings
     port: int
+    #: The page's one-time login codes; `serve` prints the first one's link at start.
+    login_codes: access.LoginCodes
 
     async def refused(self, request: Request) -> Response | None:
         """The SDK's Host (421) / Origin (403) refusal for `request`, or None when it may pass."""
@@ -919,7 +920,10 @@ def _serve_service(
         # The page and its API get the SDK's Host/Origin checks with the same settings as /mcp
         # (DNS rebinding → 421 there too) and the same bearer backend.
         checks = PageChecks(
-            TransportSecurityMiddleware(security_settings(serve, port, user_token=user_token)), serve, port
+            TransportSecurityMiddleware(security_settings(serve, port, user_token=user_token)),
+            serve,
+            port,
+            access.LoginCodes(service.clock),
         )
         extra: list[BaseRoute] = []
         for factory in route_factories:
@@ -970,8 +974,8 @@ def _serve_service(
                 serve.session_idle_secs,
             )
             if on_started is not None and extra:
-                # The token travels in the fragment: never sent over the wire, read by the page's script.
-                on_started(f"{base}/#token={quote(token, safe='')}")
+                # A one-time code, never the token: the browser keeps this URL in its history.
+                on_started(f"{base}/#code={checks.login_codes.mint()}")
             server.run(sockets=[sock])  # blocking; uvicorn re-raises a caught signal after it: see _calm_signals
             if server.signalled:
                 log.info("收到退出信号,已停止")

@@ -10,9 +10,12 @@
   paging, facets, per-day activity) is `service.browse`. A tool error comes back as its
   ``{ok, code, message}``.
 
-Login. `serve` prints ``http://127.0.0.1:<port>/#token=…``. The fragment never leaves the browser;
-the page's own script reads it, removes it from the address bar and exchanges the token
-(``POST /api/login`` with ``Authorization: Bearer``) for a *page credential*, which it keeps in
+Login. `serve` prints ``http://127.0.0.1:<port>/#code=…`` and ``dsh-memory-mcp web`` asks it for
+another (``POST /api/login-code`` with the bearer token): a one-time code (`access.LoginCodes`, ten
+minutes), never the token, since the browser keeps the URL in its history. The page's own script
+reads the fragment (which never leaves the browser), removes it from the address bar and trades the
+code (``POST /api/login`` ``{"code": …}``, spent at once) — or a token pasted into the login form
+(``Authorization: Bearer``) — for a *page credential*, which it keeps in
 ``localStorage`` and sends in the ``X-DSH-Page-Credential`` header. Web storage belongs to one
 origin — scheme, host **and port** — so no other port of 127.0.0.1 can read it, unlike a cookie,
 which the browser sends to every port of the host (SameSite does not separate ports). The
@@ -118,19 +121,11 @@ _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _CREDENTIAL_CONTEXT = b"dsh-memory-mcp page credential v1"
 _UNAVAILABLE = re.compile(r"^\s*不可用\((.*)\)(?:,已退化为纯词法检索)?(.*)$", re.S)
 
-_LOGIN_FAILED_PAGE = """<!doctype html>
-<html lang="zh-CN"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>登录链接无效 · dsh-memory-mcp</title><link rel="stylesheet" href="/static/app.css"></head>
-<body><section class="login-needed"><h2>登录链接无效</h2>
-<p>链接里的令牌不对(令牌可能已被 <code>serve --new-token</code> 或 <code>DSH_MEMORY_TOKEN</code> 换掉):
-请用 serve 启动时终端里打印的登录地址,或记忆库目录下 <code>serve.json</code> 中的令牌。</p>
-<p lang="en">The token in this link is wrong (it may have been replaced by <code>serve --new-token</code> or
-<code>DSH_MEMORY_TOKEN</code>): use the login URL serve printed when it started, or the token in
-<code>serve.json</code> in the store directory.</p>
-<p><a href="/">返回 · Back</a></p></section></body></html>
-"""
-
-_LOGIN_NEEDED = msg("需要登录:请用 serve 打印的登录地址打开页面,或带上 Bearer 令牌。")
+_LOGIN_NEEDED = msg("需要登录:运行 `dsh-memory-mcp web` 取一个登录链接打开页面,或带上 Bearer 令牌。")
+_CODE_SPENT = msg(
+    "这个登录链接已失效:每个链接只能用一次,10 分钟内有效,serve 重启后也作废。"
+    "运行 `dsh-memory-mcp web` 取一个新链接,或在下面粘贴令牌登录。"
+)
 
 
 class _HttpError(Exception):
@@ -376,17 +371,8 @@ class _Web:
     # -- the page ----------------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
-        token = request.query_params.get("token")
-        if token is not None:
-            # A login URL of earlier versions (`/?token=…`): hand the token to the page's script in
-            # the fragment, which is the only way the page logs in now.
-            if not hmac.compare_digest(token.encode("utf-8", "replace"), self.token):
-                return _secured(Response(_LOGIN_FAILED_PAGE, status_code=401, media_type="text/html; charset=utf-8"))
-            location = f"/#token={quote(token, safe='')}"
-            response = Response(status_code=303, headers={"Location": location, "Cache-Control": "no-store"})
-        else:
-            response = Response(self.static["index.html"], media_type=_STATIC_TYPES["index.html"])
-            response.headers["Cache-Control"] = "no-store"
+        response = Response(self.static["index.html"], media_type=_STATIC_TYPES["index.html"])
+        response.headers["Cache-Control"] = "no-store"
         for name in request.cookies:
             if name.startswith(LEGACY_COOKIE_PREFIX):
                 response.delete_cookie(name, path="/")
@@ -406,7 +392,16 @@ class _Web:
     # -- login -------------------------------------------------------------------------------
 
     async def login(self, request: Request) -> Response:
-        """Bearer token in, page credential out (the page keeps it in its own origin's storage)."""
+        """A page credential (kept in the page's own origin's storage) for the bearer token, pasted on
+        the login page, or for a one-time login code from a login link (spent at once)."""
+        if not self.checks.authenticated(request):
+            code = (await self.json_body(request, JSON_MAX_BYTES)).get("code")
+            if not isinstance(code, str) or not code:
+                response = _error(401, "UNAUTHORIZED", _LOGIN_NEEDED)
+                response.headers["WWW-Authenticate"] = "Bearer"
+                return response
+            if not self.checks.login_codes.redeem(code):
+                return _error(401, "LOGIN_CODE_INVALID", _CODE_SPENT)
         credential, expires = self.credentials.issue()
         return _json(
             {
@@ -418,6 +413,11 @@ class _Web:
                 "lifetimeSecs": self.credentials.lifetime_ms // 1000,
             }
         )
+
+    async def login_code(self, request: Request) -> Response:
+        """A new one-time login code, for the token holder (``dsh-memory-mcp web`` prints its link)."""
+        codes = self.checks.login_codes
+        return _json({"ok": True, "code": codes.mint(), "lifetimeSecs": codes.lifetime_secs})
 
     async def instance(self, request: Request) -> Response:
         """No login needed: proves to a page holding a credential (its ``c``, without the MAC) that this
@@ -834,7 +834,7 @@ def web_routes(service: MemoryService, token: str, *, checks: PageChecks) -> lis
     """The page, its files and its API, for `serve` to mount next to ``/mcp``.
 
     :param service: the one service `serve` shares with its MCP sessions.
-    :param token: the same token ``/mcp`` requires; the page exchanges it for a page credential.
+    :param token: the same token ``/mcp`` requires; the page exchanges it (or a login code) for a page credential.
     :param checks: `serve`'s SDK checks (Host/Origin, bearer) and settings (`http.PageChecks`).
     """
     web = _Web(service, token, checks)
@@ -842,7 +842,8 @@ def web_routes(service: MemoryService, token: str, *, checks: PageChecks) -> lis
         ("/", web.index, "GET"),
         ("/favicon.ico", web.favicon, "GET"),
         ("/static/{name}", web.static_file, "GET"),
-        ("/api/login", web.api(web.login, writes=True, bearer_only=True), "POST"),
+        ("/api/login", web.api(web.login, writes=True, public=True), "POST"),
+        ("/api/login-code", web.api(web.login_code, writes=True, bearer_only=True), "POST"),
         ("/api/instance", web.api(web.instance, public=True), "GET"),
         ("/api/session", web.api(web.session), "GET"),
         ("/api/version", web.api(web.version), "GET"),

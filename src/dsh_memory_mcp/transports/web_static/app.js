@@ -2,9 +2,10 @@
 // Memory text is untrusted (any agent can write it): it only ever reaches the page through
 // textContent / value / text nodes, never through innerHTML or a URL.
 //
-// Login: serve prints http://127.0.0.1:<port>/#token=…; the fragment never leaves the browser.
-// This script trades the token for a page credential (POST /api/login) and keeps it in
-// localStorage, which belongs to this origin only (scheme, host and port): another port of
+// Login: serve (and `dsh-memory-mcp web`) prints http://127.0.0.1:<port>/#code=…, a one-time code,
+// never the token; the fragment never leaves the browser. This script takes it off the address bar
+// and trades it (or a token pasted into the login form) for a page credential (POST /api/login),
+// kept in localStorage, which belongs to this origin only (scheme, host and port): another port of
 // 127.0.0.1 can neither read it nor receive it, unlike a cookie. Every API call sends it in a
 // header.
 "use strict";
@@ -173,7 +174,7 @@ function applyLanguage() {
       if (text !== undefined) node.setAttribute(name, text);
     }
   }
-  $("login-example").textContent = `${location.origin}/#token=…`;
+  $("login-example").textContent = `${location.origin}/#code=…`;
   fillChoices();
 }
 
@@ -265,39 +266,41 @@ async function sameServer(login) {
 
 class NetworkError extends Error {}
 
-// The token from the login URL's fragment → a page credential in this origin's storage.
+// The one-time code from the login link's fragment → a page credential in this origin's storage.
+// (`#token=` is how earlier versions' links carried the token itself: still taken, and scrubbed too.)
 async function loginFromFragment() {
   const params = new URLSearchParams(location.hash.slice(1));
+  const code = params.get("code");
   const token = params.get("token");
-  if (token === null) return "none";
+  if (code === null && token === null) return { ok: true, none: true };
   // Off the address bar (and out of the history entry) before anything else happens.
   history.replaceState(history.state, "", location.pathname + location.search);
-  return loginWith(token);
+  return code !== null ? loginWith({ code }) : loginWith({ token });
 }
 
-// A token (from the login URL or pasted into the login form) → a page credential in this origin's storage.
-async function loginWith(token) {
+// A login code or a token (from the login link or pasted into the login form) → a page credential
+// in this origin's storage. A refused code comes back with the server's words (how to get a new link).
+async function loginWith({ code, token }) {
+  const headers = { "Content-Type": "application/json", "Accept-Language": state.lang };
+  if (token !== undefined) headers.Authorization = `Bearer ${token}`;
   let res;
+  let body;
   try {
-    res = await fetch("/api/login", {
-      method: "POST",
-      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
-      body: "{}",
-    });
+    res = await fetch("/api/login", { method: "POST", headers, body: JSON.stringify(code === undefined ? {} : { code }) });
+    body = await res.json();
   } catch (err) {
-    return "bad";
+    return { ok: false };
   }
-  if (!res.ok) return "bad";
-  const body = await res.json();
+  if (!res.ok) return { ok: false, message: code === undefined ? undefined : body.message };
   try {
     localStorage.setItem(
       LOGIN_KEY,
       JSON.stringify({ credential: body.credential, header: body.header, expiresAt: body.expiresAt, check: body.check }),
     );
   } catch (err) {
-    return "bad";
+    return { ok: false };
   }
-  return "ok";
+  return { ok: true };
 }
 
 async function api(path, options = {}) {
@@ -361,10 +364,12 @@ async function download(path, fallback) {
   setTimeout(() => URL.revokeObjectURL(url), 60000);
 }
 
-function showLogin(why) {
+function showLogin(why, message) {
   $("app").hidden = true;
   $("login-needed").hidden = false;
-  $("login-bad").hidden = why !== "bad";
+  $("login-refused").hidden = !message;
+  if (message) richText($("login-refused"), message);
+  $("login-bad").hidden = why !== "bad" || Boolean(message);
   $("login-expired").hidden = why !== "expired";
   $("live-status").textContent = t("live.loggedOut");
   document.documentElement.dataset.ready = "login";
@@ -1668,7 +1673,7 @@ function wire() {
     const token = $("login-token").value.trim();
     if (!token) return;
     $("login-token").value = "";
-    if ((await loginWith(token)) === "ok") location.reload();
+    if ((await loginWith({ token })).ok) location.reload();
     else showLogin("bad");
   });
   $("edit-form").addEventListener("submit", saveEdit);
@@ -1742,9 +1747,9 @@ async function start() {
   applyLanguage();
   wire();
   const login = await loginFromFragment();
-  if (login === "bad") {
+  if (!login.ok) {
     dropLogin();
-    showLogin("bad");
+    showLogin("bad", login.message);
     return;
   }
   readUrl();
@@ -1772,14 +1777,14 @@ async function start() {
   }
 }
 
-// A login URL opened in a tab already showing this page changes only the fragment: no new page load.
+// A login link opened in a tab already showing this page changes only the fragment: no new page load.
 window.addEventListener("hashchange", async () => {
-  if (!new URLSearchParams(location.hash.slice(1)).has("token")) return;
   const login = await loginFromFragment();
-  if (login === "ok") location.reload();
+  if (login.none) return;
+  if (login.ok) location.reload();
   else {
     dropLogin();
-    showLogin("bad");
+    showLogin("bad", login.message);
   }
 });
 
