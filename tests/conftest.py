@@ -21,7 +21,8 @@ from dsh_memory_mcp import config
 from dsh_memory_mcp.store.shared import SharedStore
 
 # Under CI a skipped test fails the run unless it is allowed there (tests/helpers/skip_guard.py).
-pytest_plugins = ["tests.helpers.skip_guard"]
+# Children a test leaves running (a timed-out test) are stopped at its end (tests/helpers/reap.py).
+pytest_plugins = ["tests.helpers.skip_guard", "tests.helpers.reap"]
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 
