@@ -7,6 +7,7 @@ Tests never touch a real store: `DSH_MEMORY_STORE_DIR` points at a temp dir and 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +21,19 @@ from dsh_memory_mcp import config
 from dsh_memory_mcp.store.shared import SharedStore
 
 # Under CI a skipped test fails the run unless it is allowed there (tests/helpers/skip_guard.py).
-pytest_plugins = ["tests.helpers.skip_guard"]
+# Children a test leaves running (a timed-out test) are stopped at its end (tests/helpers/reap.py).
+pytest_plugins = ["tests.helpers.skip_guard", "tests.helpers.reap"]
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Children start with the default SIGINT disposition even when the suite itself was started
+    with SIGINT ignored (`nohup … &` from a non-interactive shell): an ignored signal is inherited
+    across exec, a Python handler is not. The server keeps an inherited SIG_IGN on purpose (the
+    parent asked for it); the tests that send SIGINT test a server started the usual way."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -358,7 +358,9 @@ def test_a_started_server_logs_to_a_file_in_the_user_log_dir(sandbox):
 def test_the_log_file_is_created_0600_in_a_0700_dir_even_under_umask_000(sandbox):
     command = [PYTHON, "-m", "dsh_memory_mcp", "--store-dir", str(sandbox.store)]
     env = sandbox.env(broken_sdk=True)
-    result = subprocess.run(command, input="", capture_output=True, text=True, encoding="utf-8", env=env, timeout=RUN_TIMEOUT, umask=0)
+    result = subprocess.run(
+        command, input="", capture_output=True, text=True, encoding="utf-8", env=env, timeout=RUN_TIMEOUT, umask=0
+    )
     assert result.returncode == 1, result.stderr
     [log_file] = sandbox.log_files()
     assert oct(log_file.stat().st_mode & 0o777) == "0o600"
@@ -374,7 +376,9 @@ def test_a_readable_log_file_left_by_an_older_version_is_tightened_and_so_is_its
     old.chmod(0o644)
     command = [PYTHON, "-m", "dsh_memory_mcp", "--store-dir", str(sandbox.store)]
     env = sandbox.env(broken_sdk=True)
-    result = subprocess.run(command, input="", capture_output=True, text=True, encoding="utf-8", env=env, timeout=RUN_TIMEOUT, umask=0)
+    result = subprocess.run(
+        command, input="", capture_output=True, text=True, encoding="utf-8", env=env, timeout=RUN_TIMEOUT, umask=0
+    )
     assert result.returncode == 1, result.stderr
     rotated = log_dir / "dsh-memory-mcp.log.1"
     assert rotated.stat().st_size > 1_000_000  # the old content moved there
@@ -856,6 +860,27 @@ def test_signal_handlers_are_restored_after_an_in_process_run():
     before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
     assert cli.main([], serve=lambda settings: None) == 0
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_an_inherited_sigint_ignore_is_kept_while_serving_and_sigterm_still_stops():
+    # A parent that starts the server with SIGINT ignored (a non-interactive shell's `&`, a host
+    # shielding its children from the terminal's Ctrl+C) asked for it: the server keeps ignoring it.
+    seen: list[object] = []
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        assert (
+            cli.main(
+                [],
+                serve=lambda settings: seen.append((signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))),
+            )
+            == 0
+        )
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    [(sigint, sigterm)] = seen
+    assert sigint is signal.SIG_IGN
+    assert callable(sigterm) and sigterm is not signal.default_int_handler
 
 
 def test_a_store_error_inside_an_exception_group_still_gets_the_store_diagnostic(tmp_path, capsys):
