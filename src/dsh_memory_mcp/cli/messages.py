@@ -243,7 +243,7 @@ EN: dict[str, str] = {
     "按工作区路径指定作用域(等价于 project:<路径>)": "the scope of a workspace path (same as project:<path>)",
     "只看一种:fact / decision / preference / procedure / note / rule": "only one kind: fact / decision / preference / procedure / note / rule",
     "最多显示几条,1~200(缺省 50),最新的在前": "how many to show, 1–200 (default 50), newest first",
-    "只看该客户端写入的(source.client 含此文本,如 claude-code)": "only those a client wrote (source.client contains this text, e.g. claude-code)",
+    "只看该客户端写入的(客户端名,如 claude-code;--client=- 为手工保存的)": "only those a client wrote (its name, e.g. claude-code; --client=- for those saved by hand)",
     "从内容的第几个字符起(缺省 0);一次最多给 20000 个字符,下一段的 --offset 写在输出末尾": (
         "the character of the content to start at (default 0); at most 20000 characters at a time, the next part's"
         " --offset is at the end of the output"
@@ -284,7 +284,6 @@ EN: dict[str, str] = {
     "与 memory_list 工具相同:缺省列出当前项目 + global 的有效记忆(过期/被取代的不显示)。\n": "As the memory_list tool: by default the live memories of the current project + global (expired/superseded ones are not shown).\n",
     'save "内容" [--kind KIND] [--tags a,b] [--scope SCOPE | --path DIR] [--importance X] [--json]': 'save "CONTENT" [--kind KIND] [--tags a,b] [--scope SCOPE | --path DIR] [--importance X] [--json]',
     "save - [--kind KIND] …  < 文件": "save - [--kind KIND] …  < FILE",
-    "search 查询词… [--scope SCOPE | --path DIR] [--top-k N] [--json]": "search WORDS… [--scope SCOPE | --path DIR] [--top-k N] [--json]",
     "(预演:--dry-run,不写任何文件)": " (dry run: --dry-run, nothing written)",
     "{prog} setup --serve:让 serve 在登录时自动启动({kind}){head}\n": "{prog} setup --serve: start serve at login ({kind}){head}\n",
     "  命令:{argv}\n": "  command: {argv}\n",
@@ -729,4 +728,12 @@ EN: dict[str, str] = {
     'save "新内容" --supersedes ID …': 'save "new content" --supersedes ID …',
     "forget --query 文本 [--scope SCOPE | --path DIR] [--dry-run | --yes] [--json]": "forget --query TEXT [--scope SCOPE | --path DIR] [--dry-run | --yes] [--json]",
     'edit ID ["新内容" | -] [--kind KIND] [--tags a,b] [--importance X] [--json]': 'edit ID ["new content" | -] [--kind KIND] [--tags a,b] [--importance X] [--json]',
+    # -- list paging and filters, --long
+    ",从第 {first} 条起": ", from number {first}",
+    ";还有 {rest} 条:--offset {end}": "; {rest} more: --offset {end}",
+    "--since 要写成 YYYY-MM-DD 或天数如 7d(收到 {value!r})": "--since takes YYYY-MM-DD or a number of days like 7d (got {value!r})",
+    "跳过最新的 N 条(翻页:输出末尾写着下一页的 --offset)": "skip the newest N (paging: the header gives the next page's --offset)",
+    "只看这天以来更新的:YYYY-MM-DD(本地日期)或 7d(最近 7 天)": "only those updated since: YYYY-MM-DD (a local date) or 7d (the last 7 days)",
+    "项目写成完整路径(缺省只写文件夹名)": "projects as their whole path (default: their folder's name)",
+    "search 查询词… [--scope SCOPE | --path DIR] [--top-k N] [--long] [--json]": "search QUERY… [--scope SCOPE | --path DIR] [--top-k N] [--long] [--json]",
 }

@@ -8,6 +8,7 @@ structured content is the same for every reader.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,8 @@ class TextStyle:
 
     #: Scores as the page shows them (``[相关度 93%]``, capped at 100%) instead of the raw number.
     percent_scores: bool = False
+    #: Projects named by their folder (``atlas-web``) rather than their whole path.
+    folder_names: bool = False
 
     def score(self, value: float) -> str:
         """A search hit's score at the start of its block."""
@@ -60,7 +63,14 @@ class TextStyle:
 
     def head(self, record: Record) -> str:
         """``(scope/kind)``: what a block about `record` starts with."""
-        return f"({record.scope}{self.scope_separator}{record.kind})"
+        scope = project_name(record.scope) if self.folder_names else record.scope
+        return f"({scope}{self.scope_separator}{record.kind})"
+
+    def label(self, scope: str, current: str | None = None, source: str | None = None) -> str:
+        """`scope_label`, a project by its folder's name when `folder_names`."""
+        if not self.folder_names:
+            return scope_label(scope, current, source)
+        return project_name(scope) + (source_note(source) if source is not None and scope == current else "")
 
 
 #: The tools' own text (MCP, the web page's writes).
@@ -73,6 +83,7 @@ FOR_TERMINAL = TextStyle(
     confirm_hint="同样的命令加 --confirm 再运行一次",
     next_part_hint="下一段:dsh-memory-mcp get {id} --offset {end}",
     percent_scores=True,
+    folder_names=True,
 )
 
 
@@ -111,6 +122,13 @@ def scope_label(scope: str, current: str | None = None, source: str | None = Non
     if current is not None and source is not None and scope == current:
         label += source_note(source)
     return label
+
+
+def project_name(scope: str) -> str:
+    """A scope as a person names it: a project by its folder's name, any other scope by its key."""
+    if scope.startswith("project:"):
+        return os.path.basename(scope[len("project:") :].rstrip("/\\")) or scope
+    return scope
 
 
 def client_of(record: Record) -> str | None:
