@@ -107,3 +107,16 @@ def test_projects_are_shown_by_folder_name_and_by_path_under_long(store: SharedS
         assert f"(project:{project} · decision)" in full.stdout, command
     english = run(project, "list", LANG="en_US.UTF-8", LC_ALL="en_US.UTF-8")
     assert "(atlas-web · decision) uses uv" in english.stdout and str(project) not in english.stdout
+
+
+def test_a_multi_line_memory_is_listed_as_indented_lines_and_english_counts_read_right(
+    store: SharedStore, project: Path, tmp_path: Path
+) -> None:
+    store.save("global", "# Deploy\n- build with make\n  - then push\n\nSee docs.")
+    listed = run(project, "list", "--scope", "global")
+    assert "\n(global · note) # Deploy\n    - build with make\n      - then push\n    See docs.\n" in listed.stdout
+    source = tmp_path / "one-bad.jsonl"
+    source.write_text('{"type":"entity","name":"x","observations":["y"]}\nnot json\n', encoding="utf-8")
+    english = run(project, "import", "--dry-run", str(source), LANG="en_US.UTF-8", LC_ALL="en_US.UTF-8")
+    assert english.returncode == 0, english.stderr
+    assert "1 to skip" in english.stderr and "lines" not in english.stderr.split("preview")[-1]

@@ -234,7 +234,8 @@ def test_a_content_line_that_looks_like_a_block_head_is_printed_as_it_was_writte
     assert lines[3:5] == content.splitlines()
     listed = run(project, "list", "--scope", "global", "--kind", "note").stdout
     assert listed.startswith("共 1 条 note 类记忆(范围:global")
-    assert "\n(global · note) (global/note) 这一行是内容,不是标题 共 3 条note 类记忆也是内容\n" in listed
+    # At a terminal a record's lines stay lines, each after the first indented under the block's head.
+    assert "\n(global · note) (global/note) 这一行是内容,不是标题\n    共 3 条note 类记忆也是内容\n" in listed
 
 
 def test_scopes_named_on_the_command_line_follow_the_tools_rules_and_codes(

@@ -15,7 +15,7 @@ from typing import Any
 
 from dsh_memory_mcp import texts
 from dsh_memory_mcp.cli.output import PROG
-from dsh_memory_mcp.service.render import RESULT_CONTENT_CHARS, fmt_time, project_name, snippet
+from dsh_memory_mcp.service.render import RESULT_CONTENT_CHARS, excerpt, fmt_time, project_name, snippet
 
 __all__ = [
     "SOURCES",
@@ -114,7 +114,7 @@ def list_text(
     if not records:
         return f"No {what}memories (scopes: {labels})"
     blocks = [
-        f"{_head(r, full)} {snippet(str(r.get('content') or ''))}\n{_meta(r, client=clients.get(str(r['id'])))}"
+        f"{_head(r, full)} {excerpt(str(r.get('content') or ''))}\n{_meta(r, client=clients.get(str(r['id'])))}"
         for r in records
     ]
     noun = f"{what}memory" if total == 1 else f"{what}memories"
@@ -133,7 +133,7 @@ def search_text(
     else:
         blocks = [
             f"[relevance {_percent(r.get('score'))}%] {_head(r, full)} "
-            f"{snippet(str(r.get('content') or ''))}\n{_meta(r)}"
+            f"{excerpt(str(r.get('content') or ''))}\n{_meta(r)}"
             for r in records
         ]
         text = (

@@ -16,6 +16,8 @@ from typing import Any
 from dsh_memory_mcp.store.records import Record
 
 SNIPPET_CHARS = 160
+#: The most lines of a record a terminal list or search shows (`excerpt`).
+EXCERPT_LINES = 6
 #: Search and list results carry at most this much of a record's content (`truncated: true`,
 #: `contentChars` = the full length); `memory_get` returns it whole. A 50 MB record written by
 #: another program must not make every search send 50 MB.
@@ -54,6 +56,12 @@ class TextStyle:
     percent_scores: bool = False
     #: Projects named by their folder (``atlas-web``) rather than their whole path.
     folder_names: bool = False
+    #: A record's excerpt keeps its first lines (`excerpt`) instead of one flattened line (`snippet`).
+    multiline: bool = False
+
+    def excerpt(self, content: str) -> str:
+        """What a list or a search shows of a record's content."""
+        return excerpt(content) if self.multiline else snippet(content)
 
     def score(self, value: float) -> str:
         """A search hit's score at the start of its block."""
@@ -84,6 +92,7 @@ FOR_TERMINAL = TextStyle(
     next_part_hint="下一段:dsh-memory-mcp get {id} --offset {end}",
     percent_scores=True,
     folder_names=True,
+    multiline=True,
 )
 
 
@@ -200,6 +209,30 @@ def snippet(content: str) -> str:
     if len(one_line) <= SNIPPET_CHARS and len(head) == len(content):
         return one_line
     return one_line[: SNIPPET_CHARS - 1] + "…"
+
+
+def excerpt(content: str) -> str:
+    """`snippet` for a person: the content's first non-blank lines (markdown stays readable, a list
+    item keeps its indent), at most `EXCERPT_LINES` and `SNIPPET_CHARS` characters, each line after
+    the first indented under the block's head."""
+    head = content[: SNIPPET_CHARS * 8]
+    rows = [(raw[: len(raw) - len(raw.lstrip())][:8], " ".join(raw.split())) for raw in head.splitlines()]
+    rows = [(" " * len(indent), text) for indent, text in rows if text]
+    out: list[str] = []
+    left = SNIPPET_CHARS
+    for n, (indent, text) in enumerate(rows):
+        if n == EXCERPT_LINES or left <= 0:
+            out[-1] += " …"
+            break
+        if len(text) > left:
+            out.append(indent + text[: left - 1] + "…")
+            break
+        out.append(indent + text)
+        left -= len(text)
+    else:
+        if out and len(head) < len(content):
+            out[-1] += "…"
+    return "\n    ".join(out)
 
 
 def meta_line(record: Record, *, full_id: bool = False, client: str | None = None) -> str:

@@ -246,7 +246,7 @@ class MemoryService:
             text = f"没有找到相关记忆(检索范围:{labels})"
         else:
             blocks = [
-                f"{ctx.style.score(hit.score)} {ctx.style.head(hit.record)} {snippet(hit.record.content)}\n"
+                f"{ctx.style.score(hit.score)} {ctx.style.head(hit.record)} {ctx.style.excerpt(hit.record.content)}\n"
                 + meta_line(hit.record)
                 for hit in hits
             ]
@@ -491,7 +491,9 @@ def list_result(
     if not shown:
         text = f"没有{what}记忆(范围:{labels})"
     else:
-        blocks = [f"{ctx.style.head(r)} {snippet(r.content)}\n{meta_line(r, client=client_of(r))}" for r in shown]
+        blocks = [
+            f"{ctx.style.head(r)} {ctx.style.excerpt(r.content)}\n{meta_line(r, client=client_of(r))}" for r in shown
+        ]
         if more is None:
             more = f",仅显示最新 {len(shown)} 条(调大 limit 可看更多)" if total > len(shown) else ""
         text = f"共 {total} 条{what}记忆(范围:{labels};按最近更新排序{more})\n\n" + "\n\n".join(blocks)
