@@ -158,6 +158,10 @@ def test_list_prints_exactly_the_tools_text_and_json_prints_its_structured_conte
         # At a terminal: `(scope · kind)` instead of `(scope/kind)`, a space before the kind in the count.
         human = re.sub(r"^\((.+)/(\w+)\) ", r"(\1 · \2) ", expected.text, flags=re.M)
         human = re.sub(r"条(\w+) 类记忆", r"条 \1 类记忆", human)
+        # Projects by their folder's name (the whole path under --long).
+        human = human.replace(f"(project:{project} · ", f"({project.name} · ").replace(
+            f"{project} [", f"{project.name} ["
+        )
         assert (result.returncode, result.stdout, result.stderr) == (0, human + "\n", ""), argv
         as_json = run(project, "list", *argv, "--json")
         assert as_json.returncode == 0
@@ -166,7 +170,9 @@ def test_list_prints_exactly_the_tools_text_and_json_prints_its_structured_conte
     text = run(project, "list", "--scope", "all").stdout
     assert "the editor theme is light" not in text  # superseded: hidden, like the tool
     assert "\n(global · preference) the editor theme is dark\n" in text
-    assert f"\n(project:{project} · decision) This project uses uv for packaging\n" in text
+    assert f"\n({project.name} · decision) This project uses uv for packaging\n" in text
+    long = run(project, "list", "--scope", "all", "--long").stdout
+    assert f"\n(project:{project} · decision) This project uses uv for packaging\n" in long
     kind = run(project, "list", "--scope", "global", "--kind", "preference").stdout
     assert kind.startswith("共 1 条 preference 类记忆(范围:global")
     none = run(project, "list", "--scope", "global", "--kind", "rule").stdout
@@ -196,7 +202,7 @@ def test_search_finds_with_the_tools_ranking_and_counts_the_hit(store: SharedSto
     result = run(project, "search", "docker", "images", "--top-k", "3")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == f"找到 1 条记忆(检索范围:{project} [来自 DSH_MEMORY_PROJECT], global)"
+    assert lines[0] == f"找到 1 条记忆(检索范围:{project.name} [来自 DSH_MEMORY_PROJECT], global)"
     assert lines[2].endswith("(global · procedure) Docker images are built with buildx")
     # The score as the page shows it: a percentage capped at 100, never a raw number like [1.2000].
     assert re.fullmatch(r"\[相关度 (100|[1-9]?[0-9])%\] \(global · procedure\) .*", lines[2]), lines[2]
@@ -210,7 +216,7 @@ def test_search_finds_with_the_tools_ranking_and_counts_the_hit(store: SharedSto
     nothing = run(project, "search", "kubernetes")
     assert (nothing.returncode, nothing.stdout) == (
         0,
-        f"没有找到相关记忆(检索范围:{project} [来自 DSH_MEMORY_PROJECT], global)\n",
+        f"没有找到相关记忆(检索范围:{project.name} [来自 DSH_MEMORY_PROJECT], global)\n",
     )
 
 
@@ -228,7 +234,8 @@ def test_a_content_line_that_looks_like_a_block_head_is_printed_as_it_was_writte
     assert lines[3:5] == content.splitlines()
     listed = run(project, "list", "--scope", "global", "--kind", "note").stdout
     assert listed.startswith("共 1 条 note 类记忆(范围:global")
-    assert "\n(global · note) (global/note) 这一行是内容,不是标题 共 3 条note 类记忆也是内容\n" in listed
+    # At a terminal a record's lines stay lines, each after the first indented under the block's head.
+    assert "\n(global · note) (global/note) 这一行是内容,不是标题\n    共 3 条note 类记忆也是内容\n" in listed
 
 
 def test_scopes_named_on_the_command_line_follow_the_tools_rules_and_codes(
@@ -266,7 +273,12 @@ def test_get_takes_ids_and_prefixes_as_positionals_and_reports_the_missing(
     result = run(project, "get", ids["old"][:8], ids["uv"], "deadbeef00")
     human = re.sub(r"^\((.+)/(\w+)\) ", r"(\1 · \2) ", expected.text, flags=re.M)
     # One id is missing: what was found is printed, and the exit code says not everything was.
-    assert (result.returncode, result.stdout) == (1, human + "\n")
+    assert (result.returncode, result.stdout) == (
+        1,
+        human.replace(f"(project:{project} · ", f"({project.name} · ") + "\n",
+    )
+    long = run(project, "get", ids["old"][:8], ids["uv"], "deadbeef00", "--long")
+    assert (long.returncode, long.stdout) == (1, human + "\n")
     assert run(project, "get", ids["old"][:8], ids["uv"]).returncode == 0
     assert "(已被取代/过期,检索中不再出现)" in result.stdout
     assert "未找到:deadbeef00" in result.stdout

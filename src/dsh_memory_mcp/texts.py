@@ -499,7 +499,7 @@ EN: dict[str, str] = {
     "内容与已有记忆 {new_id} 相同:旧记录 {short_id} 已并入它,不再出现在检索中": "the same content as memory {new_id}: the old record {short_id} is merged into it and no longer found",
     "内容与已有记忆 {short} 相同,没有重复保存": "the same content as memory {short}: not saved twice",
     "导入只能写入一个作用域。": "an import writes one scope.",
-    "导入完成:已新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}": "imported: {added} added, {existing} already there, {bad} lines skipped{refused}",
+    "导入完成:已新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}": "imported: {added} added, {existing} already there, {bad} skipped{refused}",
     "将恢复 {total} 条被覆盖的记忆": "would restore {total} overwritten memories",
     "已保存 {new_id},但旧记录 {short_id} 已不在(可能刚被别处修改)": "saved {new_id}, but the old record {short_id} is gone (changed elsewhere just now?)",
     "已保存:新记录 {new_id} 取代了旧记录 {short_id}(旧记录仍留在磁盘上)": "saved: the new record {new_id} replaces the old one {short_id} (which stays on disk)",
@@ -517,7 +517,7 @@ EN: dict[str, str] = {
     "这条记忆已被删除或已被别处的修改取代:请刷新后再编辑。": "this memory was forgotten or replaced by a change elsewhere: refresh before editing.",
     "需要导入文件的内容:data(base64 编码的文件字节)或 text(文本)。": "the import needs the file's content: data (the file's bytes, base64) or text.",
     "需要登录:运行 `dsh-memory-mcp web` 取一个登录链接打开页面,或带上 Bearer 令牌。": "login needed: open the page with a login link from `dsh-memory-mcp web`, or send a Bearer token.",
-    "预览(尚未写入):将新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}": "preview (nothing written yet): {added} to add, {existing} already there, {bad} lines to skip{refused}",
+    "预览(尚未写入):将新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}": "preview (nothing written yet): {added} to add, {existing} already there, {bad} to skip{refused}",
     # -- store and search: durability, the index cache
     "已写入 {path},但无法将其落盘:{why}。断电时这次修改可能丢失;请检查磁盘。": "{path} was written but cannot be flushed to disk: {why}. A power cut may lose this change; check the disk.",
     "记忆文件 {path} 无法落盘:{why}。请检查磁盘。": "the memory file {path} cannot be flushed to disk: {why}. Check the disk.",

@@ -42,6 +42,7 @@ from dsh_memory_mcp.store import scopes
 from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
+    from dsh_memory_mcp.service.context import CallContext
     from dsh_memory_mcp.service.tools import MemoryService, ToolResult
 
 __all__ = ["COMMAND_NAMES", "IMPORT_TAG", "Call", "run"]
@@ -184,10 +185,12 @@ def _resolve_scopes(call: Call, service: MemoryService, scope: str | None = None
         return error_result(exc.code, exc.message)
 
 
-def _tool(service: MemoryService, name: str, args: Mapping[str, Any], client: str | None = None) -> ToolResult:
+def _tool(
+    call: Call, service: MemoryService, name: str, args: Mapping[str, Any], client: str | None = None
+) -> ToolResult:
     """`name` called as a person at a terminal calls it: the tools' checks and codes, the text
     rendered for a terminal (`render.FOR_TERMINAL`), the structured content unchanged."""
-    ctx = service.default_context.for_terminal()
+    ctx = _terminal(call, service)
     return service.call(name, args, ctx.with_client(client) if client is not None else ctx)
 
 
@@ -243,22 +246,79 @@ def _tool_args(call: Call, *names: tuple[str, str]) -> dict[str, Any]:
 
 
 def cmd_list(call: Call) -> int:
+    """`memory_list`'s answer over the page's browse (`browse.browse`: the same filters as the page's
+    kind / client / date menus), from ``--offset``; the header says how to get the next page."""
+    from dsh_memory_mcp.service import browse
+    from dsh_memory_mcp.service.render import error_result
+    from dsh_memory_mcp.service.tools import list_result
+    from dsh_memory_mcp.service.validate import LIMIT_DEFAULT, LIMIT_MAX, integer_arg, kind_arg
+
     if _store_missing(call):
         return EXIT_FAIL
     with _service(call, create=False) as service:
-        args = _tool_args(
-            call, ("scope", "scope"), ("path", "path"), ("kind", "kind"), ("limit", "limit"), ("client", "client")
-        )
+        args = _tool_args(call, ("scope", "scope"), ("path", "path"))
         if not _name_scope(call, service, args):
             return EXIT_USAGE
-        result = _tool(service, "memory_list", args)
+        ctx = _terminal(call, service)
+        now = service.clock()
+        since = _since(call, now)
+        if since is False:
+            return EXIT_USAGE
+        try:
+            kind = kind_arg(call.opt("kind"), default=None)
+            limit = integer_arg(
+                call.opt("limit"), name="limit", low=1, high=LIMIT_MAX, default=LIMIT_DEFAULT, code="LIMIT_RANGE"
+            )
+            offset = integer_arg(call.opt("offset"), name="offset", low=0, high=10**9, default=0, code="OFFSET_RANGE")
+            scopes = service.read_scopes(args.get("scope"), args.get("path"), ctx)
+        except DshMemoryError as exc:
+            return _tool_error(call, error_result(exc.code, exc.message))
+        client = (call.opt("client") or "").strip().casefold() or None
+        filters = browse.Filters(kind=kind, client=client, since=since)
+        page = browse.browse(service.store, scopes, filters, offset=offset, limit=limit, now=now)
+        end = offset + len(page.records)
+        more = t(",从第 {first} 条起", first=offset + 1) if offset and page.records else ""
+        if page.total > end:
+            more += t(";还有 {rest} 条:--offset {end}", rest=page.total - end, end=end)
+        result = list_result(page.records, page.total, scopes, kind, ctx, more=more)
         return _show(
             call,
             result,
             lambda: views.list_text(
-                result.structured, kind=call.opt("kind"), clients=_clients(service, result), **_where(service)
+                result.structured,
+                kind=kind,
+                clients=_clients(service, result),
+                more=more,
+                full=call.flag("long"),
+                **_where(service),
             ),
         )
+
+
+def _since(call: Call, now: int) -> int | bool | None:
+    """``--since``: a local date (``2026-07-01``) or days back (``7d``) as ms; None when not given,
+    False after a usage error."""
+    import re
+    import time
+
+    from dsh_memory_mcp.service import browse
+
+    value = call.opt("since")
+    if value is None:
+        return None
+    word = value.strip().lower()
+    if re.fullmatch(r"[0-9]{1,5}d", word):
+        return now - int(word[:-1]) * browse.DAY_MS
+    try:
+        return browse.day_bounds(word, time.localtime(now / 1000).tm_gmtoff // 60)[0]
+    except DshMemoryError:
+        call.usage(t("--since 要写成 YYYY-MM-DD 或天数如 7d(收到 {value!r})", value=value))
+        return False
+
+
+def _terminal(call: Call, service: MemoryService) -> CallContext:
+    """The context a person at a terminal calls the tools with (full project paths under ``--long``)."""
+    return service.default_context.for_terminal(full_paths=call.flag("long"))
 
 
 def cmd_search(call: Call) -> int:
@@ -282,11 +342,15 @@ def cmd_search(call: Call) -> int:
         if not _name_scope(call, service, args):
             return EXIT_USAGE
         args["query"] = " ".join(call.args)
-        result = _tool(service, "memory_search", args)
+        result = _tool(call, service, "memory_search", args)
         from dsh_memory_mcp.service.validate import QUERY_MAX_CHARS
 
         cut = QUERY_MAX_CHARS if len(args["query"].strip()) > QUERY_MAX_CHARS else None
-        return _show(call, result, lambda: views.search_text(result.structured, query_cut=cut, **_where(service)))
+        return _show(
+            call,
+            result,
+            lambda: views.search_text(result.structured, query_cut=cut, full=call.flag("long"), **_where(service)),
+        )
 
 
 def _search_vectors(vector: config.VectorSettings) -> config.VectorSettings | None:
@@ -323,10 +387,12 @@ def cmd_get(call: Call) -> int:
     if _store_missing(call):
         return EXIT_FAIL
     with _service(call, create=False) as service:
-        result = _tool(service, "memory_get", {"ids": list(call.args), **_tool_args(call, ("offset", "offset"))})
+        result = _tool(call, service, "memory_get", {"ids": list(call.args), **_tool_args(call, ("offset", "offset"))})
         from dsh_memory_mcp.service.validate import PREFIX_MIN
 
-        code = _show(call, result, lambda: views.get_text(result.structured, prefix_min=PREFIX_MIN))
+        code = _show(
+            call, result, lambda: views.get_text(result.structured, prefix_min=PREFIX_MIN, full=call.flag("long"))
+        )
         if code == EXIT_OK and call.flag("history") and not call.flag("json"):
             _print_history(call, service, [str(r["id"]) for r in result.structured.get("records") or []])
         # A script asking for ids must be able to tell that one is not there (the text says which).
@@ -336,8 +402,9 @@ def cmd_get(call: Call) -> int:
 def _print_history(call: Call, service: MemoryService, ids: Sequence[str]) -> None:
     """``get --history``: each memory's versions, newest first (`history.versions`)."""
     from dsh_memory_mcp.service import history
-    from dsh_memory_mcp.service.render import client_of, fmt_time, snippet
+    from dsh_memory_mcp.service.render import client_of, fmt_time, project_name, snippet
 
+    scope_name = str if call.flag("long") else project_name
     for ident in ids:
         record = history.find_one(service, ident)
         if record is None:
@@ -350,7 +417,7 @@ def _print_history(call: Call, service: MemoryService, ids: Sequence[str]) -> No
             who = edited.get("client") if isinstance(edited, dict) else client_of(version)
             state = t("已取代") if version.expired_at is not None else t("当前")
             lines.append(
-                f"  {n}. {version.short_id} · {state} · {_short_scope(version.scope)} · {version.kind}"
+                f"  {n}. {version.short_id} · {state} · {scope_name(version.scope)} · {version.kind}"
                 f" · {fmt_time(version.updated_at)} · {who or '-'}\n     {snippet(version.content)}"
             )
         first = chain[-1]
@@ -392,7 +459,7 @@ def cmd_forget(call: Call) -> int:
             if settled is not None:
                 return settled
             args["confirm"] = True
-        result = _tool(service, "memory_forget", args)
+        result = _tool(call, service, "memory_forget", args)
         return _show(call, result, lambda: views.forget_text(result.structured, ident=ident, query=call.opt("query")))
 
 
@@ -488,7 +555,7 @@ def cmd_save(call: Call) -> int:
     with _service(call, create=True, vectors=_search_vectors(call.settings.vector)) as service:
         if service.vectors is not None:  # like a server: the saved record gets its vector
             service.vectors.start()
-        outcome = _save_outcome(call, _tool(service, "memory_save", args, client=CLI_CLIENT), _where(service))
+        outcome = _save_outcome(call, _tool(call, service, "memory_save", args, client=CLI_CLIENT), _where(service))
         if service.vectors is not None:
             service.vectors.wait_saved(SAVE_EMBED_SECONDS)
         return outcome
@@ -571,7 +638,9 @@ def _scope_by_name(call: Call, service: MemoryService, value: str, *, creating: 
         return None
     if creating:
         return value
-    known = ", ".join(_short_scope(s) for s in on_disk) or "-"
+    from dsh_memory_mcp.service.render import project_name
+
+    known = ", ".join(project_name(s) for s in on_disk) or "-"
     call.usage(t("没有叫 {name} 的作用域;现有:{known}", name=word, known=known))
     return None
 
@@ -586,13 +655,6 @@ def _name_scope(call: Call, service: MemoryService, args: dict[str, Any]) -> boo
         return False
     args["scope"] = named
     return True
-
-
-def _short_scope(scope: str) -> str:
-    """A scope as a person names it: a project by its folder's name."""
-    if scope.startswith("project:"):
-        return os.path.basename(scope[len("project:") :].rstrip("/\\")) or scope
-    return scope
 
 
 def _read_stdin_content(max_chars: int) -> str | ToolResult:

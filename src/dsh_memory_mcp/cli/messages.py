@@ -243,7 +243,7 @@ EN: dict[str, str] = {
     "按工作区路径指定作用域(等价于 project:<路径>)": "the scope of a workspace path (same as project:<path>)",
     "只看一种:fact / decision / preference / procedure / note / rule": "only one kind: fact / decision / preference / procedure / note / rule",
     "最多显示几条,1~200(缺省 50),最新的在前": "how many to show, 1–200 (default 50), newest first",
-    "只看该客户端写入的(source.client 含此文本,如 claude-code)": "only those a client wrote (source.client contains this text, e.g. claude-code)",
+    "只看该客户端写入的(客户端名,如 claude-code;--client=- 为手工保存的)": "only those a client wrote (its name, e.g. claude-code; --client=- for those saved by hand)",
     "从内容的第几个字符起(缺省 0);一次最多给 20000 个字符,下一段的 --offset 写在输出末尾": (
         "the character of the content to start at (default 0); at most 20000 characters at a time, the next part's"
         " --offset is at the end of the output"
@@ -284,7 +284,6 @@ EN: dict[str, str] = {
     "与 memory_list 工具相同:缺省列出当前项目 + global 的有效记忆(过期/被取代的不显示)。\n": "As the memory_list tool: by default the live memories of the current project + global (expired/superseded ones are not shown).\n",
     'save "内容" [--kind KIND] [--tags a,b] [--scope SCOPE | --path DIR] [--importance X] [--json]': 'save "CONTENT" [--kind KIND] [--tags a,b] [--scope SCOPE | --path DIR] [--importance X] [--json]',
     "save - [--kind KIND] …  < 文件": "save - [--kind KIND] …  < FILE",
-    "search 查询词… [--scope SCOPE | --path DIR] [--top-k N] [--json]": "search WORDS… [--scope SCOPE | --path DIR] [--top-k N] [--json]",
     "(预演:--dry-run,不写任何文件)": " (dry run: --dry-run, nothing written)",
     "{prog} setup --serve:让 serve 在登录时自动启动({kind}){head}\n": "{prog} setup --serve: start serve at login ({kind}){head}\n",
     "  命令:{argv}\n": "  command: {argv}\n",
@@ -371,7 +370,7 @@ EN: dict[str, str] = {
     "导出完成:{records} 条记录,{scopes} 个作用域": "export done: {records} records, {scopes} scopes",
     "只能导入一个文件(收到 {count} 个);用 - 表示标准输入": "one file at a time (got {count}); - means standard input",
     ",拒绝 {count} 条": ", {count} refused",
-    "导入完成:新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}": "import done: {added} added, {existing} already there, {bad} lines skipped{refused}",
+    "导入完成:新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}": "import done: {added} added, {existing} already there, {bad} skipped{refused}",
     "记忆库:{path}": "store: {path}",
     "合计:{scopes} 个作用域,{records} 条记录(有效 {live},过期 {expired}),损坏行 {corrupt},{size},向量 {vectors} 条": "total: {scopes} scopes, {records} records ({live} live, {expired} expired), {corrupt} corrupt lines, {size}, {vectors} vectors",
     "没有需要恢复的记忆:本服务确认保存过、从未删除或取代的记录都还在文件里。": "nothing to restore: every record this server acknowledged and never removed or superseded is still in its file.",
@@ -383,7 +382,7 @@ EN: dict[str, str] = {
     "❌ {command} 失败:{message}": "❌ {command} failed: {message}",
     "一次只能删除一个 id(收到 {count} 个:{ids})": "one id at a time (got {count}: {ids})",
     "id 给了两次:位置参数 {word} 与 --id {ident},只保留一个": "the id is given twice: {word} and --id {ident}; keep one",
-    "⚠️ {count} 行损坏的行没有导出(仍原样留在记忆库文件里):{lines}": "⚠️ {count} corrupt lines were not exported (they stay as they are in the store files): {lines}",
+    "⚠️ {count} 行损坏的行没有导出(仍原样留在记忆库文件里):{lines}": "⚠️ corrupt lines not exported: {count} (they stay as they are in the store files): {lines}",
     "⚠️ 无法确定作用域的文件没有导出:{path}": "⚠️ a file whose scope cannot be told was not exported: {path}",
     "缺少要导入的文件;用 - 表示标准输入": "no file to import; - means standard input",
     "❌ 无法读取导入文件 {path}:{why}": "❌ cannot read the import file {path}: {why}",
@@ -542,7 +541,7 @@ EN: dict[str, str] = {
     "空闲,没有现成的服务可复用": "free: no running service to reuse",
     "空闲,首次启动时将拉起 llama-server(日志写到存储目录)": "free: the first start will launch llama-server (its log goes to the store directory)",
     "端口 {port}": "port {port}",
-    "结论:{fails} 项有问题(❌),需要先修复{more}": "result: {fails} problems (❌) to fix first{more}",
+    "结论:{fails} 项有问题(❌),需要先修复{more}": "result: {fails} failed (❌), to fix first{more}",
     "结论:一切正常": "result: all good",
     "结论:可以运行;{warns} 项值得注意(⚠️)": "result: ready to run; {warns} worth a look (⚠️)",
     "给当前用户写权限(如 chmod u+w {path}),或用 --store-dir / DSH_MEMORY_STORE_DIR 换一个目录": "give the current user write permission (e.g. chmod u+w {path}), or pick another directory with --store-dir / DSH_MEMORY_STORE_DIR",
@@ -664,7 +663,7 @@ EN: dict[str, str] = {
     "⚠️ 网页模块加载失败(%s),本次只提供 /mcp": "⚠️ the web page module failed to load (%s): only /mcp is served this time",
     # -- import --dry-run
     "只报告会导入什么,不写任何文件": "only report what would be imported; write nothing",
-    "预览(没有写入):将新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}": "preview (nothing written): {added} to add, {existing} already there, {bad} lines to skip{refused}",
+    "预览(没有写入):将新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}": "preview (nothing written): {added} to add, {existing} already there, {bad} to skip{refused}",
     # -- doctor: the scale envelope
     "直连记忆库(每个宿主一个进程);{file} 有约 {count} 条记忆,超过直连适合的 {limit} 条,每个宿主进程都要自己读一遍,较慢": "open the store themselves (one process per host); {file} holds about {count} memories, more than the {limit} a direct process suits: every host's process reads it itself, which is slow",
     "运行 {prog} setup --serve(登录时自动启动)或 {prog} serve,stdio 宿主会自动中继到它": "run {prog} setup --serve (started at login) or {prog} serve: stdio hosts relay to it by themselves",
@@ -745,4 +744,12 @@ EN: dict[str, str] = {
     "只能用一次,{minutes} 分钟内有效;打开它就登录了网页(登录保持到 serve 停止或到期)": "works once, within {minutes} minutes; opening it logs the page in (until serve stops or the login expires)",
     "打印网页的一次性登录链接(需要 serve 在运行)": "print a one-time login link for the web page (serve must be running)",
     "向本记忆库正在运行的 serve 要一个一次性登录码,把网页链接(http://127.0.0.1:<端口>/#code=…)打印到 stdout。\n链接只能用一次,10 分钟内有效,里面没有令牌;打开后网页登录保持 DSH_MEMORY_WEB_LOGIN_SECS(缺省 7 天)\n或到 serve 停止。serve 作为服务运行、看不到它的输出时用它。": "Asks this store's running serve for a one-time login code and prints the page's link\n(http://127.0.0.1:<port>/#code=…) on stdout. The link works once, within 10 minutes, and holds no token; the page's\nlogin then lasts DSH_MEMORY_WEB_LOGIN_SECS (7 days by default) or until serve stops. Use it when serve runs as\na service and its output is out of sight.",
+    # -- list paging and filters, --long
+    ",从第 {first} 条起": ", from number {first}",
+    ";还有 {rest} 条:--offset {end}": "; {rest} more: --offset {end}",
+    "--since 要写成 YYYY-MM-DD 或天数如 7d(收到 {value!r})": "--since takes YYYY-MM-DD or a number of days like 7d (got {value!r})",
+    "跳过最新的 N 条(翻页:输出末尾写着下一页的 --offset)": "skip the newest N (paging: the header gives the next page's --offset)",
+    "只看这天以来更新的:YYYY-MM-DD(本地日期)或 7d(最近 7 天)": "only those updated since: YYYY-MM-DD (a local date) or 7d (the last 7 days)",
+    "项目写成完整路径(缺省只写文件夹名)": "projects as their whole path (default: their folder's name)",
+    "search 查询词… [--scope SCOPE | --path DIR] [--top-k N] [--long] [--json]": "search QUERY… [--scope SCOPE | --path DIR] [--top-k N] [--long] [--json]",
 }

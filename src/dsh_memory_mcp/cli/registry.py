@@ -137,7 +137,9 @@ _SCOPE = Option(
 _PATH = Option(("--path",), "path", True, "DIR", N_("按工作区路径指定作用域(等价于 project:<路径>)"))
 _KIND = Option(("--kind",), "kind", True, "KIND", N_("只看一种:fact / decision / preference / procedure / note / rule"))
 _LIMIT = Option(("--limit",), "limit", True, "N", N_("最多显示几条,1~200(缺省 50),最新的在前"))
-_CLIENT = Option(("--client",), "client", True, "NAME", N_("只看该客户端写入的(source.client 含此文本,如 claude-code)"))
+_CLIENT = Option(
+    ("--client",), "client", True, "NAME", N_("只看该客户端写入的(客户端名,如 claude-code;--client=- 为手工保存的)")
+)
 _TOPK = Option(("--top-k", "--topk"), "top_k", True, "N", N_("最多返回几条,1~20(缺省 5)"))
 _ID = Option(("--id",), "id", True, "ID", N_("要删除的记忆 id(完整 id 或至少 8 位前缀,任意作用域)"))
 _CONFIRM = Option(("--confirm", "--yes"), "confirm", help=N_("--query 匹配超过阈值时确认删除(先不加它看预览)"))
@@ -167,6 +169,9 @@ _DRY_RUN = Option(("--dry-run",), "dry_run", help=N_("只打印将要做的修�
 _SUPERSEDES = Option(
     ("--supersedes",), "supersedes", True, "ID", N_("取代这条记忆(id 或至少 8 位前缀):创建时间、使用次数与来源保留")
 )
+_LIST_OFFSET = Option(("--offset",), "offset", True, "N", N_("跳过最新的 N 条(翻页:输出末尾写着下一页的 --offset)"))
+_SINCE = Option(("--since",), "since", True, "DATE", N_("只看这天以来更新的:YYYY-MM-DD(本地日期)或 7d(最近 7 天)"))
+_LONG = Option(("--long",), "long", help=N_("项目写成完整路径(缺省只写文件夹名)"))
 _HISTORY = Option(("--history",), "history", help=N_("同时列出每条记忆的各个版本(新 → 旧)"))
 _FORGET_DRY_RUN = Option(("--dry-run",), "dry_run", help=N_("只列出 --query 会删除哪些记忆,不删除"))
 _TO = Option(
@@ -204,8 +209,11 @@ _BUILTIN: tuple[Command, ...] = (
         "list",
         N_("列出记忆(最新在前)"),
         _runner("list"),
-        extra_options=(_SCOPE, _PATH, _KIND, _LIMIT, _CLIENT, _JSON),
-        usage=("list [--scope SCOPE | --path DIR] [--kind KIND] [--limit N] [--client NAME] [--json]",),
+        extra_options=(_SCOPE, _PATH, _KIND, _LIMIT, _LIST_OFFSET, _SINCE, _CLIENT, _LONG, _JSON),
+        usage=(
+            "list [--scope SCOPE | --path DIR] [--kind KIND] [--limit N] [--offset N] [--since DATE] [--client NAME]"
+            " [--long] [--json]",
+        ),
         details=(
             N_("与 memory_list 工具相同:缺省列出当前项目 + global 的有效记忆(过期/被取代的不显示)。\n"),
             _SCOPE_NOTE,
@@ -240,8 +248,8 @@ _BUILTIN: tuple[Command, ...] = (
         N_("检索记忆"),
         _runner("search"),
         accepts_args=True,
-        extra_options=(_SCOPE, _PATH, _TOPK, _JSON),
-        usage=(N_("search 查询词… [--scope SCOPE | --path DIR] [--top-k N] [--json]"),),
+        extra_options=(_SCOPE, _PATH, _TOPK, _LONG, _JSON),
+        usage=(N_("search 查询词… [--scope SCOPE | --path DIR] [--top-k N] [--long] [--json]"),),
         details=(
             N_(
                 "与 memory_search 工具相同(多个词用空格连成一句查询)。向量检索只用已在运行的嵌入服务\n"
@@ -256,8 +264,8 @@ _BUILTIN: tuple[Command, ...] = (
         N_("按 id 取完整记忆"),
         _runner("get"),
         accepts_args=True,
-        extra_options=(_OFFSET, _HISTORY, _JSON),
-        usage=("get ID [ID …] [--offset N] [--history] [--json]",),
+        extra_options=(_OFFSET, _HISTORY, _LONG, _JSON),
+        usage=("get ID [ID …] [--offset N] [--history] [--long] [--json]",),
         details=N_("与 memory_get 工具相同:完整 id 或至少 8 位前缀,任意作用域,过期记录也能取到。"),
     ),
     Command(

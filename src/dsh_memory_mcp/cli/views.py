@@ -15,7 +15,7 @@ from typing import Any
 
 from dsh_memory_mcp import texts
 from dsh_memory_mcp.cli.output import PROG
-from dsh_memory_mcp.service.render import RESULT_CONTENT_CHARS, fmt_time, snippet
+from dsh_memory_mcp.service.render import RESULT_CONTENT_CHARS, excerpt, fmt_time, project_name, snippet
 
 __all__ = [
     "SOURCES",
@@ -43,11 +43,18 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
-def _labels(scopes: Sequence[Any], project: str | None, source: str | None) -> str:
+def _name(scope: str, full: bool) -> str:
+    """A project by its folder's name, or under ``--long`` (`full`) its whole path."""
+    if not full:
+        return project_name(scope)
+    return scope[len("project:") :] if scope.startswith("project:") else scope
+
+
+def _labels(scopes: Sequence[Any], project: str | None, source: str | None, full: bool) -> str:
     shown = []
     for scope in scopes:
         key = str(scope)
-        label = key[len("project:") :] if key.startswith("project:") else key
+        label = _name(key, full)
         if key == project and source is not None:
             label += f" [from {SOURCES.get(source, source)}]"
         shown.append(label)
@@ -73,8 +80,9 @@ def _percent(score: Any) -> int:
     return round(min(1.0, max(0.0, float(score or 0))) * 100)
 
 
-def _head(record: Mapping[str, Any]) -> str:
-    return f"({record['scope']} · {record['kind']})"
+def _head(record: Mapping[str, Any], full: bool) -> str:
+    scope = str(record["scope"])
+    return f"({scope if full else project_name(scope)} · {record['kind']})"
 
 
 def _cut_note(records: Sequence[Mapping[str, Any]]) -> str:
@@ -94,17 +102,19 @@ def list_text(
     project: str | None,
     source: str | None,
     clients: Mapping[str, str | None],
+    more: str,
+    full: bool,
 ) -> str:
-    """``memory_list``: the header, then one block per record (newest first), as the tool lists them."""
+    """``memory_list``: the header (`more`: which part of the list this is), then one block per
+    record (newest first), as the tool lists them."""
     records = structured.get("records") or []
     total = int(structured.get("total") or 0)
-    labels = _labels(structured.get("scopes") or [], project, source)
+    labels = _labels(structured.get("scopes") or [], project, source, full)
     what = f"{kind} " if kind else ""
     if not records:
         return f"No {what}memories (scopes: {labels})"
-    more = f", showing the newest {len(records)}: raise --limit for more" if total > len(records) else ""
     blocks = [
-        f"{_head(r)} {snippet(str(r.get('content') or ''))}\n{_meta(r, client=clients.get(str(r['id'])))}"
+        f"{_head(r, full)} {excerpt(str(r.get('content') or ''))}\n{_meta(r, client=clients.get(str(r['id'])))}"
         for r in records
     ]
     noun = f"{what}memory" if total == 1 else f"{what}memories"
@@ -113,16 +123,17 @@ def list_text(
 
 
 def search_text(
-    structured: Mapping[str, Any], *, project: str | None, source: str | None, query_cut: int | None
+    structured: Mapping[str, Any], *, project: str | None, source: str | None, query_cut: int | None, full: bool
 ) -> str:
     """``memory_search``: the hits with their scores, best first, and the notes the tool adds."""
     records = structured.get("records") or []
-    labels = _labels(structured.get("scopes") or [], project, source)
+    labels = _labels(structured.get("scopes") or [], project, source, full)
     if not records:
         text = f"No matching memories (searched: {labels})"
     else:
         blocks = [
-            f"[relevance {_percent(r.get('score'))}%] {_head(r)} {snippet(str(r.get('content') or ''))}\n{_meta(r)}"
+            f"[relevance {_percent(r.get('score'))}%] {_head(r, full)} "
+            f"{excerpt(str(r.get('content') or ''))}\n{_meta(r)}"
             for r in records
         ]
         text = (
@@ -139,12 +150,12 @@ def search_text(
     return text
 
 
-def get_text(structured: Mapping[str, Any], *, prefix_min: int) -> str:
+def get_text(structured: Mapping[str, Any], *, prefix_min: int, full: bool) -> str:
     """``memory_get``: each record whole (or the part asked for), its provenance, then what was not found."""
     blocks = []
     for r in structured.get("records") or []:
         flag = " (superseded/expired: no longer found by search)" if r.get("expiredAt") is not None else ""
-        block = f"{_head(r)} id={r['id']}{flag}\n{r.get('content') or ''}\n{_meta(r)}"
+        block = f"{_head(r, full)} id={r['id']}{flag}\n{r.get('content') or ''}\n{_meta(r)}"
         origin = r.get("source")
         if isinstance(origin, Mapping):
             parts = [str(v) for v in (origin.get("origin"), origin.get("client")) if isinstance(v, str) and v]
@@ -196,7 +207,7 @@ def confirm_text(structured: Mapping[str, Any], *, limit: int) -> str:
         "nothing was forgotten, in case this is a mistake. To forget them all, run the same command again with "
         "--confirm (what matches then is forgotten); to forget only some, forget them by id."
     )
-    blocks = [f"{_head(r)} {snippet(str(r.get('content') or ''))}\n{_meta(r)}" for r in records]
+    blocks = [f"{_head(r, True)} {snippet(str(r.get('content') or ''))}\n{_meta(r)}" for r in records]
     return head + "\n\nWould be forgotten:\n\n" + "\n\n".join(blocks)
 
 

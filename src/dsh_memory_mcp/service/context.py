@@ -47,9 +47,10 @@ class CallContext:
             return None
         return max(0.0, self.deadline - time.monotonic())
 
-    def for_terminal(self) -> CallContext:
-        """This context for a person reading the answer at a terminal (the human CLI)."""
-        return replace(self, style=FOR_TERMINAL)
+    def for_terminal(self, *, full_paths: bool = False) -> CallContext:
+        """This context for a person reading the answer at a terminal (the human CLI); projects by
+        their folder's name unless `full_paths`."""
+        return replace(self, style=replace(FOR_TERMINAL, folder_names=not full_paths))
 
     def with_client(self, client: str | None) -> CallContext:
         return replace(self, client=client)

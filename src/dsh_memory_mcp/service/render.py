@@ -8,6 +8,7 @@ structured content is the same for every reader.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 from dsh_memory_mcp.store.records import Record
 
 SNIPPET_CHARS = 160
+#: The most lines of a record a terminal list or search shows (`excerpt`).
+EXCERPT_LINES = 6
 #: Search and list results carry at most this much of a record's content (`truncated: true`,
 #: `contentChars` = the full length); `memory_get` returns it whole. A 50 MB record written by
 #: another program must not make every search send 50 MB.
@@ -51,6 +54,14 @@ class TextStyle:
 
     #: Scores as the page shows them (``[相关度 93%]``, capped at 100%) instead of the raw number.
     percent_scores: bool = False
+    #: Projects named by their folder (``atlas-web``) rather than their whole path.
+    folder_names: bool = False
+    #: A record's excerpt keeps its first lines (`excerpt`) instead of one flattened line (`snippet`).
+    multiline: bool = False
+
+    def excerpt(self, content: str) -> str:
+        """What a list or a search shows of a record's content."""
+        return excerpt(content) if self.multiline else snippet(content)
 
     def score(self, value: float) -> str:
         """A search hit's score at the start of its block."""
@@ -60,7 +71,14 @@ class TextStyle:
 
     def head(self, record: Record) -> str:
         """``(scope/kind)``: what a block about `record` starts with."""
-        return f"({record.scope}{self.scope_separator}{record.kind})"
+        scope = project_name(record.scope) if self.folder_names else record.scope
+        return f"({scope}{self.scope_separator}{record.kind})"
+
+    def label(self, scope: str, current: str | None = None, source: str | None = None) -> str:
+        """`scope_label`, a project by its folder's name when `folder_names`."""
+        if not self.folder_names:
+            return scope_label(scope, current, source)
+        return project_name(scope) + (source_note(source) if source is not None and scope == current else "")
 
 
 #: The tools' own text (MCP, the web page's writes).
@@ -73,6 +91,8 @@ FOR_TERMINAL = TextStyle(
     confirm_hint="同样的命令加 --confirm 再运行一次",
     next_part_hint="下一段:dsh-memory-mcp get {id} --offset {end}",
     percent_scores=True,
+    folder_names=True,
+    multiline=True,
 )
 
 
@@ -111,6 +131,13 @@ def scope_label(scope: str, current: str | None = None, source: str | None = Non
     if current is not None and source is not None and scope == current:
         label += source_note(source)
     return label
+
+
+def project_name(scope: str) -> str:
+    """A scope as a person names it: a project by its folder's name, any other scope by its key."""
+    if scope.startswith("project:"):
+        return os.path.basename(scope[len("project:") :].rstrip("/\\")) or scope
+    return scope
 
 
 def client_of(record: Record) -> str | None:
@@ -182,6 +209,30 @@ def snippet(content: str) -> str:
     if len(one_line) <= SNIPPET_CHARS and len(head) == len(content):
         return one_line
     return one_line[: SNIPPET_CHARS - 1] + "…"
+
+
+def excerpt(content: str) -> str:
+    """`snippet` for a person: the content's first non-blank lines (markdown stays readable, a list
+    item keeps its indent), at most `EXCERPT_LINES` and `SNIPPET_CHARS` characters, each line after
+    the first indented under the block's head."""
+    head = content[: SNIPPET_CHARS * 8]
+    rows = [(raw[: len(raw) - len(raw.lstrip())][:8], " ".join(raw.split())) for raw in head.splitlines()]
+    rows = [(" " * len(indent), text) for indent, text in rows if text]
+    out: list[str] = []
+    left = SNIPPET_CHARS
+    for n, (indent, text) in enumerate(rows):
+        if n == EXCERPT_LINES or left <= 0:
+            out[-1] += " …"
+            break
+        if len(text) > left:
+            out.append(indent + text[: left - 1] + "…")
+            break
+        out.append(indent + text)
+        left -= len(text)
+    else:
+        if out and len(head) < len(content):
+            out[-1] += "…"
+    return "\n    ".join(out)
 
 
 def meta_line(record: Record, *, full_id: bool = False, client: str | None = None) -> str:

@@ -34,7 +34,6 @@ from dsh_memory_mcp.service.render import (
     meta_line,
     part_note,
     record_dict,
-    scope_label,
     snippet,
     source_line,
     source_note,
@@ -282,7 +281,7 @@ class MemoryService:
             touched.setdefault(hit.scope, []).append(hit.record.id)
         if touched and ctx.record_access:
             self.store.touch(touched)
-        labels = ", ".join(scope_label(s, ctx.project, ctx.project_source) for s in scopes)
+        labels = ", ".join(ctx.style.label(s, ctx.project, ctx.project_source) for s in scopes)
         records = [record_dict(hit.record, score=hit.score, max_chars=RESULT_CONTENT_CHARS) for hit in hits]
         cut_note = truncation_note(sum(1 for r in records if r.get("truncated")))
         if query_cut:
@@ -291,7 +290,7 @@ class MemoryService:
             text = f"没有找到相关记忆(检索范围:{labels})"
         else:
             blocks = [
-                f"{ctx.style.score(hit.score)} {ctx.style.head(hit.record)} {snippet(hit.record.content)}\n"
+                f"{ctx.style.score(hit.score)} {ctx.style.head(hit.record)} {ctx.style.excerpt(hit.record.content)}\n"
                 + meta_line(hit.record)
                 for hit in hits
             ]
@@ -332,28 +331,7 @@ class MemoryService:
                     continue
                 seen.add(rid)
                 found.append(record)
-        total = len(found)
-        shown = newest(found, limit)
-        labels = ", ".join(scope_label(s, ctx.project, ctx.project_source) for s in scopes)
-        what = f"{ctx.style.kind_gap}{kind} 类" if kind else ""
-        if not shown:
-            text = f"没有{what}记忆(范围:{labels})"
-        else:
-            blocks = [f"{ctx.style.head(r)} {snippet(r.content)}\n{meta_line(r, client=client_of(r))}" for r in shown]
-            more = f",仅显示最新 {len(shown)} 条(调大 limit 可看更多)" if total > len(shown) else ""
-            text = f"共 {total} 条{what}记忆(范围:{labels};按最近更新排序{more})\n\n" + "\n\n".join(blocks)
-        listed = [record_dict(r, max_chars=RESULT_CONTENT_CHARS) for r in shown]
-        text += truncation_note(sum(1 for r in listed if r.get("truncated")))
-        return ToolResult(
-            text=text,
-            structured={
-                "ok": True,
-                "count": len(shown),
-                "total": total,
-                "scopes": scopes,
-                "records": listed,
-            },
-        )
+        return list_result(newest(found, limit), len(found), scopes, kind, ctx)
 
     def memory_get(self, args: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         raw = args.get("ids", args.get("id"))
@@ -541,6 +519,32 @@ class MemoryService:
         if not unique:
             return []
         return self.store.delete_ids(list(unique), erased=erased)
+
+
+def list_result(
+    shown: Sequence[Record],
+    total: int,
+    scopes: Sequence[str],
+    kind: str | None,
+    ctx: CallContext,
+    more: str | None = None,
+) -> ToolResult:
+    """`memory_list`'s answer for the records `shown` of `total`; `more` replaces its note on the rest."""
+    labels = ", ".join(ctx.style.label(s, ctx.project, ctx.project_source) for s in scopes)
+    what = f"{ctx.style.kind_gap}{kind} 类" if kind else ""
+    if not shown:
+        text = f"没有{what}记忆(范围:{labels})"
+    else:
+        blocks = [
+            f"{ctx.style.head(r)} {ctx.style.excerpt(r.content)}\n{meta_line(r, client=client_of(r))}" for r in shown
+        ]
+        if more is None:
+            more = f",仅显示最新 {len(shown)} 条(调大 limit 可看更多)" if total > len(shown) else ""
+        text = f"共 {total} 条{what}记忆(范围:{labels};按最近更新排序{more})\n\n" + "\n\n".join(blocks)
+    listed = [record_dict(r, max_chars=RESULT_CONTENT_CHARS) for r in shown]
+    text += truncation_note(sum(1 for r in listed if r.get("truncated")))
+    structured = {"ok": True, "count": len(shown), "total": total, "scopes": list(scopes), "records": listed}
+    return ToolResult(text=text, structured=structured)
 
 
 _UPDATED = operator.attrgetter("updated_at")

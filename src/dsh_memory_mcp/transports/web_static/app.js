@@ -530,7 +530,7 @@ function fillChoices() {
   for (const id of ["edit-kind", "new-kind"]) {
     const select = $(id);
     const keep = select.value;
-    select.replaceChildren(...KINDS.map((k) => el("option", { value: k, text: `${kindLabel(k)}(${k})` })));
+    select.replaceChildren(...KINDS.map((k) => el("option", { value: k, text: kindLabel(k) })));
     if (keep) select.value = keep;
   }
   fillSort();
@@ -1193,7 +1193,7 @@ async function openDetail(id) {
   const r = data.record;
   state.detail = r;
   clearErrors($("edit-form"), "");
-  $("detail-title").textContent = t("edit.title", { id: r.shortId });
+  $("detail-title").textContent = snippet(r.content, 48);
   $("edit-content").value = r.content;
   $("edit-kind").value = r.kind;
   $("edit-tags").value = (r.tags || []).join(", ");
