@@ -80,6 +80,7 @@ MODULES: dict[str, str] = {
     "service.health": "store numbers for people; store_version from file identities",
     "service.browse": "browsing for people: filters, sorts, paging, facets, per-day activity",
     "service.history": "a memory's versions; edit, restore and move as a supersede that keeps its history",
+    "service.duplicates": "near-duplicate groups of a scope (token Jaccard, prefix filter); keep one, supersede the rest",
     "transports.mcp_server": "the SDK server: tools, prompts, resources on the lowlevel Server, both eras, stdio run",
     "transports.sdk_private": "every private SDK name still used (session lifecycle hooks), tested one by one",
     "transports.stdio_guard": "our stdio transport: an answer for every input line, output that cannot crash",
@@ -211,7 +212,9 @@ def test_importing_the_tools_layer_with_vectors_off_loads_neither_sdk_nor_numpy_
         "import sys, dsh_memory_mcp.service.tools, dsh_memory_mcp.store.shared, dsh_memory_mcp.cli.main;"
         "print(sorted(m for m in ('mcp','numpy','httpx','pydantic') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -221,7 +224,9 @@ def test_the_relay_loads_neither_the_sdk_nor_numpy_nor_the_store():
         "import sys, dsh_memory_mcp.transports.relay;"
         "print(sorted(m for m in ('mcp','numpy','httpx','pydantic','dsh_memory_mcp.store.shared') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8", env=subprocess_env(), timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
