@@ -81,6 +81,7 @@ MODULES: dict[str, str] = {
     "service.health": "store numbers for people; store_version from file identities",
     "service.browse": "browsing for people: filters, sorts, paging, facets, per-day activity",
     "service.history": "a memory's versions; edit, restore and move as a supersede that keeps its history",
+    "service.duplicates": "near-duplicate groups of a scope (token Jaccard, prefix filter); keep one, supersede the rest",
     "transports.mcp_server": "the SDK server: tools, prompts, resources on the lowlevel Server, both eras, stdio run",
     "transports.sdk_private": "every private SDK name still used (session lifecycle hooks), tested one by one",
     "transports.stdio_guard": "our stdio transport: an answer for every input line, output that cannot crash",

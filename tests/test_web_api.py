@@ -49,6 +49,7 @@ READS = [
     "/api/search?q=x",
     "/api/export",
     "/api/activity",
+    "/api/duplicates",
 ]
 WRITES = [
     "/api/forget",
@@ -56,6 +57,7 @@ WRITES = [
     "/api/memories",
     "/api/memories/00000000/edit",
     "/api/recover",
+    "/api/duplicates/keep",
     "/api/login-code",
 ]
 DAY = 86_400_000
@@ -587,6 +589,44 @@ def test_editing_a_memory_that_is_gone_is_a_409_not_a_new_memory(server: WebServ
     r = post(client, f"/api/memories/{old}/edit", {"content": "复活?", "kind": "note", "tags": []})
     assert r.status_code == 409 and r.json()["code"] == "GONE"
     assert (server.store_dir / "global.jsonl").read_bytes() == before
+
+
+def test_duplicates_lists_the_near_identical_groups_and_keep_replaces_the_others_through_a_supersede(
+    server: WebServer, client: httpx.Client
+):
+    scope = "web-api-dups"
+    kept = saved(server, scope, "Deploys go out on Tuesdays after the standup meeting")
+    other = saved(server, scope, "deploys go out on tuesdays, after the standup meeting!")
+    loner = saved(server, scope, "部署在每周二站会之后进行")  # the same fact in Chinese: not grouped lexically
+    r = client.get("/api/duplicates", params={"scope": scope})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["total"] == 1
+    [group] = body["groups"]
+    assert group["scope"] == scope and {c["id"] for c in group["records"]} == {kept, other}
+    assert all("createdAt" in c and "accessCount" in c and c["client"]["key"] for c in group["records"])
+    # Keeping one with another scope's id, itself, or a bad body: refused, nothing written.
+    elsewhere = saved(server, "global", "Deploys go out on Tuesdays after the standup meeting")
+    before = store_bytes(server)
+    for payload, status, code in [
+        ({"keep": kept, "replace": [elsewhere]}, 400, "IDS_INVALID"),
+        ({"keep": kept, "replace": [kept]}, 400, "IDS_INVALID"),
+        ({"keep": kept, "replace": "nope"}, 400, "IDS_EMPTY"),
+        ({"keep": kept, "replace": ["0000000000"]}, 409, "GONE"),
+    ]:
+        refused = post(client, "/api/duplicates/keep", payload)
+        assert (refused.status_code, refused.json()["code"]) == (status, code), payload
+    assert store_bytes(server) == before
+    r = post(client, "/api/duplicates/keep", {"keep": kept, "replace": [other]})
+    assert r.status_code == 200, r.text
+    new = r.json()["id"]
+    assert r.json()["replaced"] == [other] and "取代" in r.json()["message"]
+    records = on_disk(server, scope)
+    assert (records[new]["supersedes"], records[new]["merged"]) == (kept, [other])
+    assert "expiredAt" in records[kept] and "expiredAt" in records[other] and "expiredAt" not in records[loner]
+    assert client.get("/api/duplicates", params={"scope": scope}).json()["groups"] == []
+    versions = client.get(f"/api/memories/{new}/versions").json()["versions"]
+    assert [v["id"] for v in versions] == [new, other, kept]
 
 
 def test_a_search_from_the_page_finds_chinese_and_does_not_count_as_an_access(tmp_path: Path):

@@ -1350,3 +1350,51 @@ def test_the_login_page_takes_a_pasted_token(browser: Any, server: WebServer, sh
         assert urls and not [url for url in urls if server.token in url]
     finally:
         ctx.close()
+
+
+def test_the_duplicates_view_keeps_one_replaces_the_others_and_the_versions_view_restores_one(
+    page: Any, server: WebServer, shots: Path
+):
+    scope = "web-browser-dups"
+    created = int(time.time() * 1000) - 9 * DAY
+    kept = new_record(
+        scope=scope,
+        content="发布前先跑 pnpm test 和 pnpm lint,两者都通过才能合并",
+        source={"origin": "explicit", "client": "claude-code/2.1"},
+        now=created,
+    ).with_changes(accessCount=5)
+    inserted(server, scope, [kept])
+    other = saved(
+        server, scope, "发布前先跑 pnpm test 和 pnpm lint,两者都通过才能合并。", source={"client": "codex/0.9"}
+    )
+    english = saved(server, scope, "Before a release run pnpm test and pnpm lint; merge only when both pass")
+    unrelated = saved(server, scope, "数据库备份每天凌晨三点自动运行")
+    fresh(page)
+    open_scope(page, scope)
+    page.click("#dups-open")
+    page.wait_for_selector("#dups-dialog[open] .dup-group")
+    groups = page.locator("#dup-groups > li.dup-group")
+    assert groups.count() == 1
+    ids = {li.get_attribute("data-id") for li in groups.first.locator("li.dup").all()}
+    assert ids == {kept.id, other}  # the English paraphrase and the unrelated one are not in it
+    row = page.locator(f'li.dup[data-id="{kept.id}"]').inner_text()
+    assert time.strftime("%Y-%m-%d", time.localtime(created / 1000)) in row and "5" in row and "claude-code" in row
+    page.screenshot(path=str(shots / "duplicates.png"))
+    page.click(f'li.dup[data-id="{kept.id}"] [data-role=keep]')
+    page.wait_for_function("() => document.querySelectorAll('#dup-groups li').length === 0")
+    assert "没有内容几乎相同的记忆" in page.inner_text("#dups-text")
+    records = on_disk(server, scope)
+    [new] = [r for r in records.values() if r.get("supersedes") == kept.id]
+    assert new["merged"] == [other] and new["createdAt"] == created and new["accessCount"] == 5
+    assert records[kept.id].get("expiredAt") is not None and records[other].get("expiredAt") is not None
+    assert records[english].get("expiredAt") is None and records[unrelated].get("expiredAt") is None
+    page.click("#dups-close")
+    # The kept memory's history shows the replaced one; restoring it brings its text back.
+    card(page, new["id"]).locator("[data-role=open]").click()
+    page.wait_for_selector(f'#version-list li[data-version="{other}"]')
+    page.click(f'#version-list li[data-version="{other}"] [data-role=restore]')
+    page.wait_for_selector("#toast:has-text('取代')")
+    now = int(time.time() * 1000)
+    live = [r for r in on_disk(server, scope).values() if r.get("expiredAt") is None or r["expiredAt"] > now]
+    assert "发布前先跑 pnpm test 和 pnpm lint,两者都通过才能合并。" in {r["content"] for r in live}
+    assert not page.errors

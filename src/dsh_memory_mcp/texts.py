@@ -546,4 +546,9 @@ EN: dict[str, str] = {
         "this login link no longer works: each link works once, within 10 minutes, and not after serve restarts. "
         "Run `dsh-memory-mcp web` for a new link, or paste the token below to log in."
     ),
+    # -- duplicates: keep one of a group
+    "这组记忆已有变化(被删除或修改):请刷新后再选。": "this group has changed (a memory was deleted or edited): refresh and choose again.",
+    "要替换的记忆必须是同一作用域里的其它记忆。": "the memories to replace must be other memories of the same scope.",
+    "已保留 {short}:新版本 {new_id} 取代了另外 {count} 条(它们留在磁盘上,可在这条记忆的历史里恢复)": "kept {short}: its new version {new_id} replaces {count} others (they stay on disk; restore one from this memory's history)",
+    "keep 必须是一个 id,replace 必须是 id 数组。": "keep must be an id and replace an array of ids.",
 }

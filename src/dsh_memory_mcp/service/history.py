@@ -39,11 +39,19 @@ def find_one(service: MemoryService, ident: str) -> Record | None:
 
 
 def versions(service: MemoryService, record: Record) -> list[Record]:
-    """`record` then the versions it replaced, newest first (``supersedes`` walked back)."""
+    """`record` then the versions it replaced, newest first (``supersedes`` walked back); after a
+    version that kept one of a group of near-duplicates, the others it replaced (its ``merged``)."""
     out = [record]
     seen = {record.id}
+    head = record
     while len(out) < VERSIONS_MAX:
-        data = out[-1].data
+        data = head.data
+        merged = data.get("merged")
+        for other in merged if isinstance(merged, list) else ():
+            hits = service.store.find([other]).get(other, []) if isinstance(other, str) else []
+            if hits and hits[0].id not in seen:
+                seen.add(hits[0].id)
+                out.append(hits[0])
         prior = data.get("supersedes")
         if not isinstance(prior, str) or not prior or prior in seen:
             break
@@ -51,7 +59,8 @@ def versions(service: MemoryService, record: Record) -> list[Record]:
         if not hits:
             break
         seen.add(hits[0].id)
-        out.append(hits[0])
+        head = hits[0]
+        out.append(head)
     return out
 
 

@@ -447,6 +447,7 @@ def new_record(
     now: int | None = None,
     record_id: str | None = None,
     prior: Record | None = None,
+    merged: Sequence[str] = (),
 ) -> Record:
     """A fresh record with the keys in the order the store format gives (docs/design.md).
 
@@ -454,6 +455,7 @@ def new_record(
     goes on in the new record — its ``createdAt``, ``lastAccessedAt``, ``accessCount`` and original
     ``source`` — and who made this version goes into an optional ``editedBy`` after ``supersedes``
     (the format's rule for added fields, so the DSH plugin keeps reading and rewriting it).
+    `merged`: the ids of near-duplicates this record also replaced, in an optional ``merged`` last.
     """
     ts = now_ms() if now is None else now
     edit_source = dict(source) if source is not None else {"origin": "explicit"}
@@ -482,6 +484,8 @@ def new_record(
         data["supersedes"] = supersedes
     if prior is not None:
         data["editedBy"] = edit_source
+    if merged:
+        data["merged"] = list(merged)
     return Record(data, dump_line(data))
 
 

@@ -760,6 +760,7 @@ class SharedStore:
         importance: float | None = None,
         supersedes: str | None = None,
         source: Mapping[str, Any] | None = None,
+        merges: Sequence[str] = (),
     ) -> SaveResult:
         """Append a record to `scope`, unless a live record there has the same content.
 
@@ -771,8 +772,10 @@ class SharedStore:
         set to now - 1 ms (readers hide ``expiredAt < now``, so it is hidden at once, even within
         the same millisecond) and ``updatedAt`` to now — also when the save is deduped, since hiding the old record
         is what the caller asked for — in the same transaction when it is in this scope, else in
-        a second one afterwards (never two scope locks at once). Arguments are not validated
-        here; the tools layer does that.
+        a second one afterwards (never two scope locks at once). `merges`: more live records of
+        `scope` the new record replaces (keeping one of a group of near-duplicates), hidden the
+        same way in the same transaction and named in its ``merged`` field. Arguments are not
+        validated here; the tools layer does that.
         """
         target: tuple[str, Record] | None = None
         if supersedes:
@@ -795,7 +798,7 @@ class SharedStore:
             now = self._clock()
             # The record being superseded is no duplicate of its replacement: same content with
             # other tags, kind or importance is an edit (a new record), not a no-op.
-            existing = snapshots.find_live_content(snap, wanted, now, exclude=target_id)
+            existing = snapshots.find_live_content(snap, wanted, now, exclude={target_id, *merges})
             superseded: Record | None = None
             lines: list[Line] | None = None
             expired.clear()
@@ -806,6 +809,13 @@ class SharedStore:
                 prior = superseded or prior
             if existing is not None:
                 return lines, SaveResult(existing, True, superseded)
+            merged: list[str] = []
+            for i, line in enumerate(lines if lines is not None else snap.lines):
+                if isinstance(line, Record) and line.id in merges and not line.is_expired(now):
+                    lines = lines if lines is not None else list(snap.lines)
+                    lines[i] = line.with_changes(expiredAt=now - 1, updatedAt=now)
+                    merged.append(line.id)
+            expired.extend(merged)
             record = records.new_record(
                 scope=scope,
                 content=content,
@@ -816,6 +826,7 @@ class SharedStore:
                 source=source,
                 now=now,
                 prior=prior,
+                merged=merged,
             )
             if lines is None:  # nothing else changes in the file: one line at the end, no rewrite
                 return Append((record,)), SaveResult(record, False, superseded)

@@ -18,7 +18,7 @@ import threading
 import time
 from array import array
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -256,13 +256,15 @@ def content_index(snap: ScopeSnapshot) -> ContentIndex:
     return index
 
 
-def find_live_content(snap: ScopeSnapshot, content: str, now: int, *, exclude: str | None = None) -> Record | None:
+def find_live_content(
+    snap: ScopeSnapshot, content: str, now: int, *, exclude: Container[str | None] = ()
+) -> Record | None:
     """The first non-expired record whose stripped content is `content` (stripped), or None.
 
-    :param exclude: an id that does not count (the record a save supersedes).
+    :param exclude: ids that do not count (the records a save supersedes).
     """
     return next(
-        (r for r in content_index(snap).get(content.strip()) if not r.is_expired(now) and r.id != exclude), None
+        (r for r in content_index(snap).get(content.strip()) if not r.is_expired(now) and r.id not in exclude), None
     )
 
 

@@ -56,7 +56,7 @@ from starlette.routing import BaseRoute, Route
 
 from dsh_memory_mcp import __version__
 from dsh_memory_mcp.errors import DshMemoryError
-from dsh_memory_mcp.service import browse, health, history, transfer
+from dsh_memory_mcp.service import browse, duplicates, health, history, transfer
 from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.render import ToolResult
 from dsh_memory_mcp.service.tools import MemoryService
@@ -114,6 +114,7 @@ _STATIC_TYPES = {
 _PAGE_LIMIT_MAX = 500
 _FORGET_MAX = 500
 _RECOVER_SHOWN = 200
+_GROUPS_SHOWN = 200
 # Tool codes that are the caller's mistake (400); the store being busy is 503; the rest 500.
 _BUSY_CODES = {"LOCK_TIMEOUT", "BUSY", "DEADLINE"}
 _SERVER_CODES = {"STORE_ERROR", "TOOL_ERROR", "INTERNAL_ERROR", "LOCK_RECURSION"}
@@ -708,6 +709,36 @@ class _Web:
 
         return await run_in_threadpool(work)
 
+    async def duplicates(self, request: Request) -> Response:
+        """The near-duplicate groups (`duplicates.groups`) of each scope of the page's choice."""
+        scope = request.query_params.get("scope")
+
+        def work() -> Response:
+            rows = [
+                {"scope": key, "records": [browse.card(r) for r in group]}
+                for key in self.scopes_of(scope)
+                for group in duplicates.groups(self.service, key)
+            ]
+            return _json({"ok": True, "total": len(rows), "groups": rows[:_GROUPS_SHOWN]})
+
+        return await run_in_threadpool(work)
+
+    async def keep(self, request: Request) -> Response:
+        """ "Keep this one, replace the others" (`duplicates.keep`): ``keep`` an id, ``replace`` ids."""
+        body = await self.json_body(request, JSON_MAX_BYTES)
+        kept, replace = body.get("keep"), body.get("replace")
+        if not isinstance(kept, str) or not isinstance(replace, list) or not all(isinstance(i, str) for i in replace):
+            return _error(400, "IDS_EMPTY", msg("keep 必须是一个 id,replace 必须是 id 数组。"))
+
+        def work() -> Response:
+            _found, result = duplicates.keep(self.service, kept, replace, self.context())
+            if result.is_error:
+                code = str(result.structured.get("code"))
+                return _json(result.structured, 409 if code == "GONE" else _status_of(code))
+            return _json({**result.structured, "message": result.text})
+
+        return await run_in_threadpool(work)
+
     async def forget(self, request: Request) -> Response:
         body = await self.json_body(request, JSON_MAX_BYTES)
         ids = body.get("ids")
@@ -857,6 +888,8 @@ def web_routes(service: MemoryService, token: str, *, checks: PageChecks) -> lis
         ("/api/memories/{ident}/edit", web.api(web.edit, writes=True), "POST"),
         ("/api/memories/{ident}/versions", web.api(web.versions), "GET"),
         ("/api/forget", web.api(web.forget, writes=True), "POST"),
+        ("/api/duplicates", web.api(web.duplicates), "GET"),
+        ("/api/duplicates/keep", web.api(web.keep, writes=True), "POST"),
         ("/api/recover", web.api(web.recover, writes=True), "POST"),
         ("/api/import", web.api(web.import_, writes=True), "POST"),
     ]

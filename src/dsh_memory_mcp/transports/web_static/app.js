@@ -1295,6 +1295,71 @@ async function saveEdit(ev) {
   }
 }
 
+// -- duplicates -----------------------------------------------------------------------------------
+
+// The near-duplicate groups of the chosen scope (each scope of "all"); keeping one is a new version
+// of it that hides the others, which its "earlier versions" can bring back.
+async function openDuplicates() {
+  const where = state.scope === "all" ? t("scope.all") : scopeInfo(state.scope).name;
+  const data = await api(`/api/duplicates?scope=${encodeURIComponent(state.scope === "all" ? "" : state.scope)}`);
+  if (!data.ok) {
+    toast(data.message || t("dups.error"), true);
+    return;
+  }
+  $("dups-text").textContent = data.total ? t("dups.found", { scope: where, n: data.total }) : t("dups.none", { scope: where });
+  $("dup-groups").replaceChildren(
+    ...data.groups.map((group, n) =>
+      el(
+        "li",
+        { class: "dup-group" },
+        el("h3", {
+          text: t("dups.group", { n: n + 1, count: group.records.length }) + (state.scope === "all" ? ` · ${scopeInfo(group.scope).name}` : ""),
+        }),
+        el(
+          "ul",
+          {},
+          ...group.records.map((r) =>
+            el(
+              "li",
+              { class: "dup", "data-id": r.id },
+              el("p", { class: "content", text: r.content.split("\n").slice(0, 3).join("\n") }),
+              el(
+                "p",
+                { class: "meta" },
+                el("span", {
+                  text: t("dups.meta", {
+                    created: fmtTime(r.createdAt),
+                    count: r.accessCount || 0,
+                    source: clientLabel(r.client.key, r.client.name),
+                    id: r.shortId,
+                  }),
+                }),
+                el("button", {
+                  type: "button",
+                  class: "small",
+                  "data-role": "keep",
+                  text: t("dups.keep"),
+                  onclick: () => keepDuplicate(r.id, group.records.filter((o) => o.id !== r.id).map((o) => o.id)),
+                }),
+              ),
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+  const dialog = $("dups-dialog");
+  if (!dialog.open) dialog.showModal();
+}
+
+async function keepDuplicate(keep, replace) {
+  const data = await api("/api/duplicates/keep", { method: "POST", body: { keep, replace } });
+  toast(data.message || t("error.save"), !data.ok);
+  if (!data.ok) return;
+  await refreshAll();
+  await openDuplicates();
+}
+
 // -- new memory ---------------------------------------------------------------------------------
 
 function openNew() {
@@ -1692,6 +1757,8 @@ function wire() {
     $("confirm-dialog").close();
   });
   $("confirm-ok").addEventListener("click", doForget);
+  $("dups-open").addEventListener("click", openDuplicates);
+  $("dups-close").addEventListener("click", () => $("dups-dialog").close());
   $("recover-cancel").addEventListener("click", () => $("recover-dialog").close());
   $("recover-ok").addEventListener("click", doRecover);
   $("export-link").addEventListener("click", () => {
