@@ -32,6 +32,7 @@ def run(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess[st
         [PYTHON, "-m", "dsh_memory_mcp", *args],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         env=subprocess_env(DSH_MEMORY_PROJECT=str(project), **env),
         cwd=str(project),
         timeout=TIMEOUT,

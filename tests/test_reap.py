@@ -37,7 +37,7 @@ import subprocess, sys, time
 
 def test_times_out():
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], stdout=subprocess.PIPE)
-    with open({pid_file!r}, "w") as f:
+    with open({pid_file!r}, "w", encoding="ascii") as f:
         f.write(str(proc.pid))
     time.sleep(300)
 """
@@ -79,6 +79,7 @@ def test_a_test_failed_by_pytest_timeout_leaves_no_process(tmp_path):
         env=env,
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=120,
     )
     pid = int(pid_file.read_text(encoding="ascii"))
