@@ -57,8 +57,10 @@ EXIT_USAGE = 2
 #: Tag on every memory made from the reference memory server's knowledge graph.
 IMPORT_TAG = transfer.IMPORT_TAG
 PROGRESS_WIDTH = 30
-#: How long `search` lets an already-answering backend get ready (health, model, one probe).
-SEARCH_BRING_UP_SECONDS = 1.0
+#: How long `search` lets the backend get ready (health, model, one probe) and then embed its query:
+#: one person waiting for one answer; past these it answers lexically and says so.
+SEARCH_BRING_UP_SECONDS = 3.0
+SEARCH_QUERY_SECONDS = 2.0
 #: How long `search` gives a configured backend to answer /health before going lexical.
 SEARCH_HEALTH_SECONDS = 0.3
 #: How long `save` waits for its record's vector (bring-up included: the bundled model loads in ~3 s).
@@ -337,6 +339,7 @@ def cmd_search(call: Call) -> int:
     with _service(call, create=False, vectors=_search_vectors(call.settings.vector)) as service:
         if service.vectors is not None:
             service.vectors.start()
+            service.vectors.set_query_budget(SEARCH_QUERY_SECONDS)
             service.vectors.wait_ready(SEARCH_BRING_UP_SECONDS)
         args = _tool_args(call, ("scope", "scope"), ("path", "path"), ("top_k", "topK"))
         if not _name_scope(call, service, args):

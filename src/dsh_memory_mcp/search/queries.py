@@ -127,12 +127,12 @@ class QueryEmbedder:
         self.hits = 0
 
     def budget(self) -> float:
-        """How long a search waits now: 1.5 × the recent median, within [base budget, `MAX_BUDGET`]."""
+        """How long a search waits now: 1.5 × the recent median up to `MAX_BUDGET`, never below the base budget."""
         with self._lock:
             recent = list(self._recent)
         if not recent:
             return self.base_budget
-        return min(MAX_BUDGET, max(self.base_budget, 1.5 * statistics.median(recent)))
+        return max(self.base_budget, min(MAX_BUDGET, 1.5 * statistics.median(recent)))
 
     def start(self, query: str, space: Hashable, *, budget: float | None = None) -> PendingQuery:
         """Begin embedding `query` for vectors of `space` (the sidecar header); never blocks."""

@@ -249,6 +249,11 @@ class VectorChannel:
         """Records embedded by the backfill since start."""
         return self._backfill.backfilled
 
+    def set_query_budget(self, seconds: float) -> None:
+        """The least a search waits for its query embedding: a person at the CLI, who asked once and
+        waits for this one answer, gets more than a host's turn (`QUERY_BUDGET`)."""
+        self._queries.base_budget = seconds
+
     def wait_ready(self, timeout: float) -> bool:
         """Block until the backend is ready (for diagnostics and tests)."""
         return self._active and self._backend.ready.wait(timeout)
