@@ -124,6 +124,10 @@ def test_colour_on_a_terminal_and_none_under_no_color_or_in_a_pipe(env, saved, t
         plain, _err, code = run(["list", "--scope", "global"], {**env, "NO_COLOR": value}, tmp_path, out_tty=True)
         assert code == 0 and "Use pnpm, not npm" in plain
         assert "\x1b" not in plain.replace("\\x1b", "")
+    _out, err, code = run(["list", "--scope", "nowhere"], env, tmp_path, err_tty=True)
+    assert code == 2 and err.startswith(f"{ESC}31m❌ 参数错误:没有叫 nowhere 的作用域")  # an error in red
+    _out, err, code = run(["list", "--scope", "nowhere"], {**env, "NO_COLOR": "1"}, tmp_path, err_tty=True)
+    assert code == 2 and err.startswith("❌ 参数错误:") and "\x1b" not in err
     piped, _err, code = run(["list", "--scope", "global"], env, tmp_path)
     assert code == 0 and "(global · note) Use pnpm, not npm" in piped
     # Off a terminal the bytes are the memory's own (a script gets what was saved), and no colour.
