@@ -258,13 +258,15 @@ def test_a_bad_command_line_exits_2_naming_the_word_and_touches_nothing(sandbox,
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""
     first = err_lines(result)[0]
-    assert first.startswith(P + "❌ 参数错误:")
+    # The server's command line keeps the program prefix; a person's subcommand goes without.
+    prefix = "" if any(word in cli.COMMANDS for word in argv) else P
+    assert first.startswith(prefix + "❌ 参数错误:")
     for word in named:
         assert word in first
     assert HINT in result.stderr
     if suggestion is not None:
         assert f"你是不是想写 {suggestion}?" in result.stderr
-    assert all(line.startswith(P) for line in err_lines(result))
+    assert all(line.startswith(prefix) for line in err_lines(result))
     assert "Traceback" not in result.stderr
     assert sandbox.tree() == before  # no store, no log dir, no import marker
 

@@ -72,7 +72,7 @@ def test_save_prints_the_new_id_on_stdout_and_the_record_has_every_option(projec
     assert record["importance"] == 0.8
     assert record["scope"] == f"project:{project}"
     assert record["source"] == {"origin": "explicit", "client": "cli"}
-    assert result.stderr == f"{P}已保存记忆 {ident[:8]} @ project:{project} [来自 DSH_MEMORY_PROJECT]\n"
+    assert result.stderr == f"已保存记忆 {ident[:8]} @ project:{project} [来自 DSH_MEMORY_PROJECT]\n"
 
 
 def test_save_of_content_already_there_prints_the_existing_id_and_exits_0(project: Path, store_dir: Path) -> None:
@@ -134,7 +134,7 @@ def test_each_refusal_has_memory_saves_code_and_the_documented_exit_code_and_wri
     text = save(project, *args, **env)
     assert text.returncode == exit_code, text.stderr
     assert text.stdout == ""
-    assert text.stderr.startswith(f"{P}错误 {code}:"), text.stderr
+    assert text.stderr.startswith(f"错误 {code}:"), text.stderr
     as_json = save(project, *args, "--json", **env)
     assert as_json.returncode == exit_code
     answer = json.loads(as_json.stdout)

@@ -82,7 +82,7 @@ def test_search_without_a_query_is_a_usage_error_exit_2(tmp_path: Path) -> None:
             timeout=TIMEOUT,
         )
         assert result.returncode == 2, result.stderr
-        assert result.stderr.startswith(f"{P}❌ 参数错误:缺少查询词"), result.stderr
+        assert result.stderr.startswith("❌ 参数错误:缺少查询词"), result.stderr
 
 
 def test_an_empty_observation_in_a_graph_import_is_counted_as_refused_never_dropped_silently(tmp_path: Path) -> None:
@@ -101,7 +101,7 @@ def test_an_empty_observation_in_a_graph_import_is_counted_as_refused_never_drop
     )
     assert result.returncode == 0, result.stderr
     err = result.stderr.splitlines()
-    assert f"{P}导入完成:新增 1 条,已存在 0 条,跳过 0 行,拒绝 3 条" in err, result.stderr
+    assert "导入完成:新增 1 条,已存在 0 条,跳过 0 行,拒绝 3 条" in err, result.stderr
     refused = [line for line in err if "CONTENT_EMPTY" in line]
     assert len(refused) == 3
     assert "第 1 行" in refused[0] and "第 2 条 observation" in refused[0]

@@ -207,6 +207,7 @@ LANDS = {
     "DSH_MEMORY_HEADER_TIMEOUT_SECS": (_SERVE, lambda s: s.header_timeout_secs),
     "DSH_MEMORY_BODY_TIMEOUT_SECS": (_SERVE, lambda s: s.body_timeout_secs),
     "DSH_MEMORY_HOOK_BUDGET": (_S, lambda s: s.hook_budget),
+    "DSH_MEMORY_PAGER": (_S, lambda s: s.pager),
 }
 # A valid value per kind, what it reads as, and a value the kind refuses (None: nothing is refused).
 SAMPLES = {

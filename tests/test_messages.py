@@ -85,14 +85,14 @@ def test_help_and_usage_errors_are_english_under_an_english_locale_and_chinese_o
     assert english.returncode == 0
     assert english.stdout.startswith("dsh-memory-mcp ")
     assert "\nUsage:\n" in english.stdout and "Exit codes:" in english.stdout
-    assert "  save     save a memory (memory_save itself)" in english.stdout
+    assert "  save        save a memory (memory_save itself)" in english.stdout
     chinese = _run("--help", lang="C.UTF-8")
     assert "\n用法:\n" in chinese.stdout and "Exit codes:" not in chinese.stdout
     wrong = _run("lst", lang="en_US.UTF-8")
     assert wrong.returncode == 2
     assert wrong.stderr.splitlines()[:2] == [
-        "[dsh-memory-mcp] ❌ usage error: unknown command or stray argument lst (commands: doctor, edit, export, "
-        "forget, get, hook, import, list, move, recover, reembed, save, search, serve, setup, stats, web)",
+        "[dsh-memory-mcp] ❌ usage error: unknown command or stray argument lst (commands: doctor, duplicates, edit, "
+        "export, forget, get, hook, import, list, move, recover, reembed, save, search, serve, setup, stats, web)",
         "[dsh-memory-mcp] ⇒ did you mean the command list?",
     ]
     helped = _run("serve", "--help", lang="en_US.UTF-8")
@@ -109,7 +109,7 @@ def test_in_english_save_says_its_usage_error_and_its_sentence_in_english_and_st
         timeout=60,
     )
     assert saved.returncode == 2
-    assert saved.stderr.startswith('[dsh-memory-mcp] ❌ usage error: nothing to save: save "CONTENT"')
+    assert saved.stderr.startswith('❌ usage error: nothing to save: save "CONTENT"')  # a person's: no prefix
     ok = subprocess.run(
         [PYTHON, "-m", "dsh_memory_mcp", "save", "the build uses uv"],
         capture_output=True,
@@ -122,7 +122,7 @@ def test_in_english_save_says_its_usage_error_and_its_sentence_in_english_and_st
     ident = ok.stdout.strip()
     assert len(ident) == 36
     # The tool's sentence is the model's Chinese; the CLI says the same from the structured result.
-    assert ok.stderr == f"[dsh-memory-mcp] Saved memory {ident[:8]} @ global\n"
+    assert ok.stderr == f"Saved memory {ident[:8]} @ global\n"
 
 
 def test_setup_speaks_english_under_an_english_locale(tmp_path):

@@ -485,6 +485,16 @@ VARIABLES: tuple[EnvVar, ...] = (
             "relevant to each prompt (0 = add nothing)"
         ),
     ),
+    EnvVar(
+        "DSH_MEMORY_PAGER",
+        "text",
+        None,
+        "命令行在终端上翻看长结果用的分页程序(off = 不分页,同 `--no-pager`);输出不是终端时从不分页",
+        "cli",
+        shown="`$PAGER`,否则 `less -FRX`",
+        en="the pager for the CLI's long results on a terminal (off = none, as `--no-pager`); never off a terminal",
+        shown_en="`$PAGER`, else `less -FRX`",
+    ),
 )
 _BY_NAME = {var.name: var for var in VARIABLES}
 
@@ -747,6 +757,8 @@ class Settings:
     relay: bool = True
     #: `DSH_MEMORY_HOOK_BUDGET`: the most characters one `hook` run adds to a host's context (0: none).
     hook_budget: int = 1500
+    #: `DSH_MEMORY_PAGER`: the CLI's pager on a terminal (None: ``$PAGER``, else ``less -FRX``; an off word: none).
+    pager: str | None = None
     #: Environment values that were invalid and replaced by their default (one Chinese line each;
     #: the CLI prints them at start, `doctor` lists them). Includes `vector.warnings`.
     warnings: tuple[str, ...] = ()
@@ -877,6 +889,7 @@ def resolve_settings(
         digest=read("DSH_MEMORY_DIGEST", env, problems),
         relay=read("DSH_MEMORY_RELAY", env, problems),
         hook_budget=read("DSH_MEMORY_HOOK_BUDGET", env, problems),
+        pager=read("DSH_MEMORY_PAGER", env, problems),
     )
     vector = resolve_vector_settings(env, cwd)
     return dataclasses.replace(settings, vector=vector, warnings=(*problems, *vector.warnings))

@@ -1,8 +1,10 @@
 """The human subcommands: `dsh-memory-mcp list | search | get | forget | export | import | stats | reembed | recover`.
 
 `cli` parses the command line and calls `run`; every command is a plain function of
-``(Call) -> exit code`` writing its results to ``call.out`` and its diagnostics (Chinese, with the
-``[dsh-memory-mcp] `` prefix) to ``call.err``.
+``(Call) -> exit code`` writing its results to ``call.out`` and its diagnostics (Chinese; no program
+prefix: that marks a server's lines among a host's) to ``call.err``. On a terminal the results are
+coloured (`output.paint`, off under ``NO_COLOR``) and a long one is paged (`output.page`, not under
+``--no-pager``); long commands draw `Progress` on a terminal's stderr. Off a terminal, plain bytes.
 
 * list / search / get / forget go through `MemoryService.call`, so validation, scope rules and
   rendering are exactly the MCP tools': the tool's text on stdout, or with ``--json`` its
@@ -25,9 +27,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
@@ -35,7 +39,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import views
 from dsh_memory_mcp.cli.messages import english, shown, t
-from dsh_memory_mcp.cli.output import detach
+from dsh_memory_mcp.cli.output import colour_wanted, detach, is_terminal, page, pager_command, paint, paint_note
 from dsh_memory_mcp.errors import DshMemoryError, EmbeddingUnavailable
 from dsh_memory_mcp.service import health, transfer
 from dsh_memory_mcp.store import scopes
@@ -45,10 +49,7 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.service.context import CallContext
     from dsh_memory_mcp.service.tools import MemoryService, ToolResult
 
-__all__ = ["COMMAND_NAMES", "IMPORT_TAG", "Call", "run"]
-
-PROG = "dsh-memory-mcp"
-PREFIX = f"[{PROG}] "
+__all__ = ["COMMAND_NAMES", "IMPORT_TAG", "Call", "Progress", "run"]
 
 EXIT_OK = 0
 EXIT_FAIL = 1
@@ -56,7 +57,8 @@ EXIT_USAGE = 2
 
 #: Tag on every memory made from the reference memory server's knowledge graph.
 IMPORT_TAG = transfer.IMPORT_TAG
-PROGRESS_WIDTH = 30
+#: The commands whose results a terminal gets through the pager.
+PAGED = frozenset({"list", "search", "get", "duplicates", "stats", "recover"})
 #: How long `search` lets the backend get ready (health, model, one probe) and then embed its query:
 #: one person waiting for one answer; past these it answers lexically and says so.
 SEARCH_BRING_UP_SECONDS = 3.0
@@ -77,6 +79,11 @@ class Call:
     settings: config.Settings
     out: TextIO
     err: TextIO
+    #: stdout is a terminal (controls in a memory's text made visible); and coloured there.
+    terminal: bool = False
+    colour: bool = False
+    #: stderr is a terminal that takes colour.
+    err_colour: bool = False
 
     def opt(self, dest: str) -> str | None:
         value = self.options.get(dest)
@@ -90,9 +97,13 @@ class Call:
     def print(self, text: str) -> None:
         self.out.write(text + "\n")
 
+    def show(self, text: str) -> None:
+        """A result a person reads (not ``--json``): on a terminal `output.paint`ed."""
+        self.print(paint(text, self.colour) if self.terminal else text)
+
     def note(self, *lines: str) -> None:
-        """Diagnostic lines on stderr, each with the program prefix."""
-        self.err.write("".join(PREFIX + line + "\n" for line in lines))
+        """Diagnostic lines on stderr (errors red, warnings yellow on a colour terminal)."""
+        self.err.write("".join((paint_note(line) if self.err_colour else line) + "\n" for line in lines))
         self.err.flush()
 
     def usage(self, message: str) -> int:
@@ -115,11 +126,30 @@ def run(
     out: TextIO,
     err: TextIO,
 ) -> int:
-    """Run subcommand `name`; returns the exit code. Store errors become one Chinese line, exit 1."""
-    call = Call(name, tuple(args), dict(options), settings, out, err)
+    """Run subcommand `name`; returns the exit code. Store errors become one Chinese line, exit 1.
+    A `PAGED` command's text at a terminal is gathered and shown through the pager at the end."""
+    terminal = is_terminal(out)
+    paged = terminal and name in PAGED and options.get("no_pager") is not True and options.get("json") is not True
+    pager = pager_command(settings.pager) if paged else None
+    sink = io.StringIO() if pager is not None else out
+    call = Call(
+        name,
+        tuple(args),
+        dict(options),
+        settings,
+        sink,
+        err,
+        terminal=terminal,
+        colour=terminal and colour_wanted(out),
+        err_colour=colour_wanted(err),
+    )
     handler = _HANDLERS[name]
     try:
-        code = handler(call)
+        try:
+            code = handler(call)
+        finally:
+            if isinstance(sink, io.StringIO) and pager is not None:
+                page(sink.getvalue(), out, pager)
         out.flush()
         return code
     except BrokenPipeError:
@@ -222,9 +252,9 @@ def _show(call: Call, result: ToolResult, view: Callable[[], str] | None = None)
     if call.flag("json"):
         call.print(json.dumps(result.structured, ensure_ascii=False))
     elif view is not None and english():
-        call.print(view())
+        call.show(view())
     else:
-        call.print(result.text)
+        call.show(result.text)
     return EXIT_OK
 
 
@@ -432,7 +462,7 @@ def _print_history(call: Call, service: MemoryService, ids: Sequence[str]) -> No
                 source=client_of(first) or "-",
             )
         )
-        call.print("\n" + "\n".join(lines))
+        call.show("\n" + "\n".join(lines))
 
 
 def cmd_forget(call: Call) -> int:
@@ -482,7 +512,7 @@ def _forget_query_settled(call: Call, service: MemoryService, args: Mapping[str,
         return None
     lines = [t("{scope} 中内容包含 {query!r} 的记忆 {count} 条:", scope=scope, query=args["query"], count=len(matches))]
     lines += [f"  {r.short_id}  ({r.kind}) {snippet(r.content)}  {fmt_time(r.updated_at)}" for r in matches]
-    call.print("\n".join(lines))
+    call.show("\n".join(lines))
     if dry_run:
         call.note(t("--dry-run:什么都没有删除"))
         return EXIT_OK
@@ -718,13 +748,17 @@ def cmd_export(call: Call) -> int:
             call.out.flush()
         exported = 0
         corrupt: list[str] = []
-        for part in transfer.export_scopes(service.store, resolved):
+        bar = Progress(call.err, t("导出"))
+        for n, part in enumerate(transfer.export_scopes(service.store, resolved)):
+            bar(n, len(resolved))
             if sink is not None:  # raw UTF-8 whatever the console's encoding: a backup must be exact
                 sink.write(part.text.encode("utf-8", "surrogateescape"))
             else:
                 call.out.write(part.text)
             exported += part.records
             corrupt.extend(part.corrupt)
+        bar(len(resolved), len(resolved))
+        bar.finish()
         if sink is not None:
             sink.flush()
         whole = call.opt("scope") is None and call.opt("path") is None
@@ -759,7 +793,7 @@ def cmd_import(call: Call) -> int:
     except OSError as exc:
         call.note(t("❌ 无法读取导入文件 {path}:{why}", path=source, why=exc.strerror or exc))
         return EXIT_FAIL
-    plan = transfer.plan_import(data, transfer.Checks.of(call.settings))
+    plan = _plan(call, data)
     for problem in plan.problems:
         call.note("⚠️ " + shown(problem.text()))
     for refusal in plan.refused:
@@ -790,6 +824,23 @@ def cmd_import(call: Call) -> int:
         if outcome.added and call.settings.vector.usable and not dry_run:
             call.note(t("ℹ️ 新记录的向量由运行中的服务在后台补齐,也可以运行 {prog} reembed"))
         return EXIT_OK
+
+
+#: Bytes of an import file planned between two progress updates.
+IMPORT_CHUNK = 256 * 1024
+
+
+def _plan(call: Call, data: bytes) -> transfer.ImportPlan:
+    """`transfer.plan_import` of `data` fed in pieces, with `Progress` (reading is most of an import's time)."""
+    planner = transfer.ImportPlanner(transfer.Checks.of(call.settings))
+    bar = Progress(call.err, t("导入"), counts=False)
+    view = memoryview(data)
+    for start in range(0, len(data), IMPORT_CHUNK):
+        bar(start, len(data))
+        planner.feed(bytes(view[start : start + IMPORT_CHUNK]))
+    bar(len(data), len(data))
+    bar.finish()
+    return planner.finish()
 
 
 def _import_target(call: Call, service: MemoryService) -> str | ToolResult:
@@ -939,7 +990,9 @@ def cmd_recover(call: Call) -> int:
         return EXIT_FAIL
     dry_run = call.flag("dry_run")
     with _service(call, create=False) as service:
-        scopes: list[str | None] = [None]
+        with contextlib.suppress(OSError):  # unreadable: `recover` says nothing is missing, as before
+            service.store.journal.refresh()
+        scopes = service.store.journal.scopes()  # those `recover(None)` would go through, one by one
         if call.opt("scope") is not None or call.opt("path") is not None:
             resolved = _resolve_scopes(call, service)
             if not isinstance(resolved, list):
@@ -947,11 +1000,15 @@ def cmd_recover(call: Call) -> int:
             scopes = list(resolved)
         restored: dict[str, list[str]] = {}
         refused: dict[str, list[tuple[str, str]]] = {}
-        for scope in scopes:
+        bar = Progress(call.err, t("恢复"))
+        for n, scope in enumerate(scopes):
+            bar(n, len(scopes))
             for name, entries in service.store.recover(scope, dry_run=dry_run).items():
                 restored.setdefault(name, []).extend(e.id for e in entries)
             for name, doubts in service.store.doubtful(scope).items():
                 refused.setdefault(name, []).extend((d.entry.id, d.reason) for d in doubts)
+        bar(len(scopes), len(scopes))
+        bar.finish()
     if call.flag("json"):
         refusals = {name: [{"id": rid, "reason": why} for rid, why in items] for name, items in refused.items()}
         call.print(
@@ -992,6 +1049,57 @@ def _size(n: int) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
+# duplicates
+
+
+def cmd_duplicates(call: Call) -> int:
+    """``duplicates [--scope S | --path DIR] [--long] [--json]``: the page's near-duplicate groups
+    (`duplicates.groups`, the page's own function; ``--json`` its rows), every scope by default.
+    Read-only: replacing stays the page's action (or `edit` / ``save --supersedes``), as it says."""
+    from dsh_memory_mcp.service import browse, duplicates
+    from dsh_memory_mcp.service.render import fmt_time, project_name, snippet
+
+    if _store_missing(call):
+        return EXIT_FAIL
+    with _service(call, create=False) as service:
+        scope = call.opt("scope")
+        if scope is not None and call.opt("path") is None:
+            scope = _scope_by_name(call, service, scope, creating=False)
+            if scope is None:
+                return EXIT_USAGE
+        resolved = _resolve_scopes(call, service, scope)
+        if not isinstance(resolved, list):
+            return _tool_error(call, resolved)
+        found = [(key, group) for key in resolved for group in duplicates.groups(service, key)]
+        if call.flag("json"):
+            rows = [{"scope": key, "records": [browse.card(r) for r in group]} for key, group in found]
+            call.print(json.dumps({"ok": True, "total": len(rows), "groups": rows}, ensure_ascii=False))
+            return EXIT_OK
+        name = (lambda key: key) if call.flag("long") else project_name
+        if not found:
+            shown_scopes = ", ".join(name(key) for key in resolved) or "-"
+            call.show(t("没有内容几乎相同的记忆(范围:{scopes})", scopes=shown_scopes))
+            return EXIT_OK
+        lines = [t("{count} 组内容几乎相同的记忆(按用词比较;同一意思的不同说法不算):", count=len(found))]
+        for n, (key, group) in enumerate(found, 1):
+            lines += ["", t("第 {n} 组({count} 条)", n=n, count=len(group))]
+            for r in group:
+                lines.append(f"  ({name(key)} · {r.kind}) {snippet(r.content)}")
+                used = t("更新 {updated} · 使用 {count} 次", updated=fmt_time(r.updated_at), count=r.access_count)
+                lines.append(f"    id={r.short_id} {used}")
+        lines += [
+            "",
+            t(
+                "提示:这里只列出,不改动。保留一条、替换其余:网页「重复的记忆」里的「保留这条,替换其余」"
+                "(被替换的可在版本里恢复);命令行用 {prog} edit ID 改写要保留的那条,"
+                '{prog} save "内容" --supersedes ID 取代一条,{prog} forget ID 删除一条。'
+            ),
+        ]
+        call.show("\n".join(lines))
+        return EXIT_OK
+
+
+# ----------------------------------------------------------------------------------------------
 # reembed
 
 
@@ -1026,7 +1134,7 @@ def cmd_reembed(call: Call) -> int:
                 return _tool_error(call, resolved)
             wanted.extend(resolved)
         targets = list(dict.fromkeys(wanted))
-        bar = _ProgressBar(call.err)
+        bar = Progress(call.err, t("重建向量"))
         try:
             written = channel.reembed(targets, bar)
         except EmbeddingUnavailable as exc:
@@ -1050,38 +1158,50 @@ def cmd_reembed(call: Call) -> int:
         return EXIT_OK
 
 
-class _ProgressBar:
-    """On a terminal ``\\r[#####.....] 120/480`` redrawn in place; anywhere else (a log file, CI, a
-    pipe) plain ``进度 120/480`` lines at every tenth, since ``\\r`` there makes one unreadable line."""
+class Progress:
+    """``progress(done, total)`` of a long command, on a terminal's stderr only: one line redrawn in
+    place (``导入  42% [############..................] 剩余 0:12``), at most `FPS` times a second;
+    a log, CI or a pipe gets nothing. `counts`: show ``done/total`` too (items, not bytes).
+    `clock` is a parameter so a test need not sleep. `finish` ends the line."""
 
-    def __init__(self, stream: TextIO, width: int = PROGRESS_WIDTH) -> None:
+    WIDTH = 30
+    FPS = 10
+
+    def __init__(
+        self, stream: TextIO, label: str, *, counts: bool = True, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.stream = stream
-        self.width = width
-        self.drawn = False
-        try:
-            self.tty = stream.isatty()
-        except (AttributeError, ValueError, OSError):
-            self.tty = False
-        self.last_step = -1
+        self.label = label
+        self.counts = counts
+        self.clock = clock
+        self.tty = is_terminal(stream)
+        self.started = clock()
+        self.drawn_at: float | None = None
 
     def __call__(self, done: int, total: int) -> None:
         if not self.tty:
-            step = 10 if total <= 0 else 10 * min(done, total) // total
-            if step != self.last_step:
-                self.last_step = step
-                self.stream.write(PREFIX + t("进度 {done}/{total}", done=done, total=total) + "\n")
-                self.stream.flush()
             return
-        filled = self.width if total <= 0 else min(self.width, self.width * done // total)
-        self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}")
+        now = self.clock()
+        if self.drawn_at is not None and now - self.drawn_at < 1 / self.FPS and done < total:
+            return
+        self.drawn_at = now
+        share = 1.0 if total <= 0 else min(1.0, max(0, done) / total)
+        filled = int(self.WIDTH * share)
+        line = f"\r{self.label} {share:4.0%} [{'#' * filled}{'.' * (self.WIDTH - filled)}]"
+        if self.counts:
+            line += f" {done}/{total}"
+        elapsed = now - self.started
+        if 0 < share < 1 and elapsed >= 1:
+            left = int(elapsed * (1 - share) / share)
+            line += " " + t("剩余 {eta}", eta=f"{left // 60}:{left % 60:02d}")
+        self.stream.write(line + "\x1b[K")  # clear what a longer line before left
         self.stream.flush()
-        self.drawn = True
 
     def finish(self) -> None:
-        if self.drawn:
+        if self.drawn_at is not None:
             self.stream.write("\n")
             self.stream.flush()
-            self.drawn = False
+            self.drawn_at = None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1108,6 +1228,7 @@ _HANDLERS: dict[str, Callable[[Call], int]] = {
     "reembed": cmd_reembed,
     "doctor": cmd_doctor,
     "recover": cmd_recover,
+    "duplicates": cmd_duplicates,
 }
 
 #: The subcommands `run` knows.

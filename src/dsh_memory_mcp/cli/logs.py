@@ -23,6 +23,7 @@ __all__ = [
     "LOG_FILE_MODE",
     "LOG_FILE_NAME",
     "LOG_MAX_BYTES",
+    "NoRecoverReminder",
     "configure_file_logging",
     "configure_stderr_logging",
     "log",
@@ -121,18 +122,32 @@ def _late_handler() -> logging.Handler:
     the background while the process exits) would reach `logging.lastResort`: no prefix, never in
     English. This one says it as the command's own handler would, warnings and errors only."""
     handler = StderrHandler()
-    handler.setFormatter(LocalisedFormatter(PREFIX + "%(message)s"))
+    handler.setFormatter(LocalisedFormatter(_prefix[0] + "%(message)s"))
     handler.setLevel(logging.WARNING)
     return handler
 
 
 _late: list[logging.Handler] = []
+#: The prefix of the stderr lines now (`configure_stderr_logging`'s), which the late handler keeps.
+_prefix = [PREFIX]
 
 
-def configure_stderr_logging(debug: bool, *filters: logging.Filter) -> None:
-    """Root `dsh_memory_mcp` logger → stderr with the `[dsh-memory-mcp] ` prefix. Touches no disk."""
+class NoRecoverReminder(logging.Filter):
+    """A human command's stderr without the store's "memories are missing: run recover" warning,
+    which would repeat on every list, get and search; `stats` and `doctor` report them (with the
+    hint), `recover` restores them, and the server still warns once per loss."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # How `store.shared` starts that warning (its log template, Chinese in the code).
+        return not (isinstance(record.msg, str) and record.msg.startswith("作用域 %s 的文件 %s 中少了"))
+
+
+def configure_stderr_logging(debug: bool, *filters: logging.Filter, prefix: str = PREFIX) -> None:
+    """Root `dsh_memory_mcp` logger → stderr, each line with `prefix` (the server's `[dsh-memory-mcp] `;
+    a human command's lines go without). Touches no disk."""
+    _prefix[0] = prefix
     handler = StderrHandler()
-    handler.setFormatter(LocalisedFormatter(PREFIX + "%(message)s"))
+    handler.setFormatter(LocalisedFormatter(prefix + "%(message)s"))
     for item in filters:  # on the handler: logger filters never see records from child loggers
         handler.addFilter(item)
     log.addHandler(handler)  # before the old ones go: a thread's line never finds the logger bare

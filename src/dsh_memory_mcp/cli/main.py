@@ -24,7 +24,15 @@ from collections.abc import Sequence
 from dsh_memory_mcp.cli import parser, runtime
 from dsh_memory_mcp.cli.diagnostics import explain_store_problem
 from dsh_memory_mcp.cli.messages import t
-from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, EXIT_USAGE, harden_stderr, write_stderr_lines, write_stdout
+from dsh_memory_mcp.cli.output import (
+    EXIT_OK,
+    EXIT_STARTUP,
+    EXIT_USAGE,
+    PREFIX,
+    harden_stderr,
+    write_stderr_lines,
+    write_stdout,
+)
 from dsh_memory_mcp.cli.parser import OPTIONS, Command, Invocation, Option, UsageError
 from dsh_memory_mcp.cli.registry import COMMANDS
 from dsh_memory_mcp.cli.runtime import ServeFn
@@ -73,7 +81,9 @@ def main(argv: Sequence[str] | None = None, *, serve: ServeFn | None = None) -> 
                 t("❌ 参数错误:{message}", message=exc.message),
                 *(f"⇒ {hint}" for hint in exc.hints),
                 t("⇒ 用 --help 查看用法"),
-            ]
+            ],
+            # A human subcommand's: no prefix (it marks the server's lines among a host's).
+            prefix="" if any(word in COMMANDS for word in words) else PREFIX,
         )
         return EXIT_USAGE
     if invocation.help:

@@ -752,4 +752,18 @@ EN: dict[str, str] = {
     "只看这天以来更新的:YYYY-MM-DD(本地日期)或 7d(最近 7 天)": "only those updated since: YYYY-MM-DD (a local date) or 7d (the last 7 days)",
     "项目写成完整路径(缺省只写文件夹名)": "projects as their whole path (default: their folder's name)",
     "search 查询词… [--scope SCOPE | --path DIR] [--top-k N] [--long] [--json]": "search QUERY… [--scope SCOPE | --path DIR] [--top-k N] [--long] [--json]",
+    # -- terminal: pager, progress, duplicates
+    "不用分页程序(缺省:终端上比一屏长的结果交给 $PAGER,或 less)": "no pager (by default a result longer than the terminal goes to $PAGER, or less)",
+    "剩余 {eta}": "{eta} left",
+    "重建向量": "re-embedding",
+    "导入": "importing",
+    "导出": "exporting",
+    "恢复": "recovering",
+    "列出内容几乎相同的记忆(与网页「重复的记忆」相同)": 'list near-identical memories (the page\'s "Duplicate memories")',
+    "与网页「重复的记忆」同一个函数:每个作用域里用词几乎相同的有效记忆成组列出(新 → 旧),缺省所有作用域。\n只读:保留一条、替换其余在网页上做(可恢复),或用 edit / save --supersedes / forget。": 'The page\'s "Duplicate memories", the same function: the live memories of each scope worded almost alike, in groups\n(newest first), every scope by default. Read-only: keep one and replace the others on the page (restorable), or use\nedit / save --supersedes / forget.',
+    "没有内容几乎相同的记忆(范围:{scopes})": "No near-identical memories (scopes: {scopes})",
+    "{count} 组内容几乎相同的记忆(按用词比较;同一意思的不同说法不算):": "{count} group(s) of near-identical memories (compared by their words; the same meaning in other words is not one):",
+    "第 {n} 组({count} 条)": "Group {n} ({count} memories)",
+    "更新 {updated} · 使用 {count} 次": "updated {updated} · used {count} time(s)",
+    '提示:这里只列出,不改动。保留一条、替换其余:网页「重复的记忆」里的「保留这条,替换其余」(被替换的可在版本里恢复);命令行用 {prog} edit ID 改写要保留的那条,{prog} save "内容" --supersedes ID 取代一条,{prog} forget ID 删除一条。': 'Tip: this only lists, it changes nothing. To keep one and replace the others: "Keep this, replace the rest" in the page\'s "Duplicate memories" (the replaced ones can be restored from the versions); on the command line {prog} edit ID rewrites the one to keep, {prog} save "content" --supersedes ID replaces one, {prog} forget ID forgets one.',
 }

@@ -1,5 +1,7 @@
 """What the command line itself writes: the stderr prefix, exit codes, stdout/stderr writes that survive
-a console that cannot encode 中文 and a reader that went away (``--help | head``).
+a console that cannot encode 中文 and a reader that went away (``--help | head``), and what a person
+at a terminal gets on top: colour (`colour_wanted`, `paint`) and a pager (`pager_command`, `page`).
+Off a terminal neither: the bytes are plain.
 
 stdout belongs to MCP: only ``--help``/``--version`` and the human subcommands write there.
 """
@@ -7,23 +9,33 @@ stdout belongs to MCP: only ``--help``/``--version`` and the human subcommands w
 from __future__ import annotations
 
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
+from dsh_memory_mcp import config
 from dsh_memory_mcp.texts import msg
 
 __all__ = [
+    "DEFAULT_PAGER",
     "EXIT_OK",
     "EXIT_STARTUP",
     "EXIT_USAGE",
     "PREFIX",
     "PROG",
     "PipeSafe",
+    "colour_wanted",
     "describe",
     "detach",
     "flush_std",
     "harden_stderr",
+    "is_terminal",
+    "page",
+    "pager_command",
+    "paint",
+    "paint_note",
+    "visible",
     "write_stderr_lines",
     "write_stdout",
 ]
@@ -96,12 +108,13 @@ def write_stdout(text: str) -> None:
         detach(stream)  # `--help | head -3`: the reader is gone
 
 
-def write_stderr_lines(lines: Sequence[str]) -> None:
+def write_stderr_lines(lines: Sequence[str], prefix: str = PREFIX) -> None:
+    """Diagnostic lines on stderr; `prefix` marks the server's among a host's (a human command's own go without)."""
     stream = sys.stderr
     if stream is None:  # pragma: no cover - pythonw
         return
     try:
-        stream.write("".join(PREFIX + line + "\n" for line in lines))
+        stream.write("".join(prefix + line + "\n" for line in lines))
         stream.flush()
     except (OSError, ValueError):  # pragma: no cover - stderr closed
         pass
@@ -132,3 +145,116 @@ def describe(exc: BaseException | None) -> str:
         return msg("未知错误")
     text = str(exc)
     return msg("{kind}: {text}", kind=type(exc).__name__, text=text) if text else type(exc).__name__
+
+
+# ----------------------------------------------------------------------------------------------
+# a person at a terminal: colour, pager
+
+
+def is_terminal(stream: IO[Any] | None) -> bool:
+    try:
+        return stream is not None and bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def colour_wanted(stream: IO[Any] | None) -> bool:
+    """Colour for `stream`: a terminal, and not turned off (https://no-color.org: any non-empty
+    ``NO_COLOR``; ``TERM=dumb``). On Windows only in a terminal that says it reads ANSI (Windows
+    Terminal, or one that sets ``TERM``): the old console would print the escapes."""
+    env = config.environ()
+    if env.get("NO_COLOR") or env.get("TERM") == "dumb":
+        return False
+    if os.name == "nt" and not (env.get("WT_SESSION") or env.get("TERM")):
+        return False
+    return is_terminal(stream)
+
+
+#: C0/C1 controls but newline and tab: a memory's text must not drive the terminal (or the pager).
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_HEAD = re.compile(r"^((?:\[[^\]\n]*%\] )?)(\([^()\n]+ · [^()\n]+\))", re.M)
+_SCORE = re.compile(r"^\[[^\]\n]*%\]", re.M)
+_ID = re.compile(r"(?<=\bid=)[0-9a-f-]{8,}")
+_HEADING = re.compile(r"^((?:\[[^\]\n]*%\] )?(?:\([^()\n]+ · [^()\n]+\) )?\s*)(#{1,6} \S.*)$", re.M)
+_BOLD = re.compile(r"\*\*[^*\n]+\*\*")
+_CODE = re.compile(r"`[^`\n]+`")
+_NOTE = re.compile(r"^(?:\u63d0\u793a|\u6ce8\u610f|Tip|Note)[:\uff1a].*$", re.M)  # 提示: / 注意: / Tip: / Note:
+
+
+def _sgr(code: str) -> Callable[[re.Match[str]], str]:
+    return lambda m: f"\x1b[{code}m{m.group()}\x1b[0m"
+
+
+def visible(text: str) -> str:
+    """`text` with its control characters shown as ``\\x1b`` (escape sequences in a memory stay text)."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def paint(text: str, colour: bool) -> str:
+    """A result for a terminal: controls made visible, and with `colour` the parts a reader looks
+    for — the scope · kind head, the relevance, the id, markdown headings, **bold** and `code`,
+    the notes dimmed. The words are the same as without colour."""
+    text = visible(text)
+    if not colour:
+        return text
+    text = _HEADING.sub(lambda m: m.group(1) + f"\x1b[1m{m.group(2)}\x1b[0m", text)  # before the head is marked
+    text = _HEAD.sub(lambda m: m.group(1) + f"\x1b[36m{m.group(2)}\x1b[0m", text)
+    text = _SCORE.sub(_sgr("32;1"), text)
+    text = _ID.sub(_sgr("33"), text)
+    text = _BOLD.sub(_sgr("1"), text)
+    text = _CODE.sub(_sgr("35"), text)
+    return _NOTE.sub(_sgr("2"), text)
+
+
+def paint_note(line: str) -> str:
+    """A diagnostic line on a colour terminal: an error red, a warning yellow."""
+    if line.startswith("❌"):
+        return f"\x1b[31m{line}\x1b[0m"
+    if line.startswith("⚠️"):
+        return f"\x1b[33m{line}\x1b[0m"
+    return line
+
+
+#: The pager when neither ``DSH_MEMORY_PAGER`` nor ``PAGER`` names one (git's choice).
+DEFAULT_PAGER = "less -FRX"
+
+
+def pager_command(own: str | None) -> str | None:
+    """The pager for long results: `own` (``DSH_MEMORY_PAGER``; an off word turns paging off), else
+    ``PAGER``, else `DEFAULT_PAGER`."""
+    if own is not None:
+        return None if own.strip().lower() in config.OFF_WORDS else own
+    return (config.environ().get("PAGER") or "").strip() or DEFAULT_PAGER
+
+
+def page(text: str, out: IO[str], command: str) -> None:
+    """`text` through the pager `command` when it is taller than the terminal, else (or when the pager
+    cannot start) written to `out`. Ctrl+C belongs to the pager while it runs."""
+    import shlex
+    import shutil
+    import subprocess
+
+    if text.count("\n") < shutil.get_terminal_size().lines - 1:
+        out.write(text)
+        return
+    env = dict(config.environ())
+    env.setdefault("LESS", "FRX")  # a bare `less` in PAGER: colour passes, a short text just prints
+    env.setdefault("LV", "-c")
+    out.flush()
+    try:
+        proc = subprocess.Popen(shlex.split(command, posix=os.name != "nt"), stdin=subprocess.PIPE, env=env)
+    except (OSError, ValueError):
+        out.write(text)
+        return
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(text.encode(getattr(out, "encoding", None) or "utf-8", "backslashreplace"))
+        proc.stdin.close()
+    except OSError:  # the reader quit (`q`) before the end
+        pass
+    while True:
+        try:
+            proc.wait()
+            return
+        except KeyboardInterrupt:
+            continue

@@ -40,7 +40,8 @@ class Body(Protocol):
 def _run_guarded(name: str, invocation: Invocation, load: Callable[[], Body]) -> int:
     """Resolve settings, import the body (`load`), run it; never a bare traceback."""
     debug = config.debug_enabled()
-    logs.configure_stderr_logging(debug)
+    # A person's own command: no program prefix on its lines, no recover reminder on every run.
+    logs.configure_stderr_logging(debug, logs.NoRecoverReminder(), prefix="")
     # A human command prints its own results; only the store's and vector channel's warnings
     # (corrupt lines, backend trouble) come through the logger.
     logs.log.setLevel(logging.DEBUG if debug else logging.WARNING)
@@ -54,7 +55,7 @@ def _run_guarded(name: str, invocation: Invocation, load: Callable[[], Body]) ->
     try:
         settings = config.resolve_settings(store_dir=invocation.store_dir, project_dir=invocation.project_dir)
         if settings.warnings:
-            write_stderr_lines(["⚠️ " + shown(problem) for problem in settings.warnings])
+            write_stderr_lines(["⚠️ " + shown(problem) for problem in settings.warnings], prefix="")
         try:
             body = load()
         except Exception as exc:
@@ -66,7 +67,7 @@ def _run_guarded(name: str, invocation: Invocation, load: Callable[[], Body]) ->
         diagnostics.report_import_problem(problem, debug)
         return EXIT_STARTUP
     except KeyboardInterrupt:
-        write_stderr_lines([t("已中断(Ctrl+C)")])
+        write_stderr_lines([t("已中断(Ctrl+C)")], prefix="")
         return EXIT_INTERRUPTED
     except Exception as exc:
         hint = "" if debug else t("(设 DSH_MEMORY_DEBUG=1 可看完整调用栈)")
@@ -74,7 +75,8 @@ def _run_guarded(name: str, invocation: Invocation, load: Callable[[], Body]) ->
             [
                 t("❌ {command} 失败:意外错误 {error}{hint}", command=name, error=describe(exc), hint=hint),
                 *diagnostics.debug_lines(exc, debug),
-            ]
+            ],
+            prefix="",
         )
         return EXIT_STARTUP
     finally:
@@ -174,6 +176,7 @@ _SINCE = Option(("--since",), "since", True, "DATE", N_("只看这天以来更�
 _LONG = Option(("--long",), "long", help=N_("项目写成完整路径(缺省只写文件夹名)"))
 _HISTORY = Option(("--history",), "history", help=N_("同时列出每条记忆的各个版本(新 → 旧)"))
 _FORGET_DRY_RUN = Option(("--dry-run",), "dry_run", help=N_("只列出 --query 会删除哪些记忆,不删除"))
+_NO_PAGER = Option(("--no-pager",), "no_pager", help=N_("不用分页程序(缺省:终端上比一屏长的结果交给 $PAGER,或 less)"))
 _TO = Option(
     ("--to",), "to", True, "SCOPE", N_("目标作用域:global / project / 项目文件夹名 / project:<路径> / 自定义名")
 )
@@ -209,7 +212,7 @@ _BUILTIN: tuple[Command, ...] = (
         "list",
         N_("列出记忆(最新在前)"),
         _runner("list"),
-        extra_options=(_SCOPE, _PATH, _KIND, _LIMIT, _LIST_OFFSET, _SINCE, _CLIENT, _LONG, _JSON),
+        extra_options=(_SCOPE, _PATH, _KIND, _LIMIT, _LIST_OFFSET, _SINCE, _CLIENT, _LONG, _NO_PAGER, _JSON),
         usage=(
             "list [--scope SCOPE | --path DIR] [--kind KIND] [--limit N] [--offset N] [--since DATE] [--client NAME]"
             " [--long] [--json]",
@@ -248,7 +251,7 @@ _BUILTIN: tuple[Command, ...] = (
         N_("检索记忆"),
         _runner("search"),
         accepts_args=True,
-        extra_options=(_SCOPE, _PATH, _TOPK, _LONG, _JSON),
+        extra_options=(_SCOPE, _PATH, _TOPK, _LONG, _NO_PAGER, _JSON),
         usage=(N_("search 查询词… [--scope SCOPE | --path DIR] [--top-k N] [--long] [--json]"),),
         details=(
             N_(
@@ -264,7 +267,7 @@ _BUILTIN: tuple[Command, ...] = (
         N_("按 id 取完整记忆"),
         _runner("get"),
         accepts_args=True,
-        extra_options=(_OFFSET, _HISTORY, _LONG, _JSON),
+        extra_options=(_OFFSET, _HISTORY, _LONG, _NO_PAGER, _JSON),
         usage=("get ID [ID …] [--offset N] [--history] [--long] [--json]",),
         details=N_("与 memory_get 工具相同:完整 id 或至少 8 位前缀,任意作用域,过期记录也能取到。"),
     ),
@@ -348,7 +351,7 @@ _BUILTIN: tuple[Command, ...] = (
         "stats",
         N_("记忆库统计:每个作用域的记录数、过期数、损坏行、文件大小、向量"),
         _runner("stats"),
-        extra_options=(_SCOPE, _PATH, _JSON),
+        extra_options=(_SCOPE, _PATH, _NO_PAGER, _JSON),
         usage=("stats [--scope SCOPE | --path DIR] [--json]",),
         details=N_("缺省统计磁盘上的所有作用域。只读:不加锁、不写任何文件、不连嵌入服务。"),
     ),
@@ -392,6 +395,7 @@ _BUILTIN: tuple[Command, ...] = (
             Option(("--dry-run",), "dry_run", help=N_("只列出会恢复哪些记忆,不写任何文件")),
             _SCOPE,
             _PATH,
+            _NO_PAGER,
             _JSON,
         ),
         usage=("recover [--dry-run] [--scope SCOPE | --path DIR] [--json]",),
@@ -450,6 +454,17 @@ _BUILTIN: tuple[Command, ...] = (
             "输出宿主加进模型上下文的内容:会话开始时是记忆摘要,提问时是与提问相关、本会话还没给过的记忆\n"
             "(当前项目 + global,最多 DSH_MEMORY_HOOK_BUDGET 个字符)。有运行中的 serve 就问它,否则直接读记忆库。\n"
             "任何问题(输入不对、记忆库不可用、超时)都以退出码 0 结束,什么也不输出;注入了哪些记忆(只有 id)写进日志文件。"
+        ),
+    ),
+    Command(
+        "duplicates",
+        N_("列出内容几乎相同的记忆(与网页「重复的记忆」相同)"),
+        _runner("duplicates"),
+        extra_options=(_SCOPE, _PATH, _LONG, _NO_PAGER, _JSON),
+        usage=("duplicates [--scope SCOPE | --path DIR] [--long] [--json]",),
+        details=N_(
+            "与网页「重复的记忆」同一个函数:每个作用域里用词几乎相同的有效记忆成组列出(新 → 旧),缺省所有作用域。\n"
+            "只读:保留一条、替换其余在网页上做(可恢复),或用 edit / save --supersedes / forget。"
         ),
     ),
 )

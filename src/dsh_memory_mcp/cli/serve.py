@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import diagnostics, logs
 from dsh_memory_mcp.cli.messages import N_, t
-from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, EXIT_USAGE, PREFIX, PROG, describe, write_stderr_lines
+from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, EXIT_USAGE, PROG, describe, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Invocation
 from dsh_memory_mcp.cli.runtime import log_settings
 
@@ -109,8 +109,8 @@ def login_link(invocation: Invocation, settings: config.Settings, *, out: TextIO
     token in it) for a one-time login code and print the page's link with it on stdout."""
     from dsh_memory_mcp.transports import relay
 
-    def say(line: str) -> None:
-        err.write(PREFIX + line + "\n")
+    def say(line: str) -> None:  # a person's own command: no program prefix
+        err.write(line + "\n")
 
     found, why = relay.find_serve(settings.store_dir)
     if found is None:
