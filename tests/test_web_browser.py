@@ -948,6 +948,17 @@ def test_import_previews_without_writing_then_applies(page: Any, server: WebServ
     page.wait_for_selector("#import-preview:has-text('已新增 3 条')")
     contents = {r["content"] for r in on_disk(server, scope).values()}
     assert contents == {"导入前已经有的记忆", "小红: 用 Neovim", "小红: 住在杭州", "小红 维护 记忆服务"}
+    # A bigger file: the first 50, then how many more.
+    many = root / "import-many.jsonl"
+    many.write_text(
+        "".join(new_record(scope=scope, content=f"批量 {i}", now=i + 1).raw + "\n" for i in range(53)), encoding="utf-8"
+    )
+    page.set_input_files("#import-file", str(many))
+    assert "primary" in (page.get_attribute("#import-dry", "class") or "")  # a new file: preview first again
+    page.click("#import-dry")
+    page.wait_for_selector("#import-preview:has-text('将新增 53 条')")
+    assert page.locator("#import-preview li.import-memory").count() == 50
+    assert "…以及另外 3 条" in page.inner_text("#import-preview")
     page.click("#import-close")
     page.wait_for_selector("li.card:has-text('小红: 住在杭州')")
 

@@ -1681,6 +1681,17 @@ function importSummary(data) {
 
 function renderImportResult(data) {
   const parts = [el("p", { class: "summary", text: importSummary(data) })];
+  if (data.byScope && data.byScope.length) {
+    parts.push(
+      el(
+        "ul",
+        { "aria-label": t("import.byScope") },
+        ...data.byScope.map((row) =>
+          el("li", { text: t(data.dryRun ? "import.scopeWill" : "import.scopeDid", { scope: row.scope, added: row.added, existing: row.existing }) }),
+        ),
+      ),
+    );
+  }
   if (data.memories && data.memories.length) {
     parts.push(el("p", { text: t("import.listed", { n: data.memoriesTotal }) }));
     const rows = data.memories.map((m) =>
@@ -1696,17 +1707,6 @@ function renderImportResult(data) {
     );
     if (data.memoriesTotal > rows.length) rows.push(el("li", { text: t("forget.more", { n: data.memoriesTotal - rows.length }) }));
     parts.push(el("ul", { class: "import-list", "aria-label": t("import.listedAria") }, ...rows));
-  }
-  if (data.byScope && data.byScope.length) {
-    parts.push(
-      el(
-        "ul",
-        { "aria-label": t("import.byScope") },
-        ...data.byScope.map((row) =>
-          el("li", { text: t(data.dryRun ? "import.scopeWill" : "import.scopeDid", { scope: row.scope, added: row.added, existing: row.existing }) }),
-        ),
-      ),
-    );
   }
   if (data.problems && data.problems.length) {
     parts.push(el("p", { text: t("import.skipped", { n: data.bad }) }));
