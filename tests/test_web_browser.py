@@ -861,6 +861,10 @@ def test_the_chart_shows_the_per_day_counts_by_client_and_the_kinds_of_the_store
     # A client's colour follows its name, not its rank among the clients shown: the same in every view.
     fills = "rs => rs.map(r => [r.dataset.client, r.getAttribute('fill')])"
     here = dict(chart.locator("svg.activity rect.bar").evaluate_all(fills))
+    # The DSH plugin's ("-") and this page's own saves never share an agent's colour.
+    assert {"-", "web", "claude-code"} <= set(here)
+    assert [c for c in here if c != "-" and here[c] == here["-"]] == []
+    assert [c for c in here if c != "web" and here[c] == here["web"]] == []
     with page.expect_response(lambda r: "/api/activity" in r.url):
         page.click('.scope-btn[data-scope="all"]')
     page.wait_for_function("() => document.getElementById('memory-list').dataset.scope === 'all'")

@@ -36,6 +36,8 @@ const MANUAL = "-";
 const SVG_NS = "http://www.w3.org/2000/svg";
 const PALETTE = ["#2457c5", "#d97706", "#0f8a5f", "#b42318", "#7c3aed", "#0e7490", "#a16207", "#be185d"];
 const OTHERS_COLOR = "#8a94a6";
+// The writers that are no agent have colours of their own, outside the agents' palette.
+const FIXED_COLORS = { [MANUAL]: "#64748b", web: "#f472b6", cli: "#84cc16" };
 const CHARTS_MAX = 6;
 // An environment variable's name: shown whole, never broken mid-word.
 const ENV_NAME = /([A-Z][A-Z0-9]*_[A-Z0-9_]+)/;
@@ -466,6 +468,7 @@ function clientLabel(key, name) {
 function colorOf(key) {
   const keys = ((state.insights && state.insights.facets.clients) || []).slice(0, PALETTE.length).map((c) => c.key);
   if (!keys.includes(key)) return OTHERS_COLOR;
+  if (FIXED_COLORS[key]) return FIXED_COLORS[key];
   let h = 0;
   for (const ch of key) h = (h * 31 + ch.codePointAt(0)) >>> 0;
   return PALETTE[h % PALETTE.length];
