@@ -908,6 +908,39 @@ def test_import_dry_run_writes_nothing_and_apply_adds_exactly_what_it_announced(
     assert existing in on_disk(server, scope)
 
 
+def test_an_import_preview_lists_the_files_memories_by_first_line_scope_and_kind_the_first_fifty(
+    server: WebServer, client: httpx.Client
+):
+    scope = "web-import-listed"
+    lines = [
+        new_record(scope=scope, content=f"\n  第 {i} 条的第一行\n第二行不列出", kind="rule", now=i).raw
+        for i in range(55)
+    ]
+    lines += [new_record(scope="global", content="x" * 300, now=99).raw]
+    lines.append(json.dumps({"type": "entity", "name": "小明", "entityType": "person", "observations": ["喜欢 Rust"]}))
+    text = "\n".join(lines) + "\n"
+    preview = post(client, "/api/import", {"text": text, "scope": scope, "dryRun": True}).json()
+    assert preview["memoriesTotal"] == 57
+    listed = preview["memories"]
+    assert len(listed) == 50
+    assert listed[0] == {"scope": scope, "kind": "rule", "line": "第 0 条的第一行"}
+    assert [m["line"] for m in listed] == [f"第 {i} 条的第一行" for i in range(50)]
+    # Another scope's records and the knowledge graph's facts (into the chosen scope) are listed too.
+    few = "\n".join([lines[0], lines[55], lines[56]]) + "\n"
+    short = post(client, "/api/import", {"text": few, "scope": scope, "dryRun": True}).json()
+    assert short["memoriesTotal"] == 3
+    assert sorted((m["scope"], m["kind"], m["line"]) for m in short["memories"]) == sorted(
+        [
+            (scope, "rule", "第 0 条的第一行"),
+            ("global", "note", "x" * 119 + "…"),
+            (scope, "fact", "小明: 喜欢 Rust"),
+        ]
+    )
+    # The import itself answers with what it did, not a listing.
+    done = post(client, "/api/import", {"text": few, "scope": scope, "dryRun": False}).json()
+    assert done["added"] == 3 and "memories" not in done
+
+
 def test_an_import_refuses_per_record_what_memory_save_would_refuse_in_the_preview_and_the_result(
     server: WebServer, client: httpx.Client
 ):

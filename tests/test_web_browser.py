@@ -699,12 +699,12 @@ def test_each_filter_and_sort_shows_the_right_memories_and_the_view_lives_in_the
     page.select_option("#tag-filter", "alpha")
     wait_list(page, _newest(seeds, lambda s: s["tags"] == ["alpha"]))
     page.select_option("#tag-filter", "")
-    # Client, and "by hand" for records no client wrote.
+    # Client, and "the DSH plugin" for records no client wrote.
     page.select_option("#client-filter", "claude-code")
     wait_list(page, _newest(seeds, lambda s: s["client"] == "claude-code/1.0.3"))
     page.select_option("#client-filter", "-")
     wait_list(page, _newest(seeds, lambda s: s["client"] is None))
-    assert all("来源 手动" in c.inner_text() for c in page.locator("li.card").all())
+    assert all("来源 DSH 插件" in c.inner_text() for c in page.locator("li.card").all())
     page.select_option("#client-filter", "")
     # Date range (typed the way people type dates).
     page.fill("#from-filter", _date(3).replace("-", "/"))
@@ -802,7 +802,7 @@ def test_a_long_memory_expands_in_place(page: Any, server: WebServer):
     toggle.click()
     page.wait_for_function(
         "([id, n]) => document.querySelector(`li.card[data-record='${id}'] .content`).textContent.length === n",
-        arg=[ident, len(text)],
+        arg=[ident, len(text.rstrip("\n"))],  # lines kept; the final newline ends the last paragraph
     )
     assert "clamped" not in (body.get_attribute("class") or "")
     assert body.bounding_box()["height"] > 4 * folded
@@ -861,6 +861,10 @@ def test_the_chart_shows_the_per_day_counts_by_client_and_the_kinds_of_the_store
     # A client's colour follows its name, not its rank among the clients shown: the same in every view.
     fills = "rs => rs.map(r => [r.dataset.client, r.getAttribute('fill')])"
     here = dict(chart.locator("svg.activity rect.bar").evaluate_all(fills))
+    # The DSH plugin's ("-") and this page's own saves never share an agent's colour.
+    assert {"-", "web", "claude-code"} <= set(here)
+    assert [c for c in here if c != "-" and here[c] == here["-"]] == []
+    assert [c for c in here if c != "web" and here[c] == here["web"]] == []
     with page.expect_response(lambda r: "/api/activity" in r.url):
         page.click('.scope-btn[data-scope="all"]')
     page.wait_for_function("() => document.getElementById('memory-list').dataset.scope === 'all'")
@@ -929,16 +933,36 @@ def test_import_previews_without_writing_then_applies(page: Any, server: WebServ
     page.set_input_files("#import-file", str(source))
     assert page.inner_text("#import-file-name") == "import.jsonl"
     assert page.input_value("#import-scope") == scope
+    assert "primary" in (page.get_attribute("#import-dry", "class") or "")
     page.click("#import-dry")
     page.wait_for_selector("#import-preview:has-text('将新增 3 条')")
     assert "跳过 1 行" in page.inner_text("#import-preview")
     assert "第 3 行不是 JSON" in page.inner_text("#import-preview")
+    # The memories themselves, by first line, kind and scope (the folder-free name), before importing.
+    listed = page.locator("#import-preview li.import-memory").all_inner_texts()
+    assert listed == [f"事实 {scope} {line}" for line in ("小红: 用 Neovim", "小红: 住在杭州", "小红 维护 记忆服务")]
+    assert "文件里的记忆(共 3 条)" in page.inner_text("#import-preview")
+    # After a preview, "Import" is the primary button and has the focus.
+    assert "primary" in (page.get_attribute("#import-apply", "class") or "")
+    assert "primary" not in (page.get_attribute("#import-dry", "class") or "")
+    assert page.evaluate("document.activeElement.id") == "import-apply"
     page.screenshot(path=str(shots / "import-preview.png"))
     assert {p: p.read_bytes() for p in server.store_dir.rglob("*.jsonl")} == before
     page.click("#import-apply")
     page.wait_for_selector("#import-preview:has-text('已新增 3 条')")
     contents = {r["content"] for r in on_disk(server, scope).values()}
     assert contents == {"导入前已经有的记忆", "小红: 用 Neovim", "小红: 住在杭州", "小红 维护 记忆服务"}
+    # A bigger file: the first 50, then how many more.
+    many = root / "import-many.jsonl"
+    many.write_text(
+        "".join(new_record(scope=scope, content=f"批量 {i}", now=i + 1).raw + "\n" for i in range(53)), encoding="utf-8"
+    )
+    page.set_input_files("#import-file", str(many))
+    assert "primary" in (page.get_attribute("#import-dry", "class") or "")  # a new file: preview first again
+    page.click("#import-dry")
+    page.wait_for_selector("#import-preview:has-text('将新增 53 条')")
+    assert page.locator("#import-preview li.import-memory").count() == 50
+    assert "…以及另外 3 条" in page.inner_text("#import-preview")
     page.click("#import-close")
     page.wait_for_selector("li.card:has-text('小红: 住在杭州')")
 
@@ -1094,12 +1118,13 @@ def test_the_wording_is_for_people(page: Any, server: WebServer):
     ident = saved(
         server, "web-browser-words", "来源显示客户端的名字", source={"origin": "explicit", "client": "cline/3.2"}
     )
-    by_hand = saved(server, "web-browser-words", "没有客户端的就是手动")
+    by_hand = saved(server, "web-browser-words", "没有客户端的是 DSH 插件自己写的")
     fresh(page)
     open_scope(page, "web-browser-words")
     card(page, ident).wait_for()
     assert "来源 cline" in card(page, ident).inner_text()
-    assert "来源 手动" in card(page, by_hand).inner_text()
+    assert "来源 DSH 插件" in card(page, by_hand).inner_text()
+    assert "DSH 插件自己保存的" in (card(page, by_hand).locator(".source").get_attribute("title") or "")
     assert "explicit" not in page.inner_text("#memory-list")
     when = card(page, ident).locator("time")
     assert when.inner_text().startswith("更新 ") and "刚刚" in when.inner_text()
@@ -1398,3 +1423,198 @@ def test_the_duplicates_view_keeps_one_replaces_the_others_and_the_versions_view
     live = [r for r in on_disk(server, scope).values() if r.get("expiredAt") is None or r["expiredAt"] > now]
     assert "发布前先跑 pnpm test 和 pnpm lint,两者都通过才能合并。" in {r["content"] for r in live}
     assert not page.errors
+
+
+# -- dark scheme, keyboard chart, memory text as markdown, the copy in both languages --------------
+
+
+def _contrast(fg: str, bg: str) -> float:
+    """WCAG contrast ratio of two computed ``rgb(...)`` colours (computed here, not by the page)."""
+
+    def luminance(color: str) -> float:
+        channels = [float(x) / 255 for x in re.findall(r"[\d.]+", color)[:3]]
+        lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    a, b = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (a + 0.05) / (b + 0.05)
+
+
+# The text colour of an element and the first opaque background behind it.
+_COLOURS = r"""sel => [...document.querySelectorAll(sel)].filter(e => e.getClientRects().length).slice(0, 3).map(e => {
+  let bg = 'rgba(0, 0, 0, 0)';
+  for (let n = e; n && n.nodeType === 1; n = n.parentElement) {
+    const c = getComputedStyle(n).backgroundColor;
+    if (c !== 'transparent' && !/rgba\(.*, 0\)$/.test(c)) { bg = c; break; }
+  }
+  if (bg === 'rgba(0, 0, 0, 0)') bg = getComputedStyle(document.documentElement).backgroundColor;
+  return [getComputedStyle(e).color, bg];
+})"""
+
+
+def test_the_dark_scheme_gives_a_dark_page_whose_texts_keep_a_contrast_of_4_5(
+    browser: Any, server: WebServer, shots: Path
+):
+    saved(server, "global", "暗色模式下也要看得清的记忆 `code` **粗体**", tags=["暗色"], importance=0.5)
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN", color_scheme="dark")
+    try:
+        pg = watched(ctx.new_page())
+        pg.goto(server.login_url())
+        pg.wait_for_selector("html[data-ready=true]")
+        show_charts(pg)
+        pg.fill("#q", "暗色模式")
+        pg.press("#q", "Enter")
+        pg.wait_for_selector("li.card mark")
+        pg.screenshot(path=str(shots / "dark.png"))
+        page_bg = pg.evaluate("getComputedStyle(document.documentElement).backgroundColor")
+        assert _contrast(page_bg, "rgb(0, 0, 0)") < 1.5, page_bg  # dark: near black
+        checked = []
+        for selector in [
+            "body",
+            ".top h1",
+            ".store-path",
+            ".scope-btn .scope-name",
+            ".scope-count",
+            "#health dt",
+            "#health dd",
+            "label[for=q]",
+            "#q",
+            "button.primary",
+            "#clear-search",
+            "button.danger",
+            "li.card .content",
+            "li.card .content code",
+            "li.card .content mark",
+            "li.card .meta",
+            "li.card .badge",
+            "li.card button.tag",
+            "li.card .relevance",
+            "#list-note",
+            "#charts .legend",
+            "#charts figcaption",
+        ]:
+            pairs = pg.evaluate(_COLOURS, selector)
+            assert pairs, selector
+            for fg, bg in pairs:
+                checked.append((selector, fg, bg, round(_contrast(fg, bg), 2)))
+        low = [row for row in checked if row[3] < 4.5]
+        assert low == [], low
+        # A dialog is dark too.
+        pg.locator("li.card [data-role=open]").first.click()
+        pg.wait_for_selector("#detail-dialog[open]")
+        fg, bg = pg.evaluate(_COLOURS, "#detail-facts dd")[0]
+        assert _contrast(bg, "rgb(0, 0, 0)") < 1.5 and _contrast(fg, bg) >= 4.5
+        assert pg.errors == []
+    finally:
+        ctx.close()
+
+
+def test_the_chart_days_are_buttons_for_the_keyboard_and_a_projects_day_shows_only_that_project(
+    browser: Any, tmp_path: Path
+):
+    now = int(time.time() * 1000)
+    project = f"project:{tmp_path / 'keyboard-app'}"
+    mine = new_record(scope=project, content="项目里两天前的记忆", source={"origin": "explicit"}, now=now - 2 * DAY)
+    elsewhere = new_record(scope="global", content="同一天全局的记忆", source={"origin": "explicit"}, now=now - 2 * DAY)
+    with running_web(tmp_path / "store", tmp_path) as srv:
+        inserted(srv, project, [mine])
+        inserted(srv, "global", [elsewhere])
+        ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN")
+        try:
+            page = watched(ctx.new_page())
+            page.goto(srv.login_url())
+            page.wait_for_selector("html[data-ready=true]")
+            show_charts(page)
+            chart = page.locator(f'figure.chart[data-scope="{project}"]')
+            chart.wait_for()
+            days = chart.locator("g.day")
+            # One tab stop per chart, each day a named button.
+            assert days.evaluate_all("gs => gs.filter(g => g.getAttribute('tabindex') === '0').length") == 1
+            assert days.evaluate_all("gs => gs.every(g => g.getAttribute('role') === 'button')")
+            tz = page.evaluate("-new Date().getTimezoneOffset()")
+            day = time.strftime("%Y-%m-%d", time.gmtime(((now - 2 * DAY) + tz * 60_000) // DAY * 86_400))
+            label = chart.locator(f'g.day[data-day="{day}"]').get_attribute("aria-label") or ""
+            assert label.startswith(f"{day}:1 条")
+            # Tab reaches the chart's day; the arrow keys walk the days; Enter filters like a click.
+            page.locator("#insights summary").focus()
+            for _ in range(10):
+                page.keyboard.press("Tab")
+                if page.evaluate("document.activeElement.closest('figure.chart')?.dataset.scope") == project:
+                    break
+            assert page.evaluate("document.activeElement.getAttribute('role')") == "button"
+            page.keyboard.press("End")
+            page.keyboard.press("ArrowLeft")
+            page.keyboard.press("ArrowLeft")
+            assert page.evaluate("document.activeElement.dataset.day") == day
+            assert days.evaluate_all("gs => gs.filter(g => g.getAttribute('tabindex') === '0').length") == 1
+            page.keyboard.press("Enter")
+            # Only the project's memories of that day: the chart's scope, not every scope's.
+            page.wait_for_function("s => document.getElementById('memory-list').dataset.scope === s", arg=project)
+            wait_list(page, [mine.id])
+            assert page.input_value("#from-filter") == day and page.input_value("#to-filter") == day
+            assert page.get_attribute(f'.scope-btn[data-scope="{project}"]', "aria-current") == "true"
+            # The keyboard stays on the day after the charts redraw; Space works like Enter.
+            page.wait_for_function(
+                "d => document.activeElement.dataset && document.activeElement.dataset.day === d", arg=day
+            )
+            page.keyboard.press("ArrowRight")
+            page.keyboard.press(" ")
+            page.wait_for_function("() => document.querySelectorAll('li.card').length === 0")
+            assert page.errors == []
+        finally:
+            ctx.close()
+
+
+def test_memory_text_shows_its_markdown_as_elements_and_the_copy_reads_right_in_both_languages(
+    browser: Any, server: WebServer, shots: Path
+):
+    scope = "web-browser-copy"
+    text = "**部署** 步骤\n\n- 先跑 `make test`\n- 再 <b>发布</b>\n\n1. 第一\n2. 第二\n\n收尾一句"
+    ident = saved(server, scope, text, kind="fact")
+    by_web = saved(server, scope, "网页写的", source={"origin": "explicit", "client": "web"})
+    for locale, lang in (("zh-CN", "zh"), ("en-US", "en")):
+        ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale=locale)
+        try:
+            pg = watched(ctx.new_page())
+            pg.goto(server.login_url())
+            pg.wait_for_selector("html[data-ready=true]")
+            open_scope(pg, scope)
+            content = card(pg, ident).locator(".content")
+            content.wait_for()
+            assert content.locator("strong").all_inner_texts() == ["部署"]
+            assert content.locator("ul > li").all_inner_texts() == ["先跑 make test", "再 <b>发布</b>"]
+            assert content.locator("ul code").all_inner_texts() == ["make test"]
+            assert content.locator("ol > li").all_inner_texts() == ["第一", "第二"]
+            assert content.locator("p").all_inner_texts() == ["部署 步骤", "收尾一句"]
+            assert content.locator("b").count() == 0  # HTML in a memory stays text
+            assert "**" not in content.inner_text() and "`" not in content.inner_text()
+            # The visible "View/edit" is in the button's accessible name.
+            opener = card(pg, ident).locator("[data-role=open]")
+            assert opener.inner_text() in (opener.get_attribute("aria-label") or "")
+            # No label says the kind twice.
+            badge = card(pg, ident).locator(".badge")
+            assert badge.get_attribute("title") is None
+            opener.click()
+            pg.wait_for_selector("#detail-dialog[open]")
+            assert pg.inner_text("#detail-title") == "部署 步骤"  # the first line, not an id
+            facts = pg.inner_text("#detail-facts")
+            assert ("DSH 插件" if lang == "zh" else "DSH plugin") in facts
+            pg.click("#detail-close")
+            pg.click(f'li.card[data-record="{by_web}"] [data-role=open]')
+            pg.wait_for_selector("#detail-dialog[open]")
+            facts = pg.inner_text("#detail-facts")
+            assert ("网页" if lang == "zh" else "this page") in facts and "web)" not in facts
+            pg.screenshot(path=str(shots / f"copy-{lang}.png"))
+            pg.click("#detail-close")
+            if lang == "en":
+                # English counts agree with their nouns; a bracket follows a space, as English writes it.
+                assert pg.evaluate("t('forget.done', {n: 1})") == "Deleted 1 memory"
+                assert pg.evaluate("t('import.previewSummary', {added: 2, existing: 0, bad: 1})").endswith(
+                    "1 line to skip"
+                )
+                assert pg.evaluate("t('scope.count', {n: 1})") == "1 scope"
+                listing = pg.locator("#client-filter").inner_text() + pg.locator("#tag-filter").inner_text()
+                assert "DSH plugin (1)" in listing and re.search(r"\S\(", listing) is None
+            assert pg.errors == []
+        finally:
+            ctx.close()

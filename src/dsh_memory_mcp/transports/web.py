@@ -46,6 +46,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -115,6 +116,8 @@ _PAGE_LIMIT_MAX = 500
 _FORGET_MAX = 500
 _RECOVER_SHOWN = 200
 _GROUPS_SHOWN = 200
+_IMPORT_LISTED = 50  # memories an import preview lists (then "and N more")
+_LINE_CHARS = 120
 # Tool codes that are the caller's mistake (400); the store being busy is 503; the rest 500.
 _BUSY_CODES = {"LOCK_TIMEOUT", "BUSY", "DEADLINE"}
 _SERVER_CODES = {"STORE_ERROR", "TOOL_ERROR", "INTERNAL_ERROR", "LOCK_RECURSION"}
@@ -855,10 +858,30 @@ class _Web:
                         for r in plan.refused[:50]
                     ],
                     "message": message,
+                    **(self.import_listing(plan, target) if dry_run else {}),
                 }
             )
 
         return await run_in_threadpool(work)
+
+    @staticmethod
+    def import_listing(plan: transfer.ImportPlan, target: str) -> dict[str, Any]:
+        """What a preview lists: the file's memories (the first `_IMPORT_LISTED`, scope by scope in file
+        order), each by its first line, scope and kind; knowledge-graph memories go to `target` as facts."""
+        total = sum(len(batch) for batch in plan.ours.values()) + len(plan.graph)
+        rows: list[dict[str, str]] = []
+        for scope, batch in plan.ours.items():
+            if len(rows) >= _IMPORT_LISTED:
+                break
+            rows += [{"scope": scope, "kind": r.kind, "line": _first_line(r.content)} for r in batch[:_IMPORT_LISTED]]
+        rows += [{"scope": target, "kind": "fact", "line": _first_line(c)} for c in islice(plan.graph, _IMPORT_LISTED)]
+        return {"memories": rows[:_IMPORT_LISTED], "memoriesTotal": total}
+
+
+def _first_line(content: str) -> str:
+    """A memory's first non-blank line, cut to `_LINE_CHARS`."""
+    line = next((part.strip() for part in content.splitlines() if part.strip()), "")
+    return line if len(line) <= _LINE_CHARS else line[: _LINE_CHARS - 1] + "…"
 
 
 def web_routes(service: MemoryService, token: str, *, checks: PageChecks) -> list[BaseRoute]:

@@ -36,6 +36,8 @@ const MANUAL = "-";
 const SVG_NS = "http://www.w3.org/2000/svg";
 const PALETTE = ["#2457c5", "#d97706", "#0f8a5f", "#b42318", "#7c3aed", "#0e7490", "#a16207", "#be185d"];
 const OTHERS_COLOR = "#8a94a6";
+// The writers that are no agent have colours of their own, outside the agents' palette.
+const FIXED_COLORS = { [MANUAL]: "#64748b", web: "#f472b6", cli: "#84cc16" };
 const CHARTS_MAX = 6;
 // An environment variable's name: shown whole, never broken mid-word.
 const ENV_NAME = /([A-Z][A-Z0-9]*_[A-Z0-9_]+)/;
@@ -130,8 +132,10 @@ function t(key, params) {
   let text = table[key];
   if (text === undefined) text = window.I18N.zh[key];
   if (text === undefined) text = key;
-  if (params) text = text.replace(/\{(\w+)\}/g, (m, name) => (name in params ? String(params[name]) : m));
-  return text;
+  if (!params) return text;
+  // {n|memory|memories}: the first word when n is 1, else the second (English plurals).
+  text = text.replace(/\{(\w+)\|([^|}]*)\|([^|}]*)\}/g, (m, name, one, other) => (Number(params[name]) === 1 ? one : other));
+  return text.replace(/\{(\w+)\}/g, (m, name) => (name in params ? String(params[name]) : m));
 }
 
 function chooseLanguage() {
@@ -420,6 +424,12 @@ function snippet(text, n = 40) {
   return one.length <= n ? one : `${one.slice(0, n - 1)}…`;
 }
 
+// A memory's first line as a title: markdown's list, heading, bold and code marks left out.
+function firstLine(text) {
+  const line = String(text).split("\n").find((l) => l.trim()) || "";
+  return line.replace(/^\s*(?:#{1,6}|[-*+]|\d{1,9}[.)])\s+/, "").replace(/\*\*|`/g, "").trim();
+}
+
 function scopeInfo(scope) {
   if (scope === "global") return { name: "global", type: t("scope.global") };
   if (scope.startsWith("project:")) return { name: projectName(scope), type: t("scope.project") };
@@ -442,6 +452,12 @@ function projectName(scope) {
   return folderName(path, clash ? 2 : 1);
 }
 
+// The whole client string on hover; a record without one was written by the DSH plugin itself
+// (this project's writers always name their client: an MCP host, `cli`, `web`, the hook).
+function sourceTitle(client) {
+  return !client.key || client.key === MANUAL ? t("client.manualTitle") : client.full || "";
+}
+
 function clientLabel(key, name) {
   if (!key || key === MANUAL) return t("client.manual");
   if (key === "web") return t("client.web");
@@ -452,6 +468,7 @@ function clientLabel(key, name) {
 function colorOf(key) {
   const keys = ((state.insights && state.insights.facets.clients) || []).slice(0, PALETTE.length).map((c) => c.key);
   if (!keys.includes(key)) return OTHERS_COLOR;
+  if (FIXED_COLORS[key]) return FIXED_COLORS[key];
   let h = 0;
   for (const ch of key) h = (h * 31 + ch.codePointAt(0)) >>> 0;
   return PALETTE[h % PALETTE.length];
@@ -644,7 +661,7 @@ function renderVectors(vec, totals) {
   const line = (label, value) => el("p", { class: "vec-line" }, el("span", { class: "vec-label", text: label }), value);
   if (vec.state === "ready") {
     parts.push(line(t("vec.title"), el("span", { class: "vec-ok", text: t("vec.ready") })));
-    parts.push(line(t("vec.model"), el("span", { text: vec.dims ? `${vec.model}(${vec.dims})` : String(vec.model) })));
+    parts.push(line(t("vec.model"), el("span", { text: vec.dims ? t("common.paren", { a: vec.model, b: vec.dims }) : String(vec.model) })));
     parts.push(line(t("vec.coverage"), el("span", { text: t("vec.coverageValue", { a: totals.covered, b: totals.live }) })));
     if (typeof vec.backfillPending === "number" && vec.backfillPending > 0) {
       parts.push(line(t("vec.backfill"), el("span", { text: t("vec.backfillValue", { n: vec.backfillPending }) })));
@@ -691,7 +708,7 @@ async function loadInsights() {
 
 function renderFacets() {
   const facets = (state.insights && state.insights.facets) || { tags: [], clients: [] };
-  const tags = facets.tags.map((row) => ({ value: row.name, label: `#${row.name}(${row.count})` }));
+  const tags = facets.tags.map((row) => ({ value: row.name, label: t("common.paren", { a: `#${row.name}`, b: row.count }) }));
   if (state.tag && !tags.some((row) => row.value.toLowerCase() === state.tag.toLowerCase())) {
     tags.unshift({ value: state.tag, label: `#${state.tag}` });
   }
@@ -703,7 +720,7 @@ function renderFacets() {
   $("tag-filter").value = matchTag ? matchTag.value : "";
   const clients = facets.clients.map((row) => ({
     value: row.key,
-    label: `${clientLabel(row.key, row.name)}(${row.count})`,
+    label: t("common.paren", { a: clientLabel(row.key, row.name), b: row.count }),
   }));
   if (state.client && !clients.some((row) => row.value === state.client)) {
     clients.unshift({ value: state.client, label: clientLabel(state.client, state.client) });
@@ -739,7 +756,13 @@ function renderCharts() {
   for (const swatch of legend.querySelectorAll(".swatch")) swatch.style.backgroundColor = swatch.dataset.color;
   const grid = el("div", { class: "chart-grid" }, ...rows.map(chartFor));
   const rest = all.length - rows.length;
+  const focused = box.contains(document.activeElement) ? document.activeElement.dataset.day : null;
   box.replaceChildren(legend, grid);
+  const again = focused && grid.querySelector(`g.day[data-day="${CSS.escape(focused)}"]`);
+  if (again) {
+    for (const g of again.parentNode.querySelectorAll(".day")) g.setAttribute("tabindex", g === again ? "0" : "-1");
+    again.focus();
+  }
   if (rest > 0) box.append(el("p", { class: "hint", text: t("chart.more", { n: rest }) }));
 }
 
@@ -756,7 +779,7 @@ function chartFor(row) {
   const chart = svg("svg", {
     viewBox: `0 0 ${width} ${height}`,
     class: "activity",
-    role: "img",
+    role: "group",
     "aria-label": t("chart.aria", { scope: info.name, n: row.recent, days }),
     "data-scope": row.scope,
   });
@@ -764,7 +787,14 @@ function chartFor(row) {
   chart.append(svg("text", { x: 0, y: 10, class: "tick" }, String(peak)));
   row.days.forEach((day, i) => {
     let y = base;
-    const column = svg("g", { class: "day", "data-day": day });
+    // One tab stop per chart (the last day); the arrow keys move between the days.
+    const column = svg("g", {
+      class: "day",
+      "data-day": day,
+      role: "button",
+      tabindex: i === days - 1 ? 0 : -1,
+      "aria-label": t("chart.dayAria", { day, n: totals[i] }),
+    });
     column.append(svg("title", {}, `${day}:${t("chart.dayTotal", { n: totals[i] })}`));
     column.append(svg("rect", { x: i * step, y: top, width: step, height: base - top, class: "hit" }));
     for (const c of row.clients) {
@@ -786,7 +816,8 @@ function chartFor(row) {
       bar.append(svg("title", {}, `${day} · ${clientLabel(c.key, c.name)}:${n}`));
       column.append(bar);
     }
-    column.addEventListener("click", () => filterDay(day));
+    column.addEventListener("click", () => filterDay(day, row.scope));
+    column.addEventListener("keydown", (ev) => dayKey(ev, column, day, row.scope));
     chart.append(column);
   });
   chart.append(svg("text", { x: 0, y: height - 4, class: "tick" }, row.days[0].slice(5)));
@@ -832,12 +863,32 @@ function chartFor(row) {
   );
 }
 
-function filterDay(day) {
+// A day of a scope's chart: that scope's memories of that day (under "all" too).
+function filterDay(day, scope) {
   state.from = day;
   state.to = day;
+  const moved = scope !== state.scope;
+  state.scope = scope;
+  state.selected.clear();
   syncControls();
   writeUrl(true);
+  if (moved) loadInsights();
   loadList();
+}
+
+function dayKey(ev, column, day, scope) {
+  const days = [...column.parentNode.querySelectorAll(".day")];
+  const at = days.indexOf(column);
+  const to = { ArrowLeft: at - 1, ArrowRight: at + 1, Home: 0, End: days.length - 1 }[ev.key];
+  if (ev.key === "Enter" || ev.key === " ") {
+    ev.preventDefault();
+    filterDay(day, scope);
+  } else if (to !== undefined && days[to]) {
+    ev.preventDefault();
+    column.setAttribute("tabindex", "-1");
+    days[to].setAttribute("tabindex", "0");
+    days[to].focus();
+  }
 }
 
 // -- the list -----------------------------------------------------------------------------------
@@ -1000,6 +1051,63 @@ function highlighted(text, terms) {
   return out;
 }
 
+// A safe subset of markdown, built as nodes (never HTML): paragraphs (line breaks kept), "-"/"*"/"1."
+// lists, ``` blocks, `code` and **bold**, with the search terms marked.
+const LIST_ITEM = /^\s*(?:[-*+]|(\d{1,9})[.)])\s+(.*)$/;
+const FENCE = /^\s*```/;
+
+function markdown(text, terms) {
+  const blocks = [];
+  let para = null;
+  let list = null;
+  let fence = null;
+  for (const line of String(text).split("\n")) {
+    if (fence) {
+      if (FENCE.test(line)) fence = null;
+      else fence.append(fence.childNodes.length ? `\n${line}` : line);
+    } else if (FENCE.test(line)) {
+      para = list = null;
+      fence = el("code");
+      blocks.push(el("pre", null, fence));
+    } else if (!line.trim()) {
+      para = list = null;
+    } else if (LIST_ITEM.test(line)) {
+      const [, number, rest] = LIST_ITEM.exec(line);
+      const tag = number === undefined ? "UL" : "OL";
+      if (!list || list.tagName !== tag) {
+        list = el(tag.toLowerCase(), number && number !== "1" ? { start: number } : null);
+        blocks.push(list);
+      }
+      para = null;
+      list.append(el("li", null, ...inline(rest, terms)));
+    } else if (list && /^\s/.test(line)) {
+      list.lastChild.append("\n", ...inline(line.trim(), terms));
+    } else if (para) {
+      para.append("\n", ...inline(line, terms));
+    } else {
+      list = null;
+      para = el("p", null, ...inline(line, terms));
+      blocks.push(para);
+    }
+  }
+  return blocks;
+}
+
+function inline(text, terms) {
+  const out = [];
+  text.split(/`([^`]+)`/).forEach((piece, i) => {
+    if (i % 2 === 1) {
+      out.push(el("code", null, ...highlighted(piece, terms)));
+      return;
+    }
+    piece.split(/\*\*(\S(?:.*?\S)?)\*\*/).forEach((bit, j) => {
+      if (j % 2 === 1) out.push(el("strong", null, ...highlighted(bit, terms)));
+      else if (bit) out.push(...highlighted(bit, terms));
+    });
+  });
+  return out;
+}
+
 function relevance(score) {
   const pct = Math.round(Math.min(1, Math.max(0, score)) * 100);
   return el(
@@ -1011,7 +1119,7 @@ function relevance(score) {
 }
 
 function renderCard(r) {
-  const short = snippet(r.content, 30);
+  const short = snippet(firstLine(r.content), 30);
   const checked = state.selected.has(r.id);
   const box = el("input", {
     type: "checkbox",
@@ -1028,10 +1136,10 @@ function renderCard(r) {
   });
   const text = state.full.get(r.id) || r.content;
   const expanded = state.expanded.has(r.id);
-  const content = el("p", { class: expanded ? "content" : "content clamped" }, ...highlighted(text, state.terms));
+  const content = el("div", { class: expanded ? "content" : "content clamped" }, ...markdown(text, state.terms));
   const meta = el("p", { class: "meta" });
   if (typeof r.score === "number") meta.append(relevance(r.score));
-  meta.append(el("span", { class: `badge kind-${r.kind}`, title: r.kind, text: kindLabel(r.kind) }));
+  meta.append(el("span", { class: `badge kind-${r.kind}`, text: kindLabel(r.kind) }));
   meta.append(el("span", { class: "scope", title: r.scope, text: scopeInfo(r.scope).name }));
   if (r.tags && r.tags.length) {
     meta.append(
@@ -1060,7 +1168,7 @@ function renderCard(r) {
   meta.append(timeNode(r.updatedAt, t("card.updated")));
   meta.append(el("span", { text: t("card.access", { n: r.accessCount || 0 }) }));
   const client = r.client || {};
-  meta.append(el("span", { class: "source", title: client.full || "", text: t("card.source", { who: clientLabel(client.key, client.name) }) }));
+  meta.append(el("span", { class: "source", title: sourceTitle(client), text: t("card.source", { who: clientLabel(client.key, client.name) }) }));
   meta.append(el("code", { text: r.shortId }));
   const toggle = el("button", {
     type: "button",
@@ -1127,7 +1235,7 @@ async function toggleExpand(r, content, toggle) {
       return;
     }
     state.full.set(r.id, data.record.content);
-    content.replaceChildren(...highlighted(data.record.content, state.terms));
+    content.replaceChildren(...markdown(data.record.content, state.terms));
   }
   state.expanded.add(r.id);
   content.classList.remove("clamped");
@@ -1193,7 +1301,7 @@ async function openDetail(id) {
   const r = data.record;
   state.detail = r;
   clearErrors($("edit-form"), "");
-  $("detail-title").textContent = snippet(r.content, 48);
+  $("detail-title").textContent = snippet(firstLine(r.content), 60);
   $("edit-content").value = r.content;
   $("edit-kind").value = r.kind;
   $("edit-tags").value = (r.tags || []).join(", ");
@@ -1206,7 +1314,7 @@ async function openDetail(id) {
     [t("fact.updated"), fmtTime(r.updatedAt)],
     [t("fact.accessed"), fmtTime(r.lastAccessedAt)],
     [t("fact.count"), String(r.accessCount || 0)],
-    [t("fact.source"), client.full ? `${clientLabel(client.key, client.name)}(${client.full})` : clientLabel(client.key)],
+    [t("fact.source"), sourceFact(client)],
   ];
   if (r.editedBy) facts.push([t("fact.editedBy"), clientLabel(r.editedBy.key, r.editedBy.name)]);
   $("detail-facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
@@ -1221,6 +1329,13 @@ async function openDetail(id) {
   loadVersions(r);
 }
 
+// "claude-code (claude-code/1.0.3)": the whole client string only when it says more than the name.
+function sourceFact(client) {
+  const who = clientLabel(client.key, client.name);
+  const full = client.full && client.full !== client.name && client.key !== "web" ? client.full : "";
+  return full ? t("common.paren", { a: who, b: full }) : who;
+}
+
 // The versions this memory replaced (an edit, a restore or a move each made one), newest first.
 async function loadVersions(r) {
   const data = await api(`/api/memories/${encodeURIComponent(r.id)}/versions`);
@@ -1233,7 +1348,7 @@ async function loadVersions(r) {
       el(
         "li",
         { class: "version", "data-version": v.id },
-        el("p", { class: "content", text: v.content }),
+        el("div", { class: "content" }, ...markdown(v.content, [])),
         el(
           "p",
           { class: "meta" },
@@ -1424,7 +1539,7 @@ function askForget(records) {
   state.pendingForget = records;
   $("confirm-title").textContent = records.length === 1 ? t("forget.titleOne") : t("forget.titleN", { n: records.length });
   $("confirm-text").textContent = records.length === 1 ? t("forget.textOne") : t("forget.textN", { n: records.length });
-  const shown = records.slice(0, 8).map((r) => el("li", { text: `${snippet(r.content, 80)}(${r.shortId})` }));
+  const shown = records.slice(0, 8).map((r) => el("li", { text: t("common.paren", { a: snippet(r.content, 80), b: r.shortId }) }));
   if (records.length > 8) shown.push(el("li", { text: t("forget.more", { n: records.length - 8 }) }));
   $("confirm-items").replaceChildren(...shown);
   $("confirm-dialog").showModal();
@@ -1463,7 +1578,7 @@ async function askRecover() {
     items.push(el("li", { class: "recover-scope", text: `${scope}:${t("recover.count", { n })} ${ids.join(",")}` }));
   }
   for (const r of data.records.slice(0, 20)) {
-    items.push(el("li", { "data-id": r.id, text: `${snippet(r.content, 80)}(${r.shortId} @ ${r.scope})` }));
+    items.push(el("li", { "data-id": r.id, text: t("common.paren", { a: snippet(r.content, 80), b: `${r.shortId} @ ${r.scope}` }) }));
   }
   if (data.refusedTotal) {
     items.push(el("li", { class: "recover-scope", text: t("recover.refused", { n: data.refusedTotal }) }));
@@ -1496,7 +1611,7 @@ function openImport() {
   $("import-file-name").textContent = t("import.none");
   $("import-preview").replaceChildren();
   $("import-error").textContent = "";
-  $("import-apply").disabled = true;
+  importReady(false);
   if (state.scope !== "all") $("import-scope").value = state.scope;
   $("import-dialog").showModal();
   $("import-file").focus();
@@ -1540,19 +1655,24 @@ async function runImport(dryRun) {
   if (!data.ok) {
     $("import-error").textContent = data.message || t("error.import");
     $("import-error").title = data.code || "";
-    $("import-apply").disabled = true;
+    importReady(false);
     return;
   }
   renderImportResult(data);
-  if (dryRun) {
-    $("import-apply").disabled = data.added === 0;
-    if (data.added > 0) $("import-apply").focus();
-  } else {
+  importReady(dryRun && data.added > 0);
+  if (dryRun && data.added > 0) $("import-apply").focus();
+  if (!dryRun) {
     state.importText = null;
-    $("import-apply").disabled = true;
     toast(importSummary(data));
     await refreshAll();
   }
+}
+
+// After a preview that would add something, "Import" is the primary button; else "Preview" is.
+function importReady(ready) {
+  $("import-apply").disabled = !ready;
+  $("import-apply").classList.toggle("primary", ready);
+  $("import-dry").classList.toggle("primary", !ready);
 }
 
 function importSummary(data) {
@@ -1574,6 +1694,22 @@ function renderImportResult(data) {
         ),
       ),
     );
+  }
+  if (data.memories && data.memories.length) {
+    parts.push(el("p", { text: t("import.listed", { n: data.memoriesTotal }) }));
+    const rows = data.memories.map((m) =>
+      el(
+        "li",
+        { class: "import-memory" },
+        el("span", { class: `badge kind-${m.kind}`, text: kindLabel(m.kind) }),
+        " ",
+        el("span", { class: "scope", title: m.scope, text: scopeInfo(m.scope).name }),
+        " ",
+        el("span", { class: "line", text: m.line }),
+      ),
+    );
+    if (data.memoriesTotal > rows.length) rows.push(el("li", { text: t("forget.more", { n: data.memoriesTotal - rows.length }) }));
+    parts.push(el("ul", { class: "import-list", "aria-label": t("import.listedAria") }, ...rows));
   }
   if (data.problems && data.problems.length) {
     parts.push(el("p", { text: t("import.skipped", { n: data.bad }) }));
@@ -1770,11 +1906,11 @@ function wire() {
     const file = $("import-file").files[0];
     $("import-file-name").textContent = file ? file.name : t("import.none");
     state.importText = null;
-    $("import-apply").disabled = true;
+    importReady(false);
     $("import-preview").replaceChildren();
   });
   $("import-scope").addEventListener("change", () => {
-    $("import-apply").disabled = true;
+    importReady(false);
     if (state.importText !== null) runImport(true);
   });
   $("import-dry").addEventListener("click", () => runImport(true));
