@@ -489,14 +489,9 @@ def new_record(
     return Record(data, dump_line(data))
 
 
-def render_lines(lines: Iterable[Line]) -> str:
-    """The file text for these lines: each line's text plus "\\n"."""
-    return "".join(line.raw + "\n" for line in lines)
-
-
 def render_bytes(lines: Iterable[Line]) -> bytes:
     """The file bytes for these lines: each line's bytes plus a newline."""
     return b"".join(line_bytes(line) + b"\n" for line in lines)
 
 
-__all__ += ["line_bytes", "parse_bytes", "render_bytes", "render_lines"]
+__all__ += ["line_bytes", "parse_bytes", "render_bytes"]
