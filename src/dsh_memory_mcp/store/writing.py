@@ -56,27 +56,27 @@ def replace_file(path: str, data: bytes | Iterable[bytes], *, read: fileio.Read 
     try:
         fd, tmp = fileio.new_tmp(path)
     except OSError as exc:
-        raise StoreError(
-            msg(
-                "写入 {path} 失败:{why}。原文件未改动;请检查记忆库目录是否存在且可写。",
-                path=path,
-                why=exc.strerror or exc,
-            ),
-            path=path,
-        ) from exc
+        raise _cannot_open(path, exc) from exc
     try:
         return fileio.commit(fd, tmp, path, data, read=read)
     except fileio.Changed:
         raise
     except OSError as exc:
-        raise StoreError(
-            msg(
-                "写入 {path} 失败:{why}。原文件未改动;请检查磁盘空间、文件大小限制与权限。",
-                path=path,
-                why=exc.strerror or exc,
-            ),
-            path=path,
-        ) from exc
+        raise _cannot_write(path, exc) from exc
+
+
+def _cannot_open(path: str, exc: OSError) -> StoreError:
+    why = exc.strerror or exc
+    return StoreError(
+        msg("写入 {path} 失败:{why}。原文件未改动;请检查记忆库目录是否存在且可写。", path=path, why=why), path=path
+    )
+
+
+def _cannot_write(path: str, exc: OSError) -> StoreError:
+    why = exc.strerror or exc
+    return StoreError(
+        msg("写入 {path} 失败:{why}。原文件未改动;请检查磁盘空间、文件大小限制与权限。", path=path, why=why), path=path
+    )
 
 
 def _read_at(fd: int, offset: int, n: int) -> bytes:
@@ -161,14 +161,7 @@ def append_bytes(
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
         fd = os.open(path, flags, 0o600)
     except OSError as exc:
-        raise StoreError(
-            msg(
-                "写入 {path} 失败:{why}。原文件未改动;请检查记忆库目录是否存在且可写。",
-                path=path,
-                why=exc.strerror or exc,
-            ),
-            path=path,
-        ) from exc
+        raise _cannot_open(path, exc) from exc
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -190,14 +183,7 @@ def append_bytes(
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)
                 os.fsync(fd)
-            raise StoreError(
-                msg(
-                    "写入 {path} 失败:{why}。原文件未改动;请检查磁盘空间、文件大小限制与权限。",
-                    path=path,
-                    why=exc.strerror or exc,
-                ),
-                path=path,
-            ) from exc
+            raise _cannot_write(path, exc) from exc
         after = os.fstat(fd)
     except BaseException:
         os.close(fd)
