@@ -165,8 +165,6 @@ class _Heartbeat:
         self._cond = threading.Condition(threading.Lock())
         self._held: dict[str, tuple[_Held, float, float]] = {}  # nonce → (held, interval, due)
         self._thread: threading.Thread | None = None
-        #: Refreshes done (what a test waits for instead of sleeping through an interval).
-        self.beats = 0
 
     def add(self, held: _Held, interval: float) -> None:
         with self._cond:
@@ -196,8 +194,6 @@ class _Heartbeat:
                     continue
             for h, _ in due:
                 _refresh(h)
-            with self._cond:
-                self.beats += len(due)
 
 
 def _refresh(held: _Held) -> None:
