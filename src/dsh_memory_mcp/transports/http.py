@@ -58,7 +58,7 @@ from mcp.shared.inbound import (
     NAME_BEARING_METHODS,
     encode_header_value,
 )
-from mcp.types import PROTOCOL_VERSION_META_KEY, CallToolResult, TextContent
+from mcp.types import PROTOCOL_VERSION_META_KEY
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 from sse_starlette.sse import AppStatus
 from starlette.applications import Starlette
@@ -79,7 +79,7 @@ from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.texts import Text, msg
 from dsh_memory_mcp.transports import access, call_facts, listener, serve_file
 from dsh_memory_mcp.transports.gate import ToolGate
-from dsh_memory_mcp.transports.mcp_server import MemoryServer, build_server
+from dsh_memory_mcp.transports.mcp_server import MemoryServer, to_result
 from dsh_memory_mcp.transports.sdk_private import SessionLifecycle
 
 __all__ = [
@@ -486,13 +486,6 @@ class _SessionRoom:
 # The per-message middleware: handshake bookkeeping, relay project header, the tool gate
 
 
-def _refusal(exc: CallRefused) -> CallToolResult:
-    result = error_result(exc.code, exc.message)
-    return CallToolResult(
-        content=[TextContent(type="text", text=result.text)], structured_content=result.structured, is_error=True
-    )
-
-
 def _base_context(service: MemoryService) -> Callable[[ServerRequestContext[Any, Any]], CallContext]:
     """Where a request's CallContext starts (`mcp_server`'s `base_context` hook): the process
     default, the relay's project when the (authenticated) request carries `X-DSH-Project`, and the
@@ -539,7 +532,7 @@ class _CallMiddleware:
         try:
             return await self.gate.run(body)
         except CallRefused as exc:
-            return _refusal(exc)
+            return to_result(error_result(exc.code, exc.message))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -650,7 +643,7 @@ def build_app(
     extra_routes: Sequence[BaseRoute] = (),
 ) -> tuple[Starlette, _State]:
     """The Starlette app: `/mcp` (bearer + Host/Origin + gate), `/health`, then `extra_routes`."""
-    server = build_server(service, base_context=_base_context(service))
+    server = MemoryServer(service, base_context=_base_context(service))
     security = security_settings(settings, port, user_token=user_token)
     gate = ToolGate(settings.max_tool_calls, settings.tool_deadline_secs)
     sessions = _Sessions(
