@@ -51,14 +51,13 @@ from dsh_memory_mcp import config
 from dsh_memory_mcp.texts import msg
 from dsh_memory_mcp.transports import relay_wire as wire
 from dsh_memory_mcp.transports import serve_file
+from dsh_memory_mcp.transports.call_facts import PROJECT_HEADER, PROJECT_SOURCE_HEADER
 from dsh_memory_mcp.transports.serve_file import ServeInfo
 
-__all__ = ["Found", "Relay", "find_serve", "probe", "read_serve_file"]
+__all__ = ["Found", "Relay", "find_serve", "read_serve_file"]
 
 SESSION_HEADER = "mcp-session-id"
 PROTOCOL_HEADER = "mcp-protocol-version"
-PROJECT_HEADER = "X-DSH-Project"
-PROJECT_SOURCE_HEADER = "X-DSH-Project-Source"
 #: How long the start-up probe may take before we decide `serve` is not answering.
 PROBE_TIMEOUT = 1.5
 #: A request to serve unanswered this long makes the relay check `GET /health` …
@@ -97,13 +96,6 @@ def read_serve_file(store_dir: str) -> tuple[ServeInfo | None, str]:
     if not info.alive:
         return None, msg("{name} 记录的进程 {pid} 已退出", name=serve_file.SERVE_FILE_NAME, pid=info.pid)
     return info, ""
-
-
-def probe(info: ServeInfo, timeout: float = PROBE_TIMEOUT) -> str:
-    """ "" when `serve` answers `GET /health` with this token, else why not (for the start-up line)."""
-    return (
-        "" if serve_file.health(info, timeout=timeout) is not None else msg("serve 无应答或不接受 serve.json 里的令牌")
-    )
 
 
 @dataclass(frozen=True)
