@@ -17,7 +17,7 @@ from dsh_memory_mcp.store import fileio, records
 from dsh_memory_mcp.store.records import Line
 from dsh_memory_mcp.texts import msg
 
-__all__ = ["Probe", "append_bytes", "encoded_chunks", "replace_file", "sync_file"]
+__all__ = ["Probe", "append_bytes", "encoded_chunks", "replace_file", "sync_file", "unreadable"]
 
 #: Lines per write when a scope file is rewritten.
 _WRITE_CHUNK = 1000
@@ -63,6 +63,11 @@ def replace_file(path: str, data: bytes | Iterable[bytes], *, read: fileio.Read 
         raise
     except OSError as exc:
         raise _cannot_write(path, exc) from exc
+
+
+def unreadable(path: str, exc: OSError) -> StoreError:
+    """The error for a scope file that exists but cannot be read."""
+    return StoreError(msg("无法读取记忆文件 {path}:{why}。", path=path, why=exc.strerror or exc), path=path)
 
 
 def _cannot_open(path: str, exc: OSError) -> StoreError:
@@ -122,7 +127,7 @@ def sync_file(path: str) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise StoreError(msg("无法读取记忆文件 {path}:{why}。", path=path, why=exc.strerror or exc), path=path) from exc
+        raise unreadable(path, exc) from exc
     try:
         os.fsync(fd)
     except OSError as exc:
