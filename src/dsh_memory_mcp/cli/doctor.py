@@ -371,42 +371,32 @@ def check_store_health(settings: config.Settings) -> Iterator[Check]:
     if missing:
         total = sum(len(lost) for lost in missing.values())
         where = ",".join(t("{scope} {count} 条", scope=scope, count=len(lost)) for scope, lost in missing.items())
-        yield Check(
-            "fail",
-            t("被覆盖的记忆"),
-            t(
-                "{total} 条本服务确认保存过、从未删除或取代的记忆已不在文件里({where}),多半是不加锁的写入者覆盖了文件",
-                total=total,
-                where=where,
-            ),
-            shown(RECOVER_HINT),
+        why = t(
+            "{total} 条本服务确认保存过、从未删除或取代的记忆已不在文件里({where}),多半是不加锁的写入者覆盖了文件",
+            total=total,
+            where=where,
         )
+        yield Check("fail", t("被覆盖的记忆"), why, shown(RECOVER_HINT))
     else:
         yield Check("ok", t("被覆盖的记忆"), t("写入日志中确认保存的记录都还在"))
     doubtful = store.doubtful()
     if doubtful:
+        why = t(
+            "另有 {total} 条记忆不在文件里,但写入日志中一行无法解析的记录可能就是删除它们的操作,"
+            "recover 不会自动恢复它们",
+            total=sum(len(doubts) for doubts in doubtful.values()),
+        )
         yield Check(
             "warn",
             t("无法确定的记忆"),
-            t(
-                "另有 {total} 条记忆不在文件里,但写入日志中一行无法解析的记录可能就是删除它们的操作,"
-                "recover 不会自动恢复它们",
-                total=sum(len(doubts) for doubts in doubtful.values()),
-            ),
+            why,
             t("运行 {prog} recover --dry-run 查看是哪几条、哪一行;确实还要的请重新保存", prog=PROG),
         )
     leftovers = store.leftover_tmps()
     if leftovers:
-        yield Check(
-            "warn",
-            t("遗留临时文件"),
-            t(
-                "{count} 个已退出的写入者留下的临时文件:{files}",
-                count=len(leftovers),
-                files=",".join(os.path.basename(p) for p in leftovers),
-            ),
-            t("无需处理:下次写入(或服务启动)时会自动清除"),
-        )
+        files = ",".join(os.path.basename(p) for p in leftovers)
+        why = t("{count} 个已退出的写入者留下的临时文件:{files}", count=len(leftovers), files=files)
+        yield Check("warn", t("遗留临时文件"), why, t("无需处理:下次写入(或服务启动)时会自动清除"))
 
 
 def _check_project(settings: config.Settings) -> Check:
@@ -711,14 +701,8 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
     try:
         from dsh_memory_mcp.search.sidecar import read_header  # numpy: only when there is a sidecar to read
     except Exception as exc:  # numpy missing or broken: say so, do not crash
-        return [
-            Check(
-                "warn",
-                title,
-                t("{count} 个,但无法读取文件头({why})", count=len(files), why=exc),
-                'pip install "numpy>=1.26"',
-            )
-        ]
+        unread = t("{count} 个,但无法读取文件头({why})", count=len(files), why=exc)
+        return [Check("warn", title, unread, 'pip install "numpy>=1.26"')]
     headers = {name: read_header(os.path.join(store, name)) for name in files}
     groups: dict[str, list[str]] = {}
     for name, header in headers.items():
@@ -743,24 +727,19 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
         detail = t("{count} 个,文件头与当前模型一致({want})", count=len(files), want=want)
         return [Check("ok", title, detail + _backfill_progress(store))]
     listed = ", ".join(stale[:3]) + (" …" if len(stale) > 3 else "")
-    return [
-        Check(
-            "warn",
-            title,
-            t(
-                "{stale}/{count} 个文件头与当前模型 {want} 不一致({found}:{files}),将作废并重新嵌入",
-                stale=len(stale),
-                count=len(files),
-                want=want,
-                found=found,
-                files=listed,
-            ),
-            t(
-                "若这是与 DSH 共用的库,让两边用同一个模型(DSH_MEMORY_EMBED_MODEL 指向 DSH 的 .gguf),"
-                "否则双方会反复作废对方的向量"
-            ),
-        )
-    ]
+    why = t(
+        "{stale}/{count} 个文件头与当前模型 {want} 不一致({found}:{files}),将作废并重新嵌入",
+        stale=len(stale),
+        count=len(files),
+        want=want,
+        found=found,
+        files=listed,
+    )
+    fix = t(
+        "若这是与 DSH 共用的库,让两边用同一个模型(DSH_MEMORY_EMBED_MODEL 指向 DSH 的 .gguf),"
+        "否则双方会反复作废对方的向量"
+    )
+    return [Check("warn", title, why, fix)]
 
 
 # -- hosts: which ones start us, with which executable and which store ---------------------
@@ -774,12 +753,8 @@ def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str
 
     entries, broken = hosts.configured(env, platform)
     for host, path, why in broken:
-        yield Check(
-            "warn",
-            t("宿主 {host}", host=host.name),
-            f"{path} {shown(why)}",
-            t("修好这个文件,或运行 {prog} setup {id}", id=host.id),
-        )
+        fix = t("修好这个文件,或运行 {prog} setup {id}", id=host.id)
+        yield Check("warn", t("宿主 {host}", host=host.name), f"{path} {shown(why)}", fix)
     if not entries:
         yield Check(
             "warn", t("宿主配置"), t("本机没有宿主配置了 dsh-memory"), t("运行 {prog} setup 为已安装的宿主写入配置")
@@ -812,20 +787,14 @@ def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str
             )
         elif len(stores) > 1 and store != usual:
             others = t("、").join(s for s in stores if s != store)
-            yield Check(
-                "warn",
-                title,
-                t("{where};与其它宿主的存储({others})不同,两边看到的是两份记忆", where=where, others=others),
-                t("{prog} setup --store-dir <同一个目录> 统一"),
-            )
+            apart = t("{where};与其它宿主的存储({others})不同,两边看到的是两份记忆", where=where, others=others)
+            yield Check("warn", title, apart, t("{prog} setup --store-dir <同一个目录> 统一"))
         else:
             yield Check("ok", title, where)
     if len(stores) == 1 and usual != norm(settings.store_dir):
+        other = t("宿主都用存储 {usual},本次检查的是 {store}", usual=usual, store=settings.store_dir)
         yield Check(
-            "warn",
-            t("宿主配置"),
-            t("宿主都用存储 {usual},本次检查的是 {store}", usual=usual, store=settings.store_dir),
-            t("用 {prog} doctor --store-dir {usual} 检查宿主实际用的库", usual=usual),
+            "warn", t("宿主配置"), other, t("用 {prog} doctor --store-dir {usual} 检查宿主实际用的库", usual=usual)
         )
 
 
