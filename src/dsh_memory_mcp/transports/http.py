@@ -1,27 +1,14 @@
-"""`dsh-memory-mcp serve`: the same MCP server, over Streamable HTTP at `/mcp`, for many hosts at once.
+"""`dsh-memory-mcp serve`: the same MCP server over Streamable HTTP at `/mcp`, for many hosts at once
+(docs/design.md: Shared server, relay and their trust rules).
 
-One process, one `MemoryService` shared by every session, so a save in one session is visible
-at once in all others. Everything protocol-shaped is the SDK's: its `StreamableHTTPSessionManager`
-(sessions, idle reaping, 404 for an unknown session id, request-body limit), its transport-security
-settings (Host and Origin checks, 421/403), its bearer authentication and uvicorn/starlette.
-What this module adds:
-
-* refusal by default: a token always (`DSH_MEMORY_TOKEN` or a generated one; a 401 that names
-  where it comes from, `access`), Host names beyond loopback only with a user-set token and
-  loopback names only on serve's own port, `<store>/serve.json` (one `serve` per store);
-* the connection edge (`listener`): header/body timeouts, a connection cap below the fd limit,
-  per-client limits, TCP_NODELAY; sessions capped (`DSH_MEMORY_MAX_SESSIONS`, longest idle ended
-  first, `_SessionRoom`) and bound to the credential and peer that opened them (`access.OwnerBackend`);
-* the tool gate (`gate.ToolGate`): bounded concurrency, a deadline over queue and run;
-* sessions that never finish the handshake (no ``notifications/initialized``) are ended after
-  ``DSH_MEMORY_SESSION_INIT_SECS`` (60 s) instead of living for the whole idle timeout;
-* a drain on SIGINT/SIGTERM: running calls get up to `DRAIN_SECS`, then every session is ended,
-  uvicorn stops, the vector backend is stopped, `serve.json` removed, exit 0.
-
-Relay contract (the stdio relay and other programs): see `serve_file` for `serve.json`;
-`GET /health` with the bearer token answers 200 and a small JSON object when this is a live
-`serve`; `X-DSH-Project` (percent-encoded absolute path) on a `/mcp` request sets that call's
-current project (`call_facts.PROJECT_HEADER`).
+One process, one `MemoryService` shared by every session, so a save in one session is visible at
+once in all others. Everything protocol-shaped is the SDK's: its `StreamableHTTPSessionManager`,
+its transport-security settings (Host/Origin, 421/403), its bearer authentication, uvicorn and
+starlette. What this module adds: the token and Host rules (`access`, `security_settings`), one
+`serve` per store (`serve_file`), the connection edge (`listener`), the session cap and the
+never-initialized rule (`_Sessions`, `_SessionRoom`), the tool gate (`gate.ToolGate`), the answer
+form (`answers_json`), and a drain on SIGINT/SIGTERM: running calls get up to `DRAIN_SECS`, then
+every session is ended, uvicorn stops, the vector backend is stopped, `serve.json` removed, exit 0.
 """
 
 from __future__ import annotations
