@@ -1,24 +1,16 @@
 """The MCP server: `service.schemas.TOOL_SPECS`, prompts and resources on the SDK's lowlevel
-`Server`, registered through its public handler API, for both protocol eras.
+`Server`, registered through its public handler API, for both protocol eras (docs/design.md:
+Protocol eras).
 
 Tools are listed with our own hand-written JSON schemas and called with whatever arguments the
 client sent: validation happens in the tools layer (`MemoryService.call`, which never raises), so
 every bad value gets the spec's code instead of a generic pydantic message.
 
-Eras. A 2026-07-28 client (no handshake; protocol version, client info and capabilities in every
-request's `_meta`) and a handshake-era client (`initialize`, one session) get the same product:
-the digest in `instructions` (from `server/discover` as from `initialize`), the same tools,
-prompts, resources, codes and provenance. The project from the client's roots, asked only when a
-call needs the project (never right after the handshake: a client that closes at once must not get
-a request it no longer reads): in the handshake era a `roots/list` request to the client, on the
-call's own stream over HTTP; in 2026-07-28, where a server sends no requests of its own, the call
-answers `resultType: "input_required"` asking for the roots and the client retries it with the
-answer. Over stdio that answer is kept for `ROOTS_VALID_SECS` (one client per process); over HTTP it
-binds only the request that carries it: a connection or a clientInfo may be shared by several
-clients, and one client's project must never become another's. `--project`, `DSH_MEMORY_PROJECT`,
-the host's workspace variable (or the relay's explicit project) win over roots; a client that
-declared roots but refuses or does not answer keeps the fallback (the working directory), said
-once on stderr.
+The project from the client's roots is asked only when a call needs it (never right after the
+handshake: a client that closes at once must not get a request it no longer reads). Over stdio a
+2026-07-28 roots answer is kept for `ROOTS_VALID_SECS` (one client per process); over HTTP it binds
+only the request that carries it: a connection or a clientInfo may be shared by several clients,
+and one client's project must never become another's.
 """
 
 from __future__ import annotations
