@@ -8,9 +8,9 @@ import pytest
 
 from dsh_memory_mcp.config import (
     default_store_dir,
-    env_flag,
     infer_pooling,
     model_id_from_path,
+    read,
     resolve_settings,
     resolve_vector_settings,
 )
@@ -60,8 +60,9 @@ def test_resolving_settings_creates_nothing(tmp_path):
         ("nope", False),
     ],
 )
-def test_env_flags(value, expected):
-    assert env_flag(value) is expected
+def test_on_switches_take_the_on_words_in_any_case_and_anything_else_keeps_them_off(value, expected):
+    env = {} if value is None else {"DSH_MEMORY_SCOPE_ALL": value}
+    assert read("DSH_MEMORY_SCOPE_ALL", env) is expected
 
 
 def test_scope_all_switches_the_default_save_scope(tmp_path):

@@ -21,7 +21,7 @@ from dsh_memory_mcp.service import digest
 from dsh_memory_mcp.service.compose import close_service, open_service
 from dsh_memory_mcp.store.records import new_record, now_ms
 from dsh_memory_mcp.store.scopes import project_key, scope_file_relpath
-from dsh_memory_mcp.transports.mcp_server import build_server, root_dir
+from dsh_memory_mcp.transports.mcp_server import MemoryServer, root_dir
 from tests.helpers.mcp_session import server_params, stdio_session
 from tests.helpers.polling import until
 
@@ -67,7 +67,9 @@ def test_the_first_file_root_is_the_project_and_a_roots_change_moves_it(tmp_path
         s.portal.call(s.session.send_roots_list_changed)
         moved = until(  # the notification is handled asynchronously
             "the project follows notifications/roots/list_changed",
-            lambda: (r := s.call("memory_list", {})).structured_content["scopes"][0] == f"project:{dirs['other']}" and r,
+            lambda: (
+                (r := s.call("memory_list", {})).structured_content["scopes"][0] == f"project:{dirs['other']}" and r
+            ),
             timeout=5.0,
         )
         assert moved.structured_content["count"] == 0  # the memory stayed with the first workspace
@@ -123,7 +125,7 @@ def test_file_uris_become_paths():
 def test_one_server_keeps_the_roots_of_each_session_apart(tmp_path, store_dir, dirs):
     settings = config.resolve_settings(store_dir=str(store_dir), cwd=str(dirs["cwd"]), env={"DSH_MEMORY_VECTOR": "off"})
     service = open_service(settings)
-    server = build_server(service)
+    server = MemoryServer(service)
     first, second = Roots(dirs["app"].as_uri()), Roots(dirs["other"].as_uri())
 
     async def main() -> tuple[Any, Any, Any]:

@@ -22,7 +22,7 @@ from mcp.types import ErrorData, Implementation, ListRootsResult, Root
 
 from dsh_memory_mcp import config
 from dsh_memory_mcp.service.compose import close_service, open_service
-from dsh_memory_mcp.transports.mcp_server import build_server
+from dsh_memory_mcp.transports.mcp_server import MemoryServer
 from tests.helpers.mcp_session import server_params, stdio_session
 from tests.helpers.raw_host import RawHost
 from tests.helpers.require import require
@@ -41,7 +41,7 @@ def dirs(tmp_path: Path) -> dict[str, Path]:
 def test_search_and_save_stay_loaded_where_a_host_defers_tools(store_dir, dirs, mode):
     settings = config.resolve_settings(store_dir=str(store_dir), cwd=str(dirs["cwd"]), env={"DSH_MEMORY_VECTOR": "off"})
     service = open_service(settings)
-    server = build_server(service)
+    server = MemoryServer(service)
 
     async def main() -> Any:
         async with Client(server.server, mode=mode) as client:

@@ -12,7 +12,7 @@ from dsh_memory_mcp.store.records import (
     parse_bytes,
     parse_line,
     parse_lines,
-    render_lines,
+    render_bytes,
 )
 
 
@@ -30,7 +30,7 @@ def test_an_unchanged_record_keeps_its_exact_text_even_with_unusual_spacing():
     raw = '{ "id" : "x1", "content":"a\\u00e9", "weird":[1,2] }\r'
     line = parse_line(raw)
     assert isinstance(line, Record) and line.raw == raw and line.content == "aé"
-    assert render_lines([line]) == raw + "\n"
+    assert render_bytes([line]) == (raw + "\n").encode()
 
 
 def test_changes_keep_unknown_fields_and_their_place():
@@ -44,7 +44,7 @@ def test_lines_that_are_not_records_are_kept_as_corrupt_lines():
     lines = parse_lines('{"id":"a"}\n{"id":\n[1,2]\n{"noid":1}\n\n{"id":""}\n')
     kinds = [type(x).__name__ for x in lines]
     assert kinds == ["Record", "CorruptLine", "CorruptLine", "CorruptLine", "CorruptLine"]
-    assert render_lines(lines) == '{"id":"a"}\n{"id":\n[1,2]\n{"noid":1}\n{"id":""}\n'
+    assert render_bytes(lines) == (b'{"id":"a"}\n{"id":\n[1,2]\n{"noid":1}\n{"id":""}\n')
     assert isinstance(lines[1], CorruptLine) and lines[1].lineno == 2
 
 
@@ -66,7 +66,7 @@ def test_lines_that_only_parse_when_joined_do_not_fool_the_bulk_parse():
     text = '{"id":"a","x":[1\n2]}\n{"id":"b"}\n'
     lines = parse_lines(text)
     assert [type(x).__name__ for x in lines] == ["CorruptLine", "CorruptLine", "Record"]
-    assert render_lines(lines) == text
+    assert render_bytes(lines) == text.encode()
 
 
 def test_the_bulk_parse_and_the_line_by_line_parse_agree():
@@ -103,7 +103,7 @@ def test_three_invalid_lines_that_form_three_objects_when_joined_stay_three_corr
     lines = parse_lines(text)
     assert [type(x).__name__ for x in lines] == ["CorruptLine", "CorruptLine", "CorruptLine"]
     assert [x.lineno for x in lines if isinstance(x, CorruptLine)] == [1, 2, 3]
-    assert render_lines(lines) == text
+    assert render_bytes(lines) == text.encode()
 
 
 def test_a_split_array_plus_a_line_holding_two_objects_cannot_line_up_with_borrowed_ids():
@@ -115,7 +115,7 @@ def test_a_split_array_plus_a_line_holding_two_objects_cannot_line_up_with_borro
     )
     lines = parse_lines(text)
     assert [type(x).__name__ for x in lines] == ["CorruptLine", "CorruptLine", "CorruptLine", "Record"]
-    assert render_lines(lines) == text
+    assert render_bytes(lines) == text.encode()
 
 
 def test_every_record_comes_from_its_own_line_in_a_mixed_thousand_line_file():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory_mcp.transports.relay import ServeInfo, probe, read_serve_file
+from dsh_memory_mcp.transports.relay import ServeInfo, find_serve, read_serve_file
 
 
 def _write(store: Path, data: object, mode: int = 0o600) -> Path:
@@ -101,14 +101,13 @@ def test_a_garbled_serve_file_is_not_trusted(tmp_path: Path, content: str):
     assert info is None and ("无法解析" in why or "不是 http" in why)
 
 
-def test_the_probe_says_why_when_nothing_listens(tmp_path: Path):
+def test_a_serve_file_whose_port_nothing_listens_on_means_direct_and_says_why(tmp_path: Path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    why = probe(
-        ServeInfo(url=f"http://127.0.0.1:{port}/mcp", token="x", pid=os.getpid(), version="", started_at=0), timeout=1.0
-    )
-    assert "无应答" in why
+    _write(tmp_path, _info(url=f"http://127.0.0.1:{port}/mcp"))
+    found, why = find_serve(str(tmp_path))
+    assert found is None and "无应答" in why
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from dsh_memory_mcp.errors import InvalidArgument, ScopeError
-from dsh_memory_mcp.store.scopes import lock_name, normalise_custom_name, normalise_path, scope_file_relpath, scope_rank
+from dsh_memory_mcp.store.scopes import normalise_custom_name, normalise_path, scope_file_relpath, scope_rank
 
 
 @pytest.mark.parametrize(
@@ -62,7 +62,6 @@ def test_file_names_are_sha1_of_the_utf8_key_except_global():
     digest = hashlib.sha1(key.encode("utf-8")).hexdigest()
     assert scope_file_relpath(key) == f"projects/{digest}.jsonl"
     assert scope_file_relpath("global") == "global.jsonl"
-    assert lock_name("global") == f".locks/{hashlib.sha1(b'global').hexdigest()}.lock"
 
 
 def test_ranks_order_session_project_custom_global():

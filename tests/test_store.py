@@ -394,7 +394,7 @@ def test_an_ambiguous_prefix_supersedes_nothing(store_dir: Path, clock: Clock):
         records.new_record(scope="global", content=f"r{i}", record_id=f"abcdef12-0000-4000-8000-00000000000{i}", now=T0)
         for i in range(2)
     ]
-    (store_dir / "global.jsonl").write_text(records.render_lines(lines), encoding="utf-8")
+    (store_dir / "global.jsonl").write_bytes(records.render_bytes(lines))
     s = SharedStore(str(store_dir), clock=clock)
     result = s.save("global", "new", supersedes="abcdef12")
     assert result.superseded is None

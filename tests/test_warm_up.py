@@ -47,7 +47,7 @@ def test_a_background_pause_returns_at_once_when_idle_and_waits_out_a_call_and_t
     clock.advance(0.06)
     assert done.wait(5.0)
     worker.join(5.0)
-    assert fg.in_flight == 0 and fg.stats["calls"] == 1
+    assert fg.stats["calls"] == 1 and fg.pause() == 0.0  # the call ended and its quiet time passed
 
 
 def test_a_pause_ends_as_soon_as_someone_waits_for_what_the_background_holds():

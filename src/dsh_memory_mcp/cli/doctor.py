@@ -1,24 +1,12 @@
 """`dsh-memory-mcp doctor`: is this machine set up right? One line per check, in Chinese.
 
-Checks the interpreter, the SDK and the other runtime dependencies (version and where they
-resolve from), the effective store directory (does it exist, can it be written, does it already
-hold a store, is it the default one that DSH may not be using), the vector setup (llama-server
-found, model present, pooling, someone already answering on the port, the endpoint's dimension)
-and the sidecar headers against the active model.
+Interpreter, SDK and dependencies, the store directory and its health, serve and relaying, the
+host configs (a real ``GET /health`` for URL entries), the vector setup and sidecar headers.
 
-It also reports the store's running `serve` (url, pid, version, sessions, from its ``serve.json``
-and ``GET /health``), whether a stdio host started now would relay to it, and for every URL host
-config whether its token gets through (a real ``GET /health`` at its URL with its headers).
-
-Read-only by design: it creates and writes nothing (no store directory, no log, no lock, no
-sidecar) and never spawns a process. The only network traffic goes to the configured endpoint, to
-``127.0.0.1:<port>``, to the serve ``serve.json`` names and to the URLs host configs name, with
-short timeouts. The SDK is located (`importlib.util.find_spec`), never
-imported; httpx is reached through `embedding` and numpy through `sidecar`, both imported lazily
-and only when there is something to probe or read.
-
-`run_checks` is pure data (a list of `Check`); `main` renders it: ``✅ 标题:细节``,
-``⚠️ 标题:细节 ⇒ 怎么改``, ``❌ …``, then a summary; exit 1 when any check failed.
+Read-only by design: it creates and writes nothing and never spawns a process. The only network
+traffic goes to the configured endpoint, ``127.0.0.1:<port>``, the serve ``serve.json`` names and
+the URLs host configs name, with short timeouts. The SDK is located, never imported; httpx and
+numpy are imported lazily, only when there is something to probe or read.
 """
 
 from __future__ import annotations
@@ -42,7 +30,6 @@ from dsh_memory_mcp.store.layout import StoreLayout
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.cli.hosts import Configured
-    from dsh_memory_mcp.search.embedding import EmbeddingClient
 
 __all__ = [
     "PYTHON_FLOOR",
@@ -80,11 +67,6 @@ class Check:
     fix: str | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# Rendering
-# --------------------------------------------------------------------------------------------
-
-
 def render(check: Check) -> str:
     line = t("{icon} {title}:{detail}", icon=_ICONS[check.status], title=check.title, detail=check.detail)
     if check.fix and check.status != "ok":
@@ -113,11 +95,6 @@ def main(args: Sequence[str], settings: config.Settings, *, out: TextIO, err: Te
     out.write(summary + "\n")
     out.flush()
     return 1 if fails else 0
-
-
-# --------------------------------------------------------------------------------------------
-# The checks
-# --------------------------------------------------------------------------------------------
 
 
 def run_checks(settings: config.Settings, *, env: Mapping[str, str] | None = None) -> list[Check]:
@@ -322,97 +299,61 @@ def _check_self() -> Check:
 # -- store ----------------------------------------------------------------------------------
 
 
-def _scope_files(store: str) -> list[str]:
-    """Scope files in the store, relative paths (`global.jsonl`, `projects/<sha1>.jsonl`)."""
-    return StoreLayout.at(store).scope_files()
-
-
 def check_store(settings: config.Settings) -> Iterator[Check]:
     store = settings.store_dir
     title = t("存储目录")
     if settings.store_dir_is_default:
         yield Check("warn", "storeDir", t("{path} 是默认值,不一定是 DSH 插件在用的库", path=store), t(_STORE_FIX))
-    if os.path.lexists(store) and not os.path.isdir(store):
+    failure = _store_failure(store)
+    if failure is not None:
+        yield Check("fail", title, *failure)
+    elif not os.path.isdir(store):  # missing: the server creates it (and only it) at first start
+        detail = t("{path} 还不存在,首次启动时会创建(空库)", path=store)
         yield Check(
-            "fail",
-            title,
-            t("{path} 已存在,但它是个文件,不是目录", path=store),
-            t("用 --store-dir / DSH_MEMORY_STORE_DIR 指向一个目录"),
+            "warn", title, detail, t("若要与 DSH 共用记忆,确认这就是 DSH 的 storeDir;否则{fix}", fix=t(_STORE_FIX))
         )
-        return
+    elif files := StoreLayout.at(store).scope_files():
+        has_global = t(",含 global.jsonl") if "global.jsonl" in files else ""
+        detail = t(
+            "{path} 看起来是一份已有的记忆库({count} 个作用域文件{has_global})",
+            path=store,
+            count=len(files),
+            has_global=has_global,
+        )
+        yield Check("ok", title, detail)
+    else:
+        detail = t("{path} 存在、可写,还没有作用域文件(空库;若你以为这里已有 DSH 的记忆,说明目录指错了)", path=store)
+        yield Check("ok", title, detail)
+
+
+def _store_failure(store: str) -> tuple[str, str] | None:
+    """Why the store directory cannot be used or created (detail, fix), or None."""
+    if os.path.lexists(store) and not os.path.isdir(store):
+        return t("{path} 已存在,但它是个文件,不是目录", path=store), t(
+            "用 --store-dir / DSH_MEMORY_STORE_DIR 指向一个目录"
+        )
     if os.path.isdir(store):
-        if not os.access(store, os.W_OK | os.X_OK):
-            yield Check(
-                "fail",
-                title,
-                t("{path} 没有写入权限", path=store),
-                t(
-                    "给当前用户写权限(如 chmod u+w {path}),或用 --store-dir / DSH_MEMORY_STORE_DIR 换一个目录",
-                    path=store,
-                ),
-            )
-            return
-        files = _scope_files(store)
-        if files:
-            has_global = t(",含 global.jsonl") if "global.jsonl" in files else ""
-            yield Check(
-                "ok",
-                title,
-                t(
-                    "{path} 看起来是一份已有的记忆库({count} 个作用域文件{has_global})",
-                    path=store,
-                    count=len(files),
-                    has_global=has_global,
-                ),
-            )
-        else:
-            yield Check(
-                "ok",
-                title,
-                t(
-                    "{path} 存在、可写,还没有作用域文件(空库;若你以为这里已有 DSH 的记忆,说明目录指错了)",
-                    path=store,
-                ),
-            )
-        return
-    # Missing: the server creates it (and only it) at first start, so the parent must be usable.
+        if os.access(store, os.W_OK | os.X_OK):
+            return None
+        fix = t("给当前用户写权限(如 chmod u+w {path}),或用 --store-dir / DSH_MEMORY_STORE_DIR 换一个目录", path=store)
+        return t("{path} 没有写入权限", path=store), fix
     parent = os.path.dirname(store) or os.curdir
     ancestor = parent
     while not os.path.lexists(ancestor) and os.path.dirname(ancestor) != ancestor:
         ancestor = os.path.dirname(ancestor)
     if os.path.lexists(ancestor) and not os.path.isdir(ancestor):
-        yield Check(
-            "fail",
-            title,
-            t("{path} 不存在,且路径中的 {ancestor} 是个文件,不是目录", path=store, ancestor=ancestor),
-            t("用 --store-dir / DSH_MEMORY_STORE_DIR 指向一个可用的目录"),
-        )
-        return
+        detail = t("{path} 不存在,且路径中的 {ancestor} 是个文件,不是目录", path=store, ancestor=ancestor)
+        return detail, t("用 --store-dir / DSH_MEMORY_STORE_DIR 指向一个可用的目录")
     if not os.path.isdir(parent):
-        yield Check(
-            "fail",
-            title,
-            t("{path} 不存在,父目录 {parent} 也不存在(启动时只会建最后一级)", path=store, parent=parent),
-            t(
-                "先创建父目录(mkdir -p {parent}),或用 --store-dir / DSH_MEMORY_STORE_DIR 指向已存在的位置",
-                parent=parent,
-            ),
+        detail = t("{path} 不存在,父目录 {parent} 也不存在(启动时只会建最后一级)", path=store, parent=parent)
+        fix = t(
+            "先创建父目录(mkdir -p {parent}),或用 --store-dir / DSH_MEMORY_STORE_DIR 指向已存在的位置", parent=parent
         )
-        return
+        return detail, fix
     if not os.access(parent, os.W_OK | os.X_OK):
-        yield Check(
-            "fail",
-            title,
-            t("{path} 不存在,且父目录 {parent} 没有写入权限,启动时无法创建", path=store, parent=parent),
-            t("用 --store-dir / DSH_MEMORY_STORE_DIR 指向一个可写的位置"),
-        )
-        return
-    yield Check(
-        "warn",
-        title,
-        t("{path} 还不存在,首次启动时会创建(空库)", path=store),
-        t("若要与 DSH 共用记忆,确认这就是 DSH 的 storeDir;否则{fix}", fix=t(_STORE_FIX)),
-    )
+        detail = t("{path} 不存在,且父目录 {parent} 没有写入权限,启动时无法创建", path=store, parent=parent)
+        return detail, t("用 --store-dir / DSH_MEMORY_STORE_DIR 指向一个可写的位置")
+    return None
 
 
 def check_store_health(settings: config.Settings) -> Iterator[Check]:
@@ -430,42 +371,32 @@ def check_store_health(settings: config.Settings) -> Iterator[Check]:
     if missing:
         total = sum(len(lost) for lost in missing.values())
         where = ",".join(t("{scope} {count} 条", scope=scope, count=len(lost)) for scope, lost in missing.items())
-        yield Check(
-            "fail",
-            t("被覆盖的记忆"),
-            t(
-                "{total} 条本服务确认保存过、从未删除或取代的记忆已不在文件里({where}),多半是不加锁的写入者覆盖了文件",
-                total=total,
-                where=where,
-            ),
-            shown(RECOVER_HINT),
+        why = t(
+            "{total} 条本服务确认保存过、从未删除或取代的记忆已不在文件里({where}),多半是不加锁的写入者覆盖了文件",
+            total=total,
+            where=where,
         )
+        yield Check("fail", t("被覆盖的记忆"), why, shown(RECOVER_HINT))
     else:
         yield Check("ok", t("被覆盖的记忆"), t("写入日志中确认保存的记录都还在"))
     doubtful = store.doubtful()
     if doubtful:
+        why = t(
+            "另有 {total} 条记忆不在文件里,但写入日志中一行无法解析的记录可能就是删除它们的操作,"
+            "recover 不会自动恢复它们",
+            total=sum(len(doubts) for doubts in doubtful.values()),
+        )
         yield Check(
             "warn",
             t("无法确定的记忆"),
-            t(
-                "另有 {total} 条记忆不在文件里,但写入日志中一行无法解析的记录可能就是删除它们的操作,"
-                "recover 不会自动恢复它们",
-                total=sum(len(doubts) for doubts in doubtful.values()),
-            ),
+            why,
             t("运行 {prog} recover --dry-run 查看是哪几条、哪一行;确实还要的请重新保存", prog=PROG),
         )
     leftovers = store.leftover_tmps()
     if leftovers:
-        yield Check(
-            "warn",
-            t("遗留临时文件"),
-            t(
-                "{count} 个已退出的写入者留下的临时文件:{files}",
-                count=len(leftovers),
-                files=",".join(os.path.basename(p) for p in leftovers),
-            ),
-            t("无需处理:下次写入(或服务启动)时会自动清除"),
-        )
+        files = ",".join(os.path.basename(p) for p in leftovers)
+        why = t("{count} 个已退出的写入者留下的临时文件:{files}", count=len(leftovers), files=files)
+        yield Check("warn", t("遗留临时文件"), why, t("无需处理:下次写入(或服务启动)时会自动清除"))
 
 
 def _check_project(settings: config.Settings) -> Check:
@@ -509,17 +440,12 @@ class _Probe:
     error: str | None = None
 
 
-def _client(base_url: str, model: str | None = None) -> EmbeddingClient:
-    from dsh_memory_mcp.search.embedding import EmbeddingClient  # httpx: only when there is something to probe
-
-    return EmbeddingClient(base_url, model=model)
-
-
 def _probe(base_url: str, *, model: str | None, embed: bool) -> _Probe:
     """/health, then /v1/models (and, with `embed`, one embedding of "ping") to learn the width."""
     from dsh_memory_mcp.errors import EmbeddingUnavailable
+    from dsh_memory_mcp.search.embedding import EmbeddingClient  # httpx: only when there is something to probe
 
-    client = _client(base_url, model)
+    client = EmbeddingClient(base_url, model=model)
     try:
         health = client.health(timeout=HEALTH_TIMEOUT)
         if health in ("down", "loading") or (health == "foreign" and not embed):
@@ -580,23 +506,19 @@ def _check_endpoint(v: config.VectorSettings) -> tuple[list[Check], _Active]:
     # The sidecar header: an explicit DSH_MEMORY_EMBED_MODEL names the endpoint's model, else the
     # server's own id, else the default — what `VectorChannel._pick_model_id` does.
     model_id = v.model_id if v.model else (probe.served_id or v.model_id)
+    active = _Active(model_id, probe.dims, True)
     fix_down = t(
         "先启动 {url} 上的嵌入服务,或改正 DSH_MEMORY_EMBED_ENDPOINT(不想用向量就设 DSH_MEMORY_VECTOR=off)",
         url=v.endpoint,
     )
     if probe.health == "down":
-        return [Check("fail", title, t("{url} 没有应答(连接被拒绝)", url=v.endpoint), fix_down)], _Active(
-            model_id, None, True
-        )
+        return [Check("fail", title, t("{url} 没有应答(连接被拒绝)", url=v.endpoint), fix_down)], active
     if probe.health == "loading":
-        return [
-            Check("warn", title, t("{url} 正在加载模型(/health 返回 503)", url=v.endpoint), t("稍等片刻再运行 doctor"))
-        ], _Active(model_id, None, True)
+        loading = t("{url} 正在加载模型(/health 返回 503)", url=v.endpoint)
+        return [Check("warn", title, loading, t("稍等片刻再运行 doctor"))], active
     if probe.dims is None:
         why = probe.error or t("既没有 /v1/models 的维度,嵌入请求也没有结果")
-        return [Check("fail", title, t("{url} 不能生成向量({why})", url=v.endpoint, why=why), fix_down)], _Active(
-            model_id, None, True
-        )
+        return [Check("fail", title, t("{url} 不能生成向量({why})", url=v.endpoint, why=why), fix_down)], active
     named = t("DSH_MEMORY_EMBED_MODEL 的文件名") if v.model else (t("服务报告") if probe.served_id else t("默认值"))
     detail = t(
         "{url} 正常应答,model={model}({named}) dims={dims};设了端点,永不启动或停止进程",
@@ -605,7 +527,7 @@ def _check_endpoint(v: config.VectorSettings) -> tuple[list[Check], _Active]:
         named=named,
         dims=probe.dims,
     )
-    return [Check("ok", title, detail)], _Active(model_id, probe.dims, True)
+    return [Check("ok", title, detail)], active
 
 
 def _check_bundled(v: config.VectorSettings) -> tuple[list[Check], _Active]:
@@ -631,136 +553,90 @@ def _check_bundled(v: config.VectorSettings) -> tuple[list[Check], _Active]:
 
 def _check_local(v: config.VectorSettings, env: Mapping[str, str]) -> tuple[list[Check], _Active]:
     assert v.model is not None
-    checks: list[Check] = []
     base = f"http://127.0.0.1:{v.port}"
     probe = _probe(base, model=None, embed=False)
     reused = probe.health in ("ready", "loading")
-
-    # Model file
     model_fix = t("把 DSH_MEMORY_EMBED_MODEL 设为 .gguf 嵌入模型文件的完整路径")
-    model_title = t("嵌入模型")
     if os.path.isfile(v.model):
-        suffix = "" if v.model.lower().endswith(".gguf") else t("(注意:文件名不以 .gguf 结尾,llama-server 只认 GGUF)")
-        status: Status = "ok" if not suffix else "warn"
-        checks.append(
-            Check(status, model_title, f"{v.model} model={v.model_id}{suffix}", model_fix if suffix else None)
+        odd = not v.model.lower().endswith(".gguf")
+        suffix = t("(注意:文件名不以 .gguf 结尾,llama-server 只认 GGUF)") if odd else ""
+        model = Check(
+            "warn" if odd else "ok", t("嵌入模型"), f"{v.model} model={v.model_id}{suffix}", model_fix if odd else None
         )
     elif reused:
-        checks.append(
-            Check(
-                "warn",
-                model_title,
-                t(
-                    "文件不存在:{path};端口 {port} 上已有服务会被复用,但它停掉后就无法自行启动",
-                    path=v.model,
-                    port=v.port,
-                ),
-                model_fix,
-            )
-        )
+        why = t("文件不存在:{path};端口 {port} 上已有服务会被复用,但它停掉后就无法自行启动", path=v.model, port=v.port)
+        model = Check("warn", t("嵌入模型"), why, model_fix)
     else:
-        checks.append(Check("fail", model_title, t("文件不存在:{path}", path=v.model), model_fix))
-
-    # Pooling: explicit, inferred, or left to the GGUF.
-    raw = (env.get("DSH_MEMORY_EMBED_POOLING") or "").strip().lower()
-    inferred = config.infer_pooling(v.model_id)
-    pool_title = t("池化方式")
-    if raw in _POOLINGS:
-        if inferred is not None and raw != inferred:
-            checks.append(
-                Check(
-                    "warn",
-                    pool_title,
-                    t(
-                        "DSH_MEMORY_EMBED_POOLING={raw},但 {model} 这一家族应为 {inferred};池化不对会悄悄毁掉召回",
-                        raw=raw,
-                        model=v.model_id,
-                        inferred=inferred,
-                    ),
-                    t("确认无误就保留,否则删掉 DSH_MEMORY_EMBED_POOLING 或设为 {inferred}", inferred=inferred),
-                )
-            )
-        else:
-            checks.append(Check("ok", pool_title, t("--pooling {raw}(DSH_MEMORY_EMBED_POOLING 显式指定)", raw=raw)))
-    elif inferred is not None:
-        checks.append(
-            Check(
-                "ok",
-                pool_title,
-                t("--pooling {inferred}(按模型家族 {model} 推断)", inferred=inferred, model=v.model_id),
-            )
-        )
-    else:
-        checks.append(
-            Check(
-                "warn",
-                pool_title,
-                t("{model}:未知模型家族,不传 --pooling,由 GGUF 决定", model=v.model_id),
-                t("若检索效果差请设置 DSH_MEMORY_EMBED_POOLING(可选 {choices})", choices="/".join(_POOLINGS)),
-            )
-        )
-
-    # Executable
+        model = Check("fail", t("嵌入模型"), t("文件不存在:{path}", path=v.model), model_fix)
     exe_path = shutil.which(v.exe) or (v.exe if os.path.isfile(v.exe) else None)
     exe_fix = t("把 llama-server 加入 PATH,或用 DSH_MEMORY_EMBED_EXE 指定它的完整路径")
     if exe_path is not None:
-        checks.append(Check("ok", "llama-server", exe_path))
+        exe = Check("ok", "llama-server", exe_path)
     elif reused:
-        checks.append(
-            Check(
-                "warn",
-                "llama-server",
-                t("找不到 {exe!r};端口上已有服务会被复用,但本服务无法自行启动它", exe=v.exe),
-                exe_fix,
-            )
-        )
+        why = t("找不到 {exe!r};端口上已有服务会被复用,但本服务无法自行启动它", exe=v.exe)
+        exe = Check("warn", "llama-server", why, exe_fix)
     else:
-        checks.append(Check("fail", "llama-server", t("找不到可执行文件 {exe!r}", exe=v.exe), exe_fix))
+        exe = Check("fail", "llama-server", t("找不到可执行文件 {exe!r}", exe=v.exe), exe_fix)
+    port, active = _check_port(v, probe, base, can_spawn=os.path.isfile(v.model) and exe_path is not None)
+    return [model, _check_pooling(v, env), exe, port], active
 
-    # Port
-    model_id = v.model_id
-    dims: int | None = None
-    port_title = t("端口 {port}", port=v.port)
-    if probe.health == "ready":
-        dims = probe.dims
-        if probe.served_id and probe.served_id != v.model_id:
-            model_id = probe.served_id
-            checks.append(
-                Check(
-                    "warn",
-                    port_title,
-                    t(
-                        "已有 llama-server 在应答,将复用(不会启动新进程);但它加载的是 {served},"
-                        "不是配置的 {model},向量将按 {served} 记录",
-                        served=probe.served_id,
-                        model=v.model_id,
-                    ),
-                    t("停掉那个服务,或用 DSH_MEMORY_EMBED_PORT 换一个端口让本服务自己启动"),
-                )
-            )
-        else:
-            extra = f" model={probe.served_id or v.model_id}" + (f" dims={dims}" if dims else "")
-            checks.append(
-                Check("ok", port_title, t("已有 llama-server 在应答,将复用(不会启动新进程){extra}", extra=extra))
-            )
-    elif probe.health == "loading":
-        checks.append(Check("ok", port_title, t("已有 llama-server 正在加载模型,将复用(不会启动新进程)")))
-    elif probe.health == "foreign":
-        checks.append(
-            Check(
-                "fail",
-                port_title,
-                t("被其他程序占用({url}/health 的应答不像 llama-server)", url=base),
-                t("用 DSH_MEMORY_EMBED_PORT 换一个空闲端口"),
-            )
+
+def _check_pooling(v: config.VectorSettings, env: Mapping[str, str]) -> Check:
+    """Pooling: explicit, inferred, or left to the GGUF."""
+    raw = (env.get("DSH_MEMORY_EMBED_POOLING") or "").strip().lower()
+    inferred = config.infer_pooling(v.model_id)
+    title = t("池化方式")
+    if raw in _POOLINGS and inferred is not None and raw != inferred:
+        why = t(
+            "DSH_MEMORY_EMBED_POOLING={raw},但 {model} 这一家族应为 {inferred};池化不对会悄悄毁掉召回",
+            raw=raw,
+            model=v.model_id,
+            inferred=inferred,
         )
-    else:
-        can_spawn = os.path.isfile(v.model) and exe_path is not None
-        if can_spawn:
-            checks.append(Check("ok", port_title, t("空闲,首次启动时将拉起 llama-server(日志写到存储目录)")))
-        else:
-            checks.append(Check("ok", port_title, t("空闲,没有现成的服务可复用")))
-    return checks, _Active(model_id, dims, True)
+        return Check(
+            "warn",
+            title,
+            why,
+            t("确认无误就保留,否则删掉 DSH_MEMORY_EMBED_POOLING 或设为 {inferred}", inferred=inferred),
+        )
+    if raw in _POOLINGS:
+        return Check("ok", title, t("--pooling {raw}(DSH_MEMORY_EMBED_POOLING 显式指定)", raw=raw))
+    if inferred is not None:
+        return Check(
+            "ok", title, t("--pooling {inferred}(按模型家族 {model} 推断)", inferred=inferred, model=v.model_id)
+        )
+    return Check(
+        "warn",
+        title,
+        t("{model}:未知模型家族,不传 --pooling,由 GGUF 决定", model=v.model_id),
+        t("若检索效果差请设置 DSH_MEMORY_EMBED_POOLING(可选 {choices})", choices="/".join(_POOLINGS)),
+    )
+
+
+def _check_port(v: config.VectorSettings, probe: _Probe, base: str, *, can_spawn: bool) -> tuple[Check, _Active]:
+    title = t("端口 {port}", port=v.port)
+    if probe.health == "ready" and probe.served_id and probe.served_id != v.model_id:
+        why = t(
+            "已有 llama-server 在应答,将复用(不会启动新进程);但它加载的是 {served},"
+            "不是配置的 {model},向量将按 {served} 记录",
+            served=probe.served_id,
+            model=v.model_id,
+        )
+        fix = t("停掉那个服务,或用 DSH_MEMORY_EMBED_PORT 换一个端口让本服务自己启动")
+        return Check("warn", title, why, fix), _Active(probe.served_id, probe.dims, True)
+    if probe.health == "ready":
+        extra = f" model={probe.served_id or v.model_id}" + (f" dims={probe.dims}" if probe.dims else "")
+        detail = t("已有 llama-server 在应答,将复用(不会启动新进程){extra}", extra=extra)
+        return Check("ok", title, detail), _Active(v.model_id, probe.dims, True)
+    active = _Active(v.model_id, None, True)
+    if probe.health == "loading":
+        return Check("ok", title, t("已有 llama-server 正在加载模型,将复用(不会启动新进程)")), active
+    if probe.health == "foreign":
+        why = t("被其他程序占用({url}/health 的应答不像 llama-server)", url=base)
+        return Check("fail", title, why, t("用 DSH_MEMORY_EMBED_PORT 换一个空闲端口")), active
+    if can_spawn:
+        return Check("ok", title, t("空闲,首次启动时将拉起 llama-server(日志写到存储目录)")), active
+    return Check("ok", title, t("空闲,没有现成的服务可复用")), active
 
 
 # -- sidecars -------------------------------------------------------------------------------
@@ -788,10 +664,6 @@ def _backfill_progress(root: str) -> str:
     return t(";向量 {vectors}/{live} 条,其余由运行中的宿主在后台回填", vectors=vectors, live=live)
 
 
-def _sidecar_files(store: str) -> list[str]:
-    return StoreLayout.at(store).vec_files()
-
-
 def check_calibration(settings: config.Settings, active: _Active) -> list[Check]:
     """The model's relevance gate as cached by the vector channel (search/calibration.py); reads only."""
     if not active.enabled or active.model_id is None:
@@ -805,32 +677,15 @@ def check_calibration(settings: config.Settings, active: _Active) -> list[Check]
     ]
     title = t("相关性门限")
     if not found:
-        return [
-            Check(
-                "ok",
-                title,
-                t(
-                    "模型 {model} 尚未校准:向量后端第一次就绪时自动校准(嵌入 24 句探针,只做一次)",
-                    model=active.model_id,
-                ),
-            )
-        ]
+        uncal = t("模型 {model} 尚未校准:向量后端第一次就绪时自动校准(嵌入 24 句探针,只做一次)", model=active.model_id)
+        return [Check("ok", title, uncal)]
     out = []
     for cal in found:
         rule = t("与默认规则(余弦 ≥0.5)相同") if cal.seed_rule else t("不相关文本的相似度偏高,按模型自适应")
-        out.append(
-            Check(
-                "ok",
-                title,
-                t(
-                    "模型 {model}({dims} 维,{scheme}):{rule}",
-                    model=cal.model,
-                    dims=cal.dims,
-                    scheme=cal.scheme,
-                    rule=rule,
-                ),
-            )
+        line = t(
+            "模型 {model}({dims} 维,{scheme}):{rule}", model=cal.model, dims=cal.dims, scheme=cal.scheme, rule=rule
         )
+        out.append(Check("ok", title, line))
         out.extend(Check("ok", title, f"  {shown(line)}") for line in cal.lines())
     return out
 
@@ -839,21 +694,15 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
     store = settings.store_dir
     if not os.path.isdir(store):
         return []
-    files = _sidecar_files(store)
+    files = StoreLayout.at(store).vec_files()
     title = t("向量文件")
     if not files:
         return []
     try:
         from dsh_memory_mcp.search.sidecar import read_header  # numpy: only when there is a sidecar to read
     except Exception as exc:  # numpy missing or broken: say so, do not crash
-        return [
-            Check(
-                "warn",
-                title,
-                t("{count} 个,但无法读取文件头({why})", count=len(files), why=exc),
-                'pip install "numpy>=1.26"',
-            )
-        ]
+        unread = t("{count} 个,但无法读取文件头({why})", count=len(files), why=exc)
+        return [Check("warn", title, unread, 'pip install "numpy>=1.26"')]
     headers = {name: read_header(os.path.join(store, name)) for name in files}
     groups: dict[str, list[str]] = {}
     for name, header in headers.items():
@@ -878,29 +727,22 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
         detail = t("{count} 个,文件头与当前模型一致({want})", count=len(files), want=want)
         return [Check("ok", title, detail + _backfill_progress(store))]
     listed = ", ".join(stale[:3]) + (" …" if len(stale) > 3 else "")
-    return [
-        Check(
-            "warn",
-            title,
-            t(
-                "{stale}/{count} 个文件头与当前模型 {want} 不一致({found}:{files}),将作废并重新嵌入",
-                stale=len(stale),
-                count=len(files),
-                want=want,
-                found=found,
-                files=listed,
-            ),
-            t(
-                "若这是与 DSH 共用的库,让两边用同一个模型(DSH_MEMORY_EMBED_MODEL 指向 DSH 的 .gguf),"
-                "否则双方会反复作废对方的向量"
-            ),
-        )
-    ]
+    why = t(
+        "{stale}/{count} 个文件头与当前模型 {want} 不一致({found}:{files}),将作废并重新嵌入",
+        stale=len(stale),
+        count=len(files),
+        want=want,
+        found=found,
+        files=listed,
+    )
+    fix = t(
+        "若这是与 DSH 共用的库,让两边用同一个模型(DSH_MEMORY_EMBED_MODEL 指向 DSH 的 .gguf),"
+        "否则双方会反复作废对方的向量"
+    )
+    return [Check("warn", title, why, fix)]
 
 
-# --------------------------------------------------------------------------------------------
-# Hosts: which ones start us, with which executable and which store
-# --------------------------------------------------------------------------------------------
+# -- hosts: which ones start us, with which executable and which store ---------------------
 
 
 def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str = sys.platform) -> Iterator[Check]:
@@ -911,12 +753,8 @@ def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str
 
     entries, broken = hosts.configured(env, platform)
     for host, path, why in broken:
-        yield Check(
-            "warn",
-            t("宿主 {host}", host=host.name),
-            f"{path} {shown(why)}",
-            t("修好这个文件,或运行 {prog} setup {id}", id=host.id),
-        )
+        fix = t("修好这个文件,或运行 {prog} setup {id}", id=host.id)
+        yield Check("warn", t("宿主 {host}", host=host.name), f"{path} {shown(why)}", fix)
     if not entries:
         yield Check(
             "warn", t("宿主配置"), t("本机没有宿主配置了 dsh-memory"), t("运行 {prog} setup 为已安装的宿主写入配置")
@@ -949,26 +787,18 @@ def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str
             )
         elif len(stores) > 1 and store != usual:
             others = t("、").join(s for s in stores if s != store)
-            yield Check(
-                "warn",
-                title,
-                t("{where};与其它宿主的存储({others})不同,两边看到的是两份记忆", where=where, others=others),
-                t("{prog} setup --store-dir <同一个目录> 统一"),
-            )
+            apart = t("{where};与其它宿主的存储({others})不同,两边看到的是两份记忆", where=where, others=others)
+            yield Check("warn", title, apart, t("{prog} setup --store-dir <同一个目录> 统一"))
         else:
             yield Check("ok", title, where)
     if len(stores) == 1 and usual != norm(settings.store_dir):
+        other = t("宿主都用存储 {usual},本次检查的是 {store}", usual=usual, store=settings.store_dir)
         yield Check(
-            "warn",
-            t("宿主配置"),
-            t("宿主都用存储 {usual},本次检查的是 {store}", usual=usual, store=settings.store_dir),
-            t("用 {prog} doctor --store-dir {usual} 检查宿主实际用的库", usual=usual),
+            "warn", t("宿主配置"), other, t("用 {prog} doctor --store-dir {usual} 检查宿主实际用的库", usual=usual)
         )
 
 
-# --------------------------------------------------------------------------------------------
-# serve: is one running, will stdio hosts relay to it, do URL host configs get through
-# --------------------------------------------------------------------------------------------
+# -- serve: is one running, will stdio hosts relay to it, do URL host configs get through --
 
 
 def check_serve(settings: config.Settings, env: Mapping[str, str]) -> Iterator[Check]:
@@ -981,20 +811,14 @@ def check_serve(settings: config.Settings, env: Mapping[str, str]) -> Iterator[C
     stdio = t("stdio 宿主")
     if found is None:
         if info is not None and info.alive:
-            yield Check(
-                "warn",
-                "serve",
-                t(
-                    "serve.json 记录的 pid {pid} 还在,但 {url} 没有用文件里的令牌应答({why})",
-                    pid=info.pid,
-                    url=info.url,
-                    why=why,
-                ),
-                t(
-                    "那个进程若已不是 serve,删除 {path};否则重启 serve",
-                    path=serve_file.path_for(settings.store_dir),
-                ),
+            silent = t(
+                "serve.json 记录的 pid {pid} 还在,但 {url} 没有用文件里的令牌应答({why})",
+                pid=info.pid,
+                url=info.url,
+                why=why,
             )
+            fix = t("那个进程若已不是 serve,删除 {path};否则重启 serve", path=serve_file.path_for(settings.store_dir))
+            yield Check("warn", "serve", silent, fix)
         else:
             yield Check("ok", "serve", t("没有在运行({why})", why=why))
         biggest = _largest_scope(settings.store_dir)
@@ -1012,11 +836,8 @@ def check_serve(settings: config.Settings, env: Mapping[str, str]) -> Iterator[C
                 t("运行 {prog} setup --serve(登录时自动启动)或 {prog} serve,stdio 宿主会自动中继到它"),
             )
             return
-        yield Check(
-            "ok",
-            stdio,
-            t("直连记忆库(每个宿主一个进程);要共享一个进程就运行 {prog} serve 或 {prog} setup --serve"),
-        )
+        direct = t("直连记忆库(每个宿主一个进程);要共享一个进程就运行 {prog} serve 或 {prog} setup --serve")
+        yield Check("ok", stdio, direct)
         return
     live = found.info
     data = serve_file.health(live) or {}
@@ -1036,21 +857,12 @@ def check_serve(settings: config.Settings, env: Mapping[str, str]) -> Iterator[C
         limit=limit,
     )
     if version != __version__:
-        yield Check(
-            "warn",
-            "serve",
-            t("{detail};本程序是 v{version}", detail=detail),
-            t("重启 serve 换成同一个版本"),
-        )
+        yield Check("warn", "serve", t("{detail};本程序是 v{version}", detail=detail), t("重启 serve 换成同一个版本"))
     else:
         yield Check("ok", "serve", detail)
     if config.relay_off(env):
-        yield Check(
-            "warn",
-            stdio,
-            t("DSH_MEMORY_RELAY=off:不中继,每个宿主直连记忆库"),
-            t("去掉 DSH_MEMORY_RELAY=off 就会中继"),
-        )
+        off = t("DSH_MEMORY_RELAY=off:不中继,每个宿主直连记忆库")
+        yield Check("warn", stdio, off, t("去掉 DSH_MEMORY_RELAY=off 就会中继"))
     else:
         yield Check("ok", stdio, t("会中继到 {url}(不打开记忆库、不加载 SDK;--no-relay 可强制直连)", url=live.url))
 
@@ -1085,38 +897,21 @@ def check_url_entry(entry: Configured) -> Check:
     redo = f"{PROG} setup {entry.host.id} --url {entry.url}"
     answer = probe.health(entry.url, dict(entry.headers), timeout=HEALTH_TIMEOUT * 2)
     if answer.state == "ok":
+        serve_version = answer.data.get("version", "?")
         return Check(
-            "ok",
-            title,
-            t(
-                "{where}(令牌有效,serve v{serve_version} 在应答)",
-                where=where,
-                serve_version=answer.data.get("version", "?"),
-            ),
+            "ok", title, t("{where}(令牌有效,serve v{serve_version} 在应答)", where=where, serve_version=serve_version)
         )
     if answer.state == "unauthorized":
         what = t("令牌已失效") if entry.headers else t("条目没有 Authorization 头")
-        return Check(
-            "fail",
-            title,
-            t(
-                "{where};serve 在应答,但{what}({detail}):serve 换过令牌(--new-token)或连的是另一个存储目录的 serve",
-                where=where,
-                what=what,
-                detail=answer.detail,
-            ),
-            t("重新运行 {redo}", redo=redo),
+        why = t(
+            "{where};serve 在应答,但{what}({detail}):serve 换过令牌(--new-token)或连的是另一个存储目录的 serve",
+            where=where,
+            what=what,
+            detail=answer.detail,
         )
+        return Check("fail", title, why, t("重新运行 {redo}", redo=redo))
     if answer.state == "down":
-        return Check(
-            "warn",
-            title,
-            t("{where};现在没有 serve 在应答({detail}),宿主连不上", where=where, detail=answer.detail),
-            t("启动 serve({prog} serve,或 {prog} setup --serve 让它登录时自动启动)"),
-        )
-    return Check(
-        "warn",
-        title,
-        t("{where};应答的不是 dsh-memory-mcp serve({detail})", where=where, detail=answer.detail),
-        t("检查地址,或重新运行 {redo}", redo=redo),
-    )
+        why = t("{where};现在没有 serve 在应答({detail}),宿主连不上", where=where, detail=answer.detail)
+        return Check("warn", title, why, t("启动 serve({prog} serve,或 {prog} setup --serve 让它登录时自动启动)"))
+    why = t("{where};应答的不是 dsh-memory-mcp serve({detail})", where=where, detail=answer.detail)
+    return Check("warn", title, why, t("检查地址,或重新运行 {redo}", redo=redo))

@@ -13,11 +13,9 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from dsh_memory_mcp import config
 from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL
@@ -31,7 +29,6 @@ __all__ = [
     "STANDING_KINDS",
     "USAGE",
     "DigestCache",
-    "digest_enabled",
     "digest_text",
     "instructions",
     "scrub",
@@ -55,11 +52,6 @@ DIGEST_CHARS = 1500
 LINE_CHARS = 200
 log = logging.getLogger("dsh_memory_mcp.service.digest")
 _HEADER = "用户的长期记忆摘要(规则、偏好、决定与重要记忆,按重要度和使用次数排序;完整内容用 memory_get 传 id):"
-
-
-def digest_enabled(env: Mapping[str, str]) -> bool:
-    """False when `DSH_MEMORY_DIGEST` is an OFF word (the configuration table's vocabulary)."""
-    return config.digest_enabled(env)
 
 
 def _rank(record: Record) -> tuple[float, int, int, str]:
@@ -177,16 +169,10 @@ class DigestCache:
         text, until = _digest(store, project, now, DIGEST_CHARS)
         path = self._path(project)
         if path is not None and self.directory is not None:
+            entry = {"identities": identities, "validUntil": until, "text": text}
             try:
-                fileio.private_dirs(self.directory)
-                fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".digest.", suffix=".tmp")
-                try:
-                    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                        json.dump({"identities": identities, "validUntil": until, "text": text}, fh, ensure_ascii=False)
-                    os.replace(tmp, path)
-                except BaseException:
-                    os.unlink(tmp)
-                    raise
+                fd, tmp = fileio.new_tmp(path)
+                fileio.commit(fd, tmp, path, json.dumps(entry, ensure_ascii=False).encode("utf-8"))
             except OSError as exc:
                 log.debug("digest cache not written: %s", exc)
         return text

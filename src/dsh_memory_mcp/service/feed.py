@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.render import ToolResult
@@ -31,7 +31,6 @@ __all__ = [
     "get_prompt",
     "list_resources",
     "read_resource",
-    "scope_uri",
 ]
 
 #: Resources per `resources/list` page (the fixed two, then one per memory, newest first).
@@ -204,8 +203,3 @@ def read_resource(service: MemoryService, uri: str, ctx: CallContext) -> str:
         f"不认识的资源 {uri!r}:可用 memory://global、memory://project、"
         "memory://scope/{scope}、memory://record/{id}。",
     )
-
-
-def scope_uri(scope: str) -> str:
-    """`memory://scope/<scope>` with the scope percent-encoded (`project:/a b` → `project%3A%2Fa%20b`)."""
-    return "memory://scope/" + quote(scope, safe="")

@@ -235,8 +235,8 @@ def excerpt(content: str) -> str:
     return "\n    ".join(out)
 
 
-def meta_line(record: Record, *, full_id: bool = False, client: str | None = None) -> str:
-    parts = [f"id={record.id if full_id else record.short_id}"]
+def meta_line(record: Record, *, client: str | None = None) -> str:
+    parts = [f"id={record.short_id}"]
     if record.tags:
         parts.append("tags=" + ",".join(record.tags))
     if record.importance is not None:

@@ -47,10 +47,6 @@ class Foreground:
         #: start), ``paused_ms`` (the total of those that ended).
         self.stats: Counter[str] = Counter()
 
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
     @contextlib.contextmanager
     def call(self) -> Iterator[None]:
         """Count the ``with`` block as a call in flight."""
@@ -65,13 +61,8 @@ class Foreground:
                 self._ended = self.clock.monotonic()
                 self._cond.notify_all()
 
-    def busy(self) -> bool:
-        """Whether a call runs now or ended less than `quiet` seconds ago."""
-        with self._cond:
-            return self._in_flight > 0 or self.clock.monotonic() - self._ended < self.quiet
-
     def pause(self, resume: Callable[[], bool] | None = None) -> float:
-        """Wait while `busy`; return the seconds waited (0.0 at once when idle).
+        """Wait while a call runs or ended less than `quiet` ago; the seconds waited (0.0: idle at once).
 
         Call it only where the caller holds no lock a call might wait for — or pass `resume`,
         which is asked every `RECHECK_SECS` and ends the wait when true (a call now waits for

@@ -1,49 +1,32 @@
 """The write journal: what this package acknowledged, so a record erased by an unlocked writer can
-be noticed and restored.
+be noticed and restored (docs/design.md: Store format, Concurrency).
 
-Beside writers that ignore the lock (the DSH plugin rewrites a whole scope file from a snapshot
-it loaded earlier), a record we wrote and acknowledged can vanish from its scope file. The file
-cannot tell; this journal can. Every acknowledged write appends one line to
-``<store>/.journal/<YYYYMMDD>[.<n>].ndjson`` (dir 0700, files 0600), fsync-ed before the write is
-acknowledged:
+Every acknowledged write appends to ``<store>/.journal/<YYYYMMDD>[.<n>].ndjson`` (dir 0700, files
+0600), fsync-ed before the write is acknowledged:
 
-* ``{"op":"save","scope":…,"id":…,"line":…}`` — after the record is committed (a save, the new
-  record of a supersede, an imported record); ``line`` is its exact text.
-* ``{"op":"forget","scope":…,"ids":[…]}`` / ``{"op":"supersede","scope":…,"ids":[…]}`` —
-  *before* the removal or the expiry is committed, so a reader that finds the record gone
-  always finds the reason in the journal too. A removal whose line cannot be written whole and
-  fsync-ed is not committed (the caller gets a coded error, nothing is removed).
+* ``{"op":"save","scope":…,"id":…,"line":…}`` — after the record is committed; ``line`` is its
+  exact text.
+* ``{"op":"forget"|"supersede","scope":…,"ids":[…]}`` — *before* the removal or expiry is
+  committed, so a reader that finds the record gone always finds the reason here too. A removal
+  whose line cannot be written whole and fsync-ed is not committed.
 
-Text of removed records (`scrub`): once a forget or a supersede is committed, the save lines of
-those ids are overwritten *in place* by a line of the same length holding only the id, the
-SHA-256 of the removed line and which removal it was (``"scrubbed":"forget"``), padded with
-spaces — so the journal keeps text only for records that are live. A superseded record's text
-stays in its scope file (it is only expired there, on purpose) but not in the journal: `recover`
-never restores a superseded record, so a copy here would serve nothing. A scrub that could not
-run (a crash between the commit and the scrub, a journal written by an older version) is found
-by the next `refresh` of a writing process and done by `scrub` then (`SharedStore.prepare`, and
-after every removal).
+`scrub`: once a removal is committed, the save lines of those ids are overwritten *in place* by a
+line of the same length holding only the id, the SHA-256 of the removed line and the removal
+(``"scrubbed":"forget"``), so the journal keeps text only for live records. A scrub that could not
+run (a crash after the commit) is found and done by the next `refresh` of a writing process.
 
-All appends go through ``O_APPEND`` with one ``write`` per batch of lines (lines never
-interleave). Each batch starts with a newline: a line torn by a writer that failed mid-way (a
-file-size limit, a full disk: a short ``write``) then stays a line of its own instead of
-swallowing the next entry. A short ``write`` is an error, never retried. Every writer of a scope
-appends inside the scope lock, so the journal's order per scope is the order of the commits. A
-record is *missing* when the journal has its save, no later forget or supersede, and its id is
-in no line of its scope file. `Journal.missing` finds them; `recover` restores them byte-for-byte.
-A line that does not parse (or is no entry we write) and mentions a live record's id after its
-save makes that record *doubtful* (`doubtful`): it may have been a removal, so it is never
-reported missing nor restored — `recover` names it with the line that raised the doubt.
+Appends: ``O_APPEND``, one ``write`` per batch, each batch starting with a newline (a line torn by
+a short write stays a line of its own); a short ``write`` is an error, never retried. Writers append
+inside the scope lock, so the order per scope is the order of the commits. *Missing*: the journal
+has the save, no later removal, and the id is in no line of its scope file (`missing`; `recover`
+restores byte-for-byte). *Doubtful*: a line that does not parse (or is no entry we write) mentions
+a live id after its save — it may have been a removal, so that record is never restored.
 
-Files are opened like the store's (`fileio.open_regular`: non-blocking, regular files only): a
-FIFO, a device, a directory or a symlink at a segment's name is skipped with one WARNING (a
-writer moves on to the next segment number), never a hang.
-
-Bounded: segments older than ``max_age`` days are removed, and the oldest ones while the
-journal is larger than ``max_bytes`` (never the newest). A pruned save is simply forgotten.
-Segments of past days are compacted to the saves still live (and not doubtful). `prune` runs at
-`SharedStore.prepare`, at the first append of a new (UTC) day and every 500 appends.
-Standard library only.
+Segments are opened like the store's files (`fileio.open_regular`): a FIFO, device, directory or
+symlink at a segment's name is skipped with one WARNING, never a hang. `prune` (at
+`SharedStore.prepare`, a new UTC day's first append and every 500 appends) removes segments older
+than ``max_age`` days and the oldest while larger than ``max_bytes`` (never the newest), and
+compacts past days to the saves still live and not doubtful.
 """
 
 from __future__ import annotations

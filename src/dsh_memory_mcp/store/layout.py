@@ -28,7 +28,6 @@ __all__ = [
     "PROJECTS_DIR",
     "SERVE_FILE",
     "StoreLayout",
-    "is_scope_file_name",
     "vec_path_for",
 ]
 
@@ -42,11 +41,6 @@ SCOPE_SUFFIX = ".jsonl"
 VEC_SUFFIX = ".vec"
 
 _SHA1_HEX = re.compile(r"[0-9a-f]{40}")
-
-
-def is_scope_file_name(name: str) -> bool:
-    """``<40 hex>.jsonl``: a name a project/custom/session scope file can have."""
-    return name.endswith(SCOPE_SUFFIX) and _SHA1_HEX.fullmatch(name[: -len(SCOPE_SUFFIX)]) is not None
 
 
 def vec_path_for(scope_file: str) -> str:

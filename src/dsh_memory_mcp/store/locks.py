@@ -1,36 +1,31 @@
-"""Exclusive lock files shared with other implementations, plus an in-process thread guard.
+"""Exclusive lock files shared with other implementations, plus an in-process thread guard
+(docs/design.md: Concurrency).
 
 A lock is the file ``<locks_dir>/<sha1(name)>.lock``, created with ``O_CREAT|O_EXCL`` and holding
-``{"pid":…,"host":…,"createdAt":…,"nonce":…}``. That is exactly what Node's ``openSync(p, "wx")``
-gives the DSH plugin, so every implementation writing the store excludes every other one (docs/design.md: Concurrency).
-``fcntl.flock`` (filelock's ``FileLock``) would not: it neither sees an O_EXCL marker nor is seen by
-one, and filelock's ``SoftFileLock`` writes a marker format the other writers do not parse.
+``{"pid":…,"host":…,"createdAt":…,"nonce":…}`` — what Node's ``openSync(p, "wx")`` gives the DSH
+plugin, so every implementation excludes every other one. ``fcntl.flock`` (filelock) would not:
+it neither sees an O_EXCL marker nor is seen by one.
 
-The file only excludes *processes*. Threads of one process (the MCP SDK runs sync tools in worker
-threads) are excluded by a per-lock-file ``threading.Lock`` that is process-wide, so two
-`LockManager` objects over the same directory still exclude each other in-process.
+The file only excludes *processes*; threads of one process are excluded by a process-wide
+``threading.Lock`` per lock file, so two `LockManager` objects over one directory still exclude
+each other in-process.
 
-Because the marker is a plain file, a holder that dies leaves it behind. Waiters therefore break
-*stale* markers, and only those:
+A holder that dies leaves its marker behind, so waiters break *stale* markers, and only those:
 
-* the holder's pid is dead on this host (or the pid was reused: the process started after the
-  marker was written) → at once. A holder alive on this host is never broken, whatever its age:
-  a stalled process (a closed laptop lid, a debugger, SIGSTOP) wakes up and finishes its write.
+* the holder's pid is dead on this host (or was reused: the process started after the marker
+  was written) → at once. A holder alive on this host is never broken, whatever its age (a
+  stalled process wakes up and finishes its write).
 * a holder on another host, or one whose liveness cannot be checked → when the marker has not
-  been refreshed for ``stale_after``. Holders refresh their marker's mtime while they hold it (a
-  heartbeat every ``stale_after / 6``); the age counts from the last refresh *as observed
-  here* — the file's mtime on this host's clock, or how long we saw the very same marker
-  unchanged — never from the ``createdAt`` another host's clock wrote, so clock skew can neither
-  wedge a scope nor break a live lock. Implementations that only create, read and delete the
-  marker are still broken ``stale_after`` after they created it.
-* a marker that is empty, unparseable, a symlink, a directory or another non-regular file →
-  once it stayed so for ``unreadable_grace`` (a holder between ``open`` and ``write``).
+  been refreshed for ``stale_after`` *as observed here* (its mtime on this host's clock, or how
+  long we saw the very same marker unchanged), never by the ``createdAt`` another host's clock
+  wrote, so clock skew can neither wedge a scope nor break a live lock. Holders refresh their
+  marker's mtime every ``stale_after / 6``.
+* a marker that is empty, unparseable, a symlink or not a regular file → once it stayed so for
+  ``unreadable_grace`` (a holder between ``open`` and ``write``).
 
-Breaking is the dangerous part, see `LockManager._break`. And since a holder may be broken all
-the same (a stall longer than ``stale_after`` on another host), a holder checks right before
-each commit (`fileio.guard`) that the marker is still its own — same inode, same bytes with its
-nonce — and fails the transaction with ``LOCK_TIMEOUT`` instead of renaming its file over the
-work of whoever took the lock next.
+Breaking is the dangerous part (`LockManager._break`). And since a holder may be broken all the
+same, it checks right before each commit (`fileio.guard`) that the marker is still its own —
+same inode, same bytes — and fails with ``LOCK_TIMEOUT`` instead of writing over the next holder.
 """
 
 from __future__ import annotations
@@ -165,8 +160,6 @@ class _Heartbeat:
         self._cond = threading.Condition(threading.Lock())
         self._held: dict[str, tuple[_Held, float, float]] = {}  # nonce → (held, interval, due)
         self._thread: threading.Thread | None = None
-        #: Refreshes done (what a test waits for instead of sleeping through an interval).
-        self.beats = 0
 
     def add(self, held: _Held, interval: float) -> None:
         with self._cond:
@@ -196,8 +189,6 @@ class _Heartbeat:
                     continue
             for h, _ in due:
                 _refresh(h)
-            with self._cond:
-                self.beats += len(due)
 
 
 def _refresh(held: _Held) -> None:

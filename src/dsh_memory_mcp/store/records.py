@@ -338,52 +338,24 @@ def parse_line(raw: str, lineno: int = 0) -> Line:
 
 
 def parse_lines(text: str, known: Mapping[str, Record] | None = None) -> list[Line]:
-    """Every line of a scope file; blank lines are dropped (they carry nothing), others kept as is.
-
-    A line's raw text is kept exactly, a trailing "\\r" included (JSON allows it as whitespace),
-    so writing the lines back reproduces the bytes. Every record comes from exactly one line: a
-    line that is not one complete JSON object on its own is a `CorruptLine`, even when it would
-    parse joined with its neighbours (an earlier bulk parse of ``"[" + ",".join(lines) + "]"``
-    turned three invalid lines into three "records").
-
-    `known` maps line texts to records already parsed from an earlier version of the file: such
-    lines are taken as they are. Another writer's save changes one line of a file we re-read
-    inside the lock, so this turns a full parse (~130 ms at 10k records) into a dict lookup per
-    line. The others go through `json.JSONDecoder.raw_decode` (the C scanner), one call per line and
-    no other wrapper layers, which is as fast as the bulk parse was.
-    """
-    out: list[Line] = []
-    append = out.append
-    scan = _SCAN
-    for n, raw in enumerate(text.split("\n"), start=1):
-        if known is not None:
-            record = known.get(raw)
-            if record is not None:
-                append(record)
-                continue
-        if raw[:1] == "{":
-            try:
-                data, end = scan(raw, 0)
-            except (ValueError, RecursionError):
-                append(CorruptLine(raw, n))
-                continue
-            if end == len(raw) or not raw[end:].strip(_JSON_WS):
-                ident = data.get("id")
-                if type(ident) is str and ident:
-                    append(Record(data, raw))
-                    continue
-            append(CorruptLine(raw, n))
-        elif raw.strip():
-            append(parse_line(raw, n))
-    return out
+    """`parse_bytes` of a file held as text (tests, the benchmark); `known` keyed by line text."""
+    enc = "utf-8", "surrogateescape"
+    return parse_bytes(text.encode(*enc), None if known is None else {k.encode(*enc): r for k, r in known.items()})
 
 
 def parse_bytes(data: bytes, known: Mapping[bytes, Record] | None = None) -> list[Line]:
-    """`parse_lines` over the file's bytes: each line decoded on its own, kept as its bytes.
+    """Every line of a scope file; blank lines are dropped (they carry nothing), others kept as is.
 
-    A line found in `known` (by its bytes) is taken as it is, without decoding it; a line that is
-    not UTF-8 is a `CorruptLine` (its text decoded with ``surrogateescape``, so it is written
-    back byte for byte).
+    A line's bytes are kept exactly, a trailing "\\r" included (JSON allows it as whitespace), so
+    writing the lines back reproduces the file. Every record comes from exactly one line: a line
+    that is not one complete JSON object on its own is a `CorruptLine`, even when it would parse
+    joined with its neighbours. A line that is not UTF-8 is a `CorruptLine` (its text decoded with
+    ``surrogateescape``, so it is written back byte for byte).
+
+    `known` maps line bytes to records already parsed from an earlier version of the file: such
+    lines are taken as they are, undecoded. Another writer's save changes one line of a file we
+    re-read inside the lock, so this turns a full parse (~130 ms at 10k records) into a dict lookup
+    per line. The others go through `json.JSONDecoder.raw_decode` (the C scanner), one call per line.
     """
     out: list[Line] = []
     append = out.append
@@ -489,14 +461,9 @@ def new_record(
     return Record(data, dump_line(data))
 
 
-def render_lines(lines: Iterable[Line]) -> str:
-    """The file text for these lines: each line's text plus "\\n"."""
-    return "".join(line.raw + "\n" for line in lines)
-
-
 def render_bytes(lines: Iterable[Line]) -> bytes:
     """The file bytes for these lines: each line's bytes plus a newline."""
     return b"".join(line_bytes(line) + b"\n" for line in lines)
 
 
-__all__ += ["line_bytes", "parse_bytes", "render_bytes", "render_lines"]
+__all__ += ["line_bytes", "parse_bytes", "render_bytes"]

@@ -20,7 +20,6 @@ __all__ = [
     "GLOBAL",
     "RESERVED_NAMES",
     "is_project_key",
-    "lock_name",
     "normalise_custom_name",
     "normalise_path",
     "project_key",
@@ -45,11 +44,6 @@ def scope_file_relpath(scope: str) -> str:
     if scope == GLOBAL:
         return "global.jsonl"
     return f"projects/{scope_sha1(scope)}.jsonl"
-
-
-def lock_name(scope: str) -> str:
-    """`.locks/<sha1(scope)>.lock`, relative to the store directory (global included)."""
-    return f".locks/{scope_sha1(scope)}.lock"
 
 
 def scope_rank(scope: str) -> int:

@@ -22,13 +22,12 @@ from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from dsh_memory_mcp.errors import StoreError
 from dsh_memory_mcp.store import fileio, records, scopes
 from dsh_memory_mcp.store.foreground import Foreground
 from dsh_memory_mcp.store.layout import StoreLayout
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
 from dsh_memory_mcp.store.redact import redacted
-from dsh_memory_mcp.texts import msg
+from dsh_memory_mcp.store.writing import unreadable
 
 __all__ = ["Identity", "ScopeSnapshot", "SnapshotCache", "identity_of", "stat_identity"]
 
@@ -300,7 +299,7 @@ def _stat_of(path: str) -> os.stat_result | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise StoreError(msg("无法读取记忆文件 {path}:{why}。", path=path, why=exc.strerror or exc), path=path) from exc
+        raise unreadable(path, exc) from exc
 
 
 #: Derived data a new version of a scope file may start from, and the key it gets there. After a
@@ -926,9 +925,7 @@ class SnapshotCache:
                 except FileNotFoundError:
                     continue
                 except OSError as exc:
-                    raise StoreError(
-                        msg("无法读取记忆文件 {path}:{why}。", path=path, why=exc.strerror or exc), path=path
-                    ) from exc
+                    raise unreadable(path, exc) from exc
                 if read is not None:
                     self.stats["parses"] += 1
                     snap = self._remember(
@@ -940,9 +937,7 @@ class SnapshotCache:
             with open(fileio.open_regular(path), "rb") as f:
                 data = f.read()
         except OSError as exc:
-            raise StoreError(
-                msg("无法读取记忆文件 {path}:{why}。", path=path, why=exc.strerror or exc), path=path
-            ) from exc
+            raise unreadable(path, exc) from exc
         lines = parse(path, data)
         return make(path, scope if scope is not None else self.scope_of(path, lines), identity, lines)
 

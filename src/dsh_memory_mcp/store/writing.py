@@ -17,7 +17,7 @@ from dsh_memory_mcp.store import fileio, records
 from dsh_memory_mcp.store.records import Line
 from dsh_memory_mcp.texts import msg
 
-__all__ = ["Probe", "append_bytes", "encoded_chunks", "replace_file", "sync_file"]
+__all__ = ["Probe", "append_bytes", "encoded_chunks", "replace_file", "sync_file", "unreadable"]
 
 #: Lines per write when a scope file is rewritten.
 _WRITE_CHUNK = 1000
@@ -56,27 +56,32 @@ def replace_file(path: str, data: bytes | Iterable[bytes], *, read: fileio.Read 
     try:
         fd, tmp = fileio.new_tmp(path)
     except OSError as exc:
-        raise StoreError(
-            msg(
-                "写入 {path} 失败:{why}。原文件未改动;请检查记忆库目录是否存在且可写。",
-                path=path,
-                why=exc.strerror or exc,
-            ),
-            path=path,
-        ) from exc
+        raise _cannot_open(path, exc) from exc
     try:
         return fileio.commit(fd, tmp, path, data, read=read)
     except fileio.Changed:
         raise
     except OSError as exc:
-        raise StoreError(
-            msg(
-                "写入 {path} 失败:{why}。原文件未改动;请检查磁盘空间、文件大小限制与权限。",
-                path=path,
-                why=exc.strerror or exc,
-            ),
-            path=path,
-        ) from exc
+        raise _cannot_write(path, exc) from exc
+
+
+def unreadable(path: str, exc: OSError) -> StoreError:
+    """The error for a scope file that exists but cannot be read."""
+    return StoreError(msg("无法读取记忆文件 {path}:{why}。", path=path, why=exc.strerror or exc), path=path)
+
+
+def _cannot_open(path: str, exc: OSError) -> StoreError:
+    why = exc.strerror or exc
+    return StoreError(
+        msg("写入 {path} 失败:{why}。原文件未改动;请检查记忆库目录是否存在且可写。", path=path, why=why), path=path
+    )
+
+
+def _cannot_write(path: str, exc: OSError) -> StoreError:
+    why = exc.strerror or exc
+    return StoreError(
+        msg("写入 {path} 失败:{why}。原文件未改动;请检查磁盘空间、文件大小限制与权限。", path=path, why=why), path=path
+    )
 
 
 def _read_at(fd: int, offset: int, n: int) -> bytes:
@@ -122,7 +127,7 @@ def sync_file(path: str) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise StoreError(msg("无法读取记忆文件 {path}:{why}。", path=path, why=exc.strerror or exc), path=path) from exc
+        raise unreadable(path, exc) from exc
     try:
         os.fsync(fd)
     except OSError as exc:
@@ -161,14 +166,7 @@ def append_bytes(
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
         fd = os.open(path, flags, 0o600)
     except OSError as exc:
-        raise StoreError(
-            msg(
-                "写入 {path} 失败:{why}。原文件未改动;请检查记忆库目录是否存在且可写。",
-                path=path,
-                why=exc.strerror or exc,
-            ),
-            path=path,
-        ) from exc
+        raise _cannot_open(path, exc) from exc
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -190,14 +188,7 @@ def append_bytes(
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)
                 os.fsync(fd)
-            raise StoreError(
-                msg(
-                    "写入 {path} 失败:{why}。原文件未改动;请检查磁盘空间、文件大小限制与权限。",
-                    path=path,
-                    why=exc.strerror or exc,
-                ),
-                path=path,
-            ) from exc
+            raise _cannot_write(path, exc) from exc
         after = os.fstat(fd)
     except BaseException:
         os.close(fd)

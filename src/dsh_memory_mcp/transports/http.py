@@ -1,27 +1,14 @@
-"""`dsh-memory-mcp serve`: the same MCP server, over Streamable HTTP at `/mcp`, for many hosts at once.
+"""`dsh-memory-mcp serve`: the same MCP server over Streamable HTTP at `/mcp`, for many hosts at once
+(docs/design.md: Shared server, relay and their trust rules).
 
-One process, one `MemoryService` shared by every session, so a save in one session is visible
-at once in all others. Everything protocol-shaped is the SDK's: its `StreamableHTTPSessionManager`
-(sessions, idle reaping, 404 for an unknown session id, request-body limit), its transport-security
-settings (Host and Origin checks, 421/403), its bearer authentication and uvicorn/starlette.
-What this module adds:
-
-* refusal by default: a token always (`DSH_MEMORY_TOKEN` or a generated one; a 401 that names
-  where it comes from, `access`), Host names beyond loopback only with a user-set token and
-  loopback names only on serve's own port, `<store>/serve.json` (one `serve` per store);
-* the connection edge (`listener`): header/body timeouts, a connection cap below the fd limit,
-  per-client limits, TCP_NODELAY; sessions capped (`DSH_MEMORY_MAX_SESSIONS`, longest idle ended
-  first, `_SessionRoom`) and bound to the credential and peer that opened them (`access.OwnerBackend`);
-* the tool gate (`gate.ToolGate`): bounded concurrency, a deadline over queue and run;
-* sessions that never finish the handshake (no ``notifications/initialized``) are ended after
-  ``DSH_MEMORY_SESSION_INIT_SECS`` (60 s) instead of living for the whole idle timeout;
-* a drain on SIGINT/SIGTERM: running calls get up to `DRAIN_SECS`, then every session is ended,
-  uvicorn stops, the vector backend is stopped, `serve.json` removed, exit 0.
-
-Relay contract (the stdio relay and other programs): see `serve_file` for `serve.json`;
-`GET /health` with the bearer token answers 200 and a small JSON object when this is a live
-`serve`; `X-DSH-Project` (percent-encoded absolute path) on a `/mcp` request sets that call's
-current project (`call_facts.PROJECT_HEADER`).
+One process, one `MemoryService` shared by every session, so a save in one session is visible at
+once in all others. Everything protocol-shaped is the SDK's: its `StreamableHTTPSessionManager`,
+its transport-security settings (Host/Origin, 421/403), its bearer authentication, uvicorn and
+starlette. What this module adds: the token and Host rules (`access`, `security_settings`), one
+`serve` per store (`serve_file`), the connection edge (`listener`), the session cap and the
+never-initialized rule (`_Sessions`, `_SessionRoom`), the tool gate (`gate.ToolGate`), the answer
+form (`answers_json`), and a drain on SIGINT/SIGTERM: running calls get up to `DRAIN_SECS`, then
+every session is ended, uvicorn stops, the vector backend is stopped, `serve.json` removed, exit 0.
 """
 
 from __future__ import annotations
@@ -58,7 +45,7 @@ from mcp.shared.inbound import (
     NAME_BEARING_METHODS,
     encode_header_value,
 )
-from mcp.types import PROTOCOL_VERSION_META_KEY, CallToolResult, TextContent
+from mcp.types import PROTOCOL_VERSION_META_KEY
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 from sse_starlette.sse import AppStatus
 from starlette.applications import Starlette
@@ -79,7 +66,7 @@ from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.texts import Text, msg
 from dsh_memory_mcp.transports import access, call_facts, listener, serve_file
 from dsh_memory_mcp.transports.gate import ToolGate
-from dsh_memory_mcp.transports.mcp_server import MemoryServer, build_server
+from dsh_memory_mcp.transports.mcp_server import MemoryServer, to_result
 from dsh_memory_mcp.transports.sdk_private import SessionLifecycle
 
 __all__ = [
@@ -486,13 +473,6 @@ class _SessionRoom:
 # The per-message middleware: handshake bookkeeping, relay project header, the tool gate
 
 
-def _refusal(exc: CallRefused) -> CallToolResult:
-    result = error_result(exc.code, exc.message)
-    return CallToolResult(
-        content=[TextContent(type="text", text=result.text)], structured_content=result.structured, is_error=True
-    )
-
-
 def _base_context(service: MemoryService) -> Callable[[ServerRequestContext[Any, Any]], CallContext]:
     """Where a request's CallContext starts (`mcp_server`'s `base_context` hook): the process
     default, the relay's project when the (authenticated) request carries `X-DSH-Project`, and the
@@ -539,7 +519,7 @@ class _CallMiddleware:
         try:
             return await self.gate.run(body)
         except CallRefused as exc:
-            return _refusal(exc)
+            return to_result(error_result(exc.code, exc.message))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -650,7 +630,7 @@ def build_app(
     extra_routes: Sequence[BaseRoute] = (),
 ) -> tuple[Starlette, _State]:
     """The Starlette app: `/mcp` (bearer + Host/Origin + gate), `/health`, then `extra_routes`."""
-    server = build_server(service, base_context=_base_context(service))
+    server = MemoryServer(service, base_context=_base_context(service))
     security = security_settings(settings, port, user_token=user_token)
     gate = ToolGate(settings.max_tool_calls, settings.tool_deadline_secs)
     sessions = _Sessions(

@@ -1,24 +1,16 @@
 """The MCP server: `service.schemas.TOOL_SPECS`, prompts and resources on the SDK's lowlevel
-`Server`, registered through its public handler API, for both protocol eras.
+`Server`, registered through its public handler API, for both protocol eras (docs/design.md:
+Protocol eras).
 
 Tools are listed with our own hand-written JSON schemas and called with whatever arguments the
 client sent: validation happens in the tools layer (`MemoryService.call`, which never raises), so
 every bad value gets the spec's code instead of a generic pydantic message.
 
-Eras. A 2026-07-28 client (no handshake; protocol version, client info and capabilities in every
-request's `_meta`) and a handshake-era client (`initialize`, one session) get the same product:
-the digest in `instructions` (from `server/discover` as from `initialize`), the same tools,
-prompts, resources, codes and provenance. The project from the client's roots, asked only when a
-call needs the project (never right after the handshake: a client that closes at once must not get
-a request it no longer reads): in the handshake era a `roots/list` request to the client, on the
-call's own stream over HTTP; in 2026-07-28, where a server sends no requests of its own, the call
-answers `resultType: "input_required"` asking for the roots and the client retries it with the
-answer. Over stdio that answer is kept for `ROOTS_VALID_SECS` (one client per process); over HTTP it
-binds only the request that carries it: a connection or a clientInfo may be shared by several
-clients, and one client's project must never become another's. `--project`, `DSH_MEMORY_PROJECT`,
-the host's workspace variable (or the relay's explicit project) win over roots; a client that
-declared roots but refuses or does not answer keeps the fallback (the working directory), said
-once on stderr.
+The project from the client's roots is asked only when a call needs it (never right after the
+handshake: a client that closes at once must not get a request it no longer reads). Over stdio a
+2026-07-28 roots answer is kept for `ROOTS_VALID_SECS` (one client per process); over HTTP it binds
+only the request that carries it: a connection or a clientInfo may be shared by several clients,
+and one client's project must never become another's.
 """
 
 from __future__ import annotations
@@ -52,7 +44,7 @@ from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.texts import msg
 from dsh_memory_mcp.transports.stdio_guard import guarded_stdio
 
-__all__ = ["INSTRUCTIONS", "MemoryServer", "build_server", "refresh_digests", "serve"]
+__all__ = ["INSTRUCTIONS", "MemoryServer", "refresh_digests", "serve", "to_result"]
 
 log = logging.getLogger("dsh_memory_mcp.transports.mcp_server")
 
@@ -145,7 +137,7 @@ def _lenient_client_info(params: Any) -> None:
             info["version"] = ""
 
 
-def _to_result(result: ToolResult) -> types.CallToolResult:
+def to_result(result: ToolResult) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=result.text)],
         structured_content=result.structured,
@@ -266,7 +258,14 @@ class MemoryServer:
     Each request runs with a `CallContext` built from its client: the project from
     `--project`/`DSH_MEMORY_PROJECT` (or whatever `base_context` says, e.g. a relay header), else
     the client's first `file://` root when it declares `roots`, else the working directory; the
-    client is its `clientInfo` `name/version`.
+    client is its `clientInfo` `name/version`. In-process use: `mcp.Client(MemoryServer(service).server)`.
+
+    :param base_context: the CallContext a request starts from (default: the service's). An HTTP
+        front door derives it from the request (`ctx.request` is the Starlette request there).
+        Roots apply only when its `project_source` is "cwd".
+    :param digest_on: the memory digest in `instructions` (default: `DSH_MEMORY_DIGEST` not off).
+    :param digest_cache: where digests are kept between starts; None computes every time. Call
+        `refresh_digests(server)` at exit to keep it warm.
     """
 
     def __init__(
@@ -479,7 +478,7 @@ class MemoryServer:
         arguments = dict(params.arguments or {})
         # Sync tools run in a worker thread, so a lock wait never blocks the event loop.
         result = await anyio.to_thread.run_sync(self.service.call, params.name, arguments, call)
-        return _to_result(result)
+        return to_result(result)
 
     # -- prompts and resources -------------------------------------------------------------------
 
@@ -601,27 +600,6 @@ async def _run_stdio(server: Server[Any]) -> None:
             await out_send.aclose()
 
 
-def build_server(
-    service: MemoryService,
-    *,
-    base_context: Callable[[ServerRequestContext[Any, Any]], CallContext] | None = None,
-    digest_on: bool | None = None,
-    digest_cache: digest.DigestCache | None = None,
-) -> MemoryServer:
-    """A `MemoryServer` exposing the tools of `service`; `.server` is the SDK `Server` (usable
-    in-process by tests: `mcp.Client(build_server(service).server)`).
-
-    :param base_context: the CallContext a request starts from (default: the service's, i.e.
-        `--project` / `DSH_MEMORY_PROJECT` / cwd). An HTTP front door can derive it from the
-        request (`ctx.request` is the Starlette request there). Roots apply only when its
-        `project_source` is "cwd".
-    :param digest_on: the memory digest in `instructions` (default: `DSH_MEMORY_DIGEST` not off).
-    :param digest_cache: where digests are kept between starts (the stdio server uses the user
-        state dir); None computes every time. Call `refresh_digests(server)` at exit to keep it warm.
-    """
-    return MemoryServer(service, base_context=base_context, digest_on=digest_on, digest_cache=digest_cache)
-
-
 def refresh_digests(server: MemoryServer) -> None:
     """At exit: recompute the digests this server handed out, so the next start finds them valid.
 
@@ -644,7 +622,7 @@ def serve(settings: Settings) -> None:
     service = open_service(settings, warm="default")  # the first search's scopes read in the background
     memory: MemoryServer | None = None
     try:
-        memory = build_server(service, digest_cache=digest.DigestCache(digest.default_cache_dir(), settings.store_dir))
+        memory = MemoryServer(service, digest_cache=digest.DigestCache(digest.default_cache_dir(), settings.store_dir))
         log.info("已启动 dsh-memory-mcp v%s(stdio)", __version__)
         if service.vectors is not None:
             service.vectors.start()

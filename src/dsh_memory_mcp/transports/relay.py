@@ -1,34 +1,21 @@
-"""The relay: a stdio MCP server process that forwards its host's messages to a running `serve`.
+"""The relay: a stdio MCP server process that forwards its host's messages to a running `serve`
+(docs/design.md: Shared server, relay and their trust rules).
 
-A host that only speaks stdio spawns `dsh-memory-mcp` as usual. When `<store>/serve.json` names a live
-`serve` that accepts its token, this process does not open the store at all: it copies each JSON-RPC
-line from stdin to `POST /mcp` (Streamable HTTP) and each message that comes back (a JSON body or the
-events of an SSE stream) to stdout — so the host sees exactly `serve`'s tools, prompts and resources,
-even ones newer than this relay. It imports neither the MCP SDK nor numpy (stdlib only), which makes
-its cold start a fraction of a direct server's.
+When `<store>/serve.json` names a live `serve` that accepts its token, this process never opens the
+store: it copies each JSON-RPC line from stdin to `POST /mcp` and each message that comes back (a
+JSON body or SSE events) to stdout, so the host sees exactly `serve`'s tools, even newer ones. It
+imports neither the MCP SDK nor numpy (stdlib only): its cold start is a fraction of a direct one's.
 
-Both protocol eras pass through unchanged, so a host negotiates the same revision relayed as direct:
-- per-request era (2026-07-28): a request names its revision in `params._meta`; it is posted with
-  the revision, method and name headers that transport wants and no session (`server/discover`
-  included);
-- handshake era: the host's `initialize` opens a `serve` session; before its
-  `notifications/initialized` goes out, the session's GET stream is open, so `serve`'s own requests
-  (`roots/list` right after the handshake) reach the host at once and its answers go back.
+Both eras pass through unchanged: a 2026-07-28 request is posted with its routing headers and no
+session; a handshake-era `initialize` opens a `serve` session, whose GET stream is open before
+`notifications/initialized` goes out so `serve`'s own requests (`roots/list`) reach the host.
+What reaches the host is checked (`relay_wire`): whole single-line JSON-RPC, answers only for ids
+the host sent and has not had answered, cancellations and progress only for requests in flight.
 
-What reaches the host is checked (`relay_wire`): only whole, single-line JSON-RPC; an answer only for
-an id the host sent and has not had answered; `notifications/cancelled` only for a request of
-`serve`'s the host was given; progress only for a token of a request in flight.
-
-Every request the host sent gets exactly one answer. Failure handling:
-- the session was reaped or `serve` restarted (404 on our session id) → a new session is opened by
-  replaying the host's `initialize` (+ `notifications/initialized`), then the message is sent again;
-- `serve` is gone or not to be believed — connection refused or reset, an SSE stream that ends
-  without the answer, garbage, an over-size message, 401/403/503, `/health` not answering while a
-  request waits (a stopped process), a tool call past serve's deadline plus `CALL_GRACE` → the
-  relay falls back to a direct server: a child `dsh-memory-mcp --no-relay` with the same arguments,
-  the host's `initialize` replayed to it (its answer swallowed), then every unanswered request is
-  sent to it again and every message from here on goes to it. A request `serve` may have executed
-  before dying runs again: saves are deduplicated by content, a repeated forget deletes nothing more.
+Every request the host sent gets exactly one answer. A reaped session (404) is re-opened by replaying
+the host's `initialize`; a `serve` that is gone or not to be believed makes the relay fall back to a
+child `dsh-memory-mcp --no-relay` with the same arguments, the `initialize` replayed to it (its
+answer swallowed) and every unanswered request sent again.
 """
 
 from __future__ import annotations
@@ -51,14 +38,13 @@ from dsh_memory_mcp import config
 from dsh_memory_mcp.texts import msg
 from dsh_memory_mcp.transports import relay_wire as wire
 from dsh_memory_mcp.transports import serve_file
+from dsh_memory_mcp.transports.call_facts import PROJECT_HEADER, PROJECT_SOURCE_HEADER
 from dsh_memory_mcp.transports.serve_file import ServeInfo
 
-__all__ = ["Found", "Relay", "find_serve", "probe", "read_serve_file"]
+__all__ = ["Found", "Relay", "find_serve", "read_serve_file"]
 
 SESSION_HEADER = "mcp-session-id"
 PROTOCOL_HEADER = "mcp-protocol-version"
-PROJECT_HEADER = "X-DSH-Project"
-PROJECT_SOURCE_HEADER = "X-DSH-Project-Source"
 #: How long the start-up probe may take before we decide `serve` is not answering.
 PROBE_TIMEOUT = 1.5
 #: A request to serve unanswered this long makes the relay check `GET /health` …
@@ -97,13 +83,6 @@ def read_serve_file(store_dir: str) -> tuple[ServeInfo | None, str]:
     if not info.alive:
         return None, msg("{name} 记录的进程 {pid} 已退出", name=serve_file.SERVE_FILE_NAME, pid=info.pid)
     return info, ""
-
-
-def probe(info: ServeInfo, timeout: float = PROBE_TIMEOUT) -> str:
-    """ "" when `serve` answers `GET /health` with this token, else why not (for the start-up line)."""
-    return (
-        "" if serve_file.health(info, timeout=timeout) is not None else msg("serve 无应答或不接受 serve.json 里的令牌")
-    )
 
 
 @dataclass(frozen=True)
