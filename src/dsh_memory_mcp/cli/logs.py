@@ -93,18 +93,14 @@ class LogFileHandler(logging.handlers.RotatingFileHandler):
 
 class LocalisedFormatter(logging.Formatter):
     """Log lines on stderr in the user's language: under an English locale a template the tables know
-    (`cli.messages.EN` for the CLI's own, `texts.EN` for the layers below) is shown in English, and
+    (`texts.EN`, one table for the CLI's own and the layers below) is shown in English, and
     `texts.Text` arguments too. The log file keeps the Chinese lines (one language for every process
     that shares it, and for bug reports)."""
 
     def format(self, record: logging.LogRecord) -> str:
         if messages.english() and isinstance(record.msg, str):
             args = record.args if isinstance(record.args, tuple) else ()
-            template = messages.EN.get(record.msg)
-            if template is None:
-                template, args = texts.english_log(record.msg, args)
-            else:
-                args = texts.english_log("", args)[1]
+            template, args = texts.english_log(record.msg, args)
             if not args and isinstance(record.msg, texts.Text):
                 template = record.msg.english()
             record = copy.copy(record)
