@@ -1,4 +1,5 @@
-"""Bulk forget with a preview: over real stdio with the official client, and the human CLI.
+"""Bulk forget with a preview: through the official client (in memory; over real stdio where the
+server's own start-up warning is the point), and the human CLI.
 
 `memory_forget` by `query` matching more than `DSH_MEMORY_FORGET_CONFIRM_OVER` (3) live records
 deletes nothing and answers `CONFIRM_REQUIRED` with the list; `confirm: true` deletes the records
@@ -16,7 +17,7 @@ import pytest
 
 from dsh_memory_mcp.errors import ERROR_CODES
 from tests.conftest import PYTHON, subprocess_env
-from tests.helpers.mcp_session import server_params, stdio_session
+from tests.helpers.mcp_session import memory_session, server_params, stdio_session
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def _save(s, content: str) -> str:
 
 
 def test_a_query_matching_more_than_three_deletes_nothing_and_lists_them_until_confirmed(tmp_path, store_dir, project):
-    with stdio_session(server_params(store_dir, project=project), tmp_path / "err.log") as s:
+    with memory_session(store_dir, project=project) as s:
         ids = {_save(s, f"Docker 镜像规则 {i}") for i in range(5)}
         keep = _save(s, "完全无关的一条")
         before = (store_dir / "global.jsonl").read_bytes()
@@ -59,7 +60,7 @@ def test_a_query_matching_more_than_three_deletes_nothing_and_lists_them_until_c
 
 
 def test_three_matches_go_at_once_and_an_id_never_asks(tmp_path, store_dir, project):
-    with stdio_session(server_params(store_dir, project=project), tmp_path / "err.log") as s:
+    with memory_session(store_dir, project=project) as s:
         for i in range(3):
             _save(s, f"redis 连接池 {i}")
         many = [_save(s, f"kafka 主题 {i}") for i in range(6)]
@@ -74,7 +75,7 @@ def test_three_matches_go_at_once_and_an_id_never_asks(tmp_path, store_dir, proj
 
 
 def test_confirm_deletes_what_matches_then_including_a_record_saved_after_the_preview(tmp_path, store_dir, project):
-    with stdio_session(server_params(store_dir, project=project), tmp_path / "err.log") as s:
+    with memory_session(store_dir, project=project) as s:
         for i in range(4):
             _save(s, f"nginx 配置 {i}")
         assert s.call("memory_forget", {"query": "nginx", "scope": "global"}).structured_content["count"] == 4
@@ -98,7 +99,7 @@ def test_the_threshold_comes_from_the_environment_and_a_bad_value_is_warned_abou
 
 
 def test_the_tool_description_and_schema_teach_the_protocol(tmp_path, store_dir, project):
-    with stdio_session(server_params(store_dir, project=project), tmp_path / "err.log") as s:
+    with memory_session(store_dir, project=project) as s:
         tool = next(t for t in s.list_tools().tools if t.name == "memory_forget")
     assert "CONFIRM_REQUIRED" in tool.description and "confirm=true" in tool.description
     assert tool.input_schema["properties"]["confirm"]["type"] == "boolean"

@@ -1,4 +1,5 @@
-"""Property-based fuzzing of tool arguments over a real stdio server.
+"""Property-based fuzzing of tool arguments, through the official client (in memory: the tools are
+what is fuzzed; the stdio transport's own hostile-input tests live in tests/test_stdio_guard.py).
 
 Arbitrary JSON values for every argument of every tool: each call must come back as a result or
 a structured error with a spec code other than INTERNAL_ERROR (an unexpected exception), the
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsh_memory_mcp.errors import ERROR_CODES
-from tests.helpers.mcp_session import StdioSession, server_params, stdio_session
+from tests.helpers.mcp_session import StdioSession, memory_session, stdio_session
 
 pytestmark = pytest.mark.slow
 
@@ -52,9 +53,7 @@ def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stdi
     store = root / "store"
     project = root / "project"
     project.mkdir()
-    with stdio_session(
-        server_params(store, project=project, cwd=project, DSH_MEMORY_VECTOR="off"), root / "err.log"
-    ) as session:
+    with memory_session(store, project=project) as session:
         session.call("memory_save", {"content": "seed memory about fuzzing 模糊测试"})
         yield session, store
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.mcp_session import server_params, stdio_session
+from tests.helpers.mcp_session import memory_session
 from tests.helpers.services import code, make_service
 
 
@@ -138,7 +138,7 @@ def test_a_1_mb_record_from_another_program_is_found_by_its_start_returned_cut_a
     record = {"id": "bigbigbi-1111-2222-3333-444444444444", "scope": "global", "kind": "note", "content": content}
     record.update(tags=[], createdAt=1, updatedAt=1)
     (store_dir / "global.jsonl").write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
-    with stdio_session(server_params(store_dir, project=tmp_path, cwd=tmp_path), tmp_path / "err.log") as s:
+    with memory_session(store_dir, project=tmp_path) as s:
         found = s.call("memory_search", {"query": "发布流程"})
         sc = found.structured_content
         assert sc["count"] == 1, found.content[0].text
@@ -175,7 +175,7 @@ def test_memory_get_of_a_20_mb_record_from_another_program_answers_one_bounded_p
     record = {"id": "hugehuge-1111-2222-3333-444444444444", "scope": "global", "kind": "note", "content": content}
     record.update(tags=[], createdAt=1, updatedAt=1, source={"origin": "other-tool"})
     (store_dir / "global.jsonl").write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
-    with stdio_session(server_params(store_dir, project=tmp_path, cwd=tmp_path), tmp_path / "err.log") as s:
+    with memory_session(store_dir, project=tmp_path) as s:
         answer = s.call("memory_get", {"ids": ["hugehuge"]})
         got = answer.structured_content["records"][0]
         assert got["content"] == content[:20_000] and got["truncated"] is True

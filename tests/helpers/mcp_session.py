@@ -73,3 +73,43 @@ def stdio_session(params: StdioServerParameters, errlog: Path, **session_kwargs:
         finally:
             portal.call(stop.set)
             future.result(timeout=30)
+
+
+@contextmanager
+def memory_session(
+    store_dir: Path | str, *, project: Path | str | None = None, env: dict[str, str] | None = None, **client_kwargs: Any
+) -> Iterator[StdioSession]:
+    """The same server (`MemoryServer` over the composed service) behind the SDK's in-memory client:
+    for tests of what the tools answer, where a child process adds nothing but start-up time.
+    `env` are settings variables (DSH_MEMORY_*); `client_kwargs` go to `mcp.Client`.
+    """
+    from mcp import Client
+
+    from dsh_memory_mcp import config
+    from dsh_memory_mcp.service.compose import close_service, open_service
+    from dsh_memory_mcp.transports.mcp_server import MemoryServer
+
+    settings = config.resolve_settings(
+        store_dir=str(store_dir),
+        project_dir=str(project) if project is not None else None,
+        cwd=str(project) if project is not None else os.getcwd(),
+        env={"DSH_MEMORY_VECTOR": "off", **(env or {})},
+    )
+    service = open_service(settings)
+    try:
+        with start_blocking_portal() as portal:
+            stop = portal.call(anyio.Event)
+
+            async def owner(*, task_status: Any) -> None:
+                async with Client(MemoryServer(service).server, **client_kwargs) as client:
+                    task_status.started(client)
+                    await stop.wait()
+
+            future, client = portal.start_task(owner)
+            try:
+                yield StdioSession(portal, client, None)
+            finally:
+                portal.call(stop.set)
+                future.result(timeout=30)
+    finally:
+        close_service(service)
