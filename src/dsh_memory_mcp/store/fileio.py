@@ -201,9 +201,12 @@ def _not_regular(path: str, mode: int) -> NotRegularFile:
     return NotRegularFile(errno.EINVAL, msg("不是普通文件(是{kind})", kind=_kind(mode)), path)
 
 
-def open_regular(path: str, *, follow: bool = True, append: bool = False, update: bool = False) -> int:
+def open_regular(
+    path: str, *, follow: bool = True, append: bool = False, update: bool = False, create: bool = False
+) -> int:
     """A read-only (with `append`, ``O_RDWR | O_APPEND``; with `update`, ``O_RDWR`` for `os.pwrite`)
-    descriptor of `path`, which must be an existing regular file (after symlinks if `follow`).
+    descriptor of `path`, which must be an existing regular file (after symlinks if `follow`), or
+    with `create` a new one (``O_EXCL``, 0o600: `FileExistsError` when anything is there).
 
     ``O_NONBLOCK`` keeps a FIFO from blocking the open; ``fstat`` then refuses anything that is
     not a regular file, so a FIFO, a device (a symlink to ``/dev/zero``) or a directory is an
@@ -215,7 +218,7 @@ def open_regular(path: str, *, follow: bool = True, append: bool = False, update
     access = os.O_RDWR | os.O_APPEND if append else os.O_RDWR if update else os.O_RDONLY
     flags = access | _O_BINARY | _O_NONBLOCK | _O_CLOEXEC | (0 if follow else _O_NOFOLLOW)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, flags | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:
             raise _not_regular(path, stat.S_IFLNK) from exc

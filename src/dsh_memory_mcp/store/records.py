@@ -359,7 +359,7 @@ def parse_bytes(data: bytes, known: Mapping[bytes, Record] | None = None) -> lis
     """
     out: list[Line] = []
     append = out.append
-    scan = _SCAN
+    scan = SCAN
     for n, raw in enumerate(data.split(b"\n"), start=1):
         if known is not None:
             record = known.get(raw)
@@ -377,7 +377,7 @@ def parse_bytes(data: bytes, known: Mapping[bytes, Record] | None = None) -> lis
             except (ValueError, RecursionError, StopIteration):
                 append(CorruptLine(text, n))
                 continue
-            if end == len(text) or not text[end:].strip(_JSON_WS):
+            if end == len(text) or not text[end:].strip(JSON_WS):
                 ident = value.get("id")
                 if type(ident) is str and ident:
                     append(Record(value, raw))
@@ -399,12 +399,12 @@ def line_bytes(line: Line) -> bytes:
 
 
 #: JSON's own whitespace (`str.strip()` would also strip characters json rejects, like U+3000).
-_JSON_WS = " \t\n\r"
+JSON_WS = " \t\n\r"
 #: ``scan(text, index) -> (value, end)``: the public `json.JSONDecoder.raw_decode`, which calls the
 #: C scanner behind `json.loads` without `loads`/`decode`'s whitespace regexes. Per line of a
 #: 50k-record scope it is as fast as calling the (private) scanner itself
 #: (measured once; docs/performance.md lists the retired scripts).
-_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().raw_decode
+SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().raw_decode
 
 
 def new_record(
