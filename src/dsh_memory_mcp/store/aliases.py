@@ -14,8 +14,6 @@ from dsh_memory_mcp.store import fileio, scopes, writing
 from dsh_memory_mcp.store.layout import ALIASES_FILE, StoreLayout
 from dsh_memory_mcp.texts import msg
 
-__all__ = ["AliasFile"]
-
 logger = logging.getLogger("dsh_memory_mcp.store.aliases")
 
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 import time
 from typing import Final, Protocol
 
-__all__ = ["SYSTEM", "Clock", "Waitable"]
-
 
 class Waitable(Protocol):
     """A `threading.Event` or a held `threading.Condition`: ``wait(timeout) -> bool``."""

@@ -37,27 +37,6 @@ from dataclasses import dataclass
 
 from dsh_memory_mcp.texts import msg
 
-__all__ = [
-    "HOST_TAG",
-    "Changed",
-    "NotRegularFile",
-    "Read",
-    "check_guards",
-    "commit",
-    "fsync_dir",
-    "guard",
-    "leftover_tmps",
-    "new_tmp",
-    "open_regular",
-    "pid_alive",
-    "private_dirs",
-    "remove_leftover_tmps",
-    "replace",
-    "write_all",
-    "write_all_at",
-    "write_target",
-]
-
 _O_BINARY: int = getattr(os, "O_BINARY", 0)
 _O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
 _O_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)

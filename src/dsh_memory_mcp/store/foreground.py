@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterator
 
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 
-__all__ = ["FOREGROUND", "Foreground"]
-
 #: Background work resumes only once no call has run for this long: a host sending calls back to
 #: back leaves gaps of a round trip between them, which are no time to start a chunk in.
 QUIET_SECS = 0.05

@@ -22,15 +22,6 @@ from dsh_memory_mcp.errors import StoreError
 from dsh_memory_mcp.store import fileio, scopes
 from dsh_memory_mcp.texts import Text, msg
 
-__all__ = [
-    "ALIASES_FILE",
-    "LOCKS_DIR",
-    "PROJECTS_DIR",
-    "SERVE_FILE",
-    "StoreLayout",
-    "vec_path_for",
-]
-
 #: The alias file, and the name of the lock guarding it (``.locks/<sha1("scopes.json")>.lock``).
 ALIASES_FILE = "scopes.json"
 #: The `serve` process's address file.

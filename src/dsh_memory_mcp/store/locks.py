@@ -54,8 +54,6 @@ from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.scopes import scope_sha1
 from dsh_memory_mcp.texts import msg
 
-__all__ = ["LockLost", "LockManager", "call_deadline"]
-
 logger = logging.getLogger("dsh_memory_mcp.store.locks")
 
 _HOST = socket.gethostname()

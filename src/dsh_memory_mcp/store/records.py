@@ -17,18 +17,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = [
-    "KINDS",
-    "CorruptLine",
-    "Line",
-    "Record",
-    "dump_line",
-    "new_record",
-    "now_ms",
-    "parse_line",
-    "parse_lines",
-]
-
 #: The six kinds of the store format (docs/design.md), in the order tools list them.
 KINDS: tuple[str, ...] = ("fact", "decision", "preference", "procedure", "note", "rule")
 
@@ -464,6 +452,3 @@ def new_record(
 def render_bytes(lines: Iterable[Line]) -> bytes:
     """The file bytes for these lines: each line's bytes plus a newline."""
     return b"".join(line_bytes(line) + b"\n" for line in lines)
-
-
-__all__ += ["line_bytes", "parse_bytes", "render_bytes"]

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["PREVIEW_CHARS", "redacted"]
-
 #: How long a preview may be (after redaction).
 PREVIEW_CHARS = 80
 #: Only this much of a line is looked at (a 50 MB line must not be scanned for a log message).

@@ -16,18 +16,6 @@ import unicodedata
 from dsh_memory_mcp.errors import InvalidArgument, ScopeError
 from dsh_memory_mcp.texts import msg
 
-__all__ = [
-    "GLOBAL",
-    "RESERVED_NAMES",
-    "is_project_key",
-    "normalise_custom_name",
-    "normalise_path",
-    "project_key",
-    "scope_file_relpath",
-    "scope_rank",
-    "scope_sha1",
-]
-
 GLOBAL = "global"
 RESERVED_NAMES = frozenset({"global", "project", "session", "all"})
 _WS = re.compile(r"\s+")

@@ -36,14 +36,13 @@ from dsh_memory_mcp.store.aliases import AliasFile
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.foreground import Foreground
 from dsh_memory_mcp.store.journal import Doubt, Entry, Journal
-from dsh_memory_mcp.store.layout import ALIASES_FILE, StoreLayout
+from dsh_memory_mcp.store.layout import StoreLayout
 from dsh_memory_mcp.store.locks import LockManager
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
-from dsh_memory_mcp.store.snapshots import ScopeSnapshot, SnapshotCache
+from dsh_memory_mcp.store.snapshots import ScopeSnapshot as ScopeSnapshot
+from dsh_memory_mcp.store.snapshots import SnapshotCache
 from dsh_memory_mcp.store.touches import TouchBuffer
 from dsh_memory_mcp.texts import msg
-
-__all__ = ["ALIASES_FILE", "SaveResult", "ScopeSnapshot", "SharedStore"]
 
 logger = logging.getLogger("dsh_memory_mcp.store.shared")
 

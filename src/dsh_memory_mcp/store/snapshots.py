@@ -29,8 +29,6 @@ from dsh_memory_mcp.store.records import CorruptLine, Line, Record
 from dsh_memory_mcp.store.redact import redacted
 from dsh_memory_mcp.store.writing import unreadable
 
-__all__ = ["Identity", "ScopeSnapshot", "SnapshotCache", "identity_of", "stat_identity"]
-
 logger = logging.getLogger("dsh_memory_mcp.store.snapshots")
 
 Identity = tuple[int, int, int, int]

@@ -20,8 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dsh_memory_mcp.errors import DshMemoryError
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 
-__all__ = ["Hits", "TouchBuffer"]
-
 logger = logging.getLogger("dsh_memory_mcp.store.touches")
 
 #: id → [hits, latest hit ms], for one scope.

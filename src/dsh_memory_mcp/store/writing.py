@@ -17,8 +17,6 @@ from dsh_memory_mcp.store import fileio, records
 from dsh_memory_mcp.store.records import Line
 from dsh_memory_mcp.texts import msg
 
-__all__ = ["Probe", "append_bytes", "encoded_chunks", "replace_file", "sync_file", "unreadable"]
-
 #: Lines per write when a scope file is rewritten.
 _WRITE_CHUNK = 1000
 
