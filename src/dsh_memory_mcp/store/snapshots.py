@@ -33,8 +33,7 @@ logger = logging.getLogger("dsh_memory_mcp.store.snapshots")
 
 Identity = tuple[int, int, int, int]
 
-#: A file that keeps changing while we read it is re-read this many times before we give up
-#: caching it.
+#: A file that keeps changing while it is read (or written: `SharedStore._locked`) is tried this often.
 MAX_REREADS = 5
 
 _reported: set[tuple[str, str]] = set()
