@@ -32,7 +32,7 @@ class Foreground:
         self._cond = threading.Condition()
         self._in_flight = 0
         self._ended = -math.inf  # when the last call ended (on `clock`)
-        #: ``pauses``: background waits that had to wait.
+        #: ``calls`` (started), ``pauses`` (background waits that had to wait).
         self.stats: Counter[str] = Counter()
 
     @contextlib.contextmanager
@@ -40,6 +40,7 @@ class Foreground:
         """Count the ``with`` block as a call in flight."""
         with self._cond:
             self._in_flight += 1
+            self.stats["calls"] += 1
         try:
             yield
         finally:

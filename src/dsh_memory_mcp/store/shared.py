@@ -65,7 +65,7 @@ class _Checked:
 
     identity: snapshots.Identity | None
     lineage: int
-    #: The journal position the check went up to (`Journal.mark`).
+    #: The journal position the check went up to (`Journal.saved_since`).
     mark: tuple[int, int]
     #: Ids it found missing (looked at again by the next check, since `recover` may restore them).
     missing: frozenset[str]
