@@ -166,13 +166,9 @@ def _not_regular(path: str, mode: int) -> NotRegularFile:
 def open_regular(
     path: str, *, follow: bool = True, append: bool = False, update: bool = False, create: bool = False
 ) -> int:
-    """A read-only (with `append`, ``O_RDWR | O_APPEND``; with `update`, ``O_RDWR`` for `os.pwrite`)
-    descriptor of `path`, which must be an existing regular file (after symlinks if `follow`), or
-    with `create` a new one (``O_EXCL``, 0o600: `FileExistsError` when anything is there).
-
-    ``O_NONBLOCK`` keeps a FIFO from blocking the open; ``fstat`` then refuses anything that is
-    not a regular file, so a FIFO, a device (a symlink to ``/dev/zero``) or a directory is an
-    error instead of a hang or an endless read. `follow` False refuses symlinks too (``ELOOP``).
+    """A read-only (`append`: ``O_RDWR | O_APPEND``; `update`: ``O_RDWR``) descriptor of `path`, an
+    existing regular file (after symlinks if `follow`), or with `create` a new one (``O_EXCL``,
+    0o600). ``O_NONBLOCK`` then ``fstat``: a FIFO, device or directory is an error, never a hang.
 
     :raises FileNotFoundError: nothing there.
     :raises NotRegularFile: there is something, but not a regular file.
@@ -203,10 +199,8 @@ def open_regular(
 
 
 def write_target(path: str) -> str:
-    """The file a replace of `path` must write: `path`, or its final target when it is a symlink.
-
-    A symlinked scope file is written through to its target (the link is kept), never replaced
-    by a regular file holding a copy. The target must be a regular file or not exist yet.
+    """The file a replace of `path` must write: `path`, or its final target when it is a symlink
+    (written through, the link kept). The target must be a regular file or not exist yet.
 
     :raises NotRegularFile: `path` or its target is something else than a regular file.
     """
@@ -519,20 +513,15 @@ else:
         return True
 
 
-def leftover_tmps(directory: str, *, now: float | None = None, max_age: float = LEFTOVER_AGE) -> list[str]:
-    """Our tmp files in `directory` that no live writer can own: safe to remove.
-
-    Only names we create count (`new_tmp`'s pattern; the fixed ``<file>.tmp`` of the DSH plugin
-    and anything else are never touched), and only regular files. A tmp of this host whose pid
-    is dead is a leftover at once; one of another host, or of the older name without a pid, once
-    it is older than `max_age` by mtime.
-    """
+def leftover_tmps(directory: str) -> list[str]:
+    """Our tmp files in `directory` (`new_tmp`'s names, regular files; DSH's ``<file>.tmp`` never)
+    that no live writer can own: of this host with a dead pid, else older than `LEFTOVER_AGE`."""
     found: list[str] = []
     try:
         names = os.listdir(directory)
     except OSError:
         return found
-    wall = time.time() if now is None else now
+    wall = time.time()
     me = os.getpid()
     for name in names:
         if not name.endswith(".tmp") or not name.startswith("."):
@@ -554,7 +543,7 @@ def leftover_tmps(directory: str, *, now: float | None = None, max_age: float = 
                 continue
         # Nothing to ask (another host, the older name) or a live pid that may have been reused:
         # by age. Even a live writer stalled that long only gets a failed rename, never a loss.
-        if wall - st.st_mtime > max_age:
+        if wall - st.st_mtime > LEFTOVER_AGE:
             found.append(path)
     return sorted(found)
 

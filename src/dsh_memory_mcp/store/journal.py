@@ -116,13 +116,8 @@ def _segment_name(day: str, n: int) -> str:
 
 
 class Journal:
-    """The journal of one store directory; safe to share between threads.
-
-    :param root: the store directory (the journal lives in ``<root>/.journal``).
-    :param max_age: days a segment is kept.
-    :param max_bytes: total size above which the oldest segments are removed.
-    :param segment_bytes: a segment this large is closed and the next one started.
-    """
+    """The journal of one store directory (``<root>/.journal``); thread-safe. Segments are kept
+    `max_age` days and `max_bytes` in all, and closed at `segment_bytes`."""
 
     def __init__(
         self,

@@ -114,7 +114,7 @@ class _Heartbeat:
     marker by it), so a long hold is not taken for a dead one. Started by the first hold; a test
     clock's thread ends when nothing is held."""
 
-    def __init__(self, clock: Clock = SYSTEM) -> None:
+    def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._cond = threading.Condition(threading.Lock())
         self._held: dict[str, tuple[_Held, float, float]] = {}  # nonce → (held, interval, due)
@@ -166,31 +166,27 @@ def _refresh(held: _Held) -> None:
         os.close(fd)
 
 
-_heartbeat = _Heartbeat()
-# The heartbeats of clocks other than the real one (tests), one per clock.
-_other_heartbeats: weakref.WeakKeyDictionary[Clock, _Heartbeat] = weakref.WeakKeyDictionary()
-_other_heartbeats_lock = threading.Lock()
+# One heartbeat per clock: `SYSTEM`'s, and a test clock's while it lives.
+_heartbeats: weakref.WeakKeyDictionary[Clock, _Heartbeat] = weakref.WeakKeyDictionary()
+_heartbeats_lock = threading.Lock()
 
 
 def _heartbeat_for(clock: Clock) -> _Heartbeat:
-    if clock is SYSTEM:
-        return _heartbeat
-    with _other_heartbeats_lock:
-        beat = _other_heartbeats.get(clock)
+    with _heartbeats_lock:
+        beat = _heartbeats.get(clock)
         if beat is None:
-            beat = _other_heartbeats[clock] = _Heartbeat(clock)
+            beat = _heartbeats[clock] = _Heartbeat(clock)
         return beat
 
 
 def _reset_after_fork() -> None:
     """A forked child inherits locked mutexes of threads that do not exist in it: start afresh."""
-    global _guards, _guards_lock, _heartbeat, _other_heartbeats, _other_heartbeats_lock
+    global _guards, _guards_lock, _heartbeats, _heartbeats_lock
     _guards = {}
     _guards_lock = threading.Lock()
     _live_nonces.clear()
-    _heartbeat = _Heartbeat()
-    _other_heartbeats = weakref.WeakKeyDictionary()
-    _other_heartbeats_lock = threading.Lock()
+    _heartbeats = weakref.WeakKeyDictionary()
+    _heartbeats_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -242,17 +238,10 @@ def _read_marker(path: str) -> _Seen | None:
         return _Seen(b"", st.st_dev, st.st_ino, st.st_mtime, st.st_mtime_ns, regular=False)
     try:
         st = os.fstat(fd)
-        chunks: list[bytes] = []
-        size = 0
-        while size < _MAX_MARKER:  # a real marker is ~100 bytes; do not slurp a huge foreign file
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        content = os.read(fd, _MAX_MARKER)  # a real marker is ~100 bytes; do not slurp a huge foreign file
     finally:
         os.close(fd)
-    return _Seen(b"".join(chunks), st.st_dev, st.st_ino, st.st_mtime, st.st_mtime_ns)
+    return _Seen(content, st.st_dev, st.st_ino, st.st_mtime, st.st_mtime_ns)
 
 
 #: A waiter reads and judges the marker in place again at most this often while it is unchanged.
@@ -319,13 +308,9 @@ class LockManager:
 
     :param locks_dir: the store's ``.locks`` directory; created (0o700) on first use.
     :param timeout: the total wait for one `hold` (thread guard + file), in seconds.
-    :param stale_after: a marker of a holder we cannot ask (another host, no pid) that has not
-        been refreshed for this long, as observed here, is broken.
-    :param poll: seconds between attempts while another process holds the file (jittered).
-    :param unreadable_grace: an empty/unparseable/non-regular marker unchanged this long is broken.
-    :param breaker_stale: a leftover ``.break`` entry unchanged for this long is removed.
+    :param stale_after: / unreadable_grace: / breaker_stale: see `_stale_reason` and `_break`.
+    :param poll: the longest pause between attempts (`_pause`).
     :param refresh: seconds between heartbeats of a held marker (default ``stale_after / 6``).
-    :param clock: what waits, ages and heartbeats are measured on (`SYSTEM`; tests move their own).
     """
 
     def __init__(
@@ -358,15 +343,11 @@ class LockManager:
 
     @contextlib.contextmanager
     def hold(self, name: str) -> Iterator[None]:
-        """Hold the lock `name` for the duration of the ``with`` block.
-
-        While held, the marker is refreshed by the heartbeat, and every `fileio.commit` of this
-        thread first checks that the marker is still ours (`verify`).
+        """Hold the lock `name` for the ``with`` block (heartbeat; `verify` before every commit).
 
         :raises LockRecursion: this thread already holds `name` (a bug; never waits).
         :raises LockTimeout: another thread or process held it for the whole `timeout`.
-        :raises LockLost: (code ``LOCK_TIMEOUT``) at a commit inside the block, the marker is no
-            longer ours; nothing was committed.
+        :raises LockLost: at a commit inside the block, the marker is no longer ours.
         :raises StoreError: the lock directory or file cannot be created at all.
         """
         path = self.lock_path(name)

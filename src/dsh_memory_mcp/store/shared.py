@@ -83,10 +83,6 @@ class _Change:
 RECOVER_HINT = msg("运行 `dsh-memory-mcp recover`(可先加 --dry-run 查看)按原样恢复它们")
 
 
-def _warn_torn(path: str) -> None:
-    logger.warning("记忆文件 %s 末行不完整(可能是写入时进程被中止):已另起一行写入,该行原样保留(不会删除)", path)
-
-
 def _holds(snap: ScopeSnapshot, data: bytes) -> bool:
     """Whether `data` (a scope file's bytes) has exactly the lines of `snap`, blank ones aside."""
     raws = data.split(b"\n")
@@ -108,19 +104,14 @@ class SharedStore:
     Constructing one creates nothing on disk; `prepare` does. Thread-safe. A method never holds
     two scope locks at once (two processes taking them in opposite orders would deadlock).
 
-    :param root: the store directory.
-    :param lock_timeout: the total wait for a scope lock (SPEC: 10 s → ``LOCK_TIMEOUT``).
-    :param clock: milliseconds since the epoch (record timestamps); injectable for tests.
+    :param lock_timeout: the total wait for a scope lock (→ ``LOCK_TIMEOUT``).
+    :param clock: milliseconds since the epoch (record timestamps).
     :param timing: what lock waits, lock staleness and the touch timer are measured on.
-    :param touch_delay: seconds search hits are coalesced before a background flush.
-    :param touch_interval: the background flush rewrites one scope file at most once per this
-        many seconds (`flush`, `close` and exit still write at once).
-    :param direct_limit: records per scope above which this process (a stdio server that opened
-        the store itself) says once on stderr that `serve` would make it fast (`config.DIRECT_LIMIT`);
-        None: never (serve, the CLI).
-    :param on_delete: called as ``(scope, removed_ids)`` inside the scope lock, right after the
-        JSONL file was replaced (the vector channel rewrites its sidecar there). It must not take
-        the same scope lock again (`LockRecursion`); its exceptions are logged, not raised.
+    :param touch_delay: / touch_interval: see `TouchBuffer`.
+    :param direct_limit: records per scope above which this (direct stdio) process says once that
+        `serve` would be fast (`config.DIRECT_LIMIT`); None: never.
+    :param on_delete: ``(scope, removed_ids)``, inside the scope lock right after the file was
+        replaced; it must not take that lock again; its exceptions are logged, not raised.
     """
 
     def __init__(
@@ -170,13 +161,8 @@ class SharedStore:
         self.layout.prepare()
         for directory in (self.root, self.layout.projects_dir):
             self._sweep(directory)
-        self._tidy_journal_in_background()
 
-    def _tidy_journal_in_background(self) -> None:
-        """Prune, compact and scrub the journal in a daemon thread (reading a full one takes seconds;
-        dying with the process loses nothing)."""
-
-        def tidy() -> None:
+        def tidy() -> None:  # in a daemon thread: reading a full journal takes seconds
             try:
                 self.journal.prune()
             except OSError as exc:  # a journal we cannot tidy must not stop the server
@@ -620,7 +606,9 @@ class SharedStore:
         if not matched:
             return False
         if torn:
-            _warn_torn(snap.path)
+            logger.warning(
+                "记忆文件 %s 末行不完整(可能是写入时进程被中止):已另起一行写入,该行原样保留(不会删除)", snap.path
+            )
         identity = snapshots.stat_identity(st)
         written = len(data) + (1 if torn else 0)
         if snap.identity is not None and expect == snap.identity and identity[2] == snap.identity[2] + written:

@@ -785,14 +785,10 @@ class SnapshotCache:
                     del self._parsing[path]
 
     def load(self, path: str, scope: str | None, *, yield_to: Foreground | None = None) -> ScopeSnapshot:
-        """The cached snapshot of `path` if its identity is unchanged, else a fresh parse.
-
-        A file that only grew since the cached version (same inode, the cached version's first and
-        last bytes still in place) is extended: only the new tail is read and parsed.
-        `scope` None (discovery) takes the scope from the records (the one whose sha1 is the
-        file name) and gives it as ``""`` when none matches. `yield_to`: a background read, which
-        pauses between its pieces while calls run — unless another thread waits for this read.
-        """
+        """The cached snapshot of `path` if its identity is unchanged, extended if it only grew
+        (`_extend`), else a fresh parse. `scope` None (discovery): taken from the records (`scope_of`).
+        `yield_to`: a background read pausing between pieces while calls run, unless another thread
+        waits for it."""
         identity: Identity | None = None
         for _ in range(MAX_REREADS):
             st = _stat_of(path)
