@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh_memory_mcp.errors import ScopeError, StoreError
-from dsh_memory_mcp.store import fileio, scopes, writing
+from dsh_memory_mcp.store import fileio, writing
 from dsh_memory_mcp.store.layout import ALIASES_FILE, StoreLayout
 from dsh_memory_mcp.texts import msg
 
@@ -18,7 +18,7 @@ logger = logging.getLogger("dsh_memory_mcp.store.aliases")
 
 
 def _display_key(key: object) -> str:
-    if isinstance(key, str) and scopes.is_project_key(key):
+    if isinstance(key, str) and key.startswith("project:"):
         return key[len("project:") :]
     return repr(key)
 

@@ -47,12 +47,8 @@ Place = tuple[str, int, int]
 
 @dataclass(slots=True)
 class Entry:
-    """A record we saved and never removed: its scope, id and exact line.
-
-    `places` are the journal lines that still hold its text (usually one; two when the id was
-    saved again after an unlocked writer erased it), `seq` the order of its latest save among
-    every line read.
-    """
+    """A record we saved and never removed: its scope, id and exact line; `places`: the journal
+    lines still holding its text; `seq`: the order of its latest save among every line read."""
 
     scope: str
     id: str

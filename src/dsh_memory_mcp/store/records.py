@@ -1,8 +1,6 @@
 """One memory per JSONL line: parsing, serialising, and the record view the rest of the code uses.
-
-A store file is shared with the DSH plugin and other writers, so a line is kept as the exact
-text it was read as: a record this process did not change is written back byte-for-byte, fields
-we do not know survive every rewrite, and a line that does not parse is never dropped (docs/design.md: Store format).
+A line is kept as the exact text it was read as, unknown fields and unparseable lines included
+(docs/design.md: Store format).
 """
 
 from __future__ import annotations
@@ -229,18 +227,11 @@ class Record:
     def content(self) -> str:
         """The memory's text (decoded from its place in the line when it is stored there as is)."""
         content = self._content
-        return content if content is not None else self.content_utf8.decode("utf-8")
-
-    @property
-    def content_utf8(self) -> bytes:
-        """`content` as UTF-8 (a lone surrogate passed through): the line's own bytes when the text
-        is stored there as is, so nothing is decoded or encoded."""
-        content = self._content
         if content is not None:
-            return content.encode("utf-8", "surrogatepass")
+            return content
         raw = self._raw
         assert isinstance(raw, bytes)
-        return _in_line(raw)
+        return _in_line(raw).decode("utf-8")
 
     @property
     def raw(self) -> str:

@@ -1,8 +1,7 @@
 """Scope keys: names, path normalisation, file names and ranks (docs/design.md: Store format, Scopes). Pure functions.
 
-Keys are `global`, `project:<absolute normalised path>`, `session:<id>` and custom names. The
-same directory must always give the same key, or one workspace splits into two scopes, so paths
-are normalised (but symlinks are not resolved: the DSH plugin does not resolve them either).
+The same directory must always give the same key, or one workspace splits into two scopes:
+paths are normalised, symlinks not resolved (the DSH plugin does not resolve them either).
 """
 
 from __future__ import annotations
@@ -43,10 +42,6 @@ def scope_rank(scope: str) -> int:
     if scope == GLOBAL:
         return 3
     return 2
-
-
-def is_project_key(scope: str) -> bool:
-    return scope.startswith("project:")
 
 
 def normalise_path(path: str, base: str) -> str:

@@ -313,6 +313,14 @@ class SharedStore:
         self.journal.refresh()
         return self.journal.undoubted(scope, left)  # still live, and no unparseable line may be their removal
 
+    def _refreshed(self) -> bool:
+        """Read what was journalled since (`Journal.refresh`); False when the journal cannot be read."""
+        try:
+            self.journal.refresh()
+        except OSError:
+            return False
+        return True
+
     def _report_missing(self, scope: str, snap: ScopeSnapshot, lost: list[Entry]) -> None:
         key = (scope, frozenset(e.id for e in lost))
         with self._state_lock:
@@ -330,9 +338,7 @@ class SharedStore:
 
     def missing(self, scope: str | None = None) -> dict[str, list[Entry]]:
         """Acknowledged, never removed records now absent from their scope file, by scope (read-only)."""
-        try:
-            self.journal.refresh()
-        except OSError:
+        if not self._refreshed():
             return {}
         wanted = [scope] if scope is not None else self.journal.scopes()
         found: dict[str, list[Entry]] = {}
@@ -351,9 +357,7 @@ class SharedStore:
         """Records absent from their scope file that `recover` will not restore because a journal
         line that does not parse mentions them after their save (it may have been their removal),
         by scope, each with the line that raised the doubt (read-only)."""
-        try:
-            self.journal.refresh()
-        except OSError:
+        if not self._refreshed():
             return {}
         found: dict[str, list[Doubt]] = {}
         for name in [scope] if scope is not None else self.journal.scopes():
@@ -823,8 +827,7 @@ class SharedStore:
         wanted = set(ids)
         if not wanted:
             return []
-        with contextlib.suppress(OSError):
-            self.journal.refresh()
+        self._refreshed()
         removed: list[Record] = []
         for scope in dict.fromkeys([*self.discover_scopes(), *self.journal.scopes()]):
             if any(r.id in wanted for r in self.snapshot(scope).records) or any(
@@ -887,11 +890,8 @@ class SharedStore:
             checked = self._checked.get(scope)
             if checked is None or checked.identity != snap.identity:
                 return []
-        elif checked.missing:
-            try:
-                self.journal.refresh()
-            except OSError:
-                return []
+        elif checked.missing and not self._refreshed():
+            return []
         found: list[Record] = []
         for rid in checked.missing:
             entry = self.journal.live_entry(scope, rid)
@@ -906,9 +906,7 @@ class SharedStore:
         prefix = key.strip().lower()
         if len(prefix) < 8:
             return []
-        try:
-            self.journal.refresh()
-        except OSError:
+        if not self._refreshed():
             return []
         found: list[Record] = []
         for scope in self.journal.scopes():
