@@ -499,12 +499,7 @@ class Journal:
         mentions (`doubtful`): what `missing` would report of them, at the cost of these alone."""
         with self._lock:
             live = self._live.get(scope, {})
-            kept = [e for e in entries if live.get(e.id) is not None]
-            if not kept or not self._unparsed:
-                return kept
-            return [
-                e for e in kept if not any(line.seq > live[e.id].seq and line.mentions(e.id) for line in self._unparsed)
-            ]
+            return [e for e in entries if e.id in live and self._doubt(live[e.id]) is None]
 
     def scopes(self) -> list[str]:
         with self._lock:
@@ -522,16 +517,15 @@ class Journal:
             return []
         skip = set(present)
         found: list[Doubt] = []
-        scopes = [scope] if scope is not None else list(self._live)
-        for name in scopes:
+        for name in [scope] if scope is not None else list(self._live):
             for rid, entry in self._live.get(name, {}).items():
-                if rid in skip:
-                    continue
-                for line in self._unparsed:
-                    if line.seq > entry.seq and line.mentions(rid):
-                        found.append(Doubt(entry, line.segment, line.lineno))
-                        break
+                if rid not in skip and (line := self._doubt(entry)) is not None:
+                    found.append(Doubt(entry, line.segment, line.lineno))
         return found
+
+    def _doubt(self, entry: Entry) -> _Unparsed | None:
+        """(Lock held.) The first unparseable line after `entry`'s save that mentions its id."""
+        return next((line for line in self._unparsed if line.seq > entry.seq and line.mentions(entry.id)), None)
 
 
 def _entry(raw: bytes) -> dict[str, Any] | None:

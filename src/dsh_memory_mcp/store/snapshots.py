@@ -17,7 +17,7 @@ from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from dsh_memory_mcp.store import fileio, records, scopes
 from dsh_memory_mcp.store.foreground import Foreground
@@ -25,6 +25,9 @@ from dsh_memory_mcp.store.layout import StoreLayout
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
 from dsh_memory_mcp.store.redact import redacted
 from dsh_memory_mcp.store.writing import unreadable
+
+if TYPE_CHECKING:
+    from dsh_memory_mcp.store.journal import Entry
 
 logger = logging.getLogger("dsh_memory_mcp.store.snapshots")
 
@@ -473,16 +476,9 @@ class IdIndex:
 #: How many records from the end of a version `absent` looks through before it asks the id index.
 RECENT = 2048
 
-_E = TypeVar("_E", bound="HasId")
 
-
-class HasId(Protocol):
-    @property
-    def id(self) -> str: ...
-
-
-def absent(snap: ScopeSnapshot, wanted: Sequence[_E], *, recent_only: bool = False) -> list[_E]:
-    """The items of `wanted` (anything with an ``id``) whose id no record of `snap` has.
+def absent(snap: ScopeSnapshot, wanted: Sequence[Entry], *, recent_only: bool = False) -> list[Entry]:
+    """The journal entries of `wanted` whose id no record of `snap` has.
 
     Looked for first among the last `RECENT` records (the loss check asks about saves made a
     moment ago), then in the id index. `recent_only`: stop after those; what is returned may then
@@ -519,7 +515,7 @@ def id_index(snap: ScopeSnapshot) -> IdIndex:
         return index
     previous = snap.cache.get("ids_previous")
     recs = snap.records
-    if isinstance(previous, IdIndex) and previous.size <= len(recs) and _starts_with(recs, previous.source):
+    if isinstance(previous, IdIndex) and previous.size <= len(recs) and _rows(recs).starts_with(previous.source):
         index = previous.extended(recs) if previous.size < len(recs) else previous.reused(recs)
     elif isinstance(previous, IdIndex) and _same_ids(previous.source, recs):
         index = previous.reused(recs)
@@ -528,14 +524,6 @@ def id_index(snap: ScopeSnapshot) -> IdIndex:
     snap.cache["ids"] = index
     snap.cache.pop("ids_previous", None)
     return index
-
-
-def _starts_with(recs: Sequence[Record], prefix: Sequence[Record]) -> bool:
-    """Whether `recs` begins with exactly the records of `prefix` (the same objects: an append)."""
-    if isinstance(recs, Rows):
-        return recs.starts_with(prefix)
-    n = len(prefix)
-    return n <= len(recs) and tuple(recs[:n]) == tuple(prefix)
 
 
 #: Pauses (seconds) before a last line without its newline counts as torn (a writer killed mid-line)
