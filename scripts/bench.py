@@ -478,7 +478,6 @@ def cold_read_breakdown(store: Path, project: Path) -> dict[str, Any]:
     then the first ranking. `total_ms` is a cold `SharedStore.snapshot` + index + rank.
     """
     from dsh_memory_mcp.search import scoring
-    from dsh_memory_mcp.store import snapshots
     from dsh_memory_mcp.store.shared import SharedStore
 
     keys = [scopes.project_key(str(project), "/"), scopes.GLOBAL]
@@ -489,7 +488,7 @@ def cold_read_breakdown(store: Path, project: Path) -> dict[str, Any]:
         t0 = time.perf_counter()
         data = path.read_bytes()
         t1 = time.perf_counter()
-        text, _escaped = snapshots.decode(data)
+        text = data.decode("utf-8", "surrogateescape")
         t2 = time.perf_counter()
         lines = records.parse_lines(text)
         t3 = time.perf_counter()

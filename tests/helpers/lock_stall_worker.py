@@ -50,8 +50,7 @@ def main(argv: list[str]) -> int:
 
     mode, root, scope = argv[0], argv[1], argv[2]
     ahead = float(argv[5]) if mode == "saves" and len(argv) > 5 else 0.0
-    store = SharedStore(root, timing=_Ahead(ahead) if ahead else SYSTEM)
-    store.touch_delay = 3600.0
+    store = SharedStore(root, timing=_Ahead(ahead) if ahead else SYSTEM, touch_delay=3600.0)
     if mode == "stall":
         stopped = []
 

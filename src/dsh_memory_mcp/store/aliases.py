@@ -10,17 +10,15 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh_memory_mcp.errors import ScopeError, StoreError
-from dsh_memory_mcp.store import fileio, scopes, writing
+from dsh_memory_mcp.store import fileio, writing
 from dsh_memory_mcp.store.layout import ALIASES_FILE, StoreLayout
 from dsh_memory_mcp.texts import msg
-
-__all__ = ["AliasFile"]
 
 logger = logging.getLogger("dsh_memory_mcp.store.aliases")
 
 
 def _display_key(key: object) -> str:
-    if isinstance(key, str) and scopes.is_project_key(key):
+    if isinstance(key, str) and key.startswith("project:"):
         return key[len("project:") :]
     return repr(key)
 
@@ -37,11 +35,8 @@ class AliasFile:
         self._reported: set[tuple[object, str]] = set()
 
     def _read_raw(self) -> dict[str, Any]:
-        """The parsed ``scopes.json``; {} when missing. Raises ValueError/OSError when unusable.
-
-        Never blocks on a FIFO nor reads a device; nesting too deep for the parser (`RecursionError`)
-        is a ValueError like any other damage.
-        """
+        """The parsed ``scopes.json``; {} when missing. Raises ValueError/OSError when unusable
+        (`fileio.open_regular`: never a FIFO or device)."""
         try:
             with open(fileio.open_regular(self.path), "rb") as f:
                 raw = f.read()
@@ -89,10 +84,8 @@ class AliasFile:
         return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
 
     def register(self, name: str, project_key: str) -> None:
-        """Record ``name → project_key``, under the ``scopes.json`` lock.
-
-        The file is re-read inside the lock. The same mapping again is a no-op (nothing written).
-        `name` is used as given: the tools layer normalises and validates it.
+        """Record ``name → project_key`` (as given: the tools layer validates it), re-reading the
+        file under the ``scopes.json`` lock; the same mapping again writes nothing.
 
         :raises ScopeError: ``SCOPE_NAME_TAKEN`` when `name` already names another path.
         :raises StoreError: the file cannot be read, parsed (we refuse to overwrite what we cannot

@@ -1,22 +1,12 @@
-"""Time as a parameter: the clock that code which waits reads and waits on.
-
-The lock manager (lock waits, staleness, heartbeat), the touch buffer's timer, the tool gate's
-deadlines and the embedding client (request deadlines, breaker, llama-server bring-up) take a
-`Clock` and default to `SYSTEM`, which is plain `time.monotonic`/`time.time`/`time.sleep` and the
-waitable's own timed `wait`. A test passes a clock it moves by hand, so a 30 s staleness limit or
-a 2 s timer is checked without sleeping through it.
-
-What a clock cannot stand in for: waits inside other libraries (an HTTP timeout, the event loop's
-`move_on_after`) and a thread lock's ``acquire(timeout=…)`` still take real seconds (computed from
-this clock's readings).
+"""Time as a parameter: code that waits takes a `Clock` (default `SYSTEM`, real time); a test
+passes one it moves by hand. Waits inside other libraries and a thread lock's
+``acquire(timeout=…)`` still take real seconds (computed from the clock's readings).
 """
 
 from __future__ import annotations
 
 import time
 from typing import Final, Protocol
-
-__all__ = ["SYSTEM", "Clock", "Waitable"]
 
 
 class Waitable(Protocol):
@@ -42,11 +32,8 @@ class Clock:
             time.sleep(seconds)
 
     def wait(self, waitable: Waitable, timeout: float | None) -> bool:
-        """`waitable.wait(timeout)`: True when it was set or notified before `timeout` seconds.
-
-        Callers re-check their condition on this clock after it returns, so a clock whose
-        seconds are not real ones may return early.
-        """
+        """`waitable.wait(timeout)`: True when set or notified in time (callers re-check their
+        condition afterwards, so a test clock may return early)."""
         return waitable.wait(timeout)
 
 

@@ -1,20 +1,8 @@
-"""Crash-safe file replacement, shared by the scope files, the sidecars and the lock markers.
-
-A file other processes read is only ever replaced whole: a uniquely named tmp in the same
-directory (a fixed name would let two writers clobber each other's tmp), fsync, `os.replace`,
-then fsync the directory so the rename itself survives a crash. Readers see the old file or the
-new one, never a half-written one. Standard library only; callers translate `OSError` into their
-own errors.
-
-Also here, because every writer needs them:
-
-* `guard`: checks run right before every `commit` renames its tmp into place — the lock manager
-  registers "is the lock marker still mine?" there, so a holder whose lock was broken while it
-  stalled never puts its file over somebody else's work.
-* `open_regular`: every file under the store is opened without blocking on a FIFO and refused
-  unless it is a regular file (a FIFO, a device, a symlink to ``/dev/zero``, a directory).
-* Tmp names carry the writer's pid and a host tag (``.<name>.<pid>-<host8>.<random>.tmp``), so
-  `leftover_tmps` can tell the tmp of a dead writer from one a live writer is still filling.
+"""Crash-safe file replacement: a uniquely named tmp in the same directory, fsync, `os.replace`,
+fsync the directory (`new_tmp`, `commit`). Also what every writer needs: `guard` (checks run right
+before each commit, e.g. "is the lock marker still mine?"), `open_regular` (never blocks on a FIFO,
+refuses anything but a regular file) and `leftover_tmps` (tmp names carry ``<pid>-<host8>``, so a
+dead writer's tmp is told from a live one's). Standard library only; callers translate `OSError`.
 """
 
 from __future__ import annotations
@@ -36,27 +24,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from dsh_memory_mcp.texts import msg
-
-__all__ = [
-    "HOST_TAG",
-    "Changed",
-    "NotRegularFile",
-    "Read",
-    "check_guards",
-    "commit",
-    "fsync_dir",
-    "guard",
-    "leftover_tmps",
-    "new_tmp",
-    "open_regular",
-    "pid_alive",
-    "private_dirs",
-    "remove_leftover_tmps",
-    "replace",
-    "write_all",
-    "write_all_at",
-    "write_target",
-]
 
 _O_BINARY: int = getattr(os, "O_BINARY", 0)
 _O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
@@ -117,14 +84,9 @@ def write_all_at(fd: int, data: bytes, offset: int) -> None:
 
 
 class Durability:
-    """Descriptors written under a lock whose fsync is left for after the lock is released.
-
-    An append is visible to every reader once `write` returns; the lock only has to cover the
-    decision and the write. The fsync (4-10 ms each on a busy disk, two per save with the
-    journal) made 16 writers queue behind each other's disk flushes. `sync` flushes the
-    descriptors in the order they were added (the scope file before its journal line) and closes
-    them; the caller acknowledges only after it returned. Concurrent fsyncs of several writers
-    are batched by the filesystem.
+    """Descriptors written under a lock whose fsync is left for after the lock is released (an
+    append is visible once written; writers need not queue behind each other's fsyncs). `sync`
+    flushes them in the order added and closes them; the caller acknowledges only after it.
     """
 
     def __init__(self) -> None:
@@ -201,13 +163,12 @@ def _not_regular(path: str, mode: int) -> NotRegularFile:
     return NotRegularFile(errno.EINVAL, msg("不是普通文件(是{kind})", kind=_kind(mode)), path)
 
 
-def open_regular(path: str, *, follow: bool = True, append: bool = False, update: bool = False) -> int:
-    """A read-only (with `append`, ``O_RDWR | O_APPEND``; with `update`, ``O_RDWR`` for `os.pwrite`)
-    descriptor of `path`, which must be an existing regular file (after symlinks if `follow`).
-
-    ``O_NONBLOCK`` keeps a FIFO from blocking the open; ``fstat`` then refuses anything that is
-    not a regular file, so a FIFO, a device (a symlink to ``/dev/zero``) or a directory is an
-    error instead of a hang or an endless read. `follow` False refuses symlinks too (``ELOOP``).
+def open_regular(
+    path: str, *, follow: bool = True, append: bool = False, update: bool = False, create: bool = False
+) -> int:
+    """A read-only (`append`: ``O_RDWR | O_APPEND``; `update`: ``O_RDWR``) descriptor of `path`, an
+    existing regular file (after symlinks if `follow`), or with `create` a new one (``O_EXCL``,
+    0o600). ``O_NONBLOCK`` then ``fstat``: a FIFO, device or directory is an error, never a hang.
 
     :raises FileNotFoundError: nothing there.
     :raises NotRegularFile: there is something, but not a regular file.
@@ -215,7 +176,7 @@ def open_regular(path: str, *, follow: bool = True, append: bool = False, update
     access = os.O_RDWR | os.O_APPEND if append else os.O_RDWR if update else os.O_RDONLY
     flags = access | _O_BINARY | _O_NONBLOCK | _O_CLOEXEC | (0 if follow else _O_NOFOLLOW)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, flags | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:
             raise _not_regular(path, stat.S_IFLNK) from exc
@@ -238,10 +199,8 @@ def open_regular(path: str, *, follow: bool = True, append: bool = False, update
 
 
 def write_target(path: str) -> str:
-    """The file a replace of `path` must write: `path`, or its final target when it is a symlink.
-
-    A symlinked scope file is written through to its target (the link is kept), never replaced
-    by a regular file holding a copy. The target must be a regular file or not exist yet.
+    """The file a replace of `path` must write: `path`, or its final target when it is a symlink
+    (written through, the link kept). The target must be a regular file or not exist yet.
 
     :raises NotRegularFile: `path` or its target is something else than a regular file.
     """
@@ -332,17 +291,13 @@ def commit(
 ) -> os.stat_result:
     """Write `data` to the tmp from `new_tmp`, fsync it and put it in place of `path`.
 
-    Returns the stat of the written file, taken from the tmp's descriptor *before* the rename:
-    a stat after the rename could already include another writer's change. `keep_mode` gives
-    the new file the mode of the one it replaces (else `mkstemp`'s 0o600). The `guard` checks of
-    this thread run immediately before the rename. On any failure the tmp is removed and `path`
-    is untouched; the descriptor is always closed.
+    Returns the tmp's stat taken *before* the rename (a later one could include another writer's
+    change), so it describes `data` alone. `keep_mode`: the mode of the file replaced (else 0o600).
+    This thread's `guard` checks run right before the rename. On failure the tmp is removed and
+    `path` untouched; `fd` is always closed.
 
-    `read`: what `data` was made from. Right before the rename the file must still be that
-    version (`Read`), else `Changed` is raised; bytes another program appended meanwhile are
-    carried over to the end of the tmp, and those it appends to the old file between that check
-    and the rename are appended to the new one after it (a WARNING says so). The returned stat
-    then describes `data` alone: the cache of the caller sees the carried lines as an append.
+    `read`: what `data` was made from; the file must still be that version (else `Changed`). Bytes
+    another program appended meanwhile are carried over to the end of the new file (a WARNING).
     """
     old: int | None = None
     done = 0
@@ -386,12 +341,7 @@ def commit(
             os.close(old)
         if late:
             with contextlib.suppress(OSError):
-                out = os.open(path, os.O_WRONLY | os.O_APPEND | _O_BINARY | _O_CLOEXEC)
-                try:
-                    write_all(out, late)
-                    os.fsync(out)
-                finally:
-                    os.close(out)
+                _append_durably(path, late)
             _warn_foreign(path, len(late))
     fsync_dir(os.path.dirname(path) or ".")
     return st
@@ -446,17 +396,21 @@ def _swapped_out(tmp: str, path: str, old: int | None, seen: bytes) -> None:
             known = set(seen.split(b"\n"))
             theirs = b"".join(raw + b"\n" for raw in _tail(fd, 0).split(b"\n") if raw.strip() and raw not in known)
             if theirs:
-                out = os.open(path, os.O_WRONLY | os.O_APPEND | _O_BINARY | _O_CLOEXEC)
-                try:
-                    write_all(out, theirs)
-                    os.fsync(out)
-                finally:
-                    os.close(out)
+                _append_durably(path, theirs)
                 _warn_foreign(path, len(theirs))
     finally:
         os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def _append_durably(path: str, data: bytes) -> None:
+    out = os.open(path, os.O_WRONLY | os.O_APPEND | _O_BINARY | _O_CLOEXEC)
+    try:
+        write_all(out, data)
+        os.fsync(out)
+    finally:
+        os.close(out)
 
 
 def _tail(fd: int, start: int) -> bytes:
@@ -559,20 +513,15 @@ else:
         return True
 
 
-def leftover_tmps(directory: str, *, now: float | None = None, max_age: float = LEFTOVER_AGE) -> list[str]:
-    """Our tmp files in `directory` that no live writer can own: safe to remove.
-
-    Only names we create count (`new_tmp`'s pattern; the fixed ``<file>.tmp`` of the DSH plugin
-    and anything else are never touched), and only regular files. A tmp of this host whose pid
-    is dead is a leftover at once; one of another host, or of the older name without a pid, once
-    it is older than `max_age` by mtime.
-    """
+def leftover_tmps(directory: str) -> list[str]:
+    """Our tmp files in `directory` (`new_tmp`'s names, regular files; DSH's ``<file>.tmp`` never)
+    that no live writer can own: of this host with a dead pid, else older than `LEFTOVER_AGE`."""
     found: list[str] = []
     try:
         names = os.listdir(directory)
     except OSError:
         return found
-    wall = time.time() if now is None else now
+    wall = time.time()
     me = os.getpid()
     for name in names:
         if not name.endswith(".tmp") or not name.startswith("."):
@@ -594,7 +543,7 @@ def leftover_tmps(directory: str, *, now: float | None = None, max_age: float = 
                 continue
         # Nothing to ask (another host, the older name) or a live pid that may have been reused:
         # by age. Even a live writer stalled that long only gets a failed rename, never a loss.
-        if wall - st.st_mtime > max_age:
+        if wall - st.st_mtime > LEFTOVER_AGE:
             found.append(path)
     return sorted(found)
 

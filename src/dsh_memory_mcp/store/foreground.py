@@ -1,15 +1,6 @@
-"""Calls in flight, and background work that gives way to them.
-
-A server starts reading and indexing its scopes in a background thread (the warm-up), so that
-the first search finds them ready. In one Python process a CPU-bound thread takes the GIL from
-every other thread for up to the switch interval at a time; a save that holds the scope lock
-releases the GIL at each of its ~20 system calls and then waits to get it back. Next to a
-running warm-up a 1 ms critical section took ~100 ms, and 16 such processes on 2 cores made the
-other writers time out at the lock. So background work asks `Foreground.pause` at the points
-where it holds no lock anybody else may need (between scopes, between chunks of a parse or an
-index build), and waits there while a tool call runs and a moment after it, leaving the process
-to the call. A call that needs exactly what the background was doing does it itself (or waits
-for the chunk in progress): nothing is done twice.
+"""Calls in flight, and background work (the warm-up) that gives way to them: a CPU-bound thread
+holds the GIL against a call's lock-holding critical section, so background work asks
+`Foreground.pause` where it holds no lock anybody may need, and waits while calls run.
 """
 
 from __future__ import annotations
@@ -21,8 +12,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
-
-__all__ = ["FOREGROUND", "Foreground"]
 
 #: Background work resumes only once no call has run for this long: a host sending calls back to
 #: back leaves gaps of a round trip between them, which are no time to start a chunk in.
@@ -43,8 +32,7 @@ class Foreground:
         self._cond = threading.Condition()
         self._in_flight = 0
         self._ended = -math.inf  # when the last call ended (on `clock`)
-        #: ``calls`` (started), ``pauses`` (background waits that had to wait, counted as they
-        #: start), ``paused_ms`` (the total of those that ended).
+        #: ``calls`` (started), ``pauses`` (background waits that had to wait).
         self.stats: Counter[str] = Counter()
 
     @contextlib.contextmanager
@@ -82,11 +70,7 @@ class Foreground:
                     self.stats["pauses"] += 1
                 step = RECHECK_SECS if resume is not None or self._in_flight else self.quiet - (now - self._ended)
                 self.clock.wait(self._cond, max(0.001, step))
-        if not waited:
-            return 0.0
-        seconds = self.clock.monotonic() - started
-        self.stats["paused_ms"] += int(seconds * 1000)
-        return seconds
+        return self.clock.monotonic() - started if waited else 0.0
 
 
 #: The process's calls: `MemoryService.call` counts each tool call here.

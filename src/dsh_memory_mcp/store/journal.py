@@ -1,32 +1,13 @@
 """The write journal: what this package acknowledged, so a record erased by an unlocked writer can
 be noticed and restored (docs/design.md: Store format, Concurrency).
 
-Every acknowledged write appends to ``<store>/.journal/<YYYYMMDD>[.<n>].ndjson`` (dir 0700, files
-0600), fsync-ed before the write is acknowledged:
-
-* ``{"op":"save","scope":…,"id":…,"line":…}`` — after the record is committed; ``line`` is its
-  exact text.
-* ``{"op":"forget"|"supersede","scope":…,"ids":[…]}`` — *before* the removal or expiry is
-  committed, so a reader that finds the record gone always finds the reason here too. A removal
-  whose line cannot be written whole and fsync-ed is not committed.
-
-`scrub`: once a removal is committed, the save lines of those ids are overwritten *in place* by a
-line of the same length holding only the id, the SHA-256 of the removed line and the removal
-(``"scrubbed":"forget"``), so the journal keeps text only for live records. A scrub that could not
-run (a crash after the commit) is found and done by the next `refresh` of a writing process.
-
-Appends: ``O_APPEND``, one ``write`` per batch, each batch starting with a newline (a line torn by
-a short write stays a line of its own); a short ``write`` is an error, never retried. Writers append
-inside the scope lock, so the order per scope is the order of the commits. *Missing*: the journal
-has the save, no later removal, and the id is in no line of its scope file (`missing`; `recover`
-restores byte-for-byte). *Doubtful*: a line that does not parse (or is no entry we write) mentions
-a live id after its save — it may have been a removal, so that record is never restored.
-
-Segments are opened like the store's files (`fileio.open_regular`): a FIFO, device, directory or
-symlink at a segment's name is skipped with one WARNING, never a hang. `prune` (at
-`SharedStore.prepare`, a new UTC day's first append and every 500 appends) removes segments older
-than ``max_age`` days and the oldest while larger than ``max_bytes`` (never the newest), and
-compacts past days to the saves still live and not doubtful.
+``<store>/.journal/<YYYYMMDD>[.<n>].ndjson`` (dir 0700, files 0600), one line per event:
+``{"op":"save","scope","id","line"}`` after a commit (``line``: the record's exact text), and
+``{"op":"forget"|"supersede","scope","ids"}`` *before* a removal is committed, so a record found gone
+always has its reason here. `scrub` then overwrites the removed record's save line in place by one of
+the same length without its text. Each batch is one ``O_APPEND`` write starting with a newline (a torn
+line stays its own); a short write is an error. *Missing*: saved, never removed, absent from its scope
+file. *Doubtful*: a later line that does not parse mentions the id, so it is never restored.
 """
 
 from __future__ import annotations
@@ -43,23 +24,18 @@ import stat
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_memory_mcp.store import fileio
+from dsh_memory_mcp.store.records import JSON_WS, SCAN, now_ms
 from dsh_memory_mcp.texts import msg
-
-__all__ = ["JOURNAL_DIR", "Doubt", "Entry", "Journal"]
 
 logger = logging.getLogger("dsh_memory_mcp.store.journal")
 
 JOURNAL_DIR = ".journal"
 _SEGMENT = re.compile(r"^(?P<day>[0-9]{8})(?:\.(?P<n>[0-9]+))?\.ndjson$")
-_O_BINARY: int = getattr(os, "O_BINARY", 0)
-_O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
-_O_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
-_O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
 _REMOVALS = ("forget", "supersede")
 #: A segment not modified for this long may be compacted (a writer that computed today's segment
 #: name just before midnight may still be appending to it a moment after).
@@ -71,12 +47,8 @@ Place = tuple[str, int, int]
 
 @dataclass(slots=True)
 class Entry:
-    """A record we saved and never removed: its scope, id and exact line.
-
-    `places` are the journal lines that still hold its text (usually one; two when the id was
-    saved again after an unlocked writer erased it), `seq` the order of its latest save among
-    every line read.
-    """
+    """A record we saved and never removed: its scope, id and exact line; `places`: the journal
+    lines still holding its text; `seq`: the order of its latest save among every line read."""
 
     scope: str
     id: str
@@ -127,10 +99,6 @@ class _Unparsed:
 
 
 _TOKEN_SPLIT = re.compile(rb'[\s"\\,\[\]{}:]+')
-#: ``scan(text, index) -> (value, end)``: `json.JSONDecoder.raw_decode`, as `records` uses it.
-_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().raw_decode
-#: JSON's own whitespace; a scrubbed line is padded with spaces after its object.
-_JSON_WS = " \t\n\r"
 
 
 def _segment_key(name: str) -> tuple[str, int]:
@@ -144,13 +112,8 @@ def _segment_name(day: str, n: int) -> str:
 
 
 class Journal:
-    """The journal of one store directory; safe to share between threads.
-
-    :param root: the store directory (the journal lives in ``<root>/.journal``).
-    :param max_age: days a segment is kept.
-    :param max_bytes: total size above which the oldest segments are removed.
-    :param segment_bytes: a segment this large is closed and the next one started.
-    """
+    """The journal of one store directory (``<root>/.journal``); thread-safe. Segments are kept
+    `max_age` days and `max_bytes` in all, and closed at `segment_bytes`."""
 
     def __init__(
         self,
@@ -176,8 +139,7 @@ class Journal:
         self._warned: set[str] = set()
         self._warn_lock = threading.Lock()
         self._due = False
-        # For checks that cost what changed (`mark`, `saved_since`): per scope, the ids of its
-        # saves in journal order, and an epoch that changes whenever the state is read afresh.
+        # For `saved_since`: per scope, its saved ids in journal order; the epoch changes on a reset.
         self._order: dict[str, list[str]] = {}
         self._epoch = 0
         #: ``segment_reads``: segments opened by `refresh` (one unchanged since is only lstat'ed).
@@ -186,14 +148,12 @@ class Journal:
     # -- writing ---------------------------------------------------------------------------
 
     def saved(self, scope: str, lines: Iterable[tuple[str, str]], *, defer: fileio.Durability | None = None) -> None:
-        """Journal committed records ``(id, exact line)`` of `scope`; durable when it returns.
-
-        With `defer`, durable once ``defer.sync()`` returned instead: the line is written now (in
-        commit order, inside the scope lock) and flushed after the lock is released.
+        """Journal committed records ``(id, exact line)`` of `scope`; durable when it returns (with
+        `defer`: once ``defer.sync()`` returned, after the scope lock is released).
 
         :raises OSError: the journal cannot be written (the caller must not acknowledge then).
         """
-        now = _now_ms()
+        now = now_ms()
         payload = [
             json.dumps({"t": now, "op": "save", "scope": scope, "id": rid, "line": raw}, ensure_ascii=False)
             for rid, raw in lines
@@ -208,7 +168,7 @@ class Journal:
         """
         if not ids:
             return
-        self._append([json.dumps({"t": _now_ms(), "op": op, "scope": scope, "ids": list(ids)}, ensure_ascii=False)])
+        self._append([json.dumps({"t": now_ms(), "op": op, "scope": scope, "ids": list(ids)}, ensure_ascii=False)])
 
     def _append(self, lines: Sequence[str], *, defer: fileio.Durability | None = None) -> None:
         if not lines:
@@ -247,10 +207,7 @@ class Journal:
 
     def tidy(self) -> None:
         """`prune` if appends made it due (the first of a process or of a new day, then every 500).
-
-        Call it outside any scope lock (`SharedStore` does, after each transaction): a compaction
-        rewrites whole segments, and no writer should wait for that. Errors are swallowed.
-        """
+        Call it outside any scope lock: a compaction rewrites whole segments. Errors are swallowed."""
         if not self._due:
             return
         self._due = False
@@ -258,11 +215,8 @@ class Journal:
             self.prune()
 
     def _open_segment(self) -> tuple[int, bool]:
-        """A descriptor (``O_RDWR | O_APPEND``) of the segment to append to, and whether we created it.
-
-        Today's highest-numbered segment, or the next number when it is full or is not a regular
-        file (a FIFO there would block every save: skipped with one WARNING).
-        """
+        """A descriptor (``O_RDWR | O_APPEND``) of today's last segment, and whether we created it;
+        the next number when it is full or not a regular file (skipped with one WARNING)."""
         day = _today()
         n = max((_segment_key(name)[1] for name in self._segments() if _segment_key(name)[0] == day), default=0)
         for _ in range(64):
@@ -270,9 +224,8 @@ class Journal:
             try:
                 fd = fileio.open_regular(path, follow=False, append=True)
             except FileNotFoundError:
-                flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_NONBLOCK
                 try:
-                    return os.open(path, flags | _O_BINARY | _O_CLOEXEC, 0o600), True
+                    return fileio.open_regular(path, follow=False, append=True, create=True), True
                 except FileExistsError:  # another writer created it meanwhile: open that one
                     continue
             except fileio.NotRegularFile as exc:
@@ -306,12 +259,10 @@ class Journal:
 
     # -- scrubbing removed text --------------------------------------------------------------
 
-    def scrub(self) -> int:
-        """Overwrite the save lines of records removed or superseded since the last call (any
-        process's removals, as of the last `refresh`) by their id and digest; how many lines.
+    def scrub(self) -> None:
+        """Overwrite the save lines of records removed since the last call (any process's, as of the
+        last `refresh`) by their id and digest; only a line that still is that save is overwritten.
 
-        Each place is read back first: only a save line of that id that still holds its text is
-        overwritten (a place another process scrubbed already, or one a compaction moved, is left).
         :raises OSError: a segment could not be written (what is left stays pending).
         """
         with self._lock:
@@ -319,22 +270,19 @@ class Journal:
         by_segment: dict[str, list[tuple[Place, str, str, str]]] = {}
         for item in todo:
             by_segment.setdefault(item[0][0], []).append(item)
-        done = 0
         for name, items in by_segment.items():
             try:
-                done += self._scrub_segment(name, items)
+                self._scrub_segment(name, items)
             except FileNotFoundError:
                 continue  # pruned: nothing left to scrub
             except OSError:
                 with self._lock:
                     self._pending.extend(items)
                 raise
-        return done
 
-    def _scrub_segment(self, name: str, items: Sequence[tuple[Place, str, str, str]]) -> int:
+    def _scrub_segment(self, name: str, items: Sequence[tuple[Place, str, str, str]]) -> None:
         fd = fileio.open_regular(os.path.join(self.dir, name), follow=False, update=True)
         try:
-            done = 0
             for (_, offset, length), scope, rid, op in items:
                 old = os.pread(fd, length + 1, offset)
                 if len(old) != length + 1 or old[-1:] != b"\n":
@@ -342,19 +290,16 @@ class Journal:
                 new = _scrubbed(old[:-1], scope, rid, op)
                 if new is not None:
                     fileio.write_all_at(fd, new, offset)
-                    done += 1
-            # No fsync: the removal's own line is durable already, so after a crash that lost this
-            # write-back the next start finds the save line pending again and scrubs it then.
-            return done
+            # No fsync: the removal's line is durable, so a lost write-back is found pending again.
         finally:
             os.close(fd)
 
     # -- pruning ---------------------------------------------------------------------------
 
-    def prune(self) -> list[str]:
+    def prune(self) -> None:
         """Remove segments past `max_age`, then the oldest while over `max_bytes` (never the newest);
-        then compact past days' segments (`_compact`). Returns the removed segment names."""
-        removed: list[str] = []
+        then compact past days' segments (`_compact`)."""
+        removed = False
         names = self._segments()
         sizes: dict[str, int] = {}
         cutoff = time.strftime("%Y%m%d", time.gmtime(time.time() - self.max_age * 86400))
@@ -370,21 +315,17 @@ class Journal:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(self.dir, name))
             total -= sizes[name]
-            removed.append(name)
+            removed = True
         if removed:
             with self._lock:
                 self._reset()
         self._compact()
-        return removed
 
     def _compact(self) -> None:
-        """Rewrite the segments of past (UTC) days keeping only the saves that are still live.
+        """Rewrite the segments of past (UTC) days keeping only the saves still live and not doubtful.
 
-        So what the journal no longer needs (removals, torn or doubtful lines, saves of removed
-        records) does not linger until its segment ages out. The saves of doubtful records go too:
-        they could never be restored. Today's segments (the ones writers append to) and any
-        segment modified in the last ten minutes are never rewritten; a segment that changes
-        while it is being compacted is left for the next time.
+        Today's segments and any modified in the last `_QUIET_SECS` are never rewritten; one that
+        changes while it is compacted is left for the next time.
         """
         today = _today()
         old = [name for name in self._segments() if _segment_key(name)[0] < today]
@@ -500,65 +441,34 @@ class Journal:
         return True
 
     def _apply(self, raw: bytes, place: Place, lineno: int) -> None:
-        # Runs once per journal line at a cold start (~150k lines in a full 64 MB journal): the
-        # C scanner (`raw_decode`) and inline checks, not `_entry`.
         self._seq += 1
-        text = raw.decode("utf-8", "surrogatepass")
-        try:
-            item, end = _SCAN(text, 0)
-        except (ValueError, RecursionError):
-            item, end = None, 0
-        if type(item) is not dict or (end != len(text) and text[end:].strip(_JSON_WS)):
-            self._doubt_line(raw, place, lineno)
+        item = _entry(raw)
+        if item is None:
+            self._unparsed.append(_Unparsed(place[0], lineno, self._seq, raw))
             return
-        scope, op = item.get("scope"), item.get("op")
-        if type(scope) is not str:
-            self._doubt_line(raw, place, lineno)
-        elif op == "save":
-            rid, line = item.get("id"), item.get("line")
-            if type(rid) is str and type(line) is str:
-                at = item.get("t")
-                live = self._live.get(scope)
-                if live is None:
-                    live = self._live[scope] = {}
-                known = live.get(rid)
-                places = (*known.places, place) if known is not None else (place,)
-                live[rid] = Entry(scope, rid, line, at if type(at) is int else 0, places, self._seq)
-                order = self._order.get(scope)
-                if order is None:
-                    order = self._order[scope] = []
-                order.append(rid)
-            elif type(rid) is not str or "line" in item or type(item.get("scrubbed")) is not str:
-                self._doubt_line(raw, place, lineno)
-            # else: a scrubbed save; its removal has (or will have) its own line
-        elif op in _REMOVALS:
-            ids = item.get("ids")
-            if type(ids) is not list or not all(type(rid) is str for rid in ids):
-                self._doubt_line(raw, place, lineno)
-                return
-            live = self._live.get(scope)
-            if not live:
-                return
-            for rid in ids:
-                entry = live.pop(rid, None)
-                if entry is not None:
-                    for p in entry.places:
-                        self._pending.append((p, scope, rid, op))
-        else:
-            self._doubt_line(raw, place, lineno)
-
-    def _doubt_line(self, raw: bytes, place: Place, lineno: int) -> None:
-        self._unparsed.append(_Unparsed(place[0], lineno, self._seq, raw))
+        scope = item["scope"]
+        if item["op"] == "save":
+            if "line" not in item:
+                return  # a scrubbed save; its removal has (or will have) its own line
+            rid = item["id"]
+            known = self._live.setdefault(scope, {}).get(rid)
+            places = (*known.places, place) if known is not None else (place,)
+            at = item.get("t")
+            self._live[scope][rid] = Entry(scope, rid, item["line"], at if type(at) is int else 0, places, self._seq)
+            self._order.setdefault(scope, []).append(rid)
+            return
+        live = self._live.get(scope)
+        if not live:
+            return
+        for rid in item["ids"]:
+            entry = live.pop(rid, None)
+            if entry is not None:
+                self._pending.extend((p, scope, rid, item["op"]) for p in entry.places)
 
     def live(self, scope: str) -> dict[str, Entry]:
         """Records of `scope` we saved and never removed, as of the last `refresh`."""
         with self._lock:
             return dict(self._live.get(scope, {}))
-
-    def mark(self, scope: str) -> tuple[int, int]:
-        """A position in `scope`'s saves (as of the last `refresh`), for `saved_since`."""
-        with self._lock:
-            return self._epoch, len(self._order.get(scope, ()))
 
     def saved_since(self, scope: str, mark: tuple[int, int]) -> tuple[list[Entry], tuple[int, int]] | None:
         """The live entries of `scope` saved after `mark`, and the new mark; O(what was saved since).
@@ -589,28 +499,11 @@ class Journal:
         mentions (`doubtful`): what `missing` would report of them, at the cost of these alone."""
         with self._lock:
             live = self._live.get(scope, {})
-            kept = [e for e in entries if live.get(e.id) is not None]
-            if not kept or not self._unparsed:
-                return kept
-            return [
-                e for e in kept if not any(line.seq > live[e.id].seq and line.mentions(e.id) for line in self._unparsed)
-            ]
+            return [e for e in entries if e.id in live and self._doubt(live[e.id]) is None]
 
     def scopes(self) -> list[str]:
         with self._lock:
             return sorted(scope for scope, live in self._live.items() if live)
-
-    def missing(self, scope: str, present: Iterable[str]) -> list[Entry]:
-        """Entries of `scope` (after a `refresh`) whose ids are not in `present`, in journal order;
-        doubtful ones (`doubtful`) are left out."""
-        ids = set(present)
-        with self._lock:
-            live = self._live.get(scope, {})
-            absent = [entry for rid, entry in live.items() if rid not in ids]
-            if not absent or not self._unparsed:
-                return absent
-            doubted = {d.entry.id for d in self._doubts(scope, ids)}
-        return [entry for entry in absent if entry.id not in doubted]
 
     def doubtful(self, scope: str, present: Iterable[str]) -> list[Doubt]:
         """Entries of `scope` not in `present` that a later unparseable line mentions: they may
@@ -624,27 +517,25 @@ class Journal:
             return []
         skip = set(present)
         found: list[Doubt] = []
-        scopes = [scope] if scope is not None else list(self._live)
-        for name in scopes:
+        for name in [scope] if scope is not None else list(self._live):
             for rid, entry in self._live.get(name, {}).items():
-                if rid in skip:
-                    continue
-                for line in self._unparsed:
-                    if line.seq > entry.seq and line.mentions(rid):
-                        found.append(Doubt(entry, line.segment, line.lineno))
-                        break
+                if rid not in skip and (line := self._doubt(entry)) is not None:
+                    found.append(Doubt(entry, line.segment, line.lineno))
         return found
+
+    def _doubt(self, entry: Entry) -> _Unparsed | None:
+        """(Lock held.) The first unparseable line after `entry`'s save that mentions its id."""
+        return next((line for line in self._unparsed if line.seq > entry.seq and line.mentions(entry.id)), None)
 
 
 def _entry(raw: bytes) -> dict[str, Any] | None:
-    """A journal line as one of the entries we write, or None (torn, glued, edited, unknown op).
-    The same rules as `Journal._apply`, for the rare paths (scrub, compaction)."""
+    """A journal line as one of the entries we write, or None (torn, glued, edited, unknown op)."""
     text = raw.decode("utf-8", "surrogatepass")
     try:
-        item, end = _SCAN(text, 0)
+        item, end = SCAN(text, 0)
     except (ValueError, RecursionError):
         return None
-    if type(item) is not dict or (end != len(text) and text[end:].strip(_JSON_WS)):
+    if type(item) is not dict or (end != len(text) and text[end:].strip(JSON_WS)):
         return None
     if type(item.get("scope")) is not str:
         return None
@@ -692,7 +583,3 @@ def _unchanged(path: str, before: os.stat_result) -> None:
 
 def _today() -> str:
     return time.strftime("%Y%m%d", time.gmtime())
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

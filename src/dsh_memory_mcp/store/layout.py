@@ -1,13 +1,5 @@
-"""Where things are in a store directory (docs/design.md: Store format), and creating the directories at server start.
-
-One place knows the layout, so the store, the vector channel, the subcommands and doctor agree:
-
-* ``global.jsonl`` and ``projects/<sha1(scope)>.jsonl``: one JSONL file per scope;
-* ``<scope file minus .jsonl>.vec``: the vector sidecar next to it;
-* ``.locks/<sha1(name)>.lock``: lock markers; ``scopes.json``: aliases; ``serve.json``: the running
-  `serve`. ``settings.json`` belongs to DSH and is never touched.
-
-Pure path arithmetic plus directory listing; `prepare` is the only function that creates anything.
+"""Where things are in a store directory (docs/design.md: Store format): path arithmetic and
+listing, so every part agrees; `prepare`, at server start, is the only function that creates anything.
 """
 
 from __future__ import annotations
@@ -21,15 +13,6 @@ from dataclasses import dataclass
 from dsh_memory_mcp.errors import StoreError
 from dsh_memory_mcp.store import fileio, scopes
 from dsh_memory_mcp.texts import Text, msg
-
-__all__ = [
-    "ALIASES_FILE",
-    "LOCKS_DIR",
-    "PROJECTS_DIR",
-    "SERVE_FILE",
-    "StoreLayout",
-    "vec_path_for",
-]
 
 #: The alias file, and the name of the lock guarding it (``.locks/<sha1("scopes.json")>.lock``).
 ALIASES_FILE = "scopes.json"
@@ -127,11 +110,9 @@ class StoreLayout:
 
     # -- creating ---------------------------------------------------------------------------
     def prepare(self) -> None:
-        """Create the store, ``projects/`` and ``.locks/`` (0o700) and prove them writable.
-
-        Only called at server start. An existing directory is used as it is (never chmod-ed:
-        DSH or the user chose its mode). Missing parents are *not* created: a typo in
-        ``--store-dir`` should be reported, not silently become a new tree.
+        """Create the store, ``projects/`` and ``.locks/`` (0o700) and prove them writable. An
+        existing directory keeps its mode; missing parents are not created (a typo in
+        ``--store-dir`` is reported, not made a new tree).
 
         :raises StoreError: with a Chinese message naming the path and why it is unusable.
         """

@@ -1,31 +1,11 @@
 """Exclusive lock files shared with other implementations, plus an in-process thread guard
-(docs/design.md: Concurrency).
+(docs/design.md: Concurrency; the staleness rules are `LockManager._stale_reason`).
 
-A lock is the file ``<locks_dir>/<sha1(name)>.lock``, created with ``O_CREAT|O_EXCL`` and holding
-``{"pid":…,"host":…,"createdAt":…,"nonce":…}`` — what Node's ``openSync(p, "wx")`` gives the DSH
-plugin, so every implementation excludes every other one. ``fcntl.flock`` (filelock) would not:
-it neither sees an O_EXCL marker nor is seen by one.
-
-The file only excludes *processes*; threads of one process are excluded by a process-wide
-``threading.Lock`` per lock file, so two `LockManager` objects over one directory still exclude
-each other in-process.
-
-A holder that dies leaves its marker behind, so waiters break *stale* markers, and only those:
-
-* the holder's pid is dead on this host (or was reused: the process started after the marker
-  was written) → at once. A holder alive on this host is never broken, whatever its age (a
-  stalled process wakes up and finishes its write).
-* a holder on another host, or one whose liveness cannot be checked → when the marker has not
-  been refreshed for ``stale_after`` *as observed here* (its mtime on this host's clock, or how
-  long we saw the very same marker unchanged), never by the ``createdAt`` another host's clock
-  wrote, so clock skew can neither wedge a scope nor break a live lock. Holders refresh their
-  marker's mtime every ``stale_after / 6``.
-* a marker that is empty, unparseable, a symlink or not a regular file → once it stayed so for
-  ``unreadable_grace`` (a holder between ``open`` and ``write``).
-
-Breaking is the dangerous part (`LockManager._break`). And since a holder may be broken all the
-same, it checks right before each commit (`fileio.guard`) that the marker is still its own —
-same inode, same bytes — and fails with ``LOCK_TIMEOUT`` instead of writing over the next holder.
+A lock is ``<locks_dir>/<sha1(name)>.lock``, created ``O_CREAT|O_EXCL`` (what Node's
+``openSync(p, "wx")`` gives the DSH plugin; ``flock`` would not exclude it) and holding
+``{"pid","host","createdAt","nonce"}``. Threads of one process are excluded by a process-wide
+``threading.Lock`` per lock file. Holders refresh their marker's mtime (`_Heartbeat`) and check it
+is still theirs right before each commit (`LockManager.verify`).
 """
 
 from __future__ import annotations
@@ -54,19 +34,14 @@ from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.scopes import scope_sha1
 from dsh_memory_mcp.texts import msg
 
-__all__ = ["LockLost", "LockManager", "call_deadline"]
-
 logger = logging.getLogger("dsh_memory_mcp.store.locks")
 
 _HOST = socket.gethostname()
 
 
 class LockLost(LockError):
-    """The marker of a lock we held is no longer ours at commit time: the write is not committed.
-
-    Code ``LOCK_TIMEOUT`` (the fix is the same: retry). Deliberately not an `OSError`, so the
-    store's I/O error handling cannot mistake it for a failed write of its own.
-    """
+    """The marker of a lock we held is no longer ours at commit time: nothing is committed.
+    Code ``LOCK_TIMEOUT`` (the fix is the same: retry); not an `OSError`, so no I/O handler swallows it."""
 
     default_code = "LOCK_TIMEOUT"
 
@@ -88,11 +63,7 @@ _CALL_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("d
 
 @contextlib.contextmanager
 def call_deadline(deadline: float | None) -> Iterator[None]:
-    """Lock waits inside the block end by `deadline` (monotonic) with ``DEADLINE`` instead of waiting on.
-
-    Without it a call whose deadline is 2 s away could still wait the full lock `timeout` (10 s)
-    and answer long after its caller was told it ran too long.
-    """
+    """Lock waits inside the block end by `deadline` (monotonic) with ``DEADLINE`` instead of waiting on."""
     token = _CALL_DEADLINE.set(deadline)
     try:
         yield
@@ -102,11 +73,7 @@ def call_deadline(deadline: float | None) -> Iterator[None]:
 
 class _Guard:
     """The in-process half of a lock: a plain (non-reentrant) mutex and the thread holding it.
-
-    `users` counts the threads holding or waiting for it (changed only under `_guards_lock`); at
-    zero the entry leaves `_guards`, so the dict holds only locks in use, not one entry per lock
-    path ever seen (a long-running `serve` sees a new ``session:<id>`` scope per session).
-    """
+    `users`: threads holding or waiting for it (under `_guards_lock`); at zero it leaves `_guards`."""
 
     __slots__ = ("lock", "owner", "users")
 
@@ -116,14 +83,11 @@ class _Guard:
         self.users = 0
 
 
-# Process-wide on purpose: the lock *file* belongs to the process (its pid is in the marker), so
-# the thread guard must be process-wide too, or two LockManager objects on one directory would
-# only meet at the file and a thread re-entering through the other object would wait for itself.
+# Process-wide, like the lock file (its pid is in the marker): two LockManagers on one directory share it.
 _guards: dict[str, _Guard] = {}
 _guards_lock = threading.Lock()
-# Nonces of the markers this process holds right now → holding thread. A marker carrying our own
-# pid is either one of these (alive, maybe reached through a symlinked path that got another
-# guard) or a leftover of a crashed earlier hold (stale).
+# Nonces of the markers this process holds → holding thread; a marker with our pid and another
+# nonce is a leftover of an earlier hold (stale).
 _live_nonces: dict[str, int] = {}
 
 
@@ -146,16 +110,11 @@ def _guard_done(path: str, guard: _Guard) -> None:
 
 
 class _Heartbeat:
-    """One daemon thread refreshing the mtime of every marker this process holds.
+    """One daemon thread refreshing the mtime of every marker this process holds (waiters age a
+    marker by it), so a long hold is not taken for a dead one. Started by the first hold; a test
+    clock's thread ends when nothing is held."""
 
-    A marker's mtime is what waiters (on other hosts, or not sure of our liveness) age it by, so
-    a hold longer than ``stale_after`` — a 50k-record rewrite on a slow disk, a stalled fsync —
-    is not mistaken for a dead one. The thread starts with the first hold and then sleeps until
-    the earliest refresh is due, on `clock`. The real clock's thread stays for the next hold;
-    another clock's (a test's) ends when nothing is held.
-    """
-
-    def __init__(self, clock: Clock = SYSTEM) -> None:
+    def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._cond = threading.Condition(threading.Lock())
         self._held: dict[str, tuple[_Held, float, float]] = {}  # nonce → (held, interval, due)
@@ -207,31 +166,27 @@ def _refresh(held: _Held) -> None:
         os.close(fd)
 
 
-_heartbeat = _Heartbeat()
-# The heartbeats of clocks other than the real one (tests), one per clock.
-_other_heartbeats: weakref.WeakKeyDictionary[Clock, _Heartbeat] = weakref.WeakKeyDictionary()
-_other_heartbeats_lock = threading.Lock()
+# One heartbeat per clock: `SYSTEM`'s, and a test clock's while it lives.
+_heartbeats: weakref.WeakKeyDictionary[Clock, _Heartbeat] = weakref.WeakKeyDictionary()
+_heartbeats_lock = threading.Lock()
 
 
 def _heartbeat_for(clock: Clock) -> _Heartbeat:
-    if clock is SYSTEM:
-        return _heartbeat
-    with _other_heartbeats_lock:
-        beat = _other_heartbeats.get(clock)
+    with _heartbeats_lock:
+        beat = _heartbeats.get(clock)
         if beat is None:
-            beat = _other_heartbeats[clock] = _Heartbeat(clock)
+            beat = _heartbeats[clock] = _Heartbeat(clock)
         return beat
 
 
 def _reset_after_fork() -> None:
     """A forked child inherits locked mutexes of threads that do not exist in it: start afresh."""
-    global _guards, _guards_lock, _heartbeat, _other_heartbeats, _other_heartbeats_lock
+    global _guards, _guards_lock, _heartbeats, _heartbeats_lock
     _guards = {}
     _guards_lock = threading.Lock()
     _live_nonces.clear()
-    _heartbeat = _Heartbeat()
-    _other_heartbeats = weakref.WeakKeyDictionary()
-    _other_heartbeats_lock = threading.Lock()
+    _heartbeats = weakref.WeakKeyDictionary()
+    _heartbeats_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -263,14 +218,14 @@ class _Held:
     ino: int
     nonce: str
 
+    @property
+    def identity(self) -> tuple[int, int, bytes]:
+        return self.dev, self.ino, self.content
+
 
 def _read_marker(path: str) -> _Seen | None:
-    """The marker's bytes and identity, or None when there is no marker (any more).
-
-    Never follows a symlink and never blocks on a FIFO: anything at the path that is not a
-    regular file is returned with ``regular=False`` and its own (lstat) identity, so it ages
-    like a garbage marker instead of making a waiter spin or hang.
-    """
+    """The marker's bytes and identity, or None when there is none. Anything that is not a regular
+    file (never followed, never blocked on) comes back ``regular=False`` with its lstat identity."""
     try:
         fd = fileio.open_regular(path, follow=False)
     except FileNotFoundError:
@@ -283,17 +238,10 @@ def _read_marker(path: str) -> _Seen | None:
         return _Seen(b"", st.st_dev, st.st_ino, st.st_mtime, st.st_mtime_ns, regular=False)
     try:
         st = os.fstat(fd)
-        chunks: list[bytes] = []
-        size = 0
-        while size < _MAX_MARKER:  # a real marker is ~100 bytes; do not slurp a huge foreign file
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        content = os.read(fd, _MAX_MARKER)  # a real marker is ~100 bytes; do not slurp a huge foreign file
     finally:
         os.close(fd)
-    return _Seen(b"".join(chunks), st.st_dev, st.st_ino, st.st_mtime, st.st_mtime_ns)
+    return _Seen(content, st.st_dev, st.st_ino, st.st_mtime, st.st_mtime_ns)
 
 
 #: A waiter reads and judges the marker in place again at most this often while it is unchanged.
@@ -337,9 +285,6 @@ def _parse_marker(content: bytes) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-_pid_alive = fileio.pid_alive
-
-
 def _pid_started_after(pid: int, created_ms: float) -> bool:
     """Whether process `pid` of this host started after `created_ms`: its pid was reused.
 
@@ -363,13 +308,9 @@ class LockManager:
 
     :param locks_dir: the store's ``.locks`` directory; created (0o700) on first use.
     :param timeout: the total wait for one `hold` (thread guard + file), in seconds.
-    :param stale_after: a marker of a holder we cannot ask (another host, no pid) that has not
-        been refreshed for this long, as observed here, is broken.
-    :param poll: seconds between attempts while another process holds the file (jittered).
-    :param unreadable_grace: an empty/unparseable/non-regular marker unchanged this long is broken.
-    :param breaker_stale: a leftover ``.break`` entry unchanged for this long is removed.
+    :param stale_after: / unreadable_grace: / breaker_stale: see `_stale_reason` and `_break`.
+    :param poll: the longest pause between attempts (`_pause`).
     :param refresh: seconds between heartbeats of a held marker (default ``stale_after / 6``).
-    :param clock: what waits, ages and heartbeats are measured on (`SYSTEM`; tests move their own).
     """
 
     def __init__(
@@ -402,15 +343,11 @@ class LockManager:
 
     @contextlib.contextmanager
     def hold(self, name: str) -> Iterator[None]:
-        """Hold the lock `name` for the duration of the ``with`` block.
-
-        While held, the marker is refreshed by the heartbeat, and every `fileio.commit` of this
-        thread first checks that the marker is still ours (`verify`).
+        """Hold the lock `name` for the ``with`` block (heartbeat; `verify` before every commit).
 
         :raises LockRecursion: this thread already holds `name` (a bug; never waits).
         :raises LockTimeout: another thread or process held it for the whole `timeout`.
-        :raises LockLost: (code ``LOCK_TIMEOUT``) at a commit inside the block, the marker is no
-            longer ours; nothing was committed.
+        :raises LockLost: at a commit inside the block, the marker is no longer ours.
         :raises StoreError: the lock directory or file cannot be created at all.
         """
         path = self.lock_path(name)
@@ -473,25 +410,13 @@ class LockManager:
             guard.lock.release()
 
     def verify(self, held: _Held) -> None:
-        """Raise `LockLost` unless the marker at `held.path` is still the one we wrote.
-
-        Runs right before each commit inside `hold`: a holder whose lock was broken while it
-        stalled must not rename its file over the work of the process that took the lock next.
-        """
+        """Raise `LockLost` unless the marker at `held.path` is still the one we wrote (before each
+        commit inside `hold`: a holder broken while it stalled must not write over the next one's work)."""
         try:
             current = _read_marker(held.path)
         except OSError:
             current = None
-        if (
-            current is not None
-            and current.regular
-            and (current.dev, current.ino, current.content)
-            == (
-                held.dev,
-                held.ino,
-                held.content,
-            )
-        ):
+        if current is not None and current.regular and (current.dev, current.ino, current.content) == held.identity:
             return
         logger.warning("锁文件 %s 在持有期间已不属于本进程(被当作陈旧锁清除?),本次写入不提交", held.path)
         raise LockLost(
@@ -519,11 +444,8 @@ class LockManager:
             except FileExistsError:
                 pass
             except FileNotFoundError:
-                # The lock directory is missing (a new store, or someone removed it). Making it is
-                # not waiting for a holder: the first re-creation is always followed by a try, so a
-                # caller that stalled past a short deadline before getting here is not told that
-                # another process holds a lock nobody holds; only a directory that keeps vanishing
-                # runs into the deadline.
+                # The lock directory is missing: making it is no wait for a holder, so the first
+                # re-creation is always followed by a try; only a directory that keeps vanishing times out.
                 self._make_dir(path)
                 remade += 1
                 if remade > 1 and self.clock.monotonic() >= deadline:
@@ -570,17 +492,10 @@ class LockManager:
             self.clock.sleep(min(remaining, self._pause(now - first_seen, self.timeout - remaining)))
 
     def _pause(self, held_for: float, waited: float) -> float:
-        """How long to sleep before the next try, while a holder has had the lock `held_for` (as
-        seen by this wait) and we have waited `waited` seconds.
-
-        A save holds the lock about a millisecond (its fsyncs come after the release), so a
-        holder seen only a moment ago is polled for every couple of milliseconds; one that has
-        held it for long (a rewrite of a big scope) ever more slowly, up to `poll`. Aging: the
-        longer we have waited, the more often we try (down to a twentieth), so among many writers
-        the oldest waiter tends to win the next release instead of one unlucky process running
-        into LOCK_TIMEOUT (16 writers on a 50k-record scope: 4 of 320 saves timed out with a flat
-        interval). Jittered, so waiters do not wake in step.
-        """
+        """The sleep before the next try, while a holder has had the lock `held_for` (as seen by this
+        wait) and we have waited `waited` seconds: short for a new holder (a save holds it ~1 ms),
+        up to `poll` for a long one; shorter the longer we waited (the oldest waiter tends to win);
+        jittered."""
         base = min(self.poll, max(_MIN_POLL_SECS, held_for / 4.0))
         factor = max(0.05, 1.0 / (1.0 + 2.0 * waited))
         return max(_FLOOR_SECS, base * factor * random.uniform(0.5, 1.5))
@@ -623,12 +538,7 @@ class LockManager:
         """Remove our marker, but only if it is still ours (it may have been broken as stale)."""
         try:
             current = _read_marker(held.path)
-            if (
-                current is None
-                or not current.regular
-                or current.content != held.content
-                or (current.dev, current.ino) != (held.dev, held.ino)
-            ):
+            if current is None or not current.regular or (current.dev, current.ino, current.content) != held.identity:
                 logger.warning(
                     "锁文件 %s 在持有期间被其他进程当作陈旧锁清除了(持有超过 %g 秒?)", held.path, self.stale_after
                 )
@@ -643,14 +553,9 @@ class LockManager:
             self._observed.pop(path, None)
 
     def _unchanged_for(self, path: str, seen: _Seen) -> float:
-        """How long the marker has provably stayed exactly as `seen`, as observed here (seconds).
-
-        The larger of: its mtime's age on this host's clock (ignored if it lies in the future),
-        and how long this manager has seen the very same file — same inode *and* mtime (a new
-        lock file may get a freed inode number back) and bytes — without interruption; any other
-        observation restarts that clock. A marker refreshed by its holder's heartbeat gets a new
-        mtime, so it never ages.
-        """
+        """How long the marker has provably stayed exactly as `seen`, as observed here (seconds): the
+        larger of its mtime's age on this host's clock (not if in the future) and how long this
+        manager has seen the same inode, mtime and bytes without interruption."""
         key = (seen.dev, seen.ino, seen.mtime_ns, seen.content)
         mono = self.clock.monotonic()
         with self._observed_lock:
@@ -668,10 +573,7 @@ class LockManager:
         unchanged = self._unchanged_for(path, seen)
         info = _parse_marker(seen.content) if seen.regular else None
         if info is None:
-            # A holder writes its marker right after creating it; empty or garbled content that
-            # stays so is a holder that died in between (or a damaged file, or a symlink or a
-            # directory nobody's lock code creates). Judging by inode alone once broke a live
-            # holder's lock under 16 writers, hence the full identity in `_unchanged_for`.
+            # Empty or garbled for long: a holder that died between create and write (or garbage).
             if unchanged >= self.unreadable_grace:
                 what = msg("内容为空或无法解析") if seen.regular else msg("不是普通文件(符号链接、目录等)")
                 return msg(
@@ -692,7 +594,7 @@ class LockManager:
                         lock_file=path,
                     )
                 return None
-            if not _pid_alive(pid):
+            if not fileio.pid_alive(pid):
                 return msg("持有进程 pid={pid} 已不存在", pid=pid)
             if (
                 isinstance(created, (int, float))
@@ -715,15 +617,9 @@ class LockManager:
     def _break(self, path: str, seen: _Seen, reason: str) -> bool:
         """Remove the stale marker `seen`, unless someone else got there first. True if it is gone.
 
-        Why a breaker lock: a waiter decides "stale" from a marker it read earlier. Without
-        coordination two waiters A and B both judge the same dead marker stale; A unlinks it and
-        creates its own, then B's unlink removes *A's live marker* and B takes the lock too.
-        So breaking is itself done under ``<lock>.break`` (O_EXCL), and inside it the marker is
-        read again and removed only if it is the very same one judged stale (same bytes, inode
-        and mtime — a heartbeat in between makes it another one): if anyone replaced or
-        refreshed it in between, it is left alone and the waiter starts over.
-        A breaker that dies inside leaves ``.break`` behind; it is removed once unchanged for
-        `breaker_stale` (breaking takes microseconds, so that is generous), whatever it is.
+        Under ``<lock>.break`` (O_EXCL), the marker is read again and removed only if it is the very
+        one judged stale: else two waiters judging one dead marker could have the second remove the
+        first one's new, live marker. A ``.break`` left by a dead breaker goes after `breaker_stale`.
         """
         breaker = path + ".break"
         try:
@@ -742,13 +638,7 @@ class LockManager:
             current = _read_marker(path)
             if current is None:
                 return True
-            if (current.content, current.dev, current.ino, current.mtime_ns, current.regular) != (
-                seen.content,
-                seen.dev,
-                seen.ino,
-                seen.mtime_ns,
-                seen.regular,
-            ):
+            if current != seen:  # replaced or refreshed since it was judged stale
                 return False
             try:
                 _remove_entry(path, current)
@@ -768,11 +658,7 @@ class LockManager:
                     _unlink(breaker)
 
     def _clear_stale_breaker(self, breaker: str) -> None:
-        """Remove a ``.break`` entry whose creator evidently died while breaking.
-
-        Never follows it: a dangling symlink or a directory there is judged (and removed) as
-        itself, like a leftover file.
-        """
+        """Remove a ``.break`` entry whose creator evidently died while breaking (never followed)."""
         seen = _read_marker(breaker)
         if seen is None or self._unchanged_for(breaker, seen) <= self.breaker_stale:
             return

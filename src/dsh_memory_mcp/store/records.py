@@ -1,8 +1,6 @@
 """One memory per JSONL line: parsing, serialising, and the record view the rest of the code uses.
-
-A store file is shared with the DSH plugin and other writers, so a line is kept as the exact
-text it was read as: a record this process did not change is written back byte-for-byte, fields
-we do not know survive every rewrite, and a line that does not parse is never dropped (docs/design.md: Store format).
+A line is kept as the exact text it was read as, unknown fields and unparseable lines included
+(docs/design.md: Store format).
 """
 
 from __future__ import annotations
@@ -16,18 +14,6 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-__all__ = [
-    "KINDS",
-    "CorruptLine",
-    "Line",
-    "Record",
-    "dump_line",
-    "new_record",
-    "now_ms",
-    "parse_line",
-    "parse_lines",
-]
 
 #: The six kinds of the store format (docs/design.md), in the order tools list them.
 KINDS: tuple[str, ...] = ("fact", "decision", "preference", "procedure", "note", "rule")
@@ -115,17 +101,9 @@ _CONTENT_KEY = b'"content":"'
 
 
 def _content_span(raw: bytes | str, content: str) -> str | None:
-    """None when `content` is in the line as is, right after its first ``"content":"`` — else
-    `content` itself.
-
-    Most memories need no JSON escape, so their text is already in the line's bytes, verbatim:
-    keeping only that fact (instead of a second copy of the text) saved ~15 MB at 100k records,
-    and keeping no offset either another 32 bytes a record (an int object each). The text is
-    found again by `_in_line`: it starts after the first ``"content":"`` and ends at the next
-    ``"`` byte — its UTF-8 holds none, since a quote in the text is written ``\\"``, and is
-    checked here to be exactly the text's UTF-8 followed by that ``"``. Anything else (an escape,
-    another spacing, a line kept as a string) keeps the text.
-    """
+    """None when `content`'s UTF-8 is in the line verbatim, right after its first ``"content":"``
+    and followed by ``"`` (so `_in_line` finds it again: no second copy of the text is kept) —
+    else `content` itself (an escape, another spacing, a line kept as a string)."""
     if type(raw) is not bytes:
         return content
     i = raw.find(_CONTENT_KEY)
@@ -167,18 +145,10 @@ def _tag_tuple(tags: list[Any]) -> tuple[str, ...]:
 
 
 class Record:
-    """A record: the exact text it came from, plus the fields search and rendering need.
-
-    Only `raw` is kept of the line itself; the full mapping (`data`, with unknown fields and
-    key order) is re-parsed from it on demand. Keeping the parsed dict of every record instead
-    cost ~3 KB per record — over 150 MB at 50k records — for data only a rewrite needs.
-    `raw` is what gets written back while the record is unchanged; `with_changes` derives a
-    modified record (and re-serialises it).
-
-    The line is held as its UTF-8 bytes (`raw_bytes`; `raw` decodes them): a Python string is
-    two bytes per character as soon as one character is Chinese, so a typical bilingual line
-    took 640 bytes as a string and 420 as bytes (~22 MB at 100k records). A line that cannot be
-    encoded (a lone surrogate from an import) is kept as the string.
+    """A record: the exact line it came from (its UTF-8 bytes, or the string when it cannot be
+    encoded), plus the fields search and rendering need. The full mapping (`data`, unknown fields
+    and key order kept) is re-parsed from the line on demand; `raw` is written back while the
+    record is unchanged, `with_changes` derives a modified one. Read-only by convention.
     """
 
     __slots__ = (
@@ -210,8 +180,6 @@ class Record:
     _tags: tuple[str, ...]
 
     def __init__(self, data: Mapping[str, Any], raw: str | bytes) -> None:
-        # Plain attribute writes: this runs once per line of every scope file read, so no
-        # immutability guard here; treat a Record as read-only and use `with_changes`.
         if type(raw) is str:
             try:
                 raw = raw.encode("utf-8", "surrogateescape")
@@ -231,8 +199,7 @@ class Record:
         self._tags = _tag_tuple(tags) if type(tags) is list and tags else ()
         importance = get("importance")
         self.importance = None if importance is None else _opt_number(importance)
-        # The three stamps are equal until a record is touched or edited: one int object then
-        # (the parser makes three), 64 bytes less per record. Plain ints are the common case.
+        # The three stamps are equal until a record is touched or edited: share one int object.
         created = get("createdAt")
         if type(created) is not int:
             created = _int_field(data, "createdAt")
@@ -260,18 +227,11 @@ class Record:
     def content(self) -> str:
         """The memory's text (decoded from its place in the line when it is stored there as is)."""
         content = self._content
-        return content if content is not None else self.content_utf8.decode("utf-8")
-
-    @property
-    def content_utf8(self) -> bytes:
-        """`content` as UTF-8 (a lone surrogate passed through): the line's own bytes when the text
-        is stored there as is, so nothing is decoded or encoded."""
-        content = self._content
         if content is not None:
-            return content.encode("utf-8", "surrogatepass")
+            return content
         raw = self._raw
         assert isinstance(raw, bytes)
-        return _in_line(raw)
+        return _in_line(raw).decode("utf-8")
 
     @property
     def raw(self) -> str:
@@ -344,22 +304,16 @@ def parse_lines(text: str, known: Mapping[str, Record] | None = None) -> list[Li
 
 
 def parse_bytes(data: bytes, known: Mapping[bytes, Record] | None = None) -> list[Line]:
-    """Every line of a scope file; blank lines are dropped (they carry nothing), others kept as is.
+    """Every non-blank line of a scope file, its bytes kept exactly (a trailing "\\r" included).
 
-    A line's bytes are kept exactly, a trailing "\\r" included (JSON allows it as whitespace), so
-    writing the lines back reproduces the file. Every record comes from exactly one line: a line
-    that is not one complete JSON object on its own is a `CorruptLine`, even when it would parse
-    joined with its neighbours. A line that is not UTF-8 is a `CorruptLine` (its text decoded with
-    ``surrogateescape``, so it is written back byte for byte).
-
-    `known` maps line bytes to records already parsed from an earlier version of the file: such
-    lines are taken as they are, undecoded. Another writer's save changes one line of a file we
-    re-read inside the lock, so this turns a full parse (~130 ms at 10k records) into a dict lookup
-    per line. The others go through `json.JSONDecoder.raw_decode` (the C scanner), one call per line.
+    Every record comes from exactly one line: a line that is not one complete JSON object with an
+    id on its own, or not UTF-8, is a `CorruptLine` (decoded with ``surrogateescape``, so it is
+    written back byte for byte). `known`: records of an earlier version by their line bytes,
+    taken as they are (a re-read parses only what changed).
     """
     out: list[Line] = []
     append = out.append
-    scan = _SCAN
+    scan = SCAN
     for n, raw in enumerate(data.split(b"\n"), start=1):
         if known is not None:
             record = known.get(raw)
@@ -377,7 +331,7 @@ def parse_bytes(data: bytes, known: Mapping[bytes, Record] | None = None) -> lis
             except (ValueError, RecursionError, StopIteration):
                 append(CorruptLine(text, n))
                 continue
-            if end == len(text) or not text[end:].strip(_JSON_WS):
+            if end == len(text) or not text[end:].strip(JSON_WS):
                 ident = value.get("id")
                 if type(ident) is str and ident:
                     append(Record(value, raw))
@@ -399,12 +353,9 @@ def line_bytes(line: Line) -> bytes:
 
 
 #: JSON's own whitespace (`str.strip()` would also strip characters json rejects, like U+3000).
-_JSON_WS = " \t\n\r"
-#: ``scan(text, index) -> (value, end)``: the public `json.JSONDecoder.raw_decode`, which calls the
-#: C scanner behind `json.loads` without `loads`/`decode`'s whitespace regexes. Per line of a
-#: 50k-record scope it is as fast as calling the (private) scanner itself
-#: (measured once; docs/performance.md lists the retired scripts).
-_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().raw_decode
+JSON_WS = " \t\n\r"
+#: ``scan(text, index) -> (value, end)``: `json.loads`'s C scanner without its whitespace regexes.
+SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().raw_decode
 
 
 def new_record(
@@ -423,11 +374,9 @@ def new_record(
 ) -> Record:
     """A fresh record with the keys in the order the store format gives (docs/design.md).
 
-    `prior` is the version this record replaces (an edit, a restore, a move): the memory's history
-    goes on in the new record — its ``createdAt``, ``lastAccessedAt``, ``accessCount`` and original
-    ``source`` — and who made this version goes into an optional ``editedBy`` after ``supersedes``
-    (the format's rule for added fields, so the DSH plugin keeps reading and rewriting it).
-    `merged`: the ids of near-duplicates this record also replaced, in an optional ``merged`` last.
+    `prior`: the version it replaces, whose ``createdAt``, ``lastAccessedAt``, ``accessCount`` and
+    first ``source`` it keeps, adding ``editedBy`` after ``supersedes``. `merged`: ids of the
+    near-duplicates it also replaced, in an optional ``merged`` last.
     """
     ts = now_ms() if now is None else now
     edit_source = dict(source) if source is not None else {"origin": "explicit"}
@@ -464,6 +413,3 @@ def new_record(
 def render_bytes(lines: Iterable[Line]) -> bytes:
     """The file bytes for these lines: each line's bytes plus a newline."""
     return b"".join(line_bytes(line) + b"\n" for line in lines)
-
-
-__all__ += ["line_bytes", "parse_bytes", "render_bytes"]

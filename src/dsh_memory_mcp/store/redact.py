@@ -1,9 +1,6 @@
-"""Previews for logs that show a line's shape, never its memory text.
-
-Logs (stderr and the log file) may name ids, paths, counts and JSON keys, but no record content:
-the log file outlives the store's permissions and is pasted into bug reports. `redacted(text)`
-keeps JSON punctuation, keys, numbers, literals and the value of ``"id"``; every other string
-value becomes ``"…"`` and every run of letters or CJK outside strings becomes ``…``.
+"""Previews for logs that show a line's shape, never its memory text (logs outlive the store's
+permissions and get pasted into bug reports): JSON punctuation, keys, numbers, literals and the
+value of ``"id"`` stay; other strings become ``"…"``, runs of letters outside strings ``…``.
 
     >>> redacted('{"id":"abcdefgh-1","content":"我喜欢吃苹果","tags":["x"]}')
     '{"id":"abcdefgh-1","content":"…","tags":["…"]}'
@@ -12,8 +9,6 @@ value becomes ``"…"`` and every run of letters or CJK outside strings becomes 
 from __future__ import annotations
 
 import re
-
-__all__ = ["PREVIEW_CHARS", "redacted"]
 
 #: How long a preview may be (after redaction).
 PREVIEW_CHARS = 80

@@ -1,8 +1,7 @@
 """Scope keys: names, path normalisation, file names and ranks (docs/design.md: Store format, Scopes). Pure functions.
 
-Keys are `global`, `project:<absolute normalised path>`, `session:<id>` and custom names. The
-same directory must always give the same key, or one workspace splits into two scopes, so paths
-are normalised (but symlinks are not resolved: the DSH plugin does not resolve them either).
+The same directory must always give the same key, or one workspace splits into two scopes:
+paths are normalised, symlinks not resolved (the DSH plugin does not resolve them either).
 """
 
 from __future__ import annotations
@@ -15,18 +14,6 @@ import unicodedata
 
 from dsh_memory_mcp.errors import InvalidArgument, ScopeError
 from dsh_memory_mcp.texts import msg
-
-__all__ = [
-    "GLOBAL",
-    "RESERVED_NAMES",
-    "is_project_key",
-    "normalise_custom_name",
-    "normalise_path",
-    "project_key",
-    "scope_file_relpath",
-    "scope_rank",
-    "scope_sha1",
-]
 
 GLOBAL = "global"
 RESERVED_NAMES = frozenset({"global", "project", "session", "all"})
@@ -55,10 +42,6 @@ def scope_rank(scope: str) -> int:
     if scope == GLOBAL:
         return 3
     return 2
-
-
-def is_project_key(scope: str) -> bool:
-    return scope.startswith("project:")
 
 
 def normalise_path(path: str, base: str) -> str:

@@ -1,20 +1,10 @@
 """`SharedStore`: the per-scope JSONL files that many processes and the DSH plugin share.
 
-The facade over the store's parts (one job each): `layout` (where files are, creating the
-directories), `snapshots` (parsed versions cached by file identity), `touches` (the access-count
-buffer), `aliases` (``scopes.json``) and `writing` (bytes to disk). What stays here is the
-transaction: the read-modify-write of a scope file under its lock.
-
-Several server processes (one per IDE host) and DSH's Node plugin write the same files at the
-same time, and nothing may be lost, so:
-
-* Readers never lock. A file is only ever replaced whole (unique tmp in the same directory →
-  fsync → ``os.replace``), so a reader sees the old or the new file, never half of one.
-* Every read-modify-write takes the scope lock, re-reads the file *inside* it, and only then
-  writes (`SharedStore._commit`, the one place a change reaches the disk). Decisions taken on a
-  lock-free snapshot (dedupe, which scope holds an id) are made again on the fresh content.
-* Lines this process did not change are written back byte-for-byte (`Record.raw`); unknown fields
-  and unparseable lines (`CorruptLine`) survive every rewrite.
+The facade over `layout`, `snapshots`, `touches`, `aliases` and `writing`; what stays here is the
+transaction: the read-modify-write of a scope file under its lock (`_transact`, `_commit`), with
+the rules of docs/design.md (Concurrency): readers never lock, a file is appended to or replaced
+whole, decisions are made again on the content re-read inside the lock, and unchanged lines
+(unknown fields, `CorruptLine`) are written back byte for byte.
 """
 
 from __future__ import annotations
@@ -36,21 +26,17 @@ from dsh_memory_mcp.store.aliases import AliasFile
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.foreground import Foreground
 from dsh_memory_mcp.store.journal import Doubt, Entry, Journal
-from dsh_memory_mcp.store.layout import ALIASES_FILE, StoreLayout
+from dsh_memory_mcp.store.layout import StoreLayout
 from dsh_memory_mcp.store.locks import LockManager
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
-from dsh_memory_mcp.store.snapshots import ScopeSnapshot, SnapshotCache
+from dsh_memory_mcp.store.snapshots import ScopeSnapshot as ScopeSnapshot
+from dsh_memory_mcp.store.snapshots import SnapshotCache
 from dsh_memory_mcp.store.touches import TouchBuffer
 from dsh_memory_mcp.texts import msg
-
-__all__ = ["ALIASES_FILE", "SaveResult", "ScopeSnapshot", "SharedStore"]
 
 logger = logging.getLogger("dsh_memory_mcp.store.shared")
 
 T = TypeVar("T")
-
-# A transaction re-reads this many times if an unlocked writer changes the file under it.
-_MAX_REREADS = snapshots.MAX_REREADS
 
 
 @dataclass(frozen=True)
@@ -79,7 +65,7 @@ class _Checked:
 
     identity: snapshots.Identity | None
     lineage: int
-    #: The journal position the check went up to (`Journal.mark`).
+    #: The journal position the check went up to (`Journal.saved_since`).
     mark: tuple[int, int]
     #: Ids it found missing (looked at again by the next check, since `recover` may restore them).
     missing: frozenset[str]
@@ -95,10 +81,6 @@ class _Change:
 
 
 RECOVER_HINT = msg("运行 `dsh-memory-mcp recover`(可先加 --dry-run 查看)按原样恢复它们")
-
-
-def _warn_torn(path: str) -> None:
-    logger.warning("记忆文件 %s 末行不完整(可能是写入时进程被中止):已另起一行写入,该行原样保留(不会删除)", path)
 
 
 def _holds(snap: ScopeSnapshot, data: bytes) -> bool:
@@ -119,24 +101,17 @@ def _fold(text: str) -> str:
 class SharedStore:
     """The store directory: per-scope JSONL files, cached snapshots, atomic rewrites, aliases.
 
-    Constructing one creates nothing on disk; `prepare` does, at server start. Safe to call from
-    several threads at once. Writes to one scope are serialised by the scope lock (threads of
-    this process and other processes alike); a method never holds two scope locks at once,
-    since two processes taking two locks in opposite orders would deadlock each other.
+    Constructing one creates nothing on disk; `prepare` does. Thread-safe. A method never holds
+    two scope locks at once (two processes taking them in opposite orders would deadlock).
 
-    :param root: the store directory.
-    :param lock_timeout: the total wait for a scope lock (SPEC: 10 s → ``LOCK_TIMEOUT``).
-    :param clock: milliseconds since the epoch (record timestamps); injectable for tests.
+    :param lock_timeout: the total wait for a scope lock (→ ``LOCK_TIMEOUT``).
+    :param clock: milliseconds since the epoch (record timestamps).
     :param timing: what lock waits, lock staleness and the touch timer are measured on.
-    :param touch_delay: seconds search hits are coalesced before a background flush.
-    :param touch_interval: the background flush rewrites one scope file at most once per this
-        many seconds (`flush`, `close` and exit still write at once).
-    :param direct_limit: records per scope above which this process (a stdio server that opened
-        the store itself) says once on stderr that `serve` would make it fast (`config.DIRECT_LIMIT`);
-        None: never (serve, the CLI).
-    :param on_delete: called as ``(scope, removed_ids)`` inside the scope lock, right after the
-        JSONL file was replaced (the vector channel rewrites its sidecar there). It must not take
-        the same scope lock again (`LockRecursion`); its exceptions are logged, not raised.
+    :param touch_delay: / touch_interval: see `TouchBuffer`.
+    :param direct_limit: records per scope above which this (direct stdio) process says once that
+        `serve` would be fast (`config.DIRECT_LIMIT`); None: never.
+    :param on_delete: ``(scope, removed_ids)``, inside the scope lock right after the file was
+        replaced; it must not take that lock again; its exceptions are logged, not raised.
     """
 
     def __init__(
@@ -167,18 +142,9 @@ class SharedStore:
         self._checking: set[str] = set()  # scopes a thread is checking for losses right now
         self.direct_limit = direct_limit
         self._said_direct = False
-        #: How the loss checks ran (tests and the benchmark read these): a full check looks every
-        #: live journal entry of the scope up, an incremental one only what was journalled since.
+        #: How the loss checks ran (`counters`).
         self.stats: Counter[str] = Counter()
         self._state_lock = threading.Lock()
-
-    @property
-    def touch_delay(self) -> float:
-        return self._touches.delay
-
-    @touch_delay.setter
-    def touch_delay(self, value: float) -> None:
-        self._touches.delay = value
 
     # -- layout ----------------------------------------------------------------------------
 
@@ -187,25 +153,16 @@ class SharedStore:
         return self.layout.scope_path(scope)
 
     def prepare(self) -> None:
-        """Create the store, ``projects/`` and ``.locks/`` (0o700) and prove them writable
-        (`StoreLayout.prepare`).
-
-        Then removes the tmp files dead writers left behind (`fileio.leftover_tmps`).
+        """Create the store's directories (`StoreLayout.prepare`), remove dead writers' tmps and
+        tidy the journal in the background.
 
         :raises StoreError: with a Chinese message naming the path and why it is unusable.
         """
         self.layout.prepare()
         for directory in (self.root, self.layout.projects_dir):
             self._sweep(directory)
-        self._tidy_journal_in_background()
 
-    def _tidy_journal_in_background(self) -> None:
-        """Prune and compact the journal, and scrub the text of removals whose scrub a crash (or an
-        older version) left undone — in a daemon thread: reading a full journal takes seconds, and
-        the server must answer `initialize` meanwhile. Dying with the process loses nothing (an
-        in-place scrub is one ``pwrite``; a compaction one rename)."""
-
-        def tidy() -> None:
+        def tidy() -> None:  # in a daemon thread: reading a full journal takes seconds
             try:
                 self.journal.prune()
             except OSError as exc:  # a journal we cannot tidy must not stop the server
@@ -234,17 +191,11 @@ class SharedStore:
     def snapshot(self, scope: str, *, yield_to: Foreground | None = None) -> ScopeSnapshot:
         """The scope's current content, lock-free; the same object while the file is unchanged.
 
-        `yield_to`: a background read (the warm-up) that gives way to the calls of that
-        `Foreground` between the pieces of a whole read (`SnapshotCache.load`).
+        A missing file gives an empty snapshot; lines that do not parse are `CorruptLine`s. Records
+        we acknowledged that this version lacks are reported once (`missing`). `yield_to`: a
+        background read that gives way to that `Foreground`'s calls (`SnapshotCache.load`).
 
-        A missing file gives an empty snapshot. Never raises for bad content: lines that do not
-        parse are kept as `CorruptLine` and reported once.
-
-        When this version of the file lacks records we acknowledged and never removed (an
-        unlocked writer erased them), that is reported once on stderr (`missing`).
-
-        :raises StoreError: the file exists but cannot be read (permissions, I/O error, not a
-            regular file).
+        :raises StoreError: the file exists but cannot be read.
         """
         path = self.scope_path(scope)
         snap = self._snapshots.load(path, scope, yield_to=yield_to)
@@ -252,9 +203,7 @@ class SharedStore:
             self._say_direct(scope, len(snap.records))
         checked = self._checked.get(scope)
         if checked is None or checked.identity != snap.identity:
-            # One check per scope at a time: when the threads of a busy serve all meet a new
-            # version together, one checks it and the others go on; a version they skip is
-            # covered by the next check, which compares the file as it is then with the journal.
+            # One check per scope at a time: a version skipped is covered by the next check.
             with self._state_lock:
                 if scope in self._checking:
                     self.stats["loss_checks_skipped"] += 1
@@ -285,16 +234,9 @@ class SharedStore:
         )
 
     def counters(self) -> dict[str, int]:
-        """How much work this store did so far (tests and the benchmark read these, never the tools).
-
-        ``parses`` (whole files read), ``extends`` (only a grown tail read), ``hits``; the loss
-        checks (``loss_checks_full``: every live journal entry of a scope looked up;
-        ``loss_checks_incremental``: only what was journalled since the last check;
-        ``loss_checks_skipped``: a version another thread was checking meanwhile;
-        ``journal_segment_reads``: journal segments opened, not just lstat'ed); and, for this
-        process, ``id_index_builds`` / ``content_index_builds`` (derivations over every record of a
-        version, as opposed to extending the previous version's).
-        """
+        """How much work this store did so far, for tests and the benchmark: snapshot ``parses``,
+        ``extends``, ``hits``, ``evictions``; ``loss_checks_full`` / ``_incremental`` / ``_skipped``;
+        ``journal_segment_reads``; this process's ``id_index_builds`` / ``content_index_builds``."""
         out = {name: int(value) for name, value in self._snapshots.stats.items()}
         checks = ("loss_checks_full", "loss_checks_incremental", "loss_checks_skipped")
         out.update({name: int(self.stats[name]) for name in checks})
@@ -307,12 +249,9 @@ class SharedStore:
     def _check_losses(self, scope: str, snap: ScopeSnapshot, checked: _Checked | None) -> None:
         """Find (and report once) acknowledged records `snap` lacks, at the cost of what changed.
 
-        A version of the same lineage as the one checked last (it only grew, or this process
-        rewrote it from a version read under the lock) still has every record that one had, bar
-        the ones our tools removed (journalled): only the saves journalled since, and the records
-        already missing, need looking at. Anything else (replaced, shrunk, changed before its old
-        end by another program) is checked against every live journal entry. Either way each id
-        is looked up in the version's id index; no set of all ids is built.
+        A version of the lineage checked last still has every record that one had, bar journalled
+        removals: only the saves journalled since and the ids already missing are looked up. Any
+        other version is checked against every live journal entry.
         """
         try:
             self.journal.refresh()
@@ -355,17 +294,12 @@ class SharedStore:
         return [e for e in lost if e.id not in dropped]
 
     def _confirmed_missing(self, scope: str, snap: ScopeSnapshot, candidates: Sequence[Entry]) -> list[Entry]:
-        """The `candidates` (live journal entries of `scope`) that `snap` lacks — for sure.
-
-        Order matters: the file was read (`snap`), then the journal; a candidate is confirmed
-        by reading the file again and then the journal again. A save is journalled after its
-        commit and a removal before it, so a write racing the check is never taken for a loss.
+        """The `candidates` (live journal entries of `scope`) that `snap` lacks — for sure: each is
+        confirmed by reading the file again, then the journal again (a save is journalled after its
+        commit, a removal before it, so a racing write is never taken for a loss).
 
         :raises OSError: the file or the journal cannot be read.
         """
-        # Nearly every candidate is a save another writer made a moment ago: in `snap`'s newest
-        # records, or appended after we read it. Both looks are cheap; only what neither finds
-        # is looked up in the id index of the re-read version.
         if len(candidates) > snapshots.RECENT:
             left = snapshots.absent(snap, candidates)
         else:
@@ -378,6 +312,14 @@ class SharedStore:
             return []
         self.journal.refresh()
         return self.journal.undoubted(scope, left)  # still live, and no unparseable line may be their removal
+
+    def _refreshed(self) -> bool:
+        """Read what was journalled since (`Journal.refresh`); False when the journal cannot be read."""
+        try:
+            self.journal.refresh()
+        except OSError:
+            return False
+        return True
 
     def _report_missing(self, scope: str, snap: ScopeSnapshot, lost: list[Entry]) -> None:
         key = (scope, frozenset(e.id for e in lost))
@@ -396,9 +338,7 @@ class SharedStore:
 
     def missing(self, scope: str | None = None) -> dict[str, list[Entry]]:
         """Acknowledged, never removed records now absent from their scope file, by scope (read-only)."""
-        try:
-            self.journal.refresh()
-        except OSError:
+        if not self._refreshed():
             return {}
         wanted = [scope] if scope is not None else self.journal.scopes()
         found: dict[str, list[Entry]] = {}
@@ -417,9 +357,7 @@ class SharedStore:
         """Records absent from their scope file that `recover` will not restore because a journal
         line that does not parse mentions them after their save (it may have been their removal),
         by scope, each with the line that raised the doubt (read-only)."""
-        try:
-            self.journal.refresh()
-        except OSError:
+        if not self._refreshed():
             return {}
         found: dict[str, list[Doubt]] = {}
         for name in [scope] if scope is not None else self.journal.scopes():
@@ -430,12 +368,9 @@ class SharedStore:
         return found
 
     def recover(self, scope: str | None = None, *, dry_run: bool = False) -> dict[str, list[Entry]]:
-        """Put back, under each scope's lock, the records `missing` finds: their exact lines, appended.
-
-        Never brings back what our tools forgot or superseded (the journal says so), nor a
-        record whose id is on disk again, nor one whose removal it cannot rule out (`doubtful`),
-        nor a second live copy of a text (`_restorable`). `dry_run`: only find them. Returns what
-        was (or would be) restored, by scope.
+        """Put back, under each scope's lock, the records `missing` finds (their exact lines,
+        appended) unless their id is on disk again or their text is live (`_restorable`); what
+        was (with `dry_run`: would be) restored, by scope.
         """
         restored: dict[str, list[Entry]] = {}
         for name, candidates in self.missing(scope).items():
@@ -514,18 +449,14 @@ class SharedStore:
     ) -> T:
         """One read-modify-write of a scope file under its lock.
 
-        `mutate` gets the content as it is *inside* the lock and returns the change (new lines
-        for a rewrite, an `Append` of new records, or None: nothing to write) and a result.
-        `_commit` writes it, unless an unlocked writer changed the file meanwhile: then we start
-        over on the new content. `after` runs inside the lock once the change is on disk.
+        `mutate` gets the content as it is *inside* the lock and returns the change (new lines, an
+        `Append`, or None) and a result; `_commit` writes it, or we start over when an unlocked
+        writer changed the file meanwhile. `after` runs inside the lock once the change is on disk.
+        `journal` says what the result means for the journal: removals are journalled before the
+        commit, added records after it, both inside the lock and before any acknowledgement.
 
-        The file is read once *before* the lock is taken (readers never lock): a cold parse of a
-        big scope inside the lock would make every other writer wait for it. Inside the lock
-        the cached version is then only checked, or extended by what others appended.
-
-        `journal` says what the result means for the write journal: removals and expiries are
-        journalled before the commit, added records after it — all before the caller can
-        acknowledge anything, and inside the lock, so the journal's order is the commits' order.
+        The file is read once before the lock (a cold parse must not make other writers wait);
+        inside it the cached version is only checked or extended. The fsyncs come after the lock.
         """
         path = self.scope_path(scope)
         self._snapshots.load(path, scope)
@@ -562,13 +493,8 @@ class SharedStore:
         journal: Callable[[T], _Change] | None,
         pending: fileio.Durability,
     ) -> T:
-        """The part of `_transact` inside the scope lock: decide on fresh content, write, journal.
-
-        Only decisions and writes happen here; the fsyncs of an append and of its journal line
-        are left to `pending` (the caller flushes it before acknowledging), so writers do not
-        queue behind each other's disk flushes. Removals are journalled durably *before* the
-        commit, as ever.
-        """
+        """The part of `_transact` inside the scope lock: decide on fresh content, write, journal;
+        the fsyncs of an append and its journal line are left to `pending`."""
         with self._locks.hold(scope):
             self._sweep(os.path.dirname(path))
             attempt = 0
@@ -583,9 +509,9 @@ class SharedStore:
                     self._journal(scope, note, before=True)
                 # No change to the file: only records an unlocked writer erased are removed (journalled).
                 if change is not None and not self._commit(
-                    scope, snap, change, last_try=attempt >= _MAX_REREADS, pending=pending
+                    scope, snap, change, last_try=attempt >= snapshots.MAX_REREADS, pending=pending
                 ):
-                    if attempt >= 2 * _MAX_REREADS:
+                    if attempt >= 2 * snapshots.MAX_REREADS:
                         raise StoreError(
                             msg(
                                 "写入 {path} 失败:写入期间该文件被反复整份替换(有不加锁的写者在同时改它),"
@@ -632,11 +558,8 @@ class SharedStore:
             ) from exc
 
     def _scrub_journal(self) -> None:
-        """Take the text of what was just removed or superseded out of the journal (`Journal.scrub`).
-
-        The removal is committed and journalled already: a scrub that fails is only logged (it
-        stays pending and the next removal or start-up retries it), never an error to the caller.
-        """
+        """Take the text of what was just removed out of the journal (`Journal.scrub`); a failure is
+        only logged (the removal is committed; the scrub stays pending for the next one or start-up)."""
         try:
             self.journal.refresh()
             self.journal.scrub()
@@ -654,47 +577,42 @@ class SharedStore:
         change: Change,
         *,
         last_try: bool,
-        pending: fileio.Durability | None = None,
+        pending: fileio.Durability,
     ) -> bool:
         """The one place a transaction's change reaches the disk; the caller holds the scope lock.
 
-        An `Append` adds whole lines at the end of the file (one write, fsync); a list of lines
-        replaces the file (`_write_lines`). Either way the file must still be the version `snap`
-        was read from: a writer that ignores the lock (an old plugin appending) would otherwise
-        have its line erased by our replace, or our dedupe decision would be stale, so we return
-        False and the transaction starts over on the new content (`last_try`: write anyway).
+        An `Append` adds whole lines at the end (`_append`); a list of lines replaces the file
+        (`_write_lines`). Either way the file must still be the version `snap` was read from, else
+        False: the transaction starts over on the new content (`last_try`: write anyway).
         """
         if isinstance(change, Append):
             return self._append(snap, change.records, last_try=last_try, pending=pending)
         if not last_try and snapshots.identity_of(snap.path) != snap.identity:
             return False
         try:
-            self._write_lines(scope, snap.path, change, lineage=snap.lineage, read=snap)
+            self._write_lines(scope, snap.path, change, read=snap)
         except fileio.Changed:
-            # Replaced or edited in place since we read it (an edit that kept size and mtime
-            # leaves the cached version looking current): read it afresh and start over.
+            # Replaced or edited in place (maybe keeping size and mtime): read it afresh, start over.
             logger.warning("记忆文件 %s 在本次重写提交前被不加锁的写入者改动:已按它的新内容重做", snap.path)
             self._snapshots.drop(snap.path)
             return False
         return True
 
     def _append(
-        self, snap: ScopeSnapshot, new: Sequence[Record], *, last_try: bool, pending: fileio.Durability | None = None
+        self, snap: ScopeSnapshot, new: Sequence[Record], *, last_try: bool, pending: fileio.Durability
     ) -> bool:
-        """Append `new` to the scope file and cache the grown version without reading it back.
-
-        With `pending`, the fsync is left to it (`_transact` flushes it after the lock)."""
+        """Append `new` to the scope file (its fsync left to `pending`) and cache the grown version
+        without reading it back."""
         data = records.render_bytes(new)
-        expect = None if last_try else snap.identity
-        if last_try:
-            # Write whatever the file is now; the cached version no longer describes it.
-            current = snapshots.identity_of(snap.path)
-            expect = current
+        # On the last try, write whatever the file is now (the cached version no longer describes it).
+        expect = snapshots.identity_of(snap.path) if last_try else snap.identity
         st, matched, torn = writing.append_bytes(snap.path, data, expect=expect, defer=pending)
         if not matched:
             return False
         if torn:
-            _warn_torn(snap.path)
+            logger.warning(
+                "记忆文件 %s 末行不完整(可能是写入时进程被中止):已另起一行写入,该行原样保留(不会删除)", snap.path
+            )
         identity = snapshots.stat_identity(st)
         written = len(data) + (1 if torn else 0)
         if snap.identity is not None and expect == snap.identity and identity[2] == snap.identity[2] + written:
@@ -718,15 +636,12 @@ class SharedStore:
             self._snapshots.drop(snap.path)  # someone else wrote too: the next read extends or re-reads
         return True
 
-    def _write_lines(
-        self, scope: str, path: str, lines: list[Line], *, lineage: int | None = None, read: ScopeSnapshot
-    ) -> None:
+    def _write_lines(self, scope: str, path: str, lines: list[Line], *, read: ScopeSnapshot) -> None:
         """Replace the scope file by `lines` and cache the result without reading it back.
 
-        `read`: the version `lines` were made from (read under the lock), which the file must
-        still be right before the rename, bar lines appended since (carried over: `fileio.commit`).
-        `lineage`: its lineage. The new version holds every record that one had except those our
-        tools removed, which the journal knows, so the loss check carries on from it (`_check_losses`).
+        `read`: the version `lines` were made from (under the lock), which the file must still be
+        right before the rename, bar lines appended since (carried over: `fileio.commit`). The new
+        version keeps its lineage: it lacks only what our tools removed (`_check_losses`).
 
         :raises fileio.Changed: the file was replaced or edited meanwhile (nothing written).
         """
@@ -746,7 +661,7 @@ class SharedStore:
             head=probe.head,
             tail=probe.tail,
             newlines=probe.newlines,
-            lineage=lineage,
+            lineage=read.lineage,
         )
         self._snapshots.put(snap)
 
@@ -762,20 +677,14 @@ class SharedStore:
         source: Mapping[str, Any] | None = None,
         merges: Sequence[str] = (),
     ) -> SaveResult:
-        """Append a record to `scope`, unless a live record there has the same content.
+        """Append a record to `scope`, unless a live record there other than the one superseded has
+        the same ``content.strip()`` (then it is returned, ``deduped=True``).
 
-        Dedupe: a non-expired record of that scope whose ``content.strip()`` is the same, other
-        than the one superseded → returned with ``deduped=True``, no line added (superseding a
-        record with its own content and new tags/kind/importance makes a new record).
-        `supersedes` (a full id or a prefix of at least 8 characters naming exactly one
-        non-expired record in any scope) gets ``expiredAt``
-        set to now - 1 ms (readers hide ``expiredAt < now``, so it is hidden at once, even within
-        the same millisecond) and ``updatedAt`` to now — also when the save is deduped, since hiding the old record
-        is what the caller asked for — in the same transaction when it is in this scope, else in
-        a second one afterwards (never two scope locks at once). `merges`: more live records of
-        `scope` the new record replaces (keeping one of a group of near-duplicates), hidden the
-        same way in the same transaction and named in its ``merged`` field. Arguments are not
-        validated here; the tools layer does that.
+        `supersedes` (a full id or ≥ 8-character prefix naming exactly one live record in any
+        scope) gets ``expiredAt = now − 1`` and ``updatedAt = now``, deduped or not: in the same
+        transaction when it is in `scope`, else in a second one afterwards (never two locks at
+        once). `merges`: more live records of `scope` hidden the same way and named in the new
+        record's ``merged``. Arguments are validated by the tools layer, not here.
         """
         target: tuple[str, Record] | None = None
         if supersedes:
@@ -788,8 +697,7 @@ class SharedStore:
                 target = next(iter(live.values()))
         target_id = target[1].id if target is not None else None
         wanted = content.strip()
-        # Build the dedupe index lock-free; inside the lock it is then only extended by what
-        # others appended meanwhile (building it there made 15 other writers wait ~50 ms each).
+        # Build the dedupe index lock-free; inside the lock it is then only extended.
         snapshots.content_index(self.snapshot(scope))
 
         expired: list[str] = []  # ids to journal as superseded (`_expiry`)
@@ -847,16 +755,12 @@ class SharedStore:
         return result
 
     def insert(self, scope: str, new: Sequence[Record], *, dry_run: bool = False) -> tuple[int, int]:
-        """Add whole records to `scope` in one transaction (an import or a restore); ``(added, skipped)``.
+        """Append whole records to `scope` as given (`Record.raw`; the caller makes their ``scope``
+        field `scope`) in one transaction (an import or a restore); ``(added, skipped)``.
 
-        Each record is written exactly as given (`Record.raw`, every field kept); the caller makes
-        sure its ``scope`` field is `scope`. Skipped: a record whose id the scope already holds
-        (or an earlier record of `new` has), and a live record whose stripped content equals that
-        of a live record that was in the scope before this call — the dedupe of `save`. Records
-        of `new` are not deduplicated against each other by content, so restoring a backup into
-        an empty scope gives back every line. One lock, at most one rewrite; nothing is written
-        when nothing is added. `dry_run`: the same count against the file as it is now, without
-        the lock and without writing (an import preview).
+        Skipped: an id the scope (or an earlier record of `new`) has, and a live record whose
+        stripped content a live record already in the scope has (`new` is not deduplicated against
+        itself, so a backup restores every line). `dry_run`: the count only, without lock or write.
         """
         if not new:
             return 0, 0
@@ -895,13 +799,10 @@ class SharedStore:
     def _expiry(
         self, scope: str, snap: ScopeSnapshot, record_id: str, now: int
     ) -> tuple[list[Line] | None, Record | None, list[str]]:
-        """Supersede `record_id` in `snap` (under the scope lock): the new lines (its ``expiredAt``
-        and ``updatedAt`` set to now; None when its line is not there), the record superseded
-        (None: no live record of that id), and the ids to journal as superseded.
-
-        A record an unlocked writer erased (`_erased`) has no line to expire: it is superseded in
-        the journal only, so `recover` never puts it back beside its correction. Erased copies of
-        the superseded text go with it.
+        """Supersede `record_id` in `snap` (under the scope lock): the new lines (None when its line
+        is not there), the record superseded (None: no live record of that id), and the ids to
+        journal as superseded. An erased record (`_erased`) is superseded in the journal only, and
+        erased copies of its text with it, so `recover` never puts them back.
         """
         lines: list[Line] | None = None
         hit: Record | None = None
@@ -919,18 +820,14 @@ class SharedStore:
         return lines, hit, [hit.id, *(r.id for r in erased if r.id != hit.id and r.content.strip() == text)]
 
     def delete_ids(self, ids: Sequence[str], *, erased: list[Record] | None = None) -> list[Record]:
-        """Remove the records with these full ids, wherever they are; return what was removed.
-
-        One lock and one rewrite per affected scope. Ids found in no scope are ignored. A record
-        an unlocked writer already erased from its file (`_erased`) is removed from the journal's
-        live records (`recover` never brings it back) and counts as removed; it is also added to
-        `erased`. So are erased copies of a removed record's text.
+        """Remove the records with these full ids, wherever they are (one transaction per scope);
+        return what was removed. Erased ones (`_erased`), and erased copies of a removed text, are
+        removed in the journal (`recover` never brings them back), returned and added to `erased`.
         """
         wanted = set(ids)
         if not wanted:
             return []
-        with contextlib.suppress(OSError):
-            self.journal.refresh()
+        self._refreshed()
         removed: list[Record] = []
         for scope in dict.fromkeys([*self.discover_scopes(), *self.journal.scopes()]):
             if any(r.id in wanted for r in self.snapshot(scope).records) or any(
@@ -986,19 +883,15 @@ class SharedStore:
 
     def _erased(self, scope: str, snap: ScopeSnapshot) -> list[Record]:
         """Records of `scope` we acknowledged and never removed that `snap` (read under the scope
-        lock) lacks: an unlocked writer erased them, and `recover` would put them back. Parsed
-        from their journal lines; what the loss check found (`_check_losses`), brought up to date."""
+        lock) lacks — erased by an unlocked writer — parsed from their journal lines (`_check_losses`)."""
         checked = self._checked.get(scope)
         if checked is None or checked.identity != snap.identity:
             self._check_losses(scope, snap, checked)
             checked = self._checked.get(scope)
             if checked is None or checked.identity != snap.identity:
                 return []
-        elif checked.missing:
-            try:
-                self.journal.refresh()
-            except OSError:
-                return []
+        elif checked.missing and not self._refreshed():
+            return []
         found: list[Record] = []
         for rid in checked.missing:
             entry = self.journal.live_entry(scope, rid)
@@ -1013,9 +906,7 @@ class SharedStore:
         prefix = key.strip().lower()
         if len(prefix) < 8:
             return []
-        try:
-            self.journal.refresh()
-        except OSError:
+        if not self._refreshed():
             return []
         found: list[Record] = []
         for scope in self.journal.scopes():
@@ -1027,21 +918,12 @@ class SharedStore:
     # -- touches ---------------------------------------------------------------------------
 
     def touch(self, hits: Mapping[str, Sequence[str]]) -> None:
-        """Note search hits (scope → ids); written later, coalesced, one rewrite per scope.
-
-        A background timer flushes after `touch_delay` seconds; `flush`/`close` flush at once.
-        After `close`, touches are written immediately.
-        """
+        """Note search hits (scope → ids), written later and coalesced (`TouchBuffer`)."""
         self._touches.touch(hits)
 
     def flush(self) -> None:
-        """Write pending touches now: per scope one lock and one rewrite.
-
-        ``accessCount`` grows by the number of hits and ``lastAccessedAt`` becomes the latest
-        hit (or stays, if another writer recorded a later one). Ids no longer present are
-        ignored. A scope that cannot be written now (lock timeout, disk error) keeps its touches
-        pending for the next flush; touches are statistics, so the failure is only logged.
-        """
+        """Write pending touches now, one transaction per scope: ``accessCount`` += hits,
+        ``lastAccessedAt`` = the latest. A scope that cannot be written keeps them pending (logged)."""
         self._touches.flush()
 
     def close(self) -> None:

@@ -1,9 +1,6 @@
-"""Parsed versions of scope files, cached by file identity so an unchanged file is never re-parsed.
-
-Parsing is the expensive part of a read, so a snapshot is cached by file identity
-``(st_dev, st_ino, st_size, st_mtime_ns)``. Readers never lock: a scope file is replaced whole or
-appended to, so a read sees one consistent version (one that keeps changing while we read it is
-read again, and after a few tries used uncached).
+"""Parsed versions of scope files, cached by file identity ``(st_dev, st_ino, st_size, st_mtime_ns)``
+so an unchanged file is never re-parsed and one that only grew is extended (docs/design.md: Big
+scopes). Readers never lock: a scope file is replaced whole or appended to.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from dsh_memory_mcp.store import fileio, records, scopes
 from dsh_memory_mcp.store.foreground import Foreground
@@ -29,14 +26,14 @@ from dsh_memory_mcp.store.records import CorruptLine, Line, Record
 from dsh_memory_mcp.store.redact import redacted
 from dsh_memory_mcp.store.writing import unreadable
 
-__all__ = ["Identity", "ScopeSnapshot", "SnapshotCache", "identity_of", "stat_identity"]
+if TYPE_CHECKING:
+    from dsh_memory_mcp.store.journal import Entry
 
 logger = logging.getLogger("dsh_memory_mcp.store.snapshots")
 
 Identity = tuple[int, int, int, int]
 
-#: A file that keeps changing while we read it is re-read this many times before we give up
-#: caching it.
+#: A file that keeps changing while it is read (or written: `SharedStore._locked`) is tried this often.
 MAX_REREADS = 5
 
 _reported: set[tuple[str, str]] = set()
@@ -62,14 +59,9 @@ _ROWS_LOCK = threading.Lock()
 
 
 class Rows(Sequence[Any]):
-    """The first `n` items of an append-only list that the versions of one file share.
-
-    A version that only grew is the old one plus a few lines: copying a 100k-line tuple per save
-    (twice, lines and records) cost ~1 ms, and each copy was a big young object the garbage
-    collector then traversed (~2.5 ms per save at 100k). `extended` appends to the shared list
-    in place when this is its longest view (O(new)), else copies (two successors of one version:
-    rare). A view never changes: items past its `n` are invisible to it. Compares equal to any
-    sequence of the same items (a tuple, a list, another `Rows`).
+    """The first `n` items of an append-only list that the versions of one file share, so a
+    version that only grew costs O(new), not a copy. A view never changes (items past its `n` are
+    invisible to it); it compares equal to any sequence of the same items.
     """
 
     __slots__ = ("_items", "_n")
@@ -161,17 +153,14 @@ class ScopeSnapshot:
     records: Sequence[Record]
     #: Derived data (lexical index, vectors) valid while the file is unchanged.
     cache: dict[str, Any] = field(default_factory=dict, compare=False)
-    #: The first and the last `PROBE_BYTES` bytes of this version (the whole file if shorter):
-    #: a later version of the same inode that starts and ends its old length with exactly these
-    #: bytes only grew, so only its tail needs parsing (`SnapshotCache._extend`).
+    #: The first and the last `PROBE_BYTES` bytes of this version, to recognise a later one that
+    #: only grew (`SnapshotCache._extend`).
     head: bytes = field(default=b"", compare=False, repr=False)
     tail: bytes = field(default=b"", compare=False, repr=False)
     #: Newline characters in the file (the last line number of a complete file).
     newlines: int = field(default=0, compare=False)
-    #: Shared by the versions that descend from one another without losing a line nobody
-    #: journalled: appends (ours or another writer's, recognised by `SnapshotCache._extend`) and
-    #: this process's own rewrites of a version read under the lock. A version parsed whole
-    #: (replaced, shrunk or changed before its old end by someone else) starts a new lineage.
+    #: Shared by versions that descend from one another without losing an unjournalled line
+    #: (appends, our own rewrites under the lock); a version parsed whole starts a new one.
     lineage: int = field(default=0, compare=False)
 
     @property
@@ -195,12 +184,9 @@ def _as_tuple(found: _Found | None) -> tuple[Record, ...]:
 class ContentIndex:
     """Stripped content → the records holding it, in file order: exact dedupe without a scan.
 
-    Keyed by the hash of the stripped content, holding the records (one, or a tuple): the
-    candidates of a lookup are then compared by their text, so it stays exact without keeping a
-    copy of every record's text (they are decoded from the line on demand, `Record.content`).
-    Persistent: `extended` returns a new index sharing this one's big dict, with the new records
-    in a small overlay that is merged once it grows past an eighth of the base, so an append
-    costs O(overlay) and the index of an older snapshot stays valid for that snapshot.
+    Keyed by the hash of the text (candidates are compared by text: no copy of every text kept).
+    Persistent: `extended` shares this one's base and adds a small overlay, merged once past an
+    eighth of the base, so an append costs O(overlay) and older snapshots keep a valid index.
     """
 
     __slots__ = ("_base", "_overlay", "size")
@@ -302,10 +288,7 @@ def _stat_of(path: str) -> os.stat_result | None:
         raise unreadable(path, exc) from exc
 
 
-#: Derived data a new version of a scope file may start from, and the key it gets there. After a
-#: touch or an append the old records' texts are a prefix of the new ones, so the lexical index is
-#: extended instead of rebuilt (`scoring.LexicalIndex.build`): at 50k records that is ~0.25 s, not
-#: ~2.5 s. This is the only index that outlives a file version; nothing of it is kept on disk.
+#: Derived data a new version of a scope file may start from (extended, not rebuilt), and its key there.
 _CARRY_FORWARD = {
     "lexical": "lexical_previous",
     "ids": "ids_previous",
@@ -316,13 +299,8 @@ WRITERS_KEY, WRITERS_PREVIOUS_KEY = "writers", "writers_previous"
 
 
 def carry_forward(old: ScopeSnapshot | None, new: ScopeSnapshot) -> None:
-    """Seed `new` with what `old` derived, or with what `old` itself was seeded with and never used.
-
-    The second case matters under many writers: between two searches a process sees several
-    versions (its own saves, other hosts' appends), and a version nobody searched has only the
-    seed. Dropping it there made the next search rebuild the whole index (a full tokenization
-    of the scope per search with 8 hosts saving and searching at 10k records).
-    """
+    """Seed `new` with what `old` derived, or with `old`'s own seed when nobody used it (a version
+    nobody searched must pass the seed on, or the next search rebuilds the whole index)."""
     if old is None or old.scope != new.scope:
         return
     for key, dest in _CARRY_FORWARD.items():
@@ -333,39 +311,14 @@ def carry_forward(old: ScopeSnapshot | None, new: ScopeSnapshot) -> None:
             new.cache[dest] = value
 
 
-def decode(data: bytes) -> tuple[str, bool]:
-    """The text of a scope file, and whether it needed ``surrogateescape`` (bytes not UTF-8)."""
-    try:
-        return data.decode("utf-8"), False
-    except UnicodeDecodeError:
-        # Only then can a line hold escaped bytes; scanning every text for them cost ~50 ms at 10k.
-        return data.decode("utf-8", "surrogateescape"), True
-
-
-def parse(
-    path: str,
-    data: bytes,
-    previous: ScopeSnapshot | None = None,
-    *,
-    lineno_offset: int = 0,
-    known: Mapping[bytes, Record] | None = None,
-) -> list[Line]:
-    """Every non-blank line of these bytes of a scope file, each keeping its exact bytes.
-
-    Lines unchanged since `previous` (the last version we read or wrote; or `known`, its records
-    by their bytes) are reused as they are, without even decoding them, so a re-read after
-    another process's save parses only what it changed.
-
-    A line that is not UTF-8 is kept as a `CorruptLine` (its text decoded with
-    ``surrogateescape``, so it is written back unchanged; never modified, never dropped) rather
-    than a record we might re-serialise differently.
-    """
-    if known is None and previous is not None:
-        known = {r.raw_bytes: r for r in previous.records}
+def parse(path: str, data: bytes, known: Mapping[bytes, Record] | None = None, lineno_offset: int = 0) -> list[Line]:
+    """The non-blank lines of these bytes of a scope file (`records.parse_bytes`; `known`: records
+    reused by their bytes), corrupt ones numbered from `lineno_offset` and reported once."""
     lines = records.parse_bytes(data, known)
-    for line in lines:
+    for i, line in enumerate(lines):
         if isinstance(line, CorruptLine):
-            report_corrupt(path, CorruptLine(line.raw, line.lineno + lineno_offset))
+            lines[i] = line = CorruptLine(line.raw, line.lineno + lineno_offset)
+            report_corrupt(path, line)
     return lines
 
 
@@ -447,12 +400,9 @@ def appended(
 class IdIndex:
     """Lower-cased ids in sorted order with their positions: an id or id prefix found by bisection.
 
-    `memory_get` and `supersedes` look records up by id prefix, and the loss check looks every
-    acknowledged id up (`has`); scanning every record for each key cost ~150 ms at 100k records.
-    Built once per file version (`COUNTERS["id_index_builds"]`). A version that only grew gets the
-    old index plus a small sorted overlay of the new ids (merged once it passes an eighth of the
-    base), so an append costs O(overlay), never a copy or a sort of every id; a rewrite that kept
-    every id in place (a touch flush) reuses the old tables as they are.
+    Built once per file version (`COUNTERS["id_index_builds"]`); a version that only grew gets a
+    small sorted overlay of the new ids (merged once past an eighth of the base), and one that
+    kept every id in place (a touch flush) reuses the tables.
     """
 
     __slots__ = ("_extra", "_keys", "_positions", "source")
@@ -520,42 +470,19 @@ class IdIndex:
     def has(self, record_id: str) -> bool:
         """Whether a record with exactly this id (case included) is in the source."""
         source = self.source
-        return any(source[pos].id == record_id for pos in self._equal(record_id.lower()))
-
-    def _equal(self, key: str) -> list[int]:
-        keys = self._keys
-        i = bisect.bisect_left(keys, key)
-        found = []
-        while i < len(keys) and keys[i] == key:
-            found.append(self._positions[i])
-            i += 1
-        extra = self._extra
-        j = bisect.bisect_left(extra, (key,))
-        while j < len(extra) and extra[j][0] == key:
-            found.append(extra[j][1])
-            j += 1
-        return found
+        return any(source[pos].id == record_id for pos in self.matching(record_id.lower()))
 
 
 #: How many records from the end of a version `absent` looks through before it asks the id index.
 RECENT = 2048
 
-_E = TypeVar("_E", bound="HasId")
 
+def absent(snap: ScopeSnapshot, wanted: Sequence[Entry], *, recent_only: bool = False) -> list[Entry]:
+    """The journal entries of `wanted` whose id no record of `snap` has.
 
-class HasId(Protocol):
-    @property
-    def id(self) -> str: ...
-
-
-def absent(snap: ScopeSnapshot, wanted: Sequence[_E], *, recent_only: bool = False) -> list[_E]:
-    """The items of `wanted` (anything with an ``id``) whose id no record of `snap` has.
-
-    The loss check asks this for every version it sees, about the saves journalled since the
-    last check: nearly always records appended a moment ago. So they are first looked for among
-    the last `RECENT` records, from the end backwards (stopping once all are found); only what is
-    left goes through the id index (whose first build sorts every id, ~100 ms at 50k records).
-    `recent_only`: stop after the recent records; what is returned may then be further up.
+    Looked for first among the last `RECENT` records (the loss check asks about saves made a
+    moment ago), then in the id index. `recent_only`: stop after those; what is returned may then
+    be further up.
     """
     if not wanted:
         return []
@@ -588,7 +515,7 @@ def id_index(snap: ScopeSnapshot) -> IdIndex:
         return index
     previous = snap.cache.get("ids_previous")
     recs = snap.records
-    if isinstance(previous, IdIndex) and previous.size <= len(recs) and _starts_with(recs, previous.source):
+    if isinstance(previous, IdIndex) and previous.size <= len(recs) and _rows(recs).starts_with(previous.source):
         index = previous.extended(recs) if previous.size < len(recs) else previous.reused(recs)
     elif isinstance(previous, IdIndex) and _same_ids(previous.source, recs):
         index = previous.reused(recs)
@@ -599,18 +526,8 @@ def id_index(snap: ScopeSnapshot) -> IdIndex:
     return index
 
 
-def _starts_with(recs: Sequence[Record], prefix: Sequence[Record]) -> bool:
-    """Whether `recs` begins with exactly the records of `prefix` (the same objects: an append)."""
-    if isinstance(recs, Rows):
-        return recs.starts_with(prefix)
-    n = len(prefix)
-    return n <= len(recs) and tuple(recs[:n]) == tuple(prefix)
-
-
 #: Pauses (seconds) before a last line without its newline counts as torn (a writer killed mid-line)
-#: rather than as an append still being copied in: the kernel makes a write visible page by page,
-#: so a reader can see the first part of a line that crosses a page boundary. Caching that as a
-#: corrupt line made the next read re-parse the whole file (inside the scope lock for a writer).
+#: rather than as an append still being copied in (a write becomes visible page by page).
 _UNTERMINATED_RECHECKS = (0.001, 0.002, 0.004)
 
 
@@ -623,8 +540,7 @@ def _stays_unterminated(fd: int, size: int) -> bool:
     return True
 
 
-#: A scope file is read and parsed in pieces of this many bytes (cut at a newline): the whole
-#: file's text at once (UTF-16-wide as soon as one line has Chinese) was the peak of a cold read.
+#: A scope file is read and parsed in pieces of this many bytes (cut at a newline), bounding memory.
 READ_CHUNK = 1 << 20
 
 
@@ -652,16 +568,12 @@ def _read_lines(
     probes: tuple[bytes, bytes] | None = None,
     pause: Callable[[], object] | None = None,
 ) -> _Read | None:
-    """Parse the lines of the open file `f` from `start` on, in `READ_CHUNK` pieces; None: read it again.
+    """Parse the lines of the open file `f` from `start` up to its size when opened, in `READ_CHUNK`
+    pieces (the identity says how far it went); None: it shrank or the bytes read changed meanwhile.
 
-    What is read is what was there when it was opened: up to its size then. Bytes appended while
-    we read are left for the next read (the result's identity says how far it went; the cache
-    then extends from there). A file that shrank, or whose bytes we read changed meanwhile (an
-    in-place rewrite, seen by its probes), gives None. A last line without its newline is an
-    append still being copied in when the file grew past it (left for the next read), else a torn
-    line once it stayed so for a moment (`_stays_unterminated`), kept as a corrupt line.
-    `probes`: the head and tail of the version the bytes from `start` extend. `pause` is called
-    between pieces (a background read giving way to calls: `SnapshotCache.load`).
+    A last line without its newline is an append still being copied in when the file grew past it
+    (left for the next read), else a torn line once it stayed so (`_stays_unterminated`). `probes`:
+    head and tail of the version the bytes from `start` extend. `pause` is called between pieces.
     """
     fd = f.fileno()
     st = os.fstat(fd)
@@ -690,7 +602,7 @@ def _read_lines(
         if len(first) < PROBE_BYTES:
             first = (first + done)[:PROBE_BYTES]
         last = (last + done)[-PROBE_BYTES:] if len(done) < PROBE_BYTES else done[-PROBE_BYTES:]
-        lines.extend(_parse_chunk(path, done, known, lineno_offset + newlines))
+        lines.extend(parse(path, done, known, lineno_offset + newlines))
         newlines += done.count(b"\n")
         if pause is not None and pos < size:
             pause()
@@ -703,7 +615,7 @@ def _read_lines(
             covered -= len(rest)  # an append being copied in: the next read takes it whole
             rest = b""
         elif _stays_unterminated(fd, size):
-            lines.extend(_parse_chunk(path, rest, known, lineno_offset + newlines))
+            lines.extend(parse(path, rest, known, lineno_offset + newlines))
             first = (first + rest)[:PROBE_BYTES] if len(first) < PROBE_BYTES else first
             last = (last + rest)[-PROBE_BYTES:]
         else:
@@ -727,14 +639,6 @@ def _read_lines(
     return _Read(lines, (st.st_dev, st.st_ino, covered, st.st_mtime_ns), head, tail, probe, newlines)
 
 
-def _parse_chunk(path: str, data: bytes, known: Mapping[bytes, Record] | None, lineno_offset: int) -> list[Line]:
-    """The lines of `data` (whole lines of a scope file), corrupt ones numbered from `lineno_offset`."""
-    lines = parse(path, data, lineno_offset=lineno_offset, known=known)
-    if lineno_offset:
-        lines = [CorruptLine(x.raw, x.lineno + lineno_offset) if isinstance(x, CorruptLine) else x for x in lines]
-    return lines
-
-
 class _Parsing:
     """The whole-read lock of one file, with how many threads use it and how many wait for it."""
 
@@ -750,14 +654,9 @@ class _Parsing:
 
 
 class SnapshotCache:
-    """The latest snapshot of scope files this process read or wrote, by path; bounded (LRU).
-
-    Thread-safe. `load` is lock-free with respect to other processes; `put` records a version
-    this process just wrote (so it is not read back). A long-lived process (`serve`) would
-    otherwise keep every scope it ever read: past `max_entries` files or `max_records` records
-    in all, the least recently used snapshots are dropped (the one just used never is), and are
-    simply parsed again when next needed.
-    """
+    """The latest snapshot of scope files this process read or wrote, by path; thread-safe. `put`
+    records a version this process wrote (not read back). Past `max_entries` files or `max_records`
+    records the least recently used are dropped (never the one just used)."""
 
     def __init__(
         self,
@@ -827,13 +726,9 @@ class SnapshotCache:
         return self.load(path, None).scope
 
     def _scope_from_head(self, path: str) -> str | None:
-        """The scope a discovery would find, from the file's first `NAME_HEAD_BYTES` only: the
-        first record naming this file's scope is the first such line of the whole file too. None
-        when the head's complete lines name none (then the whole file is read, as before).
-
-        Discovering a store's scopes parsed every project file whole to learn each one's name: a
-        get by id in the bench's 100k store read 33k records of two unrelated projects just to name them.
-        """
+        """The scope a discovery would find, from the file's first `NAME_HEAD_BYTES` only (the first
+        record naming this file's scope is the first such line of the whole file); None when its
+        complete lines name none."""
         try:
             with open(fileio.open_regular(path), "rb") as f:
                 identity = stat_identity(os.fstat(f.fileno()))
@@ -852,8 +747,7 @@ class SnapshotCache:
 
     @contextlib.contextmanager
     def _whole_read(self, path: str) -> Iterator[_Parsing]:
-        """Hold `path`'s whole-read lock: one per file, so a read of one scope never waits for
-        another's (striped locks made a save wait for the warm-up's read of an unrelated scope)."""
+        """Hold `path`'s whole-read lock (one per file: a read never waits for another file's)."""
         with self._lock:
             entry = self._parsing.get(path)
             if entry is None:
@@ -879,14 +773,10 @@ class SnapshotCache:
                     del self._parsing[path]
 
     def load(self, path: str, scope: str | None, *, yield_to: Foreground | None = None) -> ScopeSnapshot:
-        """The cached snapshot of `path` if its identity is unchanged, else a fresh parse.
-
-        A file that only grew since the cached version (same inode, the cached version's first and
-        last bytes still in place) is extended: only the new tail is read and parsed.
-        `scope` None (discovery) takes the scope from the records (the one whose sha1 is the
-        file name) and gives it as ``""`` when none matches. `yield_to`: a background read, which
-        pauses between its pieces while calls run — unless another thread waits for this read.
-        """
+        """The cached snapshot of `path` if its identity is unchanged, extended if it only grew
+        (`_extend`), else a fresh parse. `scope` None (discovery): taken from the records (`scope_of`).
+        `yield_to`: a background read pausing between pieces while calls run, unless another thread
+        waits for it."""
         identity: Identity | None = None
         for _ in range(MAX_REREADS):
             st = _stat_of(path)
@@ -942,15 +832,9 @@ class SnapshotCache:
         return make(path, scope if scope is not None else self.scope_of(path, lines), identity, lines)
 
     def _extend(self, old: ScopeSnapshot, identity: Identity) -> ScopeSnapshot | None:
-        """`old` extended by what was appended to its file since, or None when it did not only grow.
-
-        Safe and cheap: the same inode (a replaced file has a new one) that is longer, whose first
-        and last `PROBE_BYTES` bytes up to the old length are the ones `old` had. A rewrite that
-        changes a line's length shifts everything after it, so it fails the end probe; a
-        same-length change in the middle of a replaced file that happens to reuse the inode
-        number is the one case not seen (only `accessCount` digits can do that, and only if a
-        second replace got the freed inode back). An old version without a final newline (torn)
-        is re-read whole, since its last line may have been completed.
+        """`old` extended by what was appended to its file since, or None when it did not only grow:
+        the same inode, longer, its first and last `PROBE_BYTES` up to the old length unchanged (a
+        rewrite changing a line's length fails the end probe). A torn `old` is re-read whole.
         """
         if (
             old.identity is None

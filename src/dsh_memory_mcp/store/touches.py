@@ -1,11 +1,6 @@
-"""The access-count buffer: search hits are counted in memory and written later, coalesced.
-
-A hit raises ``accessCount`` and ``lastAccessedAt`` of a record, which means rewriting its scope
-file. Doing that per search would rewrite the world on every query, so hits wait here and a
-background timer writes them, one rewrite per scope, `delay` seconds after the first pending hit,
-and never rewrites one scope more than once per `interval` seconds (a busy `serve` searching a
-100k-record scope would otherwise rewrite ~30 MB every `delay`); `flush`/`close` (and interpreter
-exit) write everything at once.
+"""The access-count buffer: search hits (``accessCount``, ``lastAccessedAt``) wait here and a
+background timer writes them, one rewrite per scope, `delay` seconds after the first pending hit
+and at most once per `interval` per scope; `flush`/`close` (and interpreter exit) write at once.
 """
 
 from __future__ import annotations
@@ -19,8 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 from dsh_memory_mcp.errors import DshMemoryError
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
-
-__all__ = ["Hits", "TouchBuffer"]
 
 logger = logging.getLogger("dsh_memory_mcp.store.touches")
 

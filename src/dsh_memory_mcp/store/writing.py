@@ -1,9 +1,5 @@
-"""Putting bytes of store files on disk, with the store's coded errors.
-
-`replace_file` replaces a file whole (`fileio.commit`: unique tmp → fsync → rename → fsync dir);
-`encoded_chunks` renders scope lines for it in pieces; `append_bytes` adds whole lines at the end
-(one write, fsync) under the scope lock, repairing a torn tail.
-"""
+"""Putting bytes of store files on disk, with the store's coded errors: `replace_file` (whole,
+`fileio.commit`) and `append_bytes` (whole lines at the end, under the scope lock)."""
 
 from __future__ import annotations
 
@@ -17,32 +13,20 @@ from dsh_memory_mcp.store import fileio, records
 from dsh_memory_mcp.store.records import Line
 from dsh_memory_mcp.texts import msg
 
-__all__ = ["Probe", "append_bytes", "encoded_chunks", "replace_file", "sync_file", "unreadable"]
-
 #: Lines per write when a scope file is rewritten.
 _WRITE_CHUNK = 1000
 
 
 def encoded_chunks(lines: Sequence[Line]) -> Iterator[bytes]:
-    """The file's bytes in pieces: rendering a 50k-record file into one string and one bytes
-    object at once cost ~60 MB of peak memory that glibc then kept."""
+    """The file's bytes in pieces of `_WRITE_CHUNK` lines (bounding peak memory)."""
     for start in range(0, len(lines), _WRITE_CHUNK):
         chunk = lines[start : start + _WRITE_CHUNK]
         yield records.render_bytes(chunk)
 
 
 def replace_file(path: str, data: bytes | Iterable[bytes], *, read: fileio.Read | None = None) -> os.stat_result:
-    """Replace `path` by `data`: unique tmp in the same directory, fsync, rename, fsync the dir.
-
-    Returns the stat of the written file, taken from the tmp's descriptor *before* the rename:
-    a stat after the rename could already include another writer's append, and caching our
-    lines under that identity would hide the append. The tmp is 0o600 (`mkstemp`), so is the
-    result. On any failure the tmp is removed and the old file is untouched.
-
-    A symlinked file is written through to its target, and the link kept (`fileio.write_target`);
-    a FIFO, device or directory in its place is refused.
-
-    `read`: what `data` was made from, checked right before the rename (`fileio.commit`).
+    """Replace `path` (a symlink: its target, `fileio.write_target`) by `data` with `fileio.commit`
+    (0o600; `read`: what `data` was made from); the stat of the tmp before the rename.
 
     :raises fileio.Changed: the file is no longer what `read` describes (nothing written).
     :raises StoreError: from any other `OSError`, with the path and the reason in Chinese.
@@ -97,8 +81,7 @@ def _read_at(fd: int, offset: int, n: int) -> bytes:
 
 
 class Probe:
-    """Wraps the chunks of a rewrite and keeps what a snapshot needs of them: the first and last
-    `PROBE_BYTES` bytes and the newline count, without holding the whole file."""
+    """Wraps the chunks of a rewrite, keeping their first and last `keep` bytes and newline count."""
 
     def __init__(self, chunks: Iterable[bytes], keep: int) -> None:
         self._chunks = chunks
@@ -141,20 +124,13 @@ def sync_file(path: str) -> None:
 def append_bytes(
     path: str, data: bytes, *, expect: tuple[int, int, int, int] | None, defer: fileio.Durability | None = None
 ) -> tuple[os.stat_result, bool, bool]:
-    """Append `data` (whole lines) to `path` in one write, fsync; the caller holds the scope lock.
+    """Append `data` (whole lines) to `path` in one write; the caller holds the scope lock. The
+    fsync is left to `defer` when given (the descriptor is handed over), else done here.
 
-    With `defer`, the fsync is left to `defer.sync()` (after the lock is released, before the
-    caller acknowledges): the descriptor is handed over instead of closed.
-
-    `expect` is the identity ``(dev, ino, size, mtime_ns)`` the caller's snapshot has (None: the
-    file did not exist). Returns ``(stat after, matched, torn)``: `matched` False means the file
-    was not `expect` when opened (an unlocked writer changed it) and nothing was written, or that
-    it was replaced while we wrote (our bytes went to the old inode); `torn`
-    True means the file did not end with a newline, so one was written first: the unfinished last
-    line stays a line of its own (kept as a corrupt line), never glued to ours.
-
-    On a failed or short write the file is cut back to its old length, so a failed save leaves
-    the old file intact.
+    `expect`: the identity the caller's snapshot has (None: no file). Returns ``(stat after,
+    matched, torn)``: `matched` False when the file was not `expect` (nothing written) or was
+    replaced while we wrote; `torn` when it lacked its final newline, written first so the
+    unfinished line stays its own. A failed write is cut back to the old length.
 
     :raises StoreError: the file cannot be opened or written.
     """
