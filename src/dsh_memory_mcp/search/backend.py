@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.search.sidecar import Header
     from dsh_memory_mcp.store.shared import SharedStore
 
-__all__ = ["QUERY_BUDGET", "WRITE_BUDGET", "Backend"]
-
 #: Seconds a search may spend on its query embedding before answering lexically (docs/design.md: Embedding backend).
 QUERY_BUDGET = 0.3
 #: Seconds for one embedding request on the write/backfill path (whole records on a CPU).
@@ -185,7 +183,7 @@ class Backend:
             from dsh_memory_mcp.search.embedding import input_scheme
 
             client.scheme = input_scheme(info)
-            client.breaker.reset()
+            client.breaker.record_success()  # a fresh backend gets a clean slate
             probe = client.embed(["dimension probe"], timeout=WRITE_BUDGET)
             self._info = info
             self.calibration = self._calibration(model_id, len(probe[0]), info)

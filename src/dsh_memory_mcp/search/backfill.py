@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.search.writes import SidecarWriter
     from dsh_memory_mcp.store.shared import SharedStore
 
-__all__ = ["BACKFILL_BATCH", "Backfill"]
-
 #: Records per backfill request: small enough that a search embedding is never stuck behind a
 #: long batch on a 2-core machine, large enough to amortise the HTTP round trip.
 BACKFILL_BATCH = 16

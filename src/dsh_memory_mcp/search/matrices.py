@@ -25,8 +25,6 @@ if TYPE_CHECKING:  # numpy loads only when vectors are on
     from dsh_memory_mcp.search.sidecar import Header
     from dsh_memory_mcp.store.shared import ScopeSnapshot
 
-__all__ = ["MAX_CACHED_BYTES", "MAX_CACHED_SCOPES", "MatrixCache", "ScopeVectors"]
-
 #: The matrices of at most this many scopes stay in memory…
 MAX_CACHED_SCOPES = 64
 #: …and at most this many bytes of them (≈170k rows of 384 float32s); the scope in use always stays.

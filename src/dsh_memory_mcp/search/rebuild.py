@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.search.writes import SidecarWriter
     from dsh_memory_mcp.store.shared import SharedStore
 
-__all__ = ["rebuild"]
-
 
 def rebuild(
     backend: Backend,
@@ -73,7 +71,7 @@ def rebuild(
             if progress is not None:
                 progress(done, total)
         header = backend.header()
-        path = writer.vec_path(scope)
+        path = store.layout.vec_path(scope)
         if header is None or (not entries and not os.path.exists(path)):
             continue
         rows: list[tuple[str, npt.NDArray[np.float32]]] = []

@@ -1,36 +1,18 @@
-"""`VectorChannel`: the optional semantic half of hybrid search (docs/design.md: Search, Embedding
-backend), as one facade.
+"""`VectorChannel`: the optional semantic half of hybrid search, as one facade (docs/design.md:
+Search, Embedding backend).
 
-It answers one question for a search — which records pass the model's relevance gate, and how
-likely each is to be relevant (`search.calibration`) — and keeps the `.vec` sidecars filled: a
-saved record is embedded and appended, a deleted one is removed, and records without a vector
-(saved while the backend was down, by another writer, or voided by a model change) are
-backfilled in the background. The jobs live in their own modules:
+It answers which records pass the model's relevance gate and how likely each is to be relevant
+(`search.calibration`), and keeps the `.vec` sidecars filled through `search.backend`,
+`search.matrices`, `search.writes`, `search.backfill` and `search.rebuild`. Off, slow or dead
+must never cost the caller anything: off or unconfigured, every method is a no-op and numpy and
+httpx are not imported; not ready, a search gets ``{}`` at once; slow, it answers lexically after
+its budget; dead, the breaker stops requests.
 
-* `search.backend` — reach a ready backend (spawn/reuse llama-server or an endpoint), model and width;
-* `search.matrices` — the bounded cache of per-scope matrices and the query's cosines;
-* `search.writes` — the queue of saves to embed, sidecar appends, the delete hook;
-* `search.backfill` — dirty scopes and one backfill batch per turn;
-* `search.rebuild` — whole-sidecar rebuilds for the `reembed` command.
+Read-only (``read_only=True``, the human read commands) writes nothing under the store: no
+backfill, no embed-on-save or delete hook, and a missing calibration is kept in memory only.
 
-It must never cost the caller anything when the backend is off, slow or dead:
-
-* Off (``DSH_MEMORY_VECTOR=off``) or unconfigured: every method is a no-op; numpy and httpx are
-  not even imported (cold start), and no sidecar is written.
-* Not ready yet (llama-server still loading): a search gets ``{}`` at once, no request.
-* Slow: a query embedding gets its budget (300 ms, more when recent ones were slower, ≤ 1 s),
-  then the search answers lexically and says so; the request finishes in the background and
-  the next identical query uses its vector (`search.queries`).
-* Dead: the client's circuit breaker stops requests (1 s → 2 s → … ≤ 30 s), and the worker
-  checks whether the backend vanished, spawning a new one if it was local.
-
-Read-only (``read_only=True``, the human read commands): the channel answers searches from the
-sidecars as they are and writes nothing under the store: no backfill, no embed-on-save or
-delete hook, and the model's calibration is computed in memory when none is cached, never saved.
-
-All network and spawn work happens on one long-lived worker thread. It must be the thread that
-spawns llama-server: PR_SET_PDEATHSIG fires when the *spawning thread* exits, so a short-lived
-thread would take the child down with it.
+All network and spawn work happens on one long-lived worker thread: PR_SET_PDEATHSIG fires when
+the *spawning thread* exits, so a short-lived thread would take llama-server down with it.
 """
 
 from __future__ import annotations
@@ -44,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from dsh_memory_mcp.config import VectorSettings
 from dsh_memory_mcp.errors import EmbeddingUnavailable
-from dsh_memory_mcp.search.backend import QUERY_BUDGET, WRITE_BUDGET, Backend
-from dsh_memory_mcp.search.backfill import BACKFILL_BATCH, Backfill
+from dsh_memory_mcp.search.backend import QUERY_BUDGET, Backend
+from dsh_memory_mcp.search.backfill import Backfill
 from dsh_memory_mcp.search.matrices import MatrixCache
 from dsh_memory_mcp.search.queries import LET_FINISH, PendingQuery, QueryEmbedder
-from dsh_memory_mcp.search.writes import SidecarWriter, WriteQueue, sidecar_path
+from dsh_memory_mcp.search.writes import SidecarWriter, WriteQueue
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.texts import msg
@@ -56,22 +38,9 @@ from dsh_memory_mcp.texts import msg
 if TYPE_CHECKING:
     from dsh_memory_mcp.store.shared import ScopeSnapshot, SharedStore
 
-__all__ = [
-    "BACKFILL_BATCH",
-    "ENABLE_HINT",
-    "MAX_CANDIDATES",
-    "MIN_COSINE",
-    "QUERY_BUDGET",
-    "WRITE_BUDGET",
-    "PendingSearch",
-    "VectorAnswer",
-    "VectorChannel",
-]
-
 logger = logging.getLogger("dsh_memory_mcp.search.vectors")
 
-#: Candidates below this cosine are noise; at most this many go to the ranking (docs/design.md: Search).
-MIN_COSINE = 0.5
+#: At most this many vector candidates go to the ranking (docs/design.md: Search).
 MAX_CANDIDATES = 30
 #: Idle worker rescans every scope this often, to pick up records other writers left unembedded.
 RESCAN_INTERVAL = 60.0
@@ -163,7 +132,7 @@ class VectorChannel:
             persist_calibration=not read_only,
             clock=clock,
         )
-        self._cache = MatrixCache(lambda scope: sidecar_path(store, scope))
+        self._cache = MatrixCache(lambda scope: store.layout.vec_path(scope))
         self._backfill = Backfill(self._backend, self._cache, store, self._log, on_dirty=self._work_arrived)
         self._writer = SidecarWriter(self._backend, store, self._log, mark_dirty=self._backfill.mark)
         self._backfill.writer = self._writer
@@ -296,13 +265,10 @@ class VectorChannel:
     def start_query(self, query: str, *, budget: float | None = None) -> PendingSearch:
         """Start embedding `query` now (its search collects it with `finish` after the lexical half).
 
-        The gate and the score are the model's calibration (`search.calibration`): for models
-        whose unrelated texts stay well below 0.5 the gate is the seed's "cosine ≥ 0.5"; the
-        score is 0.5 + 0.5·P(relevant) from the query's own background. The budget is
-        `search.queries`' adaptive one (300 ms … 1 s) unless given (evaluations pass more). Never
-        raises; when the vector half cannot take part the answer
-        says why (off, not ready — a search that arrives while the first probe is under way waits
-        for it within its budget —, breaker open, over budget, busy, failed).
+        The budget is `search.queries`' adaptive one unless given (evaluations pass more). Never
+        raises; when the vector half cannot take part the answer says why (off, not ready — a
+        search arriving during the first probe waits for it within its budget —, breaker open,
+        over budget, busy, failed).
         """
         if not self._active:
             return PendingSearch(self, query, None, VectorAnswer({}, "off"), time.monotonic(), 0.0)
@@ -468,11 +434,10 @@ class VectorChannel:
     # -- rebuild and figures ---------------------------------------------------------------
 
     def reembed(self, scopes: Sequence[str], progress: Callable[[int, int], None] | None = None) -> int:
-        """Rebuild the sidecars of `scopes` from scratch: one vector per live record; the count written.
+        """Rebuild the sidecars of `scopes` from scratch (`search.rebuild.rebuild`); the count written.
 
         When the channel was not started, the backend is brought up on the calling thread (which
-        may spawn llama-server: `close` stops it); the worker is never started. See
-        `search.rebuild.rebuild` for the rest.
+        may spawn llama-server: `close` stops it); the worker is never started.
 
         :raises EmbeddingUnavailable: vectors off or unconfigured, the backend cannot be reached,
             embedding keeps failing, or the model's width changed during the rebuild.

@@ -23,16 +23,9 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.search.matrices import MatrixCache
     from dsh_memory_mcp.store.shared import SharedStore
 
-__all__ = ["MAX_PENDING_SAVES", "SAVE_BATCH", "SidecarWriter", "WriteQueue", "sidecar_path"]
-
 #: Saved records embedded per request.
 SAVE_BATCH = 32
 MAX_PENDING_SAVES = 10_000
-
-
-def sidecar_path(store: SharedStore, scope: str) -> str:
-    """``<scope file>.vec``: the scope file's name with ``.jsonl`` replaced."""
-    return store.layout.vec_path(scope)
 
 
 class SidecarWriter:
@@ -46,9 +39,6 @@ class SidecarWriter:
         self.log = log
         self.mark_dirty = mark_dirty
 
-    def vec_path(self, scope: str) -> str:
-        return sidecar_path(self.store, scope)
-
     def write(self, scope: str, entries: list[tuple[str, list[float]]]) -> None:
         """Append `entries` to the scope's sidecar; create or re-head it under the scope lock."""
         from dsh_memory_mcp.search import sidecar
@@ -58,7 +48,7 @@ class SidecarWriter:
             return
         normalised = sidecar.l2_normalise([vec for _, vec in entries])
         rows = [(rid, normalised[i]) for i, (rid, _) in enumerate(entries)]
-        path = self.vec_path(scope)
+        path = self.store.layout.vec_path(scope)
         try:
             if sidecar.append(path, header, rows):
                 return
