@@ -2,11 +2,8 @@
 
 It owns the HTTP client and, for a local llama-server, the lifecycle manager; it learns the
 model's id and width (the sidecar header), notices a width change (a swapped model), and turns
-failures into a status line, one WARNING per new reason, and a request to the worker to check
-whether a local backend vanished. It never touches sidecars or the store's records.
-
-Everything that may block (spawning, waiting for /health, embedding) runs on the channel's
-worker thread, except `embed_query`, which a search calls within its budget.
+failures into a status line and one WARNING per new reason. Everything that may block runs on the
+channel's worker thread, except a search's query embedding. It never touches sidecars or records.
 """
 
 from __future__ import annotations
@@ -88,12 +85,7 @@ class Backend:
     # -- state -----------------------------------------------------------------------------
 
     def header(self) -> Header | None:
-        """The sidecar header vectors are written and read under: model id (+ input scheme) and width.
-
-        Memories embedded under another input scheme live in another space: for e5 as passages
-        the id gets ``+passage``, so a sidecar embedded the old way (``query: `` on both sides)
-        no longer matches and is voided and re-embedded by the backfill, never mixed.
-        """
+        """The sidecar header vectors are written and read under: model id (+ input scheme) and width."""
         dims = self.dims
         if dims is None:
             return None
@@ -217,7 +209,7 @@ class Backend:
         return True
 
     def recalibrate(self) -> bool:
-        """Calibrate the current model again (its width changed while running); False if nothing to do.
+        """Calibrate the current model again (its width changed); False if nothing to do.
 
         A failed attempt is left to the breaker's pacing (the worker waits it out, then tries again).
         """
@@ -276,11 +268,8 @@ class Backend:
                 raise EmbeddingUnavailable(msg("嵌入服务 {endpoint} 一直在加载模型", endpoint=self.settings.endpoint))
 
     def _pick_model_id(self, origin: str, served: str | None) -> str:
-        """The id for sidecar headers: the model that actually produces the vectors.
-
-        A reused server may be DSH's with another model than ours; writing its vectors under our
-        model's header would mix two spaces in one file, so its own model wins (with a warning).
-        """
+        """The id for sidecar headers: the model that actually produces the vectors (a reused
+        server's own model wins over ours, with a warning, so two spaces never mix in one file)."""
         configured = self.settings.model_id
         if origin == "spawned" or not served or served == configured:
             return configured
@@ -315,11 +304,8 @@ class Backend:
         return False
 
     def embedding_failed(self, exc: EmbeddingUnavailable) -> None:
-        """A request failed: have the worker check whether a local backend is gone.
-
-        Not when the breaker refused to send one: that would turn "no request while open" into
-        a health probe per search.
-        """
+        """A request failed: have the worker check whether a local backend is gone (not when the
+        breaker refused to send one: that would make a health probe of every search)."""
         from dsh_memory_mcp.search.embedding import BreakerOpen
 
         if isinstance(exc, BreakerOpen):

@@ -90,6 +90,14 @@ def l2_normalise(matrix: npt.ArrayLike) -> Matrix:
     return out
 
 
+def normalised_rows(entries: Sequence[tuple[str, list[float]]]) -> list[tuple[str, Matrix]]:
+    """`(id, raw vector)` pairs as `(id, unit float32 row)` pairs, for `append` or `write`."""
+    if not entries:
+        return []
+    normalised = l2_normalise([vec for _, vec in entries])
+    return [(rid, normalised[i]) for i, (rid, _) in enumerate(entries)]
+
+
 def entry_line(record_id: str, vector: npt.ArrayLike) -> str:
     """One body line: base64 of the raw little-endian float32 bytes (what DSH's `Float32Array` holds)."""
     encoded = base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")

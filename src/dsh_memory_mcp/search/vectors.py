@@ -3,7 +3,7 @@ Search, Embedding backend).
 
 It answers which records pass the model's relevance gate and how likely each is to be relevant
 (`search.calibration`), and keeps the `.vec` sidecars filled through `search.backend`,
-`search.matrices`, `search.writes`, `search.backfill` and `search.rebuild`. Off, slow or dead
+`search.matrices`, `search.writes` and `search.backfill`. Off, slow or dead
 must never cost the caller anything: off or unconfigured, every method is a no-op and numpy and
 httpx are not imported; not ready, a search gets ``{}`` at once; slow, it answers lexically after
 its budget; dead, the breaker stops requests.
@@ -18,6 +18,7 @@ the *spawning thread* exits, so a short-lived thread would take llama-server dow
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,9 +31,9 @@ from dsh_memory_mcp.search.backend import QUERY_BUDGET, Backend
 from dsh_memory_mcp.search.backfill import Backfill
 from dsh_memory_mcp.search.matrices import MatrixCache
 from dsh_memory_mcp.search.queries import LET_FINISH, PendingQuery, QueryEmbedder
-from dsh_memory_mcp.search.writes import SidecarWriter, WriteQueue
+from dsh_memory_mcp.search.writes import SAVE_BATCH, SidecarWriter, WriteQueue
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
-from dsh_memory_mcp.store.records import Record
+from dsh_memory_mcp.store.records import Record, now_ms
 from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
@@ -62,30 +63,22 @@ class VectorAnswer:
     reason: str | None = None
 
 
+@dataclass(frozen=True)
 class PendingSearch:
     """A search's vector half under way (`VectorChannel.start_query`); `finish` gives its answer."""
 
-    def __init__(
-        self,
-        channel: VectorChannel,
-        query: str,
-        pending: PendingQuery | None,
-        early: VectorAnswer | None,
-        t0: float,
-        budget: float,
-    ) -> None:
-        self._channel = channel
-        self._query = query
-        self._pending = pending
-        self._early = early
-        self._t0 = t0
-        self._budget = budget
+    channel: VectorChannel
+    query: str
+    pending: PendingQuery | None
+    early: VectorAnswer | None
+    t0: float
+    budget: float
 
     def finish(self, snapshots: Sequence[ScopeSnapshot]) -> VectorAnswer:
         """Wait for the query vector within what is left of the budget and score `snapshots`."""
-        if self._early is not None:
-            return self._early
-        return self._channel._finish(self._query, self._pending, self._t0, self._budget, snapshots)
+        if self.early is not None:
+            return self.early
+        return self.channel._finish(self.query, self.pending, self.t0, self.budget, snapshots)
 
 
 class VectorChannel:
@@ -434,16 +427,17 @@ class VectorChannel:
     # -- rebuild and figures ---------------------------------------------------------------
 
     def reembed(self, scopes: Sequence[str], progress: Callable[[int, int], None] | None = None) -> int:
-        """Rebuild the sidecars of `scopes` from scratch (`search.rebuild.rebuild`); the count written.
+        """Rewrite the sidecars of `scopes` whole, one fresh vector per live record; the count written.
 
         When the channel was not started, the backend is brought up on the calling thread (which
-        may spawn llama-server: `close` stops it); the worker is never started.
+        may spawn llama-server: `close` stops it); the worker is never started. Records are embedded
+        in batches (each retried while the breaker allows), then each ``.vec`` is rewritten under
+        the scope lock; a scope with nothing to embed and no sidecar gets none. `progress(done,
+        total)` is called before the first batch and after each one.
 
         :raises EmbeddingUnavailable: vectors off or unconfigured, the backend cannot be reached,
             embedding keeps failing, or the model's width changed during the rebuild.
         """
-        from dsh_memory_mcp.search.rebuild import rebuild
-
         backend = self._backend
         if not self._active:
             raise EmbeddingUnavailable(self.settings.unavailable_reason or msg("向量检索已关闭"))
@@ -455,7 +449,44 @@ class VectorChannel:
                 raise EmbeddingUnavailable(backend.last_problem or msg("向量后端不可用"))
         elif not backend.ready.wait(backend.load_timeout):
             raise EmbeddingUnavailable(backend.last_problem or msg("向量后端没有就绪"))
-        return rebuild(backend, self._cache, self._writer, self.store, scopes, progress)
+        from dsh_memory_mcp.search import sidecar
+
+        now = now_ms()
+        plan: list[tuple[str, list[Record]]] = []
+        for scope in scopes:
+            live = {r.id: r for r in self.store.snapshot(scope).records if r.content and not r.is_expired(now)}
+            plan.append((scope, list(live.values())))
+        total = sum(len(items) for _, items in plan)
+        done = 0
+        if progress is not None:
+            progress(done, total)
+        dims = backend.dims
+        written = 0
+        for scope, items in plan:
+            entries: list[tuple[str, list[float]]] = []
+            for start in range(0, len(items), SAVE_BATCH):
+                batch = items[start : start + SAVE_BATCH]
+                vectors = backend.embed_with_retries([r.content for r in batch])
+                if backend.dims != dims:
+                    raise EmbeddingUnavailable(
+                        msg("重建过程中嵌入维度从 {dims} 变为 {dims2},请重新运行", dims=dims, dims2=backend.dims)
+                    )
+                entries.extend((r.id, v) for r, v in zip(batch, vectors, strict=True))
+                done += len(batch)
+                if progress is not None:
+                    progress(done, total)
+            header = backend.header()
+            path = self.store.layout.vec_path(scope)
+            if header is None or (not entries and not os.path.exists(path)):
+                continue
+            rows = sidecar.normalised_rows(entries)
+            with self.store.lock(scope):
+                sidecar.write(path, header, rows)
+            sv = self._cache.get(scope)
+            with sv.lock:
+                sv.reset()
+            written += len(rows)
+        return written
 
     def stats(self) -> dict[str, Any]:
         """Numbers for a doctor command: state, model, width, cached rows per scope, backfilled."""

@@ -46,8 +46,7 @@ class SidecarWriter:
         header = self.backend.header()
         if header is None:
             return
-        normalised = sidecar.l2_normalise([vec for _, vec in entries])
-        rows = [(rid, normalised[i]) for i, (rid, _) in enumerate(entries)]
+        rows = sidecar.normalised_rows(entries)
         path = self.store.layout.vec_path(scope)
         try:
             if sidecar.append(path, header, rows):
