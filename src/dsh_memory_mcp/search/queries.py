@@ -91,21 +91,17 @@ class QueryEmbedder:
     :param embed: the raw vector of one query within a deadline (raises `EmbeddingUnavailable`).
     :param on_failure: called with a request's `EmbeddingUnavailable` (the backend's bookkeeping).
     :param base_budget: the budget when nothing is known or recent embeddings were fast.
-    :param let_finish: the deadline of a request itself (`LET_FINISH`).
     """
 
     def __init__(
         self,
         embed: Callable[[str, float], list[float]],
-        *,
-        on_failure: Callable[[EmbeddingUnavailable], None] = lambda exc: None,
-        base_budget: float = 0.3,
-        let_finish: float = LET_FINISH,
+        on_failure: Callable[[EmbeddingUnavailable], None],
+        base_budget: float,
     ) -> None:
         self._embed = embed
         self._on_failure = on_failure
         self.base_budget = base_budget
-        self.let_finish = let_finish
         self._lock = threading.Lock()
         self._cache: OrderedDict[Hashable, list[float]] = OrderedDict()
         self._in_flight: dict[Hashable, _Request] = {}
@@ -145,7 +141,7 @@ class QueryEmbedder:
 
     def _run(self, key: Hashable, query: str, request: _Request) -> None:
         try:
-            request.vector = self._embed(query, self.let_finish)
+            request.vector = self._embed(query, LET_FINISH)
         except EmbeddingUnavailable as exc:
             request.error = exc
             self._on_failure(exc)

@@ -153,7 +153,6 @@ class SidecarRead:
     vectors: Matrix
     end: int
     identity: tuple[int, int]
-    size: int
 
 
 def read(path: str, *, start: int = 0, header: Header | None = None) -> SidecarRead | None:
@@ -175,7 +174,6 @@ def read(path: str, *, start: int = 0, header: Header | None = None) -> SidecarR
     finally:
         os.close(fd)
     identity = (st.st_dev, st.st_ino)
-    size = start + len(data)
     last_nl = data.rfind(b"\n")
     complete = data[: last_nl + 1] if last_nl >= 0 else b""
     end = start + len(complete)
@@ -185,9 +183,9 @@ def read(path: str, *, start: int = 0, header: Header | None = None) -> SidecarR
     else:
         body_start = 0
     if header is None:
-        return SidecarRead(None, [], np.zeros((0, 0), dtype=np.float32), end, identity, size)
+        return SidecarRead(None, [], np.zeros((0, 0), dtype=np.float32), end, identity)
     ids, vectors = _parse_body(complete[body_start:], header)
-    return SidecarRead(header, ids, vectors, end, identity, size)
+    return SidecarRead(header, ids, vectors, end, identity)
 
 
 def _parse_body(body: bytes, header: Header) -> tuple[list[str], Matrix]:

@@ -30,7 +30,7 @@ from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.search.backend import QUERY_BUDGET, Backend
 from dsh_memory_mcp.search.backfill import Backfill
 from dsh_memory_mcp.search.matrices import MatrixCache
-from dsh_memory_mcp.search.queries import LET_FINISH, PendingQuery, QueryEmbedder
+from dsh_memory_mcp.search.queries import PendingQuery, QueryEmbedder
 from dsh_memory_mcp.search.writes import SAVE_BATCH, SidecarWriter, WriteQueue
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.records import Record, now_ms
@@ -89,8 +89,6 @@ class VectorChannel:
         `on_delete` to it as ``SharedStore(on_delete=channel.on_delete)`` (or a forwarder).
     :param load_timeout: seconds to wait for a spawned llama-server to load its model.
     :param read_only: write nothing under the store (see the module docstring); the server passes False.
-    :param query_deadline: how long a query embedding may run on after its search gave up
-        (`search.queries.LET_FINISH`); three that run out in a row count as one failure.
     :param clock: what the embedding client (deadlines, breaker) and the bring-up run on.
     """
 
@@ -99,16 +97,14 @@ class VectorChannel:
         settings: VectorSettings,
         store: SharedStore,
         *,
-        log: logging.Logger | None = None,
         load_timeout: float = 120.0,
         read_only: bool = False,
-        query_deadline: float = LET_FINISH,
         clock: Clock = SYSTEM,
     ) -> None:
         self.settings = settings
         self.store = store
         self.read_only = read_only
-        self._log = log or logger
+        self._log = logger
         self._active = settings.usable
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -132,12 +128,7 @@ class VectorChannel:
         self._writes = WriteQueue(self._backend, self._cache, self._writer, self._log)
         #: Last query time in ms, for status and tests.
         self.last_query_ms: float | None = None
-        self._queries = QueryEmbedder(
-            self._embed_query,
-            on_failure=self._backend.embedding_failed,
-            base_budget=QUERY_BUDGET,
-            let_finish=query_deadline,
-        )
+        self._queries = QueryEmbedder(self._embed_query, self._backend.embedding_failed, QUERY_BUDGET)
         #: Searches whose vector half was skipped, by kind of reason (stats, tests).
         self.skips: dict[str, int] = {}
         self._skip_warned: set[str] = set()
