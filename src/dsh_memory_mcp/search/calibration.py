@@ -100,6 +100,10 @@ class Cell:
         """Whether the seed's plain ``cosine ≥ 0.5`` is safe here (unrelated pairs stay below it)."""
         return self.p99 < SEED_GATE - self.spread
 
+    def floor(self, null: float) -> float:
+        """The gate for a query whose best cosine to the probes of the record's script is `null`."""
+        return SEED_GATE if self.seed else max(SEED_GATE, null + MARGIN_SPREADS * self.spread)
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -122,15 +126,10 @@ class Calibration:
 
         null = self.probe_vectors @ q
         mask = _probe_mask()
-        out = []
-        for rec_cjk in (True, False):
-            cell = self.cells[_cell(query_cjk, rec_cjk)]
-            if cell.seed:
-                out.append(SEED_GATE)
-                continue
-            probes = null[mask] if rec_cjk else null[~mask]
-            out.append(max(SEED_GATE, float(np.max(probes)) + MARGIN_SPREADS * cell.spread))
-        return out[0], out[1]
+        return (
+            self.cells[_cell(query_cjk, True)].floor(float(np.max(null[mask]))),
+            self.cells[_cell(query_cjk, False)].floor(float(np.max(null[~mask]))),
+        )
 
     def probe_margins(
         self, q: npt.NDArray[np.float32], floor_cjk: float, floor_other: float
@@ -288,8 +287,7 @@ def calibrate(
             # The floor a probe of the query's script gets against the other probes of the record's.
             rows = sims[mask == q_cjk][:, mask == rec_cjk]
             best = np.where(off[mask == q_cjk][:, mask == rec_cjk], rows, -np.inf).max(axis=1)
-            floor = SEED_GATE if cell.seed else max(SEED_GATE, float(best.mean()) + MARGIN_SPREADS * cell.spread)
-            typical[name] = round(floor, 4)
+            typical[name] = round(cell.floor(float(best.mean())), 4)
     return Calibration(model, int(vectors.shape[1]), scheme, cells, vectors.astype(np.float32), typical)
 
 

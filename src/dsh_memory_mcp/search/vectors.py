@@ -85,10 +85,10 @@ class VectorChannel:
     """Vector recall for search, embed-on-save, delete and backfill of the `.vec` sidecars.
 
     :param settings: resolved `VectorSettings`; when off or unusable, every method is a no-op.
-    :param store: the `SharedStore` whose scopes get sidecars (``<scope file>.vec``); pass
-        `on_delete` to it as ``SharedStore(on_delete=channel.on_delete)`` (or a forwarder).
+    :param store: the `SharedStore` whose scopes get sidecars; pass it `on_delete` as
+        ``SharedStore(on_delete=channel.on_delete)`` (or a forwarder).
     :param load_timeout: seconds to wait for a spawned llama-server to load its model.
-    :param read_only: write nothing under the store (see the module docstring); the server passes False.
+    :param read_only: write nothing under the store (see the module docstring).
     :param clock: what the embedding client (deadlines, breaker) and the bring-up run on.
     """
 
@@ -236,10 +236,7 @@ class VectorChannel:
     def query_scores(
         self, query: str, snapshots: Sequence[ScopeSnapshot], *, budget: float | None = None
     ) -> dict[str, float]:
-        """id → score for the records of `snapshots` that pass the model's relevance gate, the best 30.
-
-        The scores of `search`, without the reason when there are none.
-        """
+        """id → score for the best 30 records of `snapshots` that pass the relevance gate (`search`'s scores)."""
         return self.search(query, snapshots, budget=budget).scores
 
     def search(self, query: str, snapshots: Sequence[ScopeSnapshot], *, budget: float | None = None) -> VectorAnswer:
@@ -418,12 +415,11 @@ class VectorChannel:
     # -- rebuild and figures ---------------------------------------------------------------
 
     def reembed(self, scopes: Sequence[str], progress: Callable[[int, int], None] | None = None) -> int:
-        """Rewrite the sidecars of `scopes` whole, one fresh vector per live record; the count written.
+        """Rewrite the sidecars of `scopes` whole under their scope locks, one fresh vector per live
+        record (a scope with nothing to embed and no sidecar gets none); the count written.
 
         When the channel was not started, the backend is brought up on the calling thread (which
-        may spawn llama-server: `close` stops it); the worker is never started. Records are embedded
-        in batches (each retried while the breaker allows), then each ``.vec`` is rewritten under
-        the scope lock; a scope with nothing to embed and no sidecar gets none. `progress(done,
+        may spawn llama-server: `close` stops it); the worker is never started. `progress(done,
         total)` is called before the first batch and after each one.
 
         :raises EmbeddingUnavailable: vectors off or unconfigured, the backend cannot be reached,
