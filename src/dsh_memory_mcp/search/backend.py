@@ -163,10 +163,8 @@ class Backend:
                     else msg("向量检索:正在连接/启动 llama-server")
                 )
                 origin = self.manager.ensure(self.stop, on_spawn=self.probing.clear)
-                where = self.manager.base_url
             else:
                 origin = "endpoint"
-                where = client.base_url
                 self._wait_endpoint(client)
             info = client.model_info()
             model_id = self._pick_model_id(origin, info.model_id)
@@ -188,6 +186,7 @@ class Backend:
         self.dims = len(probe[0])
         self.failed_bringups = 0
         self.last_problem = None
+        where = client.base_url
         how = {
             "spawned": msg("本进程启动 pid={spawned_pid}", spawned_pid=self.spawned_pid),
             "reused": msg("复用已运行的服务"),
@@ -325,13 +324,14 @@ class Backend:
             raise EmbeddingUnavailable(msg("嵌入维度变了,按新维度重建"))
         return vectors
 
-    def embed_with_retries(self, texts: list[str], tries: int = 3) -> list[list[float]]:
+    def embed_with_retries(self, texts: list[str]) -> list[list[float]]:
+        """`embed`, tried 3 times while the breaker allows (the human `reembed`)."""
         assert self.client is not None
-        for attempt in range(1, tries + 1):
+        for attempt in range(1, 4):
             try:
                 return self.embed(texts)
             except EmbeddingUnavailable:
-                if attempt == tries or self.stop.is_set():
+                if attempt == 3 or self.stop.is_set():
                     raise
                 self.clock.wait(self.stop, max(0.05, self.client.breaker.retry_in()))
         raise AssertionError("unreachable")  # pragma: no cover

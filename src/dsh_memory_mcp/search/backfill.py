@@ -111,8 +111,7 @@ class Backfill:
             return True
         sv = self.cache.get(scope)
         with sv.lock:
-            sv.refresh()
-            have = sv.rows if sv.header == self.backend.header() else {}
+            have = sv.held(self.backend.header())
             now = now_ms()
             missing = [r for r in snap.records if r.content and not r.is_expired(now) and r.id not in have]
         self.missing[scope] = len(missing)

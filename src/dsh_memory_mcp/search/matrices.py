@@ -126,6 +126,11 @@ class ScopeVectors:
         if full.header is not None:
             self._extend(full.ids, full.vectors)
 
+    def held(self, header: Header | None) -> dict[str, int]:
+        """Refresh, then id → row if the sidecar carries `header` (else nothing); hold `lock`."""
+        self.refresh()
+        return self.rows if self.header == header else {}
+
     def _extend(self, ids: list[str], vectors: npt.NDArray[np.float32]) -> None:
         import numpy as np
 

@@ -70,8 +70,6 @@ class SidecarWriter:
         except NotRegularFile as exc:
             # A FIFO or device in place of the sidecar: unusable until someone replaces it. Not
             # marked dirty, or the backfill would embed this scope again and again in a loop.
-            from dsh_memory_mcp.search import sidecar
-
             sidecar.warn_unusable(path, exc)
         except (OSError, DshMemoryError) as exc:
             # LockTimeout, disk full…: the vectors are lost, the backfill will try again.
@@ -120,9 +118,8 @@ class WriteQueue:
         for scope in {scope for scope, _, _ in batch}:
             sv = self.cache.get(scope)
             with sv.lock:
-                sv.refresh()
-                if sv.header == header:
-                    batch = [item for item in batch if item[0] != scope or item[1] not in sv.rows]
+                have = sv.held(header)
+                batch = [item for item in batch if item[0] != scope or item[1] not in have]
         if not batch:
             return True
         try:
