@@ -3,10 +3,10 @@ Search, Embedding backend).
 
 It answers which records pass the model's relevance gate and how likely each is to be relevant
 (`search.calibration`), and keeps the `.vec` sidecars filled through `search.backend`,
-`search.matrices`, `search.writes` and `search.backfill`. Off, slow or dead
-must never cost the caller anything: off or unconfigured, every method is a no-op and numpy and
-httpx are not imported; not ready, a search gets ``{}`` at once; slow, it answers lexically after
-its budget; dead, the breaker stops requests.
+`search.matrices`, `search.writes` and `search.backfill`. Off, slow or dead must never cost the
+caller anything: off or unconfigured, every method is a no-op and numpy and httpx are not
+imported; not ready, a search gets ``{}`` at once; slow, it answers lexically after its budget;
+dead, the breaker stops requests.
 
 Read-only (``read_only=True``, the human read commands) writes nothing under the store: no
 backfill, no embed-on-save or delete hook, and a missing calibration is kept in memory only.
