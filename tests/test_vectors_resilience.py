@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dsh_memory_mcp.config import VectorSettings
-from dsh_memory_mcp.search import sidecar
+from dsh_memory_mcp.search import queries, sidecar
 from dsh_memory_mcp.search.embedding import EmbeddingClient
 from dsh_memory_mcp.search.vectors import QUERY_BUDGET, VectorChannel
 from dsh_memory_mcp.store.shared import SharedStore
@@ -84,9 +84,12 @@ def test_a_backend_that_is_only_slow_is_not_treated_as_failing_and_the_budget_fo
             ch.close()
 
 
-def test_a_backend_that_keeps_overrunning_is_treated_as_failing_after_three_in_a_row(store: SharedStore) -> None:
+def test_a_backend_that_keeps_overrunning_is_treated_as_failing_after_three_in_a_row(
+    store: SharedStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(queries, "LET_FINISH", 0.5)  # requests themselves give up after 0.5 s
     with FakeLlama() as fake:
-        ch = _ready_channel(store, fake, query_deadline=0.5)  # requests themselves give up after 0.5 s
+        ch = _ready_channel(store, fake)
         try:
             snaps = [store.snapshot("global")]
             fake.delay_s = 2.0

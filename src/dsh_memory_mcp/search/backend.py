@@ -2,11 +2,8 @@
 
 It owns the HTTP client and, for a local llama-server, the lifecycle manager; it learns the
 model's id and width (the sidecar header), notices a width change (a swapped model), and turns
-failures into a status line, one WARNING per new reason, and a request to the worker to check
-whether a local backend vanished. It never touches sidecars or the store's records.
-
-Everything that may block (spawning, waiting for /health, embedding) runs on the channel's
-worker thread, except `embed_query`, which a search calls within its budget.
+failures into a status line and one WARNING per new reason. Everything that may block runs on the
+channel's worker thread, except a search's query embedding. It never touches sidecars or records.
 """
 
 from __future__ import annotations
@@ -28,8 +25,6 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.search.embedding import EmbeddingClient, LlamaServerManager, ModelInfo, Role
     from dsh_memory_mcp.search.sidecar import Header
     from dsh_memory_mcp.store.shared import SharedStore
-
-__all__ = ["QUERY_BUDGET", "WRITE_BUDGET", "Backend"]
 
 #: Seconds a search may spend on its query embedding before answering lexically (docs/design.md: Embedding backend).
 QUERY_BUDGET = 0.3
@@ -90,12 +85,7 @@ class Backend:
     # -- state -----------------------------------------------------------------------------
 
     def header(self) -> Header | None:
-        """The sidecar header vectors are written and read under: model id (+ input scheme) and width.
-
-        Memories embedded under another input scheme live in another space: for e5 as passages
-        the id gets ``+passage``, so a sidecar embedded the old way (``query: `` on both sides)
-        no longer matches and is voided and re-embedded by the backfill, never mixed.
-        """
+        """The sidecar header vectors are written and read under: model id (+ input scheme) and width."""
         dims = self.dims
         if dims is None:
             return None
@@ -173,10 +163,8 @@ class Backend:
                     else msg("向量检索:正在连接/启动 llama-server")
                 )
                 origin = self.manager.ensure(self.stop, on_spawn=self.probing.clear)
-                where = self.manager.base_url
             else:
                 origin = "endpoint"
-                where = client.base_url
                 self._wait_endpoint(client)
             info = client.model_info()
             model_id = self._pick_model_id(origin, info.model_id)
@@ -185,7 +173,7 @@ class Backend:
             from dsh_memory_mcp.search.embedding import input_scheme
 
             client.scheme = input_scheme(info)
-            client.breaker.reset()
+            client.breaker.record_success()  # a fresh backend gets a clean slate
             probe = client.embed(["dimension probe"], timeout=WRITE_BUDGET)
             self._info = info
             self.calibration = self._calibration(model_id, len(probe[0]), info)
@@ -198,6 +186,7 @@ class Backend:
         self.dims = len(probe[0])
         self.failed_bringups = 0
         self.last_problem = None
+        where = client.base_url
         how = {
             "spawned": msg("本进程启动 pid={spawned_pid}", spawned_pid=self.spawned_pid),
             "reused": msg("复用已运行的服务"),
@@ -219,7 +208,7 @@ class Backend:
         return True
 
     def recalibrate(self) -> bool:
-        """Calibrate the current model again (its width changed while running); False if nothing to do.
+        """Calibrate the current model again (its width changed); False if nothing to do.
 
         A failed attempt is left to the breaker's pacing (the worker waits it out, then tries again).
         """
@@ -278,11 +267,8 @@ class Backend:
                 raise EmbeddingUnavailable(msg("嵌入服务 {endpoint} 一直在加载模型", endpoint=self.settings.endpoint))
 
     def _pick_model_id(self, origin: str, served: str | None) -> str:
-        """The id for sidecar headers: the model that actually produces the vectors.
-
-        A reused server may be DSH's with another model than ours; writing its vectors under our
-        model's header would mix two spaces in one file, so its own model wins (with a warning).
-        """
+        """The id for sidecar headers: the model that actually produces the vectors (a reused
+        server's own model wins over ours, with a warning, so two spaces never mix in one file)."""
         configured = self.settings.model_id
         if origin == "spawned" or not served or served == configured:
             return configured
@@ -317,11 +303,8 @@ class Backend:
         return False
 
     def embedding_failed(self, exc: EmbeddingUnavailable) -> None:
-        """A request failed: have the worker check whether a local backend is gone.
-
-        Not when the breaker refused to send one: that would turn "no request while open" into
-        a health probe per search.
-        """
+        """A request failed: have the worker check whether a local backend is gone (not when the
+        breaker refused to send one: that would make a health probe of every search)."""
         from dsh_memory_mcp.search.embedding import BreakerOpen
 
         if isinstance(exc, BreakerOpen):
@@ -341,13 +324,14 @@ class Backend:
             raise EmbeddingUnavailable(msg("嵌入维度变了,按新维度重建"))
         return vectors
 
-    def embed_with_retries(self, texts: list[str], tries: int = 3) -> list[list[float]]:
+    def embed_with_retries(self, texts: list[str]) -> list[list[float]]:
+        """`embed`, tried 3 times while the breaker allows (the human `reembed`)."""
         assert self.client is not None
-        for attempt in range(1, tries + 1):
+        for attempt in range(1, 4):
             try:
                 return self.embed(texts)
             except EmbeddingUnavailable:
-                if attempt == tries or self.stop.is_set():
+                if attempt == 3 or self.stop.is_set():
                     raise
                 self.clock.wait(self.stop, max(0.05, self.client.breaker.retry_in()))
         raise AssertionError("unreachable")  # pragma: no cover

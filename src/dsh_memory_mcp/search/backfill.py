@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.search.writes import SidecarWriter
     from dsh_memory_mcp.store.shared import SharedStore
 
-__all__ = ["BACKFILL_BATCH", "Backfill"]
-
 #: Records per backfill request: small enough that a search embedding is never stuck behind a
 #: long batch on a 2-core machine, large enough to amortise the HTTP round trip.
 BACKFILL_BATCH = 16
@@ -113,8 +111,7 @@ class Backfill:
             return True
         sv = self.cache.get(scope)
         with sv.lock:
-            sv.refresh()
-            have = sv.rows if sv.header == self.backend.header() else {}
+            have = sv.held(self.backend.header())
             now = now_ms()
             missing = [r for r in snap.records if r.content and not r.is_expired(now) and r.id not in have]
         self.missing[scope] = len(missing)

