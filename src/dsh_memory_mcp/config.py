@@ -20,39 +20,6 @@ from typing import Any, Literal
 
 from dsh_memory_mcp.texts import Text, msg, pair
 
-__all__ = [
-    "BUNDLED_HINT",
-    "BUNDLED_MODEL_NAME",
-    "DEFAULT_EMBED_MODEL_ID",
-    "DEFAULT_EMBED_PORT",
-    "DEFAULT_EMBED_THREADS",
-    "DEPENDENCIES",
-    "DIRECT_LIMIT",
-    "OFF_WORDS",
-    "ON_WORDS",
-    "SDK_REQUIREMENT",
-    "VARIABLES",
-    "EnvVar",
-    "ServeSettings",
-    "Settings",
-    "VectorSettings",
-    "debug_enabled",
-    "default_store_dir",
-    "digest_enabled",
-    "env_help_lines",
-    "env_table_markdown",
-    "environ",
-    "infer_pooling",
-    "model_id_from_path",
-    "read",
-    "relay_off",
-    "resolve_serve_settings",
-    "resolve_settings",
-    "resolve_vector_settings",
-    "ui_language",
-    "variable",
-]
-
 #: The runtime dependencies as pip requirements, quoted by the CLI's import diagnostics and by
 #: `doctor`. pyproject.toml is the source of truth; tests/test_config.py checks they agree.
 SDK_REQUIREMENT = "mcp>=2.3,<2.4"

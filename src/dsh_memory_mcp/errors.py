@@ -24,19 +24,6 @@ faults we classify). Only the standard library is imported here.
 
 from __future__ import annotations
 
-__all__ = [
-    "ERROR_CODES",
-    "CallRefused",
-    "DshMemoryError",
-    "EmbeddingUnavailable",
-    "InvalidArgument",
-    "LockError",
-    "LockRecursion",
-    "LockTimeout",
-    "ScopeError",
-    "StoreError",
-]
-
 #: Every code a tool may return, in the order docs/design.md lists them.
 ERROR_CODES: tuple[str, ...] = (
     "CONTENT_EMPTY",

@@ -25,20 +25,6 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, cast
 
-__all__ = [
-    "EN",
-    "Language",
-    "Text",
-    "english",
-    "english_log",
-    "joined",
-    "language_of",
-    "localized",
-    "msg",
-    "pair",
-    "shown",
-]
-
 Language = Literal["zh", "en"]
 
 

@@ -24,8 +24,6 @@ from collections.abc import Mapping
 from dsh_memory_mcp import __version__, config, texts
 from dsh_memory_mcp.cli.output import PROG
 
-__all__ = ["EN", "GLOBALS", "HELP_EN", "HELP_ZH", "N_", "english", "shown", "t"]
-
 #: Fields every template may use without the caller passing them.
 GLOBALS: Mapping[str, object] = {
     "prog": PROG,

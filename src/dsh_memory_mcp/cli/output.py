@@ -17,29 +17,6 @@ from typing import IO, Any
 from dsh_memory_mcp import config
 from dsh_memory_mcp.texts import msg
 
-__all__ = [
-    "DEFAULT_PAGER",
-    "EXIT_OK",
-    "EXIT_STARTUP",
-    "EXIT_USAGE",
-    "PREFIX",
-    "PROG",
-    "PipeSafe",
-    "colour_wanted",
-    "describe",
-    "detach",
-    "flush_std",
-    "harden_stderr",
-    "is_terminal",
-    "page",
-    "pager_command",
-    "paint",
-    "paint_note",
-    "visible",
-    "write_stderr_lines",
-    "write_stdout",
-]
-
 PROG = "dsh-memory-mcp"
 PREFIX = f"[{PROG}] "
 

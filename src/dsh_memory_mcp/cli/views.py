@@ -17,17 +17,6 @@ from dsh_memory_mcp import texts
 from dsh_memory_mcp.cli.output import PROG
 from dsh_memory_mcp.service.render import RESULT_CONTENT_CHARS, excerpt, fmt_time, project_name, snippet
 
-__all__ = [
-    "SOURCES",
-    "confirm_text",
-    "error_text",
-    "forget_text",
-    "get_text",
-    "list_text",
-    "save_text",
-    "search_text",
-]
-
 #: Where the current project came from (`service.render.PROJECT_SOURCES` in English).
 SOURCES = {
     "flag": "--project",
