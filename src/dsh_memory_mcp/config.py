@@ -532,21 +532,6 @@ def _warn(problems: list[str] | None, line: Text) -> None:
         problems.append(line)
 
 
-def debug_enabled(env: Mapping[str, str] | None = None) -> bool:
-    """`DSH_MEMORY_DEBUG`: read before anything else, so start-up failures can show their traceback."""
-    return bool(read("DSH_MEMORY_DEBUG", env))
-
-
-def relay_off(env: Mapping[str, str] | None = None) -> bool:
-    """`DSH_MEMORY_RELAY` is an OFF word: stdio starts never relay to a serve."""
-    return not read("DSH_MEMORY_RELAY", env)
-
-
-def digest_enabled(env: Mapping[str, str] | None = None) -> bool:
-    """`DSH_MEMORY_DIGEST` (on unless an OFF word): the memory digest in `instructions`."""
-    return bool(read("DSH_MEMORY_DIGEST", env))
-
-
 def env_table_markdown() -> str:
     """The README's environment table, generated from `VARIABLES` (tests/test_config.py keeps them equal)."""
     rows = ["| 变量 | 默认 | 说明 | 用于 |", "|---|---|---|---|"]
@@ -652,7 +637,8 @@ class VectorSettings:
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything the server needs to know, resolved once at start."""
+    """Everything the server needs to know, resolved once at start. A field set from a variable holds its
+    typed value (`resolve_settings` says which; `VARIABLES` what each means)."""
 
     store_dir: str
     project_dir: str
@@ -660,26 +646,16 @@ class Settings:
     scope_all: bool = False
     debug: bool = False
     vector: VectorSettings = field(default_factory=VectorSettings)
-    #: Longest `content` a save accepts (`DSH_MEMORY_MAX_CONTENT`); longer → CONTENT_TOO_LONG.
     max_content: int = DEFAULT_MAX_CONTENT
-    #: `DSH_MEMORY_ALLOW_SECRETS=1`: save content that looks like a credential (off: CONTENT_SECRET).
     allow_secrets: bool = False
     #: Where `project_dir` came from: "flag" (`--project`), "env" (`DSH_MEMORY_PROJECT`), "host" (the
     #: host's workspace variable, `HOST_WORKSPACE_VARIABLES`) or "cwd".
     project_source: Literal["flag", "env", "host", "cwd"] = "cwd"
-    #: Seconds between two background rewrites of one scope file for access counts
-    #: (``DSH_MEMORY_TOUCH_INTERVAL_SECS``; exit and explicit flushes still write at once).
     touch_interval: int = 30
-    #: `memory_forget` by query deletes at most this many matches without `confirm: true`
-    #: (`DSH_MEMORY_FORGET_CONFIRM_OVER`); more → `CONFIRM_REQUIRED` with the list, nothing deleted.
     forget_confirm_over: int = DEFAULT_FORGET_CONFIRM_OVER
-    #: `DSH_MEMORY_DIGEST`: the memory digest in `instructions` (off: usage guidance only).
     digest: bool = True
-    #: `DSH_MEMORY_RELAY`: the stdio server may relay to a running `serve` (off: always direct).
     relay: bool = True
-    #: `DSH_MEMORY_HOOK_BUDGET`: the most characters one `hook` run adds to a host's context (0: none).
     hook_budget: int = 1500
-    #: `DSH_MEMORY_PAGER`: the CLI's pager on a terminal (None: ``$PAGER``, else ``less -FRX``; an off word: none).
     pager: str | None = None
     #: Environment values that were invalid and replaced by their default (one Chinese line each;
     #: the CLI prints them at start, `doctor` lists them). Includes `vector.warnings`.
@@ -817,7 +793,8 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 @dataclass(frozen=True)
 class ServeSettings:
-    """`dsh-memory-mcp serve`: where to listen and how much to allow."""
+    """`dsh-memory-mcp serve`: where to listen and how much to allow. A field set from a variable holds its
+    typed value (`resolve_serve_settings` says which; `VARIABLES` what each means)."""
 
     host: str = DEFAULT_SERVE_HOST
     port: int = DEFAULT_SERVE_PORT
@@ -826,26 +803,19 @@ class ServeSettings:
     #: Without `DSH_MEMORY_TOKEN`: the token kept for this store across restarts (the CLI reads it
     #: from the user's state dir); None → a fresh one per start. Not a user-set token.
     kept_token: str | None = None
-    #: `DSH_MEMORY_ALLOWED_HOSTS` items (host or host:port), honoured only with a user-set token.
     allowed_hosts: tuple[str, ...] = ()
-    #: `DSH_MEMORY_ALLOWED_ORIGINS` items (scheme://host[:port]).
     allowed_origins: tuple[str, ...] = ()
     session_idle_secs: float = 600.0
-    #: A session that never sends `notifications/initialized` ends after this (capped by the idle time).
+    #: Capped by the idle time.
     session_init_secs: float = 60.0
     max_tool_calls: int = 16
-    #: 0 = no deadline.
     tool_deadline_secs: float = 300.0
-    #: How long a web page login lasts (`DSH_MEMORY_WEB_LOGIN_SECS`); it also ends with the serve process.
     web_login_secs: float = 604_800.0
-    #: Open sessions at most; the oldest idle one is ended to make room for a new one.
     max_sessions: int = 256
-    #: Open connections at most (None: 1024, and never more than the fd limit allows).
+    #: None: 1024, and never more than the fd limit allows.
     max_connections: int | None = None
-    #: Connections one client (an IP address; all of loopback is one) may hold without the token
-    #: (None: a quarter of the connection cap).
+    #: None: a quarter of the connection cap.
     client_connections: int | None = None
-    #: A request's header must arrive within this; a body may pause this long at most.
     header_timeout_secs: float = 10.0
     body_timeout_secs: float = 30.0
     #: Values that were not understood (the default was used); printed at start.
@@ -883,6 +853,4 @@ def resolve_serve_settings(
 
 
 if __name__ == "__main__":  # `python -m dsh_memory_mcp.config`: the README's environment table
-    import sys
-
     sys.stdout.write(env_table_markdown() + "\n")
