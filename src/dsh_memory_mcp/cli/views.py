@@ -1,11 +1,9 @@
 """Tool results as a person at an English terminal reads them, made from their structured data.
 
-The tools' texts are written for the model, in Chinese, and the Chinese CLI prints them as they are
-(`commands.human_text`). Under an English locale ``list``/``search``/``get``/``forget``/``save`` print
-these instead: the same facts, from the same ``structuredContent`` (and the records' provenance from
-the store), in English. Memory content, ids, scopes and paths are shown as they are; the messages of
-coded errors are the tools' own `texts.Text`, shown in English. Nothing here is in Chinese, so there
-is no table: the Chinese side of these views is the tools' text.
+The tools' texts are Chinese, written for the model, and the Chinese CLI prints them as they are. Under an
+English locale ``list``/``search``/``get``/``forget``/``save`` print these instead: the same facts from the
+same ``structuredContent``, in English (not a translation of the tools' text, which is shaped for a model).
+Memory content, ids, scopes and paths are shown as they are; coded errors' messages are `texts.Text`.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from typing import Any
 
 from dsh_memory_mcp import texts
 from dsh_memory_mcp.cli.output import PROG
-from dsh_memory_mcp.service.render import RESULT_CONTENT_CHARS, excerpt, fmt_time, project_name, snippet
+from dsh_memory_mcp.service.render import RESULT_CONTENT_CHARS, excerpt, fmt_time, project_name, scope_label, snippet
 
 #: Where the current project came from (`service.render.PROJECT_SOURCES` in English).
 SOURCES = {
@@ -34,9 +32,7 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
 
 def _name(scope: str, full: bool) -> str:
     """A project by its folder's name, or under ``--long`` (`full`) its whole path."""
-    if not full:
-        return project_name(scope)
-    return scope[len("project:") :] if scope.startswith("project:") else scope
+    return scope_label(scope) if full else project_name(scope)
 
 
 def _labels(scopes: Sequence[Any], project: str | None, source: str | None, full: bool) -> str:
