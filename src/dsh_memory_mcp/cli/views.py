@@ -30,20 +30,15 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
-def _name(scope: str, full: bool) -> str:
-    """A project by its folder's name, or under ``--long`` (`full`) its whole path."""
-    return scope_label(scope) if full else project_name(scope)
+def _from(scope: str, project: str | None, source: str | None) -> str:
+    """`` [from …]`` after the current project (where it came from); nothing after any other scope."""
+    return f" [from {SOURCES.get(source, source)}]" if scope == project and source is not None else ""
 
 
 def _labels(scopes: Sequence[Any], project: str | None, source: str | None, full: bool) -> str:
-    shown = []
-    for scope in scopes:
-        key = str(scope)
-        label = _name(key, full)
-        if key == project and source is not None:
-            label += f" [from {SOURCES.get(source, source)}]"
-        shown.append(label)
-    return ", ".join(shown)
+    """The scopes of a header: a project by its folder's name, or under ``--long`` (`full`) its whole path."""
+    names = [str(scope) for scope in scopes]
+    return ", ".join((scope_label(s) if full else project_name(s)) + _from(s, project, source) for s in names)
 
 
 def _meta(record: Mapping[str, Any], *, full_id: bool = False, client: str | None = None) -> str:
@@ -200,7 +195,7 @@ def save_text(structured: Mapping[str, Any], *, project: str | None, source: str
     """``memory_save``'s sentence (stderr; stdout gets the id)."""
     ident = str(structured.get("id") or "")
     scope = str(structured.get("scope") or "")
-    where = scope + (f" [from {SOURCES.get(source, source)}]" if scope == project and source is not None else "")
+    where = scope + _from(scope, project, source)
     if structured.get("deduped"):
         return f"Already there (the same content), not saved again: {ident[:8]} @ {where}"
     return f"Saved memory {ident[:8]} @ {where}"
