@@ -73,9 +73,9 @@ class EnvVar:
     """One environment variable: the only place its name, type, default, range and meaning are written.
 
     `kind`: `path`/`text` (a string, empty = unset), `list` (comma-separated), `on` (a switch that is off
-    unless set to an ON word), `off` (a switch that is on unless set to an OFF word), `int`/`float`
-    (a number in [`low`, `high`]), `choice` (one of `choices`). A value that does not fit is ignored —
-    the default applies — and `Settings.warnings` says so; nothing is ever half-applied.
+    unless set to an ON word), `off` (a switch that is on unless set to an OFF word), `int`/`float` (a
+    number within `bounds`, ends included), `choice` (one of `choices`). A value that does not fit is
+    ignored — the default applies — and `Settings.warnings` says so; nothing is ever half-applied.
     """
 
     name: str
@@ -85,8 +85,7 @@ class EnvVar:
     doc: str
     #: Who reads it: `server` (the stdio server and serve), `serve`, `cli` (start-up and subcommands), `vectors`.
     readers: str
-    low: float | None = None
-    high: float | None = None
+    bounds: tuple[float, float] | None = None
     choices: tuple[str, ...] = ()
     shown: str | None = None
     #: The doc in English (`--help` under an English locale); the README's table stays Chinese.
@@ -208,8 +207,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         8199,
         "自己拉起的 llama-server 的端口(避开 DSH 的 8078)",
         "vectors",
-        low=1,
-        high=65535,
+        bounds=(1, 65535),
         en="the port of the llama-server it starts itself (clear of DSH's 8078)",
     ),
     EnvVar(
@@ -218,8 +216,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         6,
         "llama-server 线程数",
         "vectors",
-        low=1,
-        high=512,
+        bounds=(1, 512),
         en="llama-server threads",
     ),
     EnvVar(
@@ -244,8 +241,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         30,
         "检索命中的访问计数在后台写回时,同一作用域文件最多每这么多秒整份重写一次(退出时总会写回)",
         "server",
-        low=0,
-        high=86_400,
+        bounds=(0, 86_400),
         en=(
             "when search hits' access counts are written back in the background, one scope file is rewritten at "
             "most once per this many seconds (always written at exit)"
@@ -257,8 +253,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         3,
         "`memory_forget` 按 query 匹配超过这么多条时先返回 `CONFIRM_REQUIRED` 预览,不删除",
         "server",
-        low=0,
-        high=1_000_000,
+        bounds=(0, 1_000_000),
         en=(
             "`memory_forget` by query answers `CONFIRM_REQUIRED` with a preview, deleting nothing, when more "
             "than this many match"
@@ -270,8 +265,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         20_000,
         "`memory_save` 的 content 字符上限,超过报 `CONTENT_TOO_LONG`",
         "server",
-        low=1,
-        high=10_000_000,
+        bounds=(1, 10_000_000),
         en="the longest `memory_save` content, in characters; longer is `CONTENT_TOO_LONG`",
     ),
     EnvVar(
@@ -325,8 +319,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         600.0,
         "`serve` 回收空闲会话的秒数(正在运行的调用不算空闲)",
         "serve",
-        low=0.1,
-        high=7 * 86_400,
+        bounds=(0.1, 7 * 86_400),
         en="seconds after which `serve` ends an idle session (a running call is not idle)",
     ),
     EnvVar(
@@ -335,8 +328,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         60.0,
         "`serve` 回收始终没完成握手的会话的秒数",
         "serve",
-        low=0.1,
-        high=86_400,
+        bounds=(0.1, 86_400),
         en="seconds after which `serve` ends a session that never finished its handshake",
     ),
     EnvVar(
@@ -345,8 +337,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         16,
         "`serve` 同时运行的工具调用上限,多出的排队",
         "serve",
-        low=1,
-        high=1024,
+        bounds=(1, 1024),
         en="tool calls `serve` runs at once; more wait in a queue",
     ),
     EnvVar(
@@ -355,8 +346,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         604_800.0,
         "网页登录的有效秒数(7 天;serve 停止时也随之失效);过期后用 `dsh-memory-mcp web` 取新的登录链接",
         "serve",
-        low=1.0,
-        high=30 * 86_400,
+        bounds=(1.0, 30 * 86_400),
         en="seconds a web page login lasts (7 days; it also ends when serve stops); then `dsh-memory-mcp web` "
         "gives a new login link",
     ),
@@ -366,8 +356,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         300.0,
         "`serve` 每个调用排队 + 执行的截止时间(0 = 不限)",
         "serve",
-        low=0.0,
-        high=86_400,
+        bounds=(0.0, 86_400),
         en="`serve`'s deadline for each call, queue + run (0 = none)",
     ),
     EnvVar(
@@ -376,8 +365,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         256,
         "`serve` 同时存在的会话上限;满了就先结束空闲最久的会话",
         "serve",
-        low=1,
-        high=100_000,
+        bounds=(1, 100_000),
         en="sessions `serve` keeps at once; when full, the one idle longest is ended first",
     ),
     EnvVar(
@@ -386,8 +374,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         None,
         "`serve` 同时打开的连接上限(永远不超过「文件描述符上限 − 四分之一」)",
         "serve",
-        low=1,
-        high=1_000_000,
+        bounds=(1, 1_000_000),
         shown="1024",
         en="connections `serve` keeps open at once (never more than the file descriptor limit minus a quarter)",
     ),
@@ -397,8 +384,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         None,
         "同一个客户端(一个 IP;本机回环算一个)最多占多少条**没出示令牌**的连接",
         "serve",
-        low=1,
-        high=1_000_000,
+        bounds=(1, 1_000_000),
         shown="连接上限的 ¼",
         en="connections one client (one IP; all of loopback is one) may hold **without showing the token**",
         shown_en="¼ of the connection cap",
@@ -409,8 +395,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         10.0,
         "`serve` 等一个请求头的最长秒数,超时回 408 并断开",
         "serve",
-        low=0.1,
-        high=3600,
+        bounds=(0.1, 3600),
         en="seconds `serve` waits for a request's header; then 408 and the connection is closed",
     ),
     EnvVar(
@@ -419,8 +404,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         30.0,
         "`serve` 读请求体时客户端最多停顿的秒数;超过这段时间后平均速度还须 ≥ 1 KiB/s",
         "serve",
-        low=0.1,
-        high=3600,
+        bounds=(0.1, 3600),
         en="seconds a client may pause while `serve` reads a request body; after that it must still average ≥ 1 KiB/s",
     ),
     EnvVar(
@@ -429,8 +413,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         1500,
         "宿主钩子(`hook`)每次最多注入的字符数:会话开始时的记忆摘要、每次提问时相关的记忆(0 = 不注入)",
         "cli",
-        low=0,
-        high=100_000,
+        bounds=(0, 100_000),
         en=(
             "the most characters a host hook (`hook`) adds at a time: the digest at session start, the memories "
             "relevant to each prompt (0 = add nothing)"
@@ -500,14 +483,15 @@ def read(name: str, env: Mapping[str, str] | None = None, problems: list[str] | 
             msg("{name}={raw!r} 不是 {choices} 之一,已忽略", name=name, raw=raw, choices="/".join(var.choices)),
         )
         return var.default
-    assert var.low is not None and var.high is not None
+    assert var.bounds is not None
+    low, high = var.bounds
     try:
         number: float = int(raw) if var.kind == "int" else float(raw)
     except ValueError:
         number = math.nan
-    if math.isfinite(number) and var.low <= number <= var.high:
+    if math.isfinite(number) and low <= number <= high:
         return number
-    fields = {"name": name, "raw": raw, "low": _num(var.low), "high": _num(var.high)}
+    fields = {"name": name, "raw": raw, "low": _num(low), "high": _num(high)}
     if var.kind == "int":
         default = pair(var.shown_default, var.shown_default_en) if var.default is None else var.default
         line = msg("{name}={raw!r} 不是 {low}~{high} 之间的整数,已忽略,改用缺省值 {default}", **fields, default=default)
@@ -560,10 +544,9 @@ def env_help_lines(language: Literal["zh", "en"] = "zh") -> list[str]:
 
 
 def _range_note(var: EnvVar, language: Literal["zh", "en"] = "zh") -> str:
-    if var.kind in ("int", "float") and var.low is not None and var.high is not None:
-        if language == "en":
-            return f"; range {_num(var.low)}–{_num(var.high)}"
-        return f";范围 {_num(var.low)}~{_num(var.high)}"
+    if var.bounds is not None:
+        low, high = (_num(end) for end in var.bounds)
+        return f"; range {low}–{high}" if language == "en" else f";范围 {low}~{high}"
     return ""
 
 
