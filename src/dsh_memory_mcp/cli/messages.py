@@ -37,17 +37,13 @@ def N_(zh: str) -> str:
 def t(zh: str, /, **values: object) -> str:
     """`zh` (a Chinese template) in the user's language, with `values` (and `GLOBALS`) filled in.
 
-    A value that is a `texts.Text` (a message from the layers below: a store error, a config
-    warning…) is shown in the same language. A template without an English entry is shown in
-    Chinese (the test keeps the table complete).
+    In English it is a `texts.Text` shown in English: a value that is a `Text` (a store error, a config
+    warning…) too. The help text's English is `HELP_EN`.
     """
+    fields = {**GLOBALS, **values}
     if not english():
-        return zh.format_map({**GLOBALS, **values})
-    shown_values = {
-        key: texts.english(value) if isinstance(value, texts.Text) else value for key, value in values.items()
-    }
-    template = HELP_EN if zh == HELP_ZH else texts.EN.get(zh, zh)
-    return template.format_map({**GLOBALS, **shown_values})
+        return zh.format_map(fields)
+    return texts.msg(HELP_EN if zh == HELP_ZH else zh, **fields).english()
 
 
 def shown(value: object) -> str:
