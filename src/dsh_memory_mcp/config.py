@@ -432,11 +432,14 @@ VARIABLES: tuple[EnvVar, ...] = (
 )
 _BY_NAME = {var.name: var for var in VARIABLES}
 
-#: Defaults other modules quote (from the table, never written twice).
-DEFAULT_MAX_CONTENT: int = _BY_NAME["DSH_MEMORY_MAX_CONTENT"].default  # type: ignore[assignment]
-DEFAULT_EMBED_PORT: int = _BY_NAME["DSH_MEMORY_EMBED_PORT"].default  # type: ignore[assignment]
-DEFAULT_EMBED_THREADS: int = _BY_NAME["DSH_MEMORY_EMBED_THREADS"].default  # type: ignore[assignment]
-DEFAULT_FORGET_CONFIRM_OVER: int = _BY_NAME["DSH_MEMORY_FORGET_CONFIRM_OVER"].default  # type: ignore[assignment]
+
+def _default(name: str) -> Any:
+    """The default of a variable of `VARIABLES`: the settings and other modules quote it, never write it twice."""
+    return _BY_NAME[name].default
+
+
+DEFAULT_EMBED_PORT: int = _default("DSH_MEMORY_EMBED_PORT")
+DEFAULT_EMBED_THREADS: int = _default("DSH_MEMORY_EMBED_THREADS")
 
 
 def environ() -> Mapping[str, str]:
@@ -629,16 +632,16 @@ class Settings:
     scope_all: bool = False
     debug: bool = False
     vector: VectorSettings = field(default_factory=VectorSettings)
-    max_content: int = DEFAULT_MAX_CONTENT
+    max_content: int = _default("DSH_MEMORY_MAX_CONTENT")
     allow_secrets: bool = False
     #: Where `project_dir` came from: "flag" (`--project`), "env" (`DSH_MEMORY_PROJECT`), "host" (the
     #: host's workspace variable, `HOST_WORKSPACE_VARIABLES`) or "cwd".
     project_source: Literal["flag", "env", "host", "cwd"] = "cwd"
-    touch_interval: int = 30
-    forget_confirm_over: int = DEFAULT_FORGET_CONFIRM_OVER
+    touch_interval: int = _default("DSH_MEMORY_TOUCH_INTERVAL_SECS")
+    forget_confirm_over: int = _default("DSH_MEMORY_FORGET_CONFIRM_OVER")
     digest: bool = True
     relay: bool = True
-    hook_budget: int = 1500
+    hook_budget: int = _default("DSH_MEMORY_HOOK_BUDGET")
     pager: str | None = None
     #: Environment values that were invalid and replaced by their default (one Chinese line each;
     #: the CLI prints them at start, `doctor` lists them). Includes `vector.warnings`.
@@ -788,19 +791,19 @@ class ServeSettings:
     kept_token: str | None = None
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
-    session_idle_secs: float = 600.0
+    session_idle_secs: float = _default("DSH_MEMORY_SESSION_IDLE_SECS")
     #: Capped by the idle time.
-    session_init_secs: float = 60.0
-    max_tool_calls: int = 16
-    tool_deadline_secs: float = 300.0
-    web_login_secs: float = 604_800.0
-    max_sessions: int = 256
+    session_init_secs: float = _default("DSH_MEMORY_SESSION_INIT_SECS")
+    max_tool_calls: int = _default("DSH_MEMORY_MAX_TOOL_CALLS")
+    tool_deadline_secs: float = _default("DSH_MEMORY_TOOL_DEADLINE_SECS")
+    web_login_secs: float = _default("DSH_MEMORY_WEB_LOGIN_SECS")
+    max_sessions: int = _default("DSH_MEMORY_MAX_SESSIONS")
     #: None: 1024, and never more than the fd limit allows.
     max_connections: int | None = None
     #: None: a quarter of the connection cap.
     client_connections: int | None = None
-    header_timeout_secs: float = 10.0
-    body_timeout_secs: float = 30.0
+    header_timeout_secs: float = _default("DSH_MEMORY_HEADER_TIMEOUT_SECS")
+    body_timeout_secs: float = _default("DSH_MEMORY_BODY_TIMEOUT_SECS")
     #: Values that were not understood (the default was used); printed at start.
     warnings: tuple[str, ...] = ()
 
