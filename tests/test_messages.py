@@ -1,6 +1,6 @@
 """The human CLI in the user's language: Chinese by default, English when the locale asks (`en*`).
 
-The table (`cli/messages.EN`) must hold every template the code passes to `t`/`N_`, with the same
+The table (`texts.EN`) must hold every template the code passes to `t`/`N_`, with the same
 format fields; real subprocesses under ``LANG=en_US.UTF-8`` show the English texts, while the tools'
 own texts (what `save`/`list` print from `memory_*`) stay as the tools write them.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory_mcp import config
+from dsh_memory_mcp import config, texts
 from dsh_memory_mcp.cli import messages
 from tests.conftest import PYTHON, subprocess_env
 
@@ -40,10 +40,10 @@ def test_every_template_the_cli_passes_to_t_has_an_english_entry_with_the_same_f
     templates = _templates()
     assert len(templates) > 100  # the scan sees the CLI's templates (it is not looking at nothing)
     missing = [
-        (f, line, text[:60]) for f, line, text in templates if text not in messages.EN and text != messages.HELP_ZH
+        (f, line, text[:60]) for f, line, text in templates if text not in texts.EN and text != messages.HELP_ZH
     ]
     assert missing == []
-    for zh, en in messages.EN.items():
+    for zh, en in texts.EN.items():
         assert _fields(zh) == _fields(en), zh[:60]
         assert en.format_map({**messages.GLOBALS, **{k: "x" for k in _fields(en)}})  # formats cleanly
 

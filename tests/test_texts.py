@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from dsh_memory_mcp import config, texts
-from dsh_memory_mcp.cli import messages
 from dsh_memory_mcp.errors import InvalidArgument, StoreError
 from dsh_memory_mcp.texts import Text, english, joined, language_of, localized, msg, pair
 
@@ -53,7 +52,7 @@ def _fields(template: str) -> set[str]:
 
 
 def _table_for(path: Path, kind: str) -> dict[str, str]:
-    return texts.EN  # one table for every layer (`cli.messages.EN` is the same dict)
+    return texts.EN  # one table for every layer
 
 
 def test_every_msg_and_chinese_log_template_has_an_english_entry_with_the_same_fields():
@@ -68,8 +67,6 @@ def test_every_msg_and_chinese_log_template_has_an_english_entry_with_the_same_f
     for zh, en in texts.EN.items():
         assert _fields(zh) == _fields(en), zh[:60]
         assert PERCENT.findall(zh) == PERCENT.findall(en), zh[:60]  # log templates: same arguments, same order
-    for zh, en in messages.EN.items():
-        assert PERCENT.findall(zh) == PERCENT.findall(en), zh[:60]
 
 
 def test_no_english_entry_is_left_over_and_none_is_chinese():
@@ -80,11 +77,6 @@ def test_no_english_entry_is_left_over_and_none_is_chinese():
         return re.sub(r"「[^」]*」", "", en)
 
     chinese = [en[:50] for zh, en in texts.EN.items() if CJK.search(said(en)) and zh not in KEPT_CHINESE]
-    chinese += [
-        en[:50]
-        for zh, en in messages.EN.items()
-        if CJK.search(said(en)) and zh not in KEPT_CHINESE and zh != messages.HELP_ZH
-    ]
     assert chinese == []
 
 

@@ -20,39 +20,6 @@ from typing import Any, Literal
 
 from dsh_memory_mcp.texts import Text, msg, pair
 
-__all__ = [
-    "BUNDLED_HINT",
-    "BUNDLED_MODEL_NAME",
-    "DEFAULT_EMBED_MODEL_ID",
-    "DEFAULT_EMBED_PORT",
-    "DEFAULT_EMBED_THREADS",
-    "DEPENDENCIES",
-    "DIRECT_LIMIT",
-    "OFF_WORDS",
-    "ON_WORDS",
-    "SDK_REQUIREMENT",
-    "VARIABLES",
-    "EnvVar",
-    "ServeSettings",
-    "Settings",
-    "VectorSettings",
-    "debug_enabled",
-    "default_store_dir",
-    "digest_enabled",
-    "env_help_lines",
-    "env_table_markdown",
-    "environ",
-    "infer_pooling",
-    "model_id_from_path",
-    "read",
-    "relay_off",
-    "resolve_serve_settings",
-    "resolve_settings",
-    "resolve_vector_settings",
-    "ui_language",
-    "variable",
-]
-
 #: The runtime dependencies as pip requirements, quoted by the CLI's import diagnostics and by
 #: `doctor`. pyproject.toml is the source of truth; tests/test_config.py checks they agree.
 SDK_REQUIREMENT = "mcp>=2.3,<2.4"
@@ -106,9 +73,9 @@ class EnvVar:
     """One environment variable: the only place its name, type, default, range and meaning are written.
 
     `kind`: `path`/`text` (a string, empty = unset), `list` (comma-separated), `on` (a switch that is off
-    unless set to an ON word), `off` (a switch that is on unless set to an OFF word), `int`/`float`
-    (a number in [`low`, `high`]), `choice` (one of `choices`). A value that does not fit is ignored —
-    the default applies — and `Settings.warnings` says so; nothing is ever half-applied.
+    unless set to an ON word), `off` (a switch that is on unless set to an OFF word), `int`/`float` (a
+    number within `bounds`, ends included), `choice` (one of `choices`). A value that does not fit is
+    ignored — the default applies — and `Settings.warnings` says so; nothing is ever half-applied.
     """
 
     name: str
@@ -118,8 +85,7 @@ class EnvVar:
     doc: str
     #: Who reads it: `server` (the stdio server and serve), `serve`, `cli` (start-up and subcommands), `vectors`.
     readers: str
-    low: float | None = None
-    high: float | None = None
+    bounds: tuple[float, float] | None = None
     choices: tuple[str, ...] = ()
     shown: str | None = None
     #: The doc in English (`--help` under an English locale); the README's table stays Chinese.
@@ -241,8 +207,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         8199,
         "自己拉起的 llama-server 的端口(避开 DSH 的 8078)",
         "vectors",
-        low=1,
-        high=65535,
+        bounds=(1, 65535),
         en="the port of the llama-server it starts itself (clear of DSH's 8078)",
     ),
     EnvVar(
@@ -251,8 +216,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         6,
         "llama-server 线程数",
         "vectors",
-        low=1,
-        high=512,
+        bounds=(1, 512),
         en="llama-server threads",
     ),
     EnvVar(
@@ -277,8 +241,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         30,
         "检索命中的访问计数在后台写回时,同一作用域文件最多每这么多秒整份重写一次(退出时总会写回)",
         "server",
-        low=0,
-        high=86_400,
+        bounds=(0, 86_400),
         en=(
             "when search hits' access counts are written back in the background, one scope file is rewritten at "
             "most once per this many seconds (always written at exit)"
@@ -290,8 +253,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         3,
         "`memory_forget` 按 query 匹配超过这么多条时先返回 `CONFIRM_REQUIRED` 预览,不删除",
         "server",
-        low=0,
-        high=1_000_000,
+        bounds=(0, 1_000_000),
         en=(
             "`memory_forget` by query answers `CONFIRM_REQUIRED` with a preview, deleting nothing, when more "
             "than this many match"
@@ -303,8 +265,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         20_000,
         "`memory_save` 的 content 字符上限,超过报 `CONTENT_TOO_LONG`",
         "server",
-        low=1,
-        high=10_000_000,
+        bounds=(1, 10_000_000),
         en="the longest `memory_save` content, in characters; longer is `CONTENT_TOO_LONG`",
     ),
     EnvVar(
@@ -358,8 +319,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         600.0,
         "`serve` 回收空闲会话的秒数(正在运行的调用不算空闲)",
         "serve",
-        low=0.1,
-        high=7 * 86_400,
+        bounds=(0.1, 7 * 86_400),
         en="seconds after which `serve` ends an idle session (a running call is not idle)",
     ),
     EnvVar(
@@ -368,8 +328,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         60.0,
         "`serve` 回收始终没完成握手的会话的秒数",
         "serve",
-        low=0.1,
-        high=86_400,
+        bounds=(0.1, 86_400),
         en="seconds after which `serve` ends a session that never finished its handshake",
     ),
     EnvVar(
@@ -378,8 +337,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         16,
         "`serve` 同时运行的工具调用上限,多出的排队",
         "serve",
-        low=1,
-        high=1024,
+        bounds=(1, 1024),
         en="tool calls `serve` runs at once; more wait in a queue",
     ),
     EnvVar(
@@ -388,8 +346,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         604_800.0,
         "网页登录的有效秒数(7 天;serve 停止时也随之失效);过期后用 `dsh-memory-mcp web` 取新的登录链接",
         "serve",
-        low=1.0,
-        high=30 * 86_400,
+        bounds=(1.0, 30 * 86_400),
         en="seconds a web page login lasts (7 days; it also ends when serve stops); then `dsh-memory-mcp web` "
         "gives a new login link",
     ),
@@ -399,8 +356,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         300.0,
         "`serve` 每个调用排队 + 执行的截止时间(0 = 不限)",
         "serve",
-        low=0.0,
-        high=86_400,
+        bounds=(0.0, 86_400),
         en="`serve`'s deadline for each call, queue + run (0 = none)",
     ),
     EnvVar(
@@ -409,8 +365,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         256,
         "`serve` 同时存在的会话上限;满了就先结束空闲最久的会话",
         "serve",
-        low=1,
-        high=100_000,
+        bounds=(1, 100_000),
         en="sessions `serve` keeps at once; when full, the one idle longest is ended first",
     ),
     EnvVar(
@@ -419,8 +374,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         None,
         "`serve` 同时打开的连接上限(永远不超过「文件描述符上限 − 四分之一」)",
         "serve",
-        low=1,
-        high=1_000_000,
+        bounds=(1, 1_000_000),
         shown="1024",
         en="connections `serve` keeps open at once (never more than the file descriptor limit minus a quarter)",
     ),
@@ -430,8 +384,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         None,
         "同一个客户端(一个 IP;本机回环算一个)最多占多少条**没出示令牌**的连接",
         "serve",
-        low=1,
-        high=1_000_000,
+        bounds=(1, 1_000_000),
         shown="连接上限的 ¼",
         en="connections one client (one IP; all of loopback is one) may hold **without showing the token**",
         shown_en="¼ of the connection cap",
@@ -442,8 +395,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         10.0,
         "`serve` 等一个请求头的最长秒数,超时回 408 并断开",
         "serve",
-        low=0.1,
-        high=3600,
+        bounds=(0.1, 3600),
         en="seconds `serve` waits for a request's header; then 408 and the connection is closed",
     ),
     EnvVar(
@@ -452,8 +404,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         30.0,
         "`serve` 读请求体时客户端最多停顿的秒数;超过这段时间后平均速度还须 ≥ 1 KiB/s",
         "serve",
-        low=0.1,
-        high=3600,
+        bounds=(0.1, 3600),
         en="seconds a client may pause while `serve` reads a request body; after that it must still average ≥ 1 KiB/s",
     ),
     EnvVar(
@@ -462,8 +413,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         1500,
         "宿主钩子(`hook`)每次最多注入的字符数:会话开始时的记忆摘要、每次提问时相关的记忆(0 = 不注入)",
         "cli",
-        low=0,
-        high=100_000,
+        bounds=(0, 100_000),
         en=(
             "the most characters a host hook (`hook`) adds at a time: the digest at session start, the memories "
             "relevant to each prompt (0 = add nothing)"
@@ -482,11 +432,14 @@ VARIABLES: tuple[EnvVar, ...] = (
 )
 _BY_NAME = {var.name: var for var in VARIABLES}
 
-#: Defaults other modules quote (from the table, never written twice).
-DEFAULT_MAX_CONTENT: int = _BY_NAME["DSH_MEMORY_MAX_CONTENT"].default  # type: ignore[assignment]
-DEFAULT_EMBED_PORT: int = _BY_NAME["DSH_MEMORY_EMBED_PORT"].default  # type: ignore[assignment]
-DEFAULT_EMBED_THREADS: int = _BY_NAME["DSH_MEMORY_EMBED_THREADS"].default  # type: ignore[assignment]
-DEFAULT_FORGET_CONFIRM_OVER: int = _BY_NAME["DSH_MEMORY_FORGET_CONFIRM_OVER"].default  # type: ignore[assignment]
+
+def _default(name: str) -> Any:
+    """The default of a variable of `VARIABLES`: the settings and other modules quote it, never write it twice."""
+    return _BY_NAME[name].default
+
+
+DEFAULT_EMBED_PORT: int = _default("DSH_MEMORY_EMBED_PORT")
+DEFAULT_EMBED_THREADS: int = _default("DSH_MEMORY_EMBED_THREADS")
 
 
 def environ() -> Mapping[str, str]:
@@ -533,14 +486,15 @@ def read(name: str, env: Mapping[str, str] | None = None, problems: list[str] | 
             msg("{name}={raw!r} 不是 {choices} 之一,已忽略", name=name, raw=raw, choices="/".join(var.choices)),
         )
         return var.default
-    assert var.low is not None and var.high is not None
+    assert var.bounds is not None
+    low, high = var.bounds
     try:
         number: float = int(raw) if var.kind == "int" else float(raw)
     except ValueError:
         number = math.nan
-    if math.isfinite(number) and var.low <= number <= var.high:
+    if math.isfinite(number) and low <= number <= high:
         return number
-    fields = {"name": name, "raw": raw, "low": _num(var.low), "high": _num(var.high)}
+    fields = {"name": name, "raw": raw, "low": _num(low), "high": _num(high)}
     if var.kind == "int":
         default = pair(var.shown_default, var.shown_default_en) if var.default is None else var.default
         line = msg("{name}={raw!r} 不是 {low}~{high} 之间的整数,已忽略,改用缺省值 {default}", **fields, default=default)
@@ -563,21 +517,6 @@ def _num(value: object) -> str:
 def _warn(problems: list[str] | None, line: Text) -> None:
     if problems is not None:
         problems.append(line)
-
-
-def debug_enabled(env: Mapping[str, str] | None = None) -> bool:
-    """`DSH_MEMORY_DEBUG`: read before anything else, so start-up failures can show their traceback."""
-    return bool(read("DSH_MEMORY_DEBUG", env))
-
-
-def relay_off(env: Mapping[str, str] | None = None) -> bool:
-    """`DSH_MEMORY_RELAY` is an OFF word: stdio starts never relay to a serve."""
-    return not read("DSH_MEMORY_RELAY", env)
-
-
-def digest_enabled(env: Mapping[str, str] | None = None) -> bool:
-    """`DSH_MEMORY_DIGEST` (on unless an OFF word): the memory digest in `instructions`."""
-    return bool(read("DSH_MEMORY_DIGEST", env))
 
 
 def env_table_markdown() -> str:
@@ -608,10 +547,9 @@ def env_help_lines(language: Literal["zh", "en"] = "zh") -> list[str]:
 
 
 def _range_note(var: EnvVar, language: Literal["zh", "en"] = "zh") -> str:
-    if var.kind in ("int", "float") and var.low is not None and var.high is not None:
-        if language == "en":
-            return f"; range {_num(var.low)}–{_num(var.high)}"
-        return f";范围 {_num(var.low)}~{_num(var.high)}"
+    if var.bounds is not None:
+        low, high = (_num(end) for end in var.bounds)
+        return f"; range {low}–{high}" if language == "en" else f";范围 {low}~{high}"
     return ""
 
 
@@ -685,7 +623,8 @@ class VectorSettings:
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything the server needs to know, resolved once at start."""
+    """Everything the server needs to know, resolved once at start. A field set from a variable holds its
+    typed value (`resolve_settings` says which; `VARIABLES` what each means)."""
 
     store_dir: str
     project_dir: str
@@ -693,26 +632,16 @@ class Settings:
     scope_all: bool = False
     debug: bool = False
     vector: VectorSettings = field(default_factory=VectorSettings)
-    #: Longest `content` a save accepts (`DSH_MEMORY_MAX_CONTENT`); longer → CONTENT_TOO_LONG.
-    max_content: int = DEFAULT_MAX_CONTENT
-    #: `DSH_MEMORY_ALLOW_SECRETS=1`: save content that looks like a credential (off: CONTENT_SECRET).
+    max_content: int = _default("DSH_MEMORY_MAX_CONTENT")
     allow_secrets: bool = False
     #: Where `project_dir` came from: "flag" (`--project`), "env" (`DSH_MEMORY_PROJECT`), "host" (the
     #: host's workspace variable, `HOST_WORKSPACE_VARIABLES`) or "cwd".
     project_source: Literal["flag", "env", "host", "cwd"] = "cwd"
-    #: Seconds between two background rewrites of one scope file for access counts
-    #: (``DSH_MEMORY_TOUCH_INTERVAL_SECS``; exit and explicit flushes still write at once).
-    touch_interval: int = 30
-    #: `memory_forget` by query deletes at most this many matches without `confirm: true`
-    #: (`DSH_MEMORY_FORGET_CONFIRM_OVER`); more → `CONFIRM_REQUIRED` with the list, nothing deleted.
-    forget_confirm_over: int = DEFAULT_FORGET_CONFIRM_OVER
-    #: `DSH_MEMORY_DIGEST`: the memory digest in `instructions` (off: usage guidance only).
+    touch_interval: int = _default("DSH_MEMORY_TOUCH_INTERVAL_SECS")
+    forget_confirm_over: int = _default("DSH_MEMORY_FORGET_CONFIRM_OVER")
     digest: bool = True
-    #: `DSH_MEMORY_RELAY`: the stdio server may relay to a running `serve` (off: always direct).
     relay: bool = True
-    #: `DSH_MEMORY_HOOK_BUDGET`: the most characters one `hook` run adds to a host's context (0: none).
-    hook_budget: int = 1500
-    #: `DSH_MEMORY_PAGER`: the CLI's pager on a terminal (None: ``$PAGER``, else ``less -FRX``; an off word: none).
+    hook_budget: int = _default("DSH_MEMORY_HOOK_BUDGET")
     pager: str | None = None
     #: Environment values that were invalid and replaced by their default (one Chinese line each;
     #: the CLI prints them at start, `doctor` lists them). Includes `vector.warnings`.
@@ -850,7 +779,8 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 @dataclass(frozen=True)
 class ServeSettings:
-    """`dsh-memory-mcp serve`: where to listen and how much to allow."""
+    """`dsh-memory-mcp serve`: where to listen and how much to allow. A field set from a variable holds its
+    typed value (`resolve_serve_settings` says which; `VARIABLES` what each means)."""
 
     host: str = DEFAULT_SERVE_HOST
     port: int = DEFAULT_SERVE_PORT
@@ -859,28 +789,21 @@ class ServeSettings:
     #: Without `DSH_MEMORY_TOKEN`: the token kept for this store across restarts (the CLI reads it
     #: from the user's state dir); None → a fresh one per start. Not a user-set token.
     kept_token: str | None = None
-    #: `DSH_MEMORY_ALLOWED_HOSTS` items (host or host:port), honoured only with a user-set token.
     allowed_hosts: tuple[str, ...] = ()
-    #: `DSH_MEMORY_ALLOWED_ORIGINS` items (scheme://host[:port]).
     allowed_origins: tuple[str, ...] = ()
-    session_idle_secs: float = 600.0
-    #: A session that never sends `notifications/initialized` ends after this (capped by the idle time).
-    session_init_secs: float = 60.0
-    max_tool_calls: int = 16
-    #: 0 = no deadline.
-    tool_deadline_secs: float = 300.0
-    #: How long a web page login lasts (`DSH_MEMORY_WEB_LOGIN_SECS`); it also ends with the serve process.
-    web_login_secs: float = 604_800.0
-    #: Open sessions at most; the oldest idle one is ended to make room for a new one.
-    max_sessions: int = 256
-    #: Open connections at most (None: 1024, and never more than the fd limit allows).
+    session_idle_secs: float = _default("DSH_MEMORY_SESSION_IDLE_SECS")
+    #: Capped by the idle time.
+    session_init_secs: float = _default("DSH_MEMORY_SESSION_INIT_SECS")
+    max_tool_calls: int = _default("DSH_MEMORY_MAX_TOOL_CALLS")
+    tool_deadline_secs: float = _default("DSH_MEMORY_TOOL_DEADLINE_SECS")
+    web_login_secs: float = _default("DSH_MEMORY_WEB_LOGIN_SECS")
+    max_sessions: int = _default("DSH_MEMORY_MAX_SESSIONS")
+    #: None: 1024, and never more than the fd limit allows.
     max_connections: int | None = None
-    #: Connections one client (an IP address; all of loopback is one) may hold without the token
-    #: (None: a quarter of the connection cap).
+    #: None: a quarter of the connection cap.
     client_connections: int | None = None
-    #: A request's header must arrive within this; a body may pause this long at most.
-    header_timeout_secs: float = 10.0
-    body_timeout_secs: float = 30.0
+    header_timeout_secs: float = _default("DSH_MEMORY_HEADER_TIMEOUT_SECS")
+    body_timeout_secs: float = _default("DSH_MEMORY_BODY_TIMEOUT_SECS")
     #: Values that were not understood (the default was used); printed at start.
     warnings: tuple[str, ...] = ()
 
@@ -916,6 +839,4 @@ def resolve_serve_settings(
 
 
 if __name__ == "__main__":  # `python -m dsh_memory_mcp.config`: the README's environment table
-    import sys
-
     sys.stdout.write(env_table_markdown() + "\n")

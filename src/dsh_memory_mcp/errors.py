@@ -24,19 +24,6 @@ faults we classify). Only the standard library is imported here.
 
 from __future__ import annotations
 
-__all__ = [
-    "ERROR_CODES",
-    "CallRefused",
-    "DshMemoryError",
-    "EmbeddingUnavailable",
-    "InvalidArgument",
-    "LockError",
-    "LockRecursion",
-    "LockTimeout",
-    "ScopeError",
-    "StoreError",
-]
-
 #: Every code a tool may return, in the order docs/design.md lists them.
 ERROR_CODES: tuple[str, ...] = (
     "CONTENT_EMPTY",
@@ -98,7 +85,11 @@ class ScopeError(DshMemoryError, ValueError):
 
 
 class LockError(DshMemoryError):
-    """A scope lock could not be taken."""
+    """A scope lock could not be taken; `lock_file` names it."""
+
+    def __init__(self, message: str, *, lock_file: str = "") -> None:
+        super().__init__(message)
+        self.lock_file = lock_file
 
 
 class LockTimeout(LockError, TimeoutError):
@@ -106,19 +97,11 @@ class LockTimeout(LockError, TimeoutError):
 
     default_code = "LOCK_TIMEOUT"
 
-    def __init__(self, message: str, *, lock_file: str = "") -> None:
-        super().__init__(message, code="LOCK_TIMEOUT")
-        self.lock_file = lock_file
-
 
 class LockRecursion(LockError, RuntimeError):
     """This thread asked again for a scope lock it already holds: a bug, never a wait."""
 
     default_code = "LOCK_RECURSION"
-
-    def __init__(self, message: str, *, lock_file: str = "") -> None:
-        super().__init__(message, code="LOCK_RECURSION")
-        self.lock_file = lock_file
 
 
 class CallRefused(DshMemoryError, TimeoutError):
@@ -138,7 +121,7 @@ class StoreError(DshMemoryError, OSError):
     default_code = "STORE_ERROR"
 
     def __init__(self, message: str, *, path: str = "") -> None:
-        super().__init__(message, code="STORE_ERROR")
+        super().__init__(message)
         self.path = path
 
 

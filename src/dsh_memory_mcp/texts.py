@@ -1,21 +1,13 @@
 """Texts for people that the layers below the CLI write: Chinese, with an English form a front door can show.
 
-A message a person may read (a store error, a config warning, an import problem, a vector status,
-the web API's errors) is made with `msg(zh_template, **fields)`: a `Text`, which *is* the formatted
-Chinese string (so every tool text, log line and test that used the plain string sees the same
-bytes) and also remembers its template and fields. A front door that knows its reader speaks
-English (the CLI under an ``en*`` locale, the page with English chosen) calls `english` or
-`localized`, which look the template up in `EN` and fill the English template with the fields
-(fields that are `Text` themselves are shown in English too). What is not a `Text` — memory
-content, a path, a tool's text written for the model — is never translated.
-
-Log templates (``log.warning("… %s", x)``, ``%``-style) are looked up in `EN` too: the CLI's log
-handler shows them in English under an English locale (`english_log`), with no change at the call.
-
-A `Text` stays one only as itself: an f-string, ``+`` or ``.strip()`` of it is a plain (Chinese)
-string. Build longer messages with `msg` (a `Text` as a field) or `joined`.
-``tests/test_texts.py`` checks that every template the code passes to `msg` (and every Chinese log
-template) has an entry here with the same fields, and that no entry is left unused.
+`msg(zh_template, **fields)` makes a `Text`: the formatted Chinese string itself (tool texts, log lines and
+tests see the same bytes) that also remembers its template and fields. A front door whose reader speaks
+English (the CLI under an ``en*`` locale, the page set to English) calls `english` or `localized`: the
+template is looked up in `EN`, and fields that are `Text` are shown in English too. Memory content, paths
+and the tools' texts for the model are never translated; ``%``-style log templates are looked up in `EN`
+as well (`english_log`). A `Text` stays one only as itself (an f-string or ``+`` of it is plain Chinese):
+build longer messages with `msg` (a `Text` as a field) or `joined`. ``tests/test_texts.py`` keeps `EN`
+complete, with the same fields on both sides and no entry left unused.
 """
 
 # ruff: noqa: E501 - one message per line, however long: the table reads as pairs
@@ -24,20 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, cast
-
-__all__ = [
-    "EN",
-    "Language",
-    "Text",
-    "english",
-    "english_log",
-    "joined",
-    "language_of",
-    "localized",
-    "msg",
-    "pair",
-    "shown",
-]
 
 Language = Literal["zh", "en"]
 

@@ -860,7 +860,7 @@ def check_serve(settings: config.Settings, env: Mapping[str, str]) -> Iterator[C
         yield Check("warn", "serve", t("{detail};本程序是 v{version}", detail=detail), t("重启 serve 换成同一个版本"))
     else:
         yield Check("ok", "serve", detail)
-    if config.relay_off(env):
+    if not config.read("DSH_MEMORY_RELAY", env):
         off = t("DSH_MEMORY_RELAY=off:不中继,每个宿主直连记忆库")
         yield Check("warn", stdio, off, t("去掉 DSH_MEMORY_RELAY=off 就会中继"))
     else:

@@ -84,7 +84,7 @@ def _log(event: str, ids: list[str], project: str, chars: int) -> None:
 
     from dsh_memory_mcp.cli import logs
 
-    logs.log.setLevel(logging.DEBUG if config.debug_enabled() else logging.INFO)
+    logs.log.setLevel(logging.DEBUG if config.read("DSH_MEMORY_DEBUG") else logging.INFO)
     logs.log.propagate = False  # the log file only: stderr is the host's to show
     logs.configure_file_logging()
     try:
@@ -119,7 +119,7 @@ def run_hook(
     session = _session_file(data)
     seen = _load_seen(session)
     if event == "session-start":
-        text = _digest(settings) if config.digest_enabled(env) else ""
+        text = _digest(settings) if config.read("DSH_MEMORY_DIGEST", env) else ""
         if len(text) > budget:  # whole lines only
             text = text[: text.rfind("\n", 0, budget + 1)] if "\n" in text[: budget + 1] else ""
         ids = _DIGEST_ID.findall(text)

@@ -1,20 +1,10 @@
 """The human command line in the user's language: Chinese by default, English when the locale asks.
 
-One table, no gettext: every text the CLI shows a person (help, diagnostics, subcommand output)
-is written in the code in Chinese and passed through `t` (formatted now) or marked with `N_`
-(a constant translated when it is shown, e.g. a subcommand's summary). `EN` (`texts.EN`, the one
-table of every layer) maps each Chinese template to its English one; both use ``str.format`` fields
-(``{path}``), and a few fields are always available (`GLOBALS`: ``{prog}``, ``{version}``, the
-default ports). The language comes from `config.ui_language` (``LC_ALL`` → ``LC_MESSAGES`` →
-``LANG``; ``en*`` means English).
-
-Messages from the layers below (a `StoreError`'s text, a config warning, a vector status) are
-`texts.Text`: `t` shows such a field in the same language, `shown` shows one on its own, and the
-stderr log handler shows Chinese log templates in English (`logs.LocalisedFormatter`). What stays
-Chinese whatever the locale: the tools' texts for the model (under English, ``list``/``search``/
-``get``/``forget``/``save`` say their results from the structured data instead: `cli.views`),
-``--json`` output, the log file, and the 已启动 marker of the success line. `tests/test_messages.py`
-checks this table's entries; `tests/test_texts.py` that every CJK literal in ``cli/`` goes through it.
+Every text the CLI shows a person is written in Chinese and passed through `t` (formatted now) or
+marked with `N_` (a constant translated where it is shown); `texts.EN`, the one table of every layer,
+holds its English. The language comes from `config.ui_language`. What stays Chinese whatever the
+locale: the tools' texts for the model (under English, the memory commands print `cli.views`
+instead), ``--json`` output, the log file, and the 已启动 marker of the success line.
 """
 
 from __future__ import annotations
@@ -23,8 +13,6 @@ from collections.abc import Mapping
 
 from dsh_memory_mcp import __version__, config, texts
 from dsh_memory_mcp.cli.output import PROG
-
-__all__ = ["EN", "GLOBALS", "HELP_EN", "HELP_ZH", "N_", "english", "shown", "t"]
 
 #: Fields every template may use without the caller passing them.
 GLOBALS: Mapping[str, object] = {
@@ -36,9 +24,9 @@ GLOBALS: Mapping[str, object] = {
 }
 
 
-def english(env: Mapping[str, str] | None = None) -> bool:
+def english() -> bool:
     """Whether the human CLI speaks English now (the locale asks for ``en*``)."""
-    return config.ui_language(config.environ() if env is None else env) == "en"
+    return config.ui_language(config.environ()) == "en"
 
 
 def N_(zh: str) -> str:
@@ -49,17 +37,13 @@ def N_(zh: str) -> str:
 def t(zh: str, /, **values: object) -> str:
     """`zh` (a Chinese template) in the user's language, with `values` (and `GLOBALS`) filled in.
 
-    A value that is a `texts.Text` (a message from the layers below: a store error, a config
-    warning…) is shown in the same language. A template without an English entry is shown in
-    Chinese (the test keeps the table complete).
+    In English it is a `texts.Text` shown in English: a value that is a `Text` (a store error, a config
+    warning…) too. The help text's English is `HELP_EN`.
     """
+    fields = {**GLOBALS, **values}
     if not english():
-        return zh.format_map({**GLOBALS, **values})
-    shown_values = {
-        key: texts.english(value) if isinstance(value, texts.Text) else value for key, value in values.items()
-    }
-    template = HELP_EN if zh == HELP_ZH else EN.get(zh, zh)
-    return template.format_map({**GLOBALS, **shown_values})
+        return zh.format_map(fields)
+    return texts.msg(HELP_EN if zh == HELP_ZH else zh, **fields).english()
 
 
 def shown(value: object) -> str:
@@ -189,6 +173,3 @@ Check a deployment (empty stdin: the server exits 0 at EOF; success is the stder
 so a script written for the Chinese default finds it too):
   echo '' | {prog} --store-dir /tmp/dsh-probe
 """
-
-#: Chinese template → English template: `texts.EN`, the one table of user texts for every layer.
-EN = texts.EN

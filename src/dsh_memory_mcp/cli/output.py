@@ -17,29 +17,6 @@ from typing import IO, Any
 from dsh_memory_mcp import config
 from dsh_memory_mcp.texts import msg
 
-__all__ = [
-    "DEFAULT_PAGER",
-    "EXIT_OK",
-    "EXIT_STARTUP",
-    "EXIT_USAGE",
-    "PREFIX",
-    "PROG",
-    "PipeSafe",
-    "colour_wanted",
-    "describe",
-    "detach",
-    "flush_std",
-    "harden_stderr",
-    "is_terminal",
-    "page",
-    "pager_command",
-    "paint",
-    "paint_note",
-    "visible",
-    "write_stderr_lines",
-    "write_stdout",
-]
-
 PROG = "dsh-memory-mcp"
 PREFIX = f"[{PROG}] "
 
@@ -185,16 +162,11 @@ def _sgr(code: str) -> Callable[[re.Match[str]], str]:
     return lambda m: f"\x1b[{code}m{m.group()}\x1b[0m"
 
 
-def visible(text: str) -> str:
-    """`text` with its control characters shown as ``\\x1b`` (escape sequences in a memory stay text)."""
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
 def paint(text: str, colour: bool) -> str:
     """A result for a terminal: controls made visible, and with `colour` the parts a reader looks
     for — the scope · kind head, the relevance, the id, markdown headings, **bold** and `code`,
     the notes dimmed. The words are the same as without colour."""
-    text = visible(text)
+    text = _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     if not colour:
         return text
     text = _HEADING.sub(lambda m: m.group(1) + f"\x1b[1m{m.group(2)}\x1b[0m", text)  # before the head is marked

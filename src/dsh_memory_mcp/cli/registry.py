@@ -39,7 +39,7 @@ class Body(Protocol):
 
 def _run_guarded(name: str, invocation: Invocation, load: Callable[[], Body]) -> int:
     """Resolve settings, import the body (`load`), run it; never a bare traceback."""
-    debug = config.debug_enabled()
+    debug = bool(config.read("DSH_MEMORY_DEBUG"))
     # A person's own command: no program prefix on its lines, no recover reminder on every run.
     logs.configure_stderr_logging(debug, logs.NoRecoverReminder(), prefix="")
     # A human command prints its own results; only the store's and vector channel's warnings

@@ -330,7 +330,7 @@ def log_settings(settings: config.Settings) -> None:
 
 
 def _start(invocation: Invocation, serve: ServeFn | None, started: StartedFlag, guard: SignalGuard) -> int:
-    debug = config.debug_enabled()
+    debug = bool(config.read("DSH_MEMORY_DEBUG"))
     logs.configure_stderr_logging(debug, started)
     try:
         settings = config.resolve_settings(store_dir=invocation.store_dir, project_dir=invocation.project_dir)

@@ -34,7 +34,7 @@ _ADDRESS_ERRORS = {
 
 def run(invocation: Invocation) -> int:
     """Serve until SIGINT/SIGTERM; returns the exit code."""
-    debug = config.debug_enabled()
+    debug = bool(config.read("DSH_MEMORY_DEBUG"))
     logs.configure_stderr_logging(debug)
     try:
         return _run(invocation, debug)

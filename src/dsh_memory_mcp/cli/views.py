@@ -1,11 +1,9 @@
 """Tool results as a person at an English terminal reads them, made from their structured data.
 
-The tools' texts are written for the model, in Chinese, and the Chinese CLI prints them as they are
-(`commands.human_text`). Under an English locale ``list``/``search``/``get``/``forget``/``save`` print
-these instead: the same facts, from the same ``structuredContent`` (and the records' provenance from
-the store), in English. Memory content, ids, scopes and paths are shown as they are; the messages of
-coded errors are the tools' own `texts.Text`, shown in English. Nothing here is in Chinese, so there
-is no table: the Chinese side of these views is the tools' text.
+The tools' texts are Chinese, written for the model, and the Chinese CLI prints them as they are. Under an
+English locale ``list``/``search``/``get``/``forget``/``save`` print these instead: the same facts from the
+same ``structuredContent``, in English (not a translation of the tools' text, which is shaped for a model).
+Memory content, ids, scopes and paths are shown as they are; coded errors' messages are `texts.Text`.
 """
 
 from __future__ import annotations
@@ -15,18 +13,7 @@ from typing import Any
 
 from dsh_memory_mcp import texts
 from dsh_memory_mcp.cli.output import PROG
-from dsh_memory_mcp.service.render import RESULT_CONTENT_CHARS, excerpt, fmt_time, project_name, snippet
-
-__all__ = [
-    "SOURCES",
-    "confirm_text",
-    "error_text",
-    "forget_text",
-    "get_text",
-    "list_text",
-    "save_text",
-    "search_text",
-]
+from dsh_memory_mcp.service.render import RESULT_CONTENT_CHARS, excerpt, fmt_time, project_name, scope_label, snippet
 
 #: Where the current project came from (`service.render.PROJECT_SOURCES` in English).
 SOURCES = {
@@ -43,22 +30,15 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
-def _name(scope: str, full: bool) -> str:
-    """A project by its folder's name, or under ``--long`` (`full`) its whole path."""
-    if not full:
-        return project_name(scope)
-    return scope[len("project:") :] if scope.startswith("project:") else scope
+def _from(scope: str, project: str | None, source: str | None) -> str:
+    """`` [from …]`` after the current project (where it came from); nothing after any other scope."""
+    return f" [from {SOURCES.get(source, source)}]" if scope == project and source is not None else ""
 
 
 def _labels(scopes: Sequence[Any], project: str | None, source: str | None, full: bool) -> str:
-    shown = []
-    for scope in scopes:
-        key = str(scope)
-        label = _name(key, full)
-        if key == project and source is not None:
-            label += f" [from {SOURCES.get(source, source)}]"
-        shown.append(label)
-    return ", ".join(shown)
+    """The scopes of a header: a project by its folder's name, or under ``--long`` (`full`) its whole path."""
+    names = [str(scope) for scope in scopes]
+    return ", ".join((scope_label(s) if full else project_name(s)) + _from(s, project, source) for s in names)
 
 
 def _meta(record: Mapping[str, Any], *, full_id: bool = False, client: str | None = None) -> str:
@@ -215,7 +195,7 @@ def save_text(structured: Mapping[str, Any], *, project: str | None, source: str
     """``memory_save``'s sentence (stderr; stdout gets the id)."""
     ident = str(structured.get("id") or "")
     scope = str(structured.get("scope") or "")
-    where = scope + (f" [from {SOURCES.get(source, source)}]" if scope == project and source is not None else "")
+    where = scope + _from(scope, project, source)
     if structured.get("deduped"):
         return f"Already there (the same content), not saved again: {ident[:8]} @ {where}"
     return f"Saved memory {ident[:8]} @ {where}"

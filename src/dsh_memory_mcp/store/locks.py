@@ -45,10 +45,6 @@ class LockLost(LockError):
 
     default_code = "LOCK_TIMEOUT"
 
-    def __init__(self, message: str, *, lock_file: str = "") -> None:
-        super().__init__(message, code="LOCK_TIMEOUT")
-        self.lock_file = lock_file
-
 
 _O_BINARY: int = getattr(os, "O_BINARY", 0)
 _EXCL_FLAGS = os.O_CREAT | os.O_EXCL | os.O_WRONLY | _O_BINARY

@@ -278,7 +278,7 @@ class MemoryServer:
     ) -> None:
         self.service = service
         self._base = base_context or (lambda _ctx: service.default_context)
-        self.digest_on = config.digest_enabled() if digest_on is None else digest_on
+        self.digest_on = bool(config.read("DSH_MEMORY_DIGEST")) if digest_on is None else digest_on
         self.digest_cache = digest_cache
         #: The digest keys (project scope key or None) handed out: refreshed at exit.
         self.digest_projects: set[str | None] = set()
