@@ -49,8 +49,6 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.service.context import CallContext
     from dsh_memory_mcp.service.tools import MemoryService, ToolResult
 
-__all__ = ["COMMAND_NAMES", "IMPORT_TAG", "Call", "Progress", "run"]
-
 EXIT_OK = 0
 EXIT_FAIL = 1
 EXIT_USAGE = 2
@@ -1230,6 +1228,3 @@ _HANDLERS: dict[str, Callable[[Call], int]] = {
     "recover": cmd_recover,
     "duplicates": cmd_duplicates,
 }
-
-#: The subcommands `run` knows.
-COMMAND_NAMES: tuple[str, ...] = tuple(_HANDLERS)

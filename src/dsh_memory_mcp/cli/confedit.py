@@ -22,21 +22,6 @@ from typing import Any
 
 from dsh_memory_mcp.cli.messages import t
 
-__all__ = [
-    "ConfigSyntaxError",
-    "json_append",
-    "json_get",
-    "json_pull",
-    "json_remove",
-    "json_set",
-    "parse_json",
-    "toml_dumps_table",
-    "toml_key",
-    "toml_remove_table",
-    "toml_set_table",
-    "toml_value",
-]
-
 
 class ConfigSyntaxError(ValueError):
     """The file is not valid JSON(C)/TOML, or holds our entry in a shape we will not edit."""

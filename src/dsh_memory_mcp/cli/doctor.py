@@ -31,15 +31,6 @@ from dsh_memory_mcp.store.layout import StoreLayout
 if TYPE_CHECKING:
     from dsh_memory_mcp.cli.hosts import Configured
 
-__all__ = [
-    "PYTHON_FLOOR",
-    "SDK_REQUIREMENT",
-    "Check",
-    "main",
-    "render",
-    "run_checks",
-]
-
 Status = Literal["ok", "warn", "fail"]
 
 PYTHON_FLOOR = (3, 11)

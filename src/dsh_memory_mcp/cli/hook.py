@@ -37,8 +37,6 @@ from dsh_memory_mcp import __version__, config
 if TYPE_CHECKING:
     from dsh_memory_mcp.cli.parser import Invocation
 
-__all__ = ["EVENTS", "STATE_DAYS", "main", "run_hook"]
-
 EVENTS = ("session-start", "prompt")
 #: The host's JSON on stdin is read up to this size; more is bad input.
 MAX_INPUT = 1024 * 1024

@@ -39,26 +39,6 @@ from dsh_memory_mcp.cli import confedit
 from dsh_memory_mcp.cli.confedit import ConfigSyntaxError
 from dsh_memory_mcp.cli.messages import N_, t
 
-__all__ = [
-    "HOSTS",
-    "SERVER_NAME",
-    "ZCODE_KEYS",
-    "Configured",
-    "Host",
-    "by_name",
-    "candidates",
-    "configured",
-    "decode_config",
-    "describe_problem",
-    "entry_store",
-    "executable_problem",
-    "found",
-    "read_config",
-    "read_entries",
-    "stdio_entry",
-    "url_entry",
-]
-
 #: Config files larger than this are not ours to rewrite (a mistake, or not a config file).
 MAX_CONFIG_BYTES = 32 * 1024 * 1024
 #: The key our entry has in every host's server table.

@@ -47,17 +47,6 @@ from dsh_memory_mcp.cli.hosts import MAX_CONFIG_BYTES
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.store import fileio
 
-__all__ = [
-    "MAX_ATTEMPTS",
-    "Busy",
-    "ForeignOwner",
-    "Replaced",
-    "Snapshot",
-    "exchange",
-    "read_snapshot",
-    "replace_config",
-]
-
 #: How many times an edit starts over because the host changed the file under it.
 MAX_ATTEMPTS = 60
 #: A file that does not parse is re-read this long before it counts as broken (a host mid-write).

@@ -22,36 +22,20 @@ import sys
 from collections.abc import Sequence
 
 from dsh_memory_mcp.cli import parser, runtime
-from dsh_memory_mcp.cli.diagnostics import explain_store_problem
+from dsh_memory_mcp.cli.diagnostics import explain_store_problem as explain_store_problem
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.output import (
     EXIT_OK,
-    EXIT_STARTUP,
     EXIT_USAGE,
     PREFIX,
     harden_stderr,
     write_stderr_lines,
     write_stdout,
 )
-from dsh_memory_mcp.cli.parser import OPTIONS, Command, Invocation, Option, UsageError
+from dsh_memory_mcp.cli.parser import Command as Command
+from dsh_memory_mcp.cli.parser import Invocation, UsageError
 from dsh_memory_mcp.cli.registry import COMMANDS
 from dsh_memory_mcp.cli.runtime import ServeFn
-
-__all__ = [
-    "COMMANDS",
-    "EXIT_OK",
-    "EXIT_STARTUP",
-    "EXIT_USAGE",
-    "OPTIONS",
-    "Command",
-    "Invocation",
-    "Option",
-    "UsageError",
-    "explain_store_problem",
-    "help_text",
-    "main",
-    "parse_args",
-]
 
 
 def parse_args(argv: Sequence[str]) -> Invocation:

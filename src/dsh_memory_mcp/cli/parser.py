@@ -20,21 +20,6 @@ from dsh_memory_mcp.cli.logs import log_file_hint
 from dsh_memory_mcp.cli.messages import HELP_ZH, N_, english, t
 from dsh_memory_mcp.cli.output import PROG
 
-__all__ = [
-    "OPTIONS",
-    "TAGLINE",
-    "Command",
-    "Invocation",
-    "Option",
-    "UsageError",
-    "command_help_text",
-    "control_char",
-    "help_text",
-    "parse_args",
-    "suggest_option",
-    "version_text",
-]
-
 TAGLINE = N_("把 DSH 的长期记忆库暴露成独立 MCP 服务(stdio)")
 
 

@@ -25,8 +25,6 @@ from dsh_memory_mcp.cli.messages import N_, shown, t
 from dsh_memory_mcp.cli.output import EXIT_STARTUP, PipeSafe, describe, flush_std, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Command, Invocation, Option
 
-__all__ = ["COMMANDS", "EXIT_INTERRUPTED", "Body", "in_module"]
-
 #: Exit code of a subcommand interrupted by Ctrl+C (the shell convention, 128 + SIGINT).
 EXIT_INTERRUPTED = 130
 

@@ -28,17 +28,6 @@ from dsh_memory_mcp.cli.views import SOURCES
 from dsh_memory_mcp.service.render import PROJECT_SOURCES
 from dsh_memory_mcp.texts import pair
 
-__all__ = [
-    "EXIT_GRACE_SECONDS",
-    "HARD_EXIT_SECONDS",
-    "STOP_ESCALATION_SECONDS",
-    "ServeFn",
-    "SignalGuard",
-    "StdinRelay",
-    "load_serve",
-    "run_server",
-]
-
 #: After serve() is over, how long interpreter shutdown may wait for leftover non-daemon threads
 #: before the process exits anyway (see `arm_exit_watchdog`).
 EXIT_GRACE_SECONDS = 1.0

@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.store import fileio
 
-__all__ = ["KeptToken", "keep", "path_for", "read", "rotate"]
-
 _MAX_BYTES = 4096
 
 

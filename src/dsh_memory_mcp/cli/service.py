@@ -26,8 +26,6 @@ from xml.sax.saxutils import escape
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.parser import control_char
 
-__all__ = ["LABEL", "TASK_NAME", "UNIT_NAME", "ServiceSpec", "spec", "systemd_quote"]
-
 UNIT_NAME = "dsh-memory-mcp.service"
 LABEL = "dev.dsh.memory-mcp"
 TASK_NAME = "dsh-memory-mcp"

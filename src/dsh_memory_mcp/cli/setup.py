@@ -47,8 +47,6 @@ from dsh_memory_mcp.cli.output import PROG
 from dsh_memory_mcp.cli.parser import Invocation, control_char
 from dsh_memory_mcp.store import fileio
 
-__all__ = ["EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "Outcome", "launch_command", "main", "plan"]
-
 EXIT_OK = 0
 EXIT_FAIL = 1
 EXIT_USAGE = 2
@@ -646,11 +644,6 @@ def _diff(path: str, outcome: Outcome, token: str | None) -> str:
 
 def _quote(word: str) -> str:
     return f'"{word}"' if not word or any(c.isspace() for c in word) else word
-
-
-def stores_of(entries: Sequence[hosts.Configured]) -> Counter[str]:
-    """How many entries select each store (normalised; entries without one are left out)."""
-    return Counter(_norm(e.store) for e in entries if e.store)
 
 
 # --------------------------------------------------------------------------------------------
