@@ -753,7 +753,7 @@ def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str
         return
 
     def norm(path: str | None) -> str:
-        return os.path.normcase(os.path.normpath(os.path.abspath(os.path.expanduser(path or settings.store_dir))))
+        return hosts.normal_path(path or settings.store_dir)
 
     stores = Counter(norm(e.store) for e in entries if e.url is None)
     usual = stores.most_common(1)[0][0] if stores else None

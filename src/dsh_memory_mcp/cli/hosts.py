@@ -114,9 +114,14 @@ def by_name(word: str) -> Host | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _home(env: Mapping[str, str], platform: str) -> str:
-    home = (env.get("USERPROFILE") or env.get("HOME")) if platform == "win32" else env.get("HOME")
-    return home or os.path.expanduser("~")
+def home_dir(env: Mapping[str, str], platform: str) -> str:
+    found = (env.get("USERPROFILE") or env.get("HOME")) if platform == "win32" else env.get("HOME")
+    return found or os.path.expanduser("~")
+
+
+def normal_path(path: str) -> str:
+    """`path` as entries are compared and stores keyed: absolute, ``~`` expanded, case folded where the OS folds it."""
+    return os.path.normcase(os.path.normpath(os.path.abspath(os.path.expanduser(path))))
 
 
 def _join(platform: str, *parts: str) -> str:
@@ -129,7 +134,7 @@ def _join(platform: str, *parts: str) -> str:
 
 def _app_dir(env: Mapping[str, str], platform: str) -> str:
     """Where desktop apps (Electron: Claude, VS Code, Trae) keep their user data on this OS."""
-    home = _home(env, platform)
+    home = home_dir(env, platform)
     if platform == "win32":
         return env.get("APPDATA") or _join(platform, home, "AppData", "Roaming")
     if platform == "darwin":
@@ -140,7 +145,7 @@ def _app_dir(env: Mapping[str, str], platform: str) -> str:
 def candidates(host: Host, env: Mapping[str, str], platform: str) -> list[tuple[str, str]]:
     """`(config file, marker)` pairs, preferred first: the host counts as installed when the
     marker (a directory, or the file itself) exists."""
-    home = _home(env, platform)
+    home = home_dir(env, platform)
     j = _join
     p = platform
     if host.id == "claude-code":
@@ -439,7 +444,7 @@ def hook_file(host: Host) -> HookFile | None:
 
 def hook_path(host: Host, env: Mapping[str, str], platform: str) -> str:
     """The file holding `host`'s user-level hooks."""
-    home = _home(env, platform)
+    home = home_dir(env, platform)
     if host.id == "claude-code":
         return _join(platform, env.get("CLAUDE_CONFIG_DIR") or _join(platform, home, ".claude"), "settings.json")
     if host.id == "cursor":

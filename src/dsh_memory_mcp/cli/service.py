@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
+from dsh_memory_mcp.cli.hosts import home_dir
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.parser import control_char
 
@@ -44,11 +45,6 @@ class ServiceSpec:
     remove: tuple[tuple[str, ...], ...]
     #: Where serve's stderr (start-up lines, the web login URL) ends up.
     logs: str
-
-
-def _home(env: Mapping[str, str], platform: str) -> str:
-    home = (env.get("USERPROFILE") or env.get("HOME")) if platform == "win32" else env.get("HOME")
-    return home or os.path.expanduser("~")
 
 
 def systemd_quote(word: str) -> str:
@@ -128,7 +124,7 @@ def _task_xml(argv: Sequence[str]) -> bytes:
 def spec(platform: str, env: Mapping[str, str], argv: Sequence[str], *, uid: int | None = None) -> ServiceSpec:
     """The login service running `argv` (serve's full command line) on `platform`. ValueError when
     a word or path holds a control character: none of these files can carry one safely."""
-    home = _home(env, platform)
+    home = home_dir(env, platform)
     for word in (*argv, home, env.get("XDG_CONFIG_HOME") or "", env.get("LOCALAPPDATA") or ""):
         char = control_char(word)
         if char is not None:
