@@ -111,6 +111,14 @@ class Call:
         return EXIT_USAGE
 
 
+class _Done(Exception):
+    """Ends a command early with exit `code`, its reason already written."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 # ----------------------------------------------------------------------------------------------
 # dispatch
 
@@ -145,6 +153,8 @@ def run(
     try:
         try:
             code = handler(call)
+        except _Done as done:
+            code = done.code
         finally:
             if isinstance(sink, io.StringIO) and pager is not None:
                 page(sink.getvalue(), out, pager)
@@ -166,11 +176,11 @@ def run(
 # opening the store
 
 
-def _store_missing(call: Call) -> bool:
-    """For read-only commands: report (and return True) when the store directory is not there."""
+def _require_store(call: Call) -> None:
+    """For read-only commands: when the store directory is not there, say so and end with exit 1."""
     root = call.settings.store_dir
     if os.path.isdir(root):
-        return False
+        return
     if os.path.lexists(root):
         call.note(t("❌ 记忆库路径不是目录:{path}", path=root))
     else:
@@ -179,7 +189,7 @@ def _store_missing(call: Call) -> bool:
     call.note(
         t("⇒ 用 --store-dir <目录> 或环境变量 DSH_MEMORY_STORE_DIR 指向已有的记忆库{how};本命令不会创建它", how=how)
     )
-    return True
+    raise _Done(EXIT_FAIL)
 
 
 @contextlib.contextmanager
@@ -188,9 +198,13 @@ def _service(call: Call, *, create: bool, vectors: config.VectorSettings | None 
 
     A vector channel is included when `vectors` is usable; it is not started: no worker, no
     spawn. Callers start it if they want a backend. Without `create` (the read commands) the
-    channel is read-only: no backfill, no sidecar or calibration writes under the store.
+    store must exist (`_require_store`) and the channel is read-only: no backfill, no sidecar or
+    calibration writes under the store.
     """
     from dsh_memory_mcp.service.compose import close_service, open_service
+
+    if not create:
+        _require_store(call)
 
     usable = vectors if vectors is not None and vectors.usable else config.VectorSettings(enabled=False)
     service = open_service(dataclasses.replace(call.settings, vector=usable), prepare=create, read_only=not create)
@@ -200,9 +214,9 @@ def _service(call: Call, *, create: bool, vectors: config.VectorSettings | None 
         close_service(service)
 
 
-def _resolve_scopes(call: Call, service: MemoryService, scope: str | None = None) -> list[str] | ToolResult:
+def _resolve_scopes(call: Call, service: MemoryService, scope: str | None = None) -> list[str]:
     """The scope keys `scope` (default `--scope`) / `--path` name, by the tools' own rules (aliases,
-    `all`, paths), or the tools' coded error; with neither given, every scope on disk."""
+    `all`, paths); with neither given, every scope on disk. A bad one: the tools' coded error, exit 1."""
     from dsh_memory_mcp.service.render import error_result
 
     path = call.opt("path") if scope is None else None
@@ -212,7 +226,7 @@ def _resolve_scopes(call: Call, service: MemoryService, scope: str | None = None
     try:
         return service.read_scopes(scope, path)
     except DshMemoryError as exc:
-        return error_result(exc.code, exc.message)
+        raise _Done(_tool_error(call, error_result(exc.code, exc.message))) from exc
 
 
 def _tool(
@@ -283,8 +297,6 @@ def cmd_list(call: Call) -> int:
     from dsh_memory_mcp.service.tools import list_result
     from dsh_memory_mcp.service.validate import LIMIT_DEFAULT, LIMIT_MAX, integer_arg, kind_arg
 
-    if _store_missing(call):
-        return EXIT_FAIL
     with _service(call, create=False) as service:
         args = _tool_args(call, ("scope", "scope"), ("path", "path"))
         if not _name_scope(call, service, args):
@@ -362,8 +374,7 @@ def cmd_search(call: Call) -> int:
             except DshMemoryError as exc:  # QUERY_EMPTY, memory_search's own check
                 call.print(json.dumps({"ok": False, "code": exc.code, "message": exc.message}, ensure_ascii=False))
         return call.usage(t("缺少查询词:search 关键词…(多个词用空格连成一句查询)"))
-    if _store_missing(call):
-        return EXIT_FAIL
+    _require_store(call)  # before a backend is probed
     with _service(call, create=False, vectors=_search_vectors(call.settings.vector)) as service:
         if service.vectors is not None:
             service.vectors.start()
@@ -415,8 +426,6 @@ def _search_vectors(vector: config.VectorSettings) -> config.VectorSettings | No
 
 
 def cmd_get(call: Call) -> int:
-    if _store_missing(call):
-        return EXIT_FAIL
     with _service(call, create=False) as service:
         result = _tool(call, service, "memory_get", {"ids": list(call.args), **_tool_args(call, ("offset", "offset"))})
         from dsh_memory_mcp.service.validate import PREFIX_MIN
@@ -735,12 +744,8 @@ def _save_outcome(call: Call, result: ToolResult, where: Mapping[str, str] | Non
 
 
 def cmd_export(call: Call) -> int:
-    if _store_missing(call):
-        return EXIT_FAIL
     with _service(call, create=False) as service:
         resolved = _resolve_scopes(call, service)
-        if not isinstance(resolved, list):
-            return _tool_error(call, resolved)
         sink = getattr(call.out, "buffer", None)
         if sink is not None:
             call.out.flush()
@@ -798,12 +803,7 @@ def cmd_import(call: Call) -> int:
         call.note("⚠️ " + shown(refusal.text()))
     dry_run = call.flag("dry_run")
     with _service(call, create=not dry_run) as service:
-        target = scopes.GLOBAL
-        if plan.graph:
-            resolved_target = _import_target(call, service)
-            if not isinstance(resolved_target, str):
-                return _tool_error(call, resolved_target)
-            target = resolved_target
+        target = _import_target(call, service) if plan.graph else scopes.GLOBAL
         outcome = transfer.apply_import(service.store, plan, target, now=service.clock(), dry_run=dry_run)
         refused = t(",拒绝 {count} 条", count=outcome.refused) if outcome.refused else ""
         counts = {"added": outcome.added, "existing": outcome.existing, "bad": outcome.bad, "refused": refused}
@@ -841,22 +841,21 @@ def _plan(call: Call, data: bytes) -> transfer.ImportPlan:
     return planner.finish()
 
 
-def _import_target(call: Call, service: MemoryService) -> str | ToolResult:
+def _import_target(call: Call, service: MemoryService) -> str:
     """Where knowledge-graph memories go: `--scope` / `--path` by the tools' rules, default global."""
     if call.opt("scope") is None and call.opt("path") is None:
         return scopes.GLOBAL
     resolved = _resolve_scopes(call, service)
-    if not isinstance(resolved, list):
-        return resolved
     if len(resolved) != 1 or (call.opt("scope") or "").strip().lower() in ("all", "*"):
         from dsh_memory_mcp.service.render import ToolResult
 
         message = msg("导入只能写入一个作用域,all 是只读范围:请指定 global、project 或具体作用域。")
-        return ToolResult(
+        refusal = ToolResult(
             text=f"错误 SCOPE_NOT_WRITABLE:{message}",
             structured={"ok": False, "code": "SCOPE_NOT_WRITABLE", "message": message},
             is_error=True,
         )
+        raise _Done(_tool_error(call, refusal))
     return resolved[0]
 
 
@@ -865,12 +864,8 @@ def _import_target(call: Call, service: MemoryService) -> str | ToolResult:
 
 
 def cmd_stats(call: Call) -> int:
-    if _store_missing(call):
-        return EXIT_FAIL
     with _service(call, create=False) as service:
         resolved = _resolve_scopes(call, service)
-        if not isinstance(resolved, list):
-            return _tool_error(call, resolved)
         store = service.store
         rows, totals = health.store_stats(store, resolved, service.clock())
         del totals["covered"]
@@ -896,33 +891,18 @@ def cmd_stats(call: Call) -> int:
             return EXIT_OK
         lines = [t("记忆库:{path}", path=store.root), ""]
         for row in rows:
-            lines.append(
-                t("{scope}  ({file},{size})", scope=row["scope"], file=row["file"], size=_size(int(row["bytes"])))
-            )
-            lines.append(
-                t(
-                    "  记录 {records} 条:有效 {live},过期/被取代 {expired},损坏行 {corrupt}",
-                    records=row["records"],
-                    live=row["live"],
-                    expired=row["expired"],
-                    corrupt=row["corrupt"],
-                )
-            )
+            lines.append(t("{scope}  ({file},{size})", **row, size=_size(int(row["bytes"]))))
+            lines.append(t("  记录 {records} 条:有效 {live},过期/被取代 {expired},损坏行 {corrupt}", **row))
             car = row["sidecar"]
             if car:
-                head = (
-                    t("{model} {dims} 维", model=car["model"], dims=car["dims"])
-                    if car["model"] is not None
-                    else t("表头无效")
-                )
+                head = t("{model} {dims} 维", **car) if car["model"] is not None else t("表头无效")
+                size = _size(int(car["bytes"]))
                 lines.append(
                     t(
                         "  向量 {file}({size}):{head},{vectors} 条,覆盖有效记录 {covered}/{live}",
-                        file=car["file"],
-                        size=_size(int(car["bytes"])),
+                        **car,
+                        size=size,
                         head=head,
-                        vectors=car["vectors"],
-                        covered=car["covered"],
                         live=row["live"],
                     )
                 )
@@ -935,13 +915,8 @@ def cmd_stats(call: Call) -> int:
             t(
                 "合计:{scopes} 个作用域,{records} 条记录(有效 {live},过期 {expired}),"
                 "损坏行 {corrupt},{size},向量 {vectors} 条",
-                scopes=totals["scopes"],
-                records=totals["records"],
-                live=totals["live"],
-                expired=totals["expired"],
-                corrupt=totals["corrupt"],
+                **totals,
                 size=_size(totals["bytes"]),
-                vectors=totals["vectors"],
             ),
         ]
         if aliases:
@@ -984,18 +959,13 @@ def cmd_stats(call: Call) -> int:
 
 
 def cmd_recover(call: Call) -> int:
-    if _store_missing(call):
-        return EXIT_FAIL
     dry_run = call.flag("dry_run")
     with _service(call, create=False) as service:
         with contextlib.suppress(OSError):  # unreadable: `recover` says nothing is missing, as before
             service.store.journal.refresh()
         scopes = service.store.journal.scopes()  # those `recover(None)` would go through, one by one
         if call.opt("scope") is not None or call.opt("path") is not None:
-            resolved = _resolve_scopes(call, service)
-            if not isinstance(resolved, list):
-                return _tool_error(call, resolved)
-            scopes = list(resolved)
+            scopes = _resolve_scopes(call, service)
         restored: dict[str, list[str]] = {}
         refused: dict[str, list[tuple[str, str]]] = {}
         bar = Progress(call.err, t("恢复"))
@@ -1057,8 +1027,6 @@ def cmd_duplicates(call: Call) -> int:
     from dsh_memory_mcp.service import browse, duplicates
     from dsh_memory_mcp.service.render import fmt_time, project_name, snippet
 
-    if _store_missing(call):
-        return EXIT_FAIL
     with _service(call, create=False) as service:
         scope = call.opt("scope")
         if scope is not None and call.opt("path") is None:
@@ -1066,8 +1034,6 @@ def cmd_duplicates(call: Call) -> int:
             if scope is None:
                 return EXIT_USAGE
         resolved = _resolve_scopes(call, service, scope)
-        if not isinstance(resolved, list):
-            return _tool_error(call, resolved)
         found = [(key, group) for key in resolved for group in duplicates.groups(service, key)]
         if call.flag("json"):
             rows = [{"scope": key, "records": [browse.card(r) for r in group]} for key, group in found]
@@ -1123,13 +1089,9 @@ def cmd_reembed(call: Call) -> int:
         wanted: list[str] = []
         for word in call.args:
             named = _resolve_scopes(call, service, word)
-            if not isinstance(named, list):
-                return _tool_error(call, named)
             wanted.extend(named)
         if call.opt("scope") is not None or call.opt("path") is not None or not call.args:
             resolved = _resolve_scopes(call, service)
-            if not isinstance(resolved, list):
-                return _tool_error(call, resolved)
             wanted.extend(resolved)
         targets = list(dict.fromkeys(wanted))
         bar = Progress(call.err, t("重建向量"))
