@@ -1,26 +1,11 @@
-"""The human subcommands: `dsh-memory-mcp list | search | get | forget | export | import | stats | reembed | recover`.
+"""The human subcommands (docs/design.md: Command line): each a function ``(Call) -> exit code``
+writing results to ``call.out`` and diagnostics (no program prefix) to ``call.err``.
 
-`cli` parses the command line and calls `run`; every command is a plain function of
-``(Call) -> exit code`` writing its results to ``call.out`` and its diagnostics (Chinese; no program
-prefix: that marks a server's lines among a host's) to ``call.err``. On a terminal the results are
-coloured (`output.paint`, off under ``NO_COLOR``) and a long one is paged (`output.page`, not under
-``--no-pager``); long commands draw `Progress` on a terminal's stderr. Off a terminal, plain bytes.
-
-* list / search / get / forget go through `MemoryService.call`, so validation, scope rules and
-  rendering are exactly the MCP tools': the tool's text on stdout, or with ``--json`` its
-  structuredContent as one JSON object. A tool error is its text on stderr (``--json``: the error
-  object on stdout) and exit 1.
-* Nothing here imports the MCP SDK: the store and the tools are opened with `service.compose.open_service`
-  (the same composition the server uses, minus the transport), so the commands work when the
-  SDK is broken and start fast.
-* Read-only commands (list, search, get, export, stats) never create the store: a missing store
-  directory is an error naming ``--store-dir`` / ``DSH_MEMORY_STORE_DIR``. Writers (forget, import,
-  reembed) create it like the server does.
-* No command spawns llama-server except ``reembed``: list/get/export/import/stats run with vectors
-  off; forget only rewrites sidecars locally; search uses a backend that is already answering
-  (``DSH_MEMORY_EMBED_ENDPOINT`` or a llama-server already on the port) or none.
-
-Exit codes: 0 done, 1 failed (tool error, store missing or unusable, vectors unusable), 2 usage.
+list / search / get / forget / save go through `MemoryService.call`, so validation, scope rules and
+rendering are the MCP tools' own (``--json``: their structuredContent). Nothing here imports the SDK:
+`service.compose.open_service` is the server's composition minus the transport. Read-only commands
+never create the store. Only ``reembed`` may spawn llama-server; search and save use a backend that
+already answers, or the bundled model.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
-"""What we know about each MCP host: where its user-level config lives per OS, its format, the key our
-entry goes under, and the shape of a stdio and a URL entry. Used by `setup` (writes) and `doctor`
-(reads). Pure lookups on an environment mapping and a platform string; nothing touches the disk
-except `found` and `read_entries`, which only look.
+"""What we know about each MCP host: where its user-level config lives per OS (`candidates`), its
+format, the key our entry goes under, and the shape of a stdio and a URL entry. Used by `setup`
+(writes) and `doctor` (reads). Pure lookups on an environment mapping and a platform string; nothing
+touches the disk except `found` and `read_entries`, which only look.
 
-Paths (``~`` is HOME, USERPROFILE on Windows; APP is ``$XDG_CONFIG_HOME`` or ``~/.config`` on Linux,
-``~/Library/Application Support`` on macOS, ``%APPDATA%`` on Windows):
-
-* Claude Code: ``~/.claude.json`` (``$CLAUDE_CONFIG_DIR/.claude.json`` when set), key ``mcpServers``
-* Claude Desktop: ``APP/Claude/claude_desktop_config.json``, key ``mcpServers`` (stdio only)
-* Cursor: ``~/.cursor/mcp.json``, key ``mcpServers``
-* VS Code: ``APP/Code/User/mcp.json``, key ``servers`` (JSONC)
-* Codex: ``~/.codex/config.toml`` (``$CODEX_HOME/config.toml``), table ``[mcp_servers.dsh-memory]``
-* Trae: ``APP/Trae CN/User/mcp.json`` and ``APP/Trae/User/mcp.json``, key ``mcpServers`` (stdio only)
-* WorkBuddy: ``~/.workbuddy/mcp.json``, key ``mcpServers`` (stdio only)
-* ZCode: ``~/.zcode/cli/config.json``, key ``mcp.servers``, strict schema (stdio only)
-* Windsurf: ``~/.codeium/windsurf/mcp_config.json``, key ``mcpServers``, URL entries ``serverUrl`` + ``headers``
-  (docs.windsurf.com/windsurf/cascade/mcp)
-* Cline: ``~/.cline/data/settings/cline_mcp_settings.json`` (``$CLINE_MCP_SETTINGS_PATH``), key ``mcpServers``,
-  shared by its IDE extension, CLI and SDK (docs.cline.bot/cli/configuration; stdio only)
-* Gemini CLI: ``~/.gemini/settings.json``, key ``mcpServers``, Streamable HTTP entries ``httpUrl`` + ``headers``
-  (geminicli.com/docs/tools/mcp-server)
-* Copilot CLI: ``~/.copilot/mcp-config.json`` (``$COPILOT_HOME/mcp-config.json``), key ``mcpServers``,
-  ``{"type": "local", …, "tools": ["*"]}`` / ``{"type": "http", "url", "headers", "tools": ["*"]}``
-  (docs.github.com/en/copilot/how-tos/copilot-cli/customize-copilot/add-mcp-servers)
+Sources for the less obvious shapes: docs.windsurf.com/windsurf/cascade/mcp (``serverUrl``),
+docs.cline.bot/cli/configuration, geminicli.com/docs/tools/mcp-server (``httpUrl``),
+docs.github.com/en/copilot/how-tos/copilot-cli/customize-copilot/add-mcp-servers (``type``, ``tools``).
 """
 
 from __future__ import annotations
@@ -285,7 +268,15 @@ def entry_store(entry: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _servers(host: Host, document: Any) -> Mapping[str, Any]:
+def load(host: Host, text: str) -> Any:
+    """A config file's document (`{}` when empty); raises `confedit.ConfigSyntaxError` / ValueError."""
+    if host.format == "toml":
+        return load_toml(text) if text.strip() else {}
+    return confedit.parse_json(text)
+
+
+def servers(host: Host, document: Any) -> Mapping[str, Any]:
+    """The object holding the host's servers (`Host.table`), empty when there is none."""
     node = document
     for key in host.table:
         node = node.get(key) if isinstance(node, Mapping) else None
@@ -295,9 +286,8 @@ def _servers(host: Host, document: Any) -> Mapping[str, Any]:
 def read_entries(host: Host, path: str, text: str, env: Mapping[str, str] | None = None) -> list[Configured]:
     """Our entries in one config file's text (raises `confedit.ConfigSyntaxError` / ValueError)."""
     env = config.environ() if env is None else env
-    document = load_toml(text) if host.format == "toml" else confedit.parse_json(text)
     out = []
-    for name, entry in _servers(host, document).items():
+    for name, entry in servers(host, load(host, text)).items():
         if not isinstance(entry, Mapping) or not _looks_like_ours(name, entry):
             continue
         command = entry.get("command")
@@ -407,14 +397,9 @@ def describe_problem(exc: BaseException) -> str:
 
 # --------------------------------------------------------------------------------------------
 # Hooks: hosts that run a command at session start / on each prompt and add its output to the
-# model's context (`dsh-memory-mcp hook`). Each from the host's own documentation:
-# * Claude Code: ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR/settings.json``), ``hooks.SessionStart``
-#   and ``hooks.UserPromptSubmit``, each a list of ``{"hooks": [{"type": "command", "command", "timeout" (s)}]}``
-#   (code.claude.com/docs/en/hooks).
-# * Gemini CLI: ``~/.gemini/settings.json``, ``hooks.SessionStart`` and ``hooks.BeforeAgent``, the same
-#   shape with ``name`` and ``timeout`` in ms (geminicli.com/docs/hooks/reference).
-# * Cursor: ``~/.cursor/hooks.json`` (``"version": 1``), ``hooks.sessionStart``: a list of ``{"command"}``;
-#   its ``beforeSubmitPrompt`` cannot add context, so only the session start (cursor.com/docs/agent/hooks).
+# model's context (`dsh-memory-mcp hook`). Sources: code.claude.com/docs/en/hooks,
+# geminicli.com/docs/hooks/reference, cursor.com/docs/agent/hooks (Cursor's ``beforeSubmitPrompt``
+# cannot add context, so only its session start).
 # --------------------------------------------------------------------------------------------
 
 

@@ -1,19 +1,7 @@
 """Command line entry point: argv → the stdio server or a human subcommand (docs/design.md: Command line).
 
-Three promises shape the command line:
-
-* ``--help``, ``--version`` and a rejected command line import nothing heavy (no ``mcp``,
-  ``numpy``, ``httpx``, no ``dsh_memory_mcp.transports.mcp_server``) and touch nothing on disk, so they work
-  when the SDK is missing or broken and leave no trace.
-* The parser is strict (`dsh_memory_mcp.cli.parser`): a typo must never silently fall back to the
-  default store.
-* Start-up failures are actionable Chinese diagnostics on stderr, exit 1, never a bare traceback
-  (`dsh_memory_mcp.cli.diagnostics`). stdout belongs to MCP: nothing prints to it except
-  ``--help``/``--version`` and the human subcommands.
-
-Exit codes: 0 normal (help, version, stdin closed, SIGINT/SIGTERM), 1 start-up failure, 2 usage
-error. The pieces: `parser` (argv, help texts), `registry` (the subcommand table `COMMANDS`),
-`runtime` (signals, stdin relay, running the server), `logs`, `diagnostics`, `output`.
+The pieces: `parser` (argv, help texts), `registry` (the subcommand table `COMMANDS`), `runtime`
+(signals, stdin relay, running the server), `logs`, `diagnostics`, `output`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""The table of human subcommands (`COMMANDS`) and how one runs: settings, lazy import, no traceback.
-
-The first positional word of a command line selects a subcommand (``list``, ``search``, ``get``,
-``forget``, ``export``, ``import``, ``stats``, ``reembed``, ``recover``, ``doctor``). Their bodies live in
-`dsh_memory_mcp.cli.commands` (``doctor``'s in `dsh_memory_mcp.cli.doctor`), imported only when one
-actually runs, so parsing and ``--help`` stay light.
-
-Adding a subcommand is one `Command(...)` in `_BUILTIN`: name, summary, ``run``, its options, usage
-and details. ``run=in_module("dsh_memory_mcp.cli.x")`` calls ``x.main(invocation, settings, out=, err=)``
-(imported on use) inside the same guard as every other subcommand: settings resolved, stderr logging
-at WARNING, Ctrl+C → 130, an unexpected error → a Chinese line and exit 1.
+"""The table of human subcommands (`COMMANDS`) and the guard each one runs in: settings resolved,
+the body imported only when it runs (so ``--help`` stays light), Ctrl+C → 130, an unexpected error →
+one line and exit 1. Adding one: AGENTS.md.
 """
 
 from __future__ import annotations

@@ -380,17 +380,8 @@ def _without_ours(host: Host, document: Any) -> Any:
     return copy
 
 
-def _load(host: Host, text: str) -> Any:
-    if host.format == "toml":
-        return hosts.load_toml(text) if text.strip() else {}
-    return confedit.parse_json(text)
-
-
 def _ours(host: Host, document: Any) -> Any:
-    node = document
-    for key in (*host.table, SERVER_NAME):
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
+    return hosts.servers(host, document).get(SERVER_NAME)
 
 
 def plan(host: Host, path: str, ours: Mapping[str, Any] | None) -> Outcome:
@@ -404,7 +395,7 @@ def plan_text(host: Host, read: tuple[str, bool] | None, ours: Mapping[str, Any]
     """`plan` on a file's (text, BOM) as read (None: no file)."""
     before, bom = read if read is not None else (None, False)
     text = before or ""
-    old_doc = _load(host, text)
+    old_doc = hosts.load(host, text)
     current = _ours(host, old_doc)
     entry = None if ours is None else hosts.merged(host, current, ours)
     if entry is not None and current == entry:
@@ -420,7 +411,7 @@ def plan_text(host: Host, read: tuple[str, bool] | None, ours: Mapping[str, Any]
         if entry is not None or current is not None:
             raise ValueError(t("里的 {name} 条目写法我们改不了,请手动修改", name=SERVER_NAME))
         return Outcome(before, text, bom, entry)
-    new_doc = _load(host, after)
+    new_doc = hosts.load(host, after)
     if _without_ours(host, new_doc) != _without_ours(host, old_doc) or _ours(host, new_doc) != entry:
         hint = (
             t("请手动删除 {name} 条目", name=SERVER_NAME)
@@ -486,7 +477,7 @@ def _entry_as_planned(host: Host, data: bytes | None, outcome: Outcome) -> bool:
         text, _bom = hosts.decode_config(data)
         if text == outcome.after:
             return True
-        return bool(_ours(host, _load(host, text)) == outcome.entry)
+        return bool(_ours(host, hosts.load(host, text)) == outcome.entry)
     except ValueError:  # the host is mid-write: we cannot tell, so we do not claim it
         return False
 
@@ -536,49 +527,33 @@ def _hooks(host: Host, path: str, argv: Sequence[str] | None, out: TextIO, *, dr
         planned.append((before, after))
         return None if after == before else (b"\xef\xbb\xbf" if bom else b"") + after.encode("utf-8")
 
+    about = {"host": host.name, "path": path}
+    unchanged = t("= {host}:{path} 钩子已是最新,未改动\n", **about)
+    absent = t("= {host}:{path} 没有我们的钩子,无需移除\n", **about)
     try:
         if dry_run:
             read = hosts.read_config(path)
             make(read[0].encode("utf-8") if read is not None else None)
             if not planned or planned[-1][0] == planned[-1][1]:
-                out.write(t("= {host}:{path} 钩子已是最新,未改动\n", host=host.name, path=path))
+                out.write(unchanged)
             else:
-                out.write(t("~ {host}:{path} 钩子将被修改:\n", host=host.name, path=path))
+                out.write(t("~ {host}:{path} 钩子将被修改:\n", **about))
                 before, after = planned[-1]
                 out.write(_diff(path, Outcome(before if read is not None else None, after, False, None), None))
             return True
         if argv is None and not os.path.lexists(path):
-            out.write(t("= {host}:{path} 没有我们的钩子,无需移除\n", host=host.name, path=path))
+            out.write(absent)
             return True
         done = hostwrite.replace_config(path, make, secret=False, backup_name=_backup_name)
     except (OSError, ValueError) as exc:
-        out.write(
-            t(
-                "❌ {host}:钩子 {path} {problem},没有改动\n",
-                host=host.name,
-                path=path,
-                problem=hosts.describe_problem(exc),
-            )
-        )
+        out.write(t("❌ {host}:钩子 {path} {problem},没有改动\n", problem=hosts.describe_problem(exc), **about))
         return False
     if not done.changed:
-        if argv is None:
-            out.write(t("= {host}:{path} 没有我们的钩子,无需移除\n", host=host.name, path=path))
-        else:
-            out.write(t("= {host}:{path} 钩子已是最新,未改动\n", host=host.name, path=path))
+        out.write(absent if argv is None else unchanged)
         return True
     saved = t("(原文件备份为 {backup})", backup=done.backup) if done.backup else t("(新建)")
     what = t("已移除") if argv is None else t("已写入")
-    out.write(
-        t(
-            "✅ {host}:{done} 钩子 {events} {path}{saved}\n",
-            host=host.name,
-            done=what,
-            events=events,
-            path=path,
-            saved=saved,
-        )
-    )
+    out.write(t("✅ {host}:{done} 钩子 {events} {path}{saved}\n", done=what, events=events, saved=saved, **about))
     return True
 
 
@@ -628,8 +603,7 @@ def setup_service(
     try:
         spec = service.spec(platform, env, argv)
     except ValueError as exc:  # a control character in HOME, XDG_CONFIG_HOME or LOCALAPPDATA
-        err.write(f"[{PROG}] " + t("❌ 参数错误:{problem}", problem=exc) + "\n")
-        return EXIT_USAGE
+        return _usage(err, t("❌ 参数错误:{problem}", problem=exc))
     head = t("(预演:--dry-run,不写任何文件)") if dry_run else ""
     if remove:
         out.write(t("{prog} setup --serve --remove:撤销登录时启动的 serve{head}\n", head=head))
@@ -676,14 +650,13 @@ def _refuse_controls(err: TextIO, store: str, why: str, command: str, url: str) 
     for what, value in ((t("存储目录({why})", why=why), store), (t("本程序的路径"), command), ("--url", url)):
         char = control_char(value)
         if char is not None:
-            err.write(
-                f"[{PROG}] "
-                + t(
+            _usage(
+                err,
+                t(
                     "❌ 参数错误:{what} 含控制字符 {char},不能写进服务文件或宿主配置;没有写任何文件",
                     what=what,
                     char=char,
-                )
-                + "\n"
+                ),
             )
             return True
     return False
