@@ -270,8 +270,9 @@ def _clients(service: MemoryService, result: ToolResult) -> dict[str, str | None
     return {ident: (client_of(hits[0]) if hits else None) for ident, hits in found.items()}
 
 
-def _tool_args(call: Call, *names: tuple[str, str]) -> dict[str, Any]:
-    return {key: value for dest, key in names if (value := call.opt(dest)) is not None}
+def _tool_args(call: Call, *dests: str) -> dict[str, Any]:
+    """The options given, under the tools' argument names (``--top-k`` is ``topK``)."""
+    return {("topK" if d == "top_k" else d): value for d in dests if (value := call.opt(d)) is not None}
 
 
 def cmd_list(call: Call) -> int:
@@ -283,14 +284,11 @@ def cmd_list(call: Call) -> int:
     from dsh_memory_mcp.service.validate import LIMIT_DEFAULT, LIMIT_MAX, integer_arg, kind_arg
 
     with _service(call, create=False) as service:
-        args = _tool_args(call, ("scope", "scope"), ("path", "path"))
-        if not _name_scope(call, service, args):
-            return EXIT_USAGE
+        args = _tool_args(call, "scope", "path")
+        _name_scope(call, service, args)
         ctx = _terminal(call, service)
         now = service.clock()
         since = _since(call, now)
-        if since is False:
-            return EXIT_USAGE
         try:
             kind = kind_arg(call.opt("kind"), default=None)
             limit = integer_arg(
@@ -322,9 +320,8 @@ def cmd_list(call: Call) -> int:
         )
 
 
-def _since(call: Call, now: int) -> int | bool | None:
-    """``--since``: a local date (``2026-07-01``) or days back (``7d``) as ms; None when not given,
-    False after a usage error."""
+def _since(call: Call, now: int) -> int | None:
+    """``--since``: a local date (``2026-07-01``) or days back (``7d``) as ms; None when not given."""
     import re
     import time
 
@@ -339,8 +336,7 @@ def _since(call: Call, now: int) -> int | bool | None:
     try:
         return browse.day_bounds(word, time.localtime(now / 1000).tm_gmtoff // 60)[0]
     except DshMemoryError:
-        call.usage(t("--since 要写成 YYYY-MM-DD 或天数如 7d(收到 {value!r})", value=value))
-        return False
+        raise _Done(call.usage(t("--since 要写成 YYYY-MM-DD 或天数如 7d(收到 {value!r})", value=value))) from None
 
 
 def _terminal(call: Call, service: MemoryService) -> CallContext:
@@ -365,9 +361,8 @@ def cmd_search(call: Call) -> int:
             service.vectors.start()
             service.vectors.set_query_budget(SEARCH_QUERY_SECONDS)
             service.vectors.wait_ready(SEARCH_BRING_UP_SECONDS)
-        args = _tool_args(call, ("scope", "scope"), ("path", "path"), ("top_k", "topK"))
-        if not _name_scope(call, service, args):
-            return EXIT_USAGE
+        args = _tool_args(call, "scope", "path", "top_k")
+        _name_scope(call, service, args)
         args["query"] = " ".join(call.args)
         result = _tool(call, service, "memory_search", args)
         from dsh_memory_mcp.service.validate import QUERY_MAX_CHARS
@@ -412,7 +407,7 @@ def _search_vectors(vector: config.VectorSettings) -> config.VectorSettings | No
 
 def cmd_get(call: Call) -> int:
     with _service(call, create=False) as service:
-        result = _tool(call, service, "memory_get", {"ids": list(call.args), **_tool_args(call, ("offset", "offset"))})
+        result = _tool(call, service, "memory_get", {"ids": list(call.args), **_tool_args(call, "offset")})
         from dsh_memory_mcp.service.validate import PREFIX_MIN
 
         code = _show(
@@ -474,9 +469,8 @@ def cmd_forget(call: Call) -> int:
         return call.usage(t("--dry-run 只用于 --query(按 id 删除的是确定的一条:先用 get 看它)"))
     # Vectors only to drop the deleted ids from the sidecars: a local rewrite, no backend.
     with _service(call, create=not dry_run, vectors=None if dry_run else call.settings.vector) as service:
-        args = _tool_args(call, ("query", "query"), ("scope", "scope"), ("path", "path"))
-        if not _name_scope(call, service, args):
-            return EXIT_USAGE
+        args = _tool_args(call, "query", "scope", "path")
+        _name_scope(call, service, args)
         if ident is not None:
             args["id"] = ident
         elif "query" in args:
@@ -566,17 +560,7 @@ def cmd_save(call: Call) -> int:
             return _save_outcome(call, read)
         content = read
     args: dict[str, Any] = {"content": content}
-    args.update(
-        _tool_args(
-            call,
-            ("kind", "kind"),
-            ("tags", "tags"),
-            ("scope", "scope"),
-            ("path", "path"),
-            ("importance", "importance"),
-            ("supersedes", "supersedes"),
-        )
-    )
+    args.update(_tool_args(call, "kind", "tags", "scope", "path", "importance", "supersedes"))
     with _service(call, create=True, vectors=_search_vectors(call.settings.vector)) as service:
         if service.vectors is not None:  # like a server: the saved record gets its vector
             service.vectors.start()
@@ -591,7 +575,7 @@ def cmd_edit(call: Call) -> int:
     (`history.revise`: a supersede that keeps its created time, use count and source)."""
     if not call.args or len(call.args) > 2:
         return call.usage(t('用法:edit ID ["新内容" | -] [--kind KIND] [--tags a,b] [--importance X]'))
-    changes: dict[str, Any] = _tool_args(call, ("kind", "kind"), ("tags", "tags"), ("importance", "importance"))
+    changes: dict[str, Any] = _tool_args(call, "kind", "tags", "importance")
     if len(call.args) == 2:
         content = call.args[1]
         if content == "-":
@@ -618,10 +602,7 @@ def _revise(call: Call, ident: str, changes: Mapping[str, Any], scope: str | Non
 
     with _service(call, create=True, vectors=_search_vectors(call.settings.vector)) as service:
         if scope is not None:
-            named = _scope_by_name(call, service, scope, creating=True)
-            if named is None:
-                return EXIT_USAGE
-            scope = named
+            scope = _scope_by_name(call, service, scope, creating=True)
         if service.vectors is not None:  # like `save`: the new version gets its vector
             service.vectors.start()
         ctx = service.default_context.for_terminal().with_client(CLI_CLIENT)
@@ -634,11 +615,11 @@ def _revise(call: Call, ident: str, changes: Mapping[str, Any], scope: str | Non
         return outcome
 
 
-def _scope_by_name(call: Call, service: MemoryService, value: str, *, creating: bool) -> str | None:
+def _scope_by_name(call: Call, service: MemoryService, value: str, *, creating: bool) -> str:
     """`--scope` / `--to` as people name scopes: a project by its folder's name too (``atlas-web``
     → ``project:/home/me/atlas-web``). Any other form goes to the tools as it is. An unknown name
     (when not `creating` one) or a folder name of several projects → a usage error naming the
-    candidates, and None."""
+    candidates, exit 2."""
     from dsh_memory_mcp.store.scopes import normalise_custom_name
 
     word = value.strip()
@@ -657,29 +638,25 @@ def _scope_by_name(call: Call, service: MemoryService, value: str, *, creating: 
     if len(matches) == 1:
         return matches[0]
     if matches:
-        call.usage(
-            t("{name} 是多个项目的文件夹名:{candidates};请写 project:<路径>", name=word, candidates=", ".join(matches))
+        candidates = ", ".join(matches)
+        raise _Done(
+            call.usage(
+                t("{name} 是多个项目的文件夹名:{candidates};请写 project:<路径>", name=word, candidates=candidates)
+            )
         )
-        return None
     if creating:
         return value
     from dsh_memory_mcp.service.render import project_name
 
     known = ", ".join(project_name(s) for s in on_disk) or "-"
-    call.usage(t("没有叫 {name} 的作用域;现有:{known}", name=word, known=known))
-    return None
+    raise _Done(call.usage(t("没有叫 {name} 的作用域;现有:{known}", name=word, known=known)))
 
 
-def _name_scope(call: Call, service: MemoryService, args: dict[str, Any]) -> bool:
-    """``args["scope"]`` through `_scope_by_name` (reading: the name must exist); False after a usage error.
-    With ``path`` the name is that path's alias (the tools' rule), never a folder name to look up."""
-    if "scope" not in args or args.get("path") is not None:
-        return True
-    named = _scope_by_name(call, service, str(args["scope"]), creating=False)
-    if named is None:
-        return False
-    args["scope"] = named
-    return True
+def _name_scope(call: Call, service: MemoryService, args: dict[str, Any]) -> None:
+    """``args["scope"]`` through `_scope_by_name` (reading: the name must exist). With ``path`` the
+    name is that path's alias (the tools' rule), never a folder name to look up."""
+    if "scope" in args and args.get("path") is None:
+        args["scope"] = _scope_by_name(call, service, str(args["scope"]), creating=False)
 
 
 def _read_stdin_content(max_chars: int) -> str | ToolResult:
@@ -1016,8 +993,6 @@ def cmd_duplicates(call: Call) -> int:
         scope = call.opt("scope")
         if scope is not None and call.opt("path") is None:
             scope = _scope_by_name(call, service, scope, creating=False)
-            if scope is None:
-                return EXIT_USAGE
         resolved = _resolve_scopes(call, service, scope)
         found = [(key, group) for key in resolved for group in duplicates.groups(service, key)]
         if call.flag("json"):

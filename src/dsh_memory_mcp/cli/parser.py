@@ -1,11 +1,7 @@
 """The strict command-line parser and the help texts (docs/design.md: Command line); pure: no
-environment, no disk, no SDK.
-
-The parser is hand-written and strict: argparse's prefix matching would accept ``--store`` for
-``--storeD`` and its exit codes and English messages do not fit. A typo must never silently fall
-back to the default store (on someone's machine that means writing into an unexpected directory).
-The subcommand table itself lives in `dsh_memory_mcp.cli.registry`; functions here take it as an
-argument.
+environment, no disk, no SDK. Hand-written: argparse's prefix matching would take ``--store`` for
+``--storeD``, and a typo must never silently fall back to the default store. The subcommand table
+lives in `registry`; functions here take it as an argument.
 """
 
 from __future__ import annotations

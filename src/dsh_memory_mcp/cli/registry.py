@@ -74,6 +74,14 @@ def _run_guarded(name: str, invocation: Invocation, load: Callable[[], Body]) ->
         logs.remove_handlers()
 
 
+def _guarded(name: str, load: Callable[[], Body]) -> Callable[[Invocation], int]:
+    def run(invocation: Invocation) -> int:
+        return _run_guarded(invocation.command or name, invocation, load)
+
+    run.__name__ = f"run_{name}"
+    return run
+
+
 def _runner(name: str) -> Callable[[Invocation], int]:
     """A subcommand whose body is ``commands.run(name, …)`` (`dsh_memory_mcp.cli.commands`)."""
 
@@ -85,27 +93,18 @@ def _runner(name: str) -> Callable[[Invocation], int]:
 
         return body
 
-    def run(invocation: Invocation) -> int:
-        return _run_guarded(name, invocation, load)
-
-    run.__name__ = f"run_{name}"
-    return run
+    return _guarded(name, load)
 
 
 def in_module(module: str, function: str = "main") -> Callable[[Invocation], int]:
     """A subcommand whose body is ``module.function(invocation, settings, *, out, err) -> int``,
     imported only when it runs (so ``--help`` and the server never load it)."""
-    name = module.rpartition(".")[2]
 
     def load() -> Body:
         body: Body = getattr(importlib.import_module(module), function)
         return body
 
-    def run(invocation: Invocation) -> int:
-        return _run_guarded(invocation.command or name, invocation, load)
-
-    run.__name__ = f"run_{name}"
-    return run
+    return _guarded(module.rpartition(".")[2], load)
 
 
 def _hook(invocation: Invocation) -> int:

@@ -1,17 +1,10 @@
-"""`serve` as a login service: the file each OS wants, where it goes, and the commands that load it.
-
-* Linux: a systemd user unit ``$XDG_CONFIG_HOME/systemd/user/dsh-memory-mcp.service``, then
-  ``systemctl --user daemon-reload`` and ``systemctl --user enable --now dsh-memory-mcp.service``.
-* macOS: a launchd agent ``~/Library/LaunchAgents/dev.dsh.memory-mcp.plist``, then
-  ``launchctl bootstrap gui/<uid> <plist>``.
-* Windows: a Task Scheduler task (``schtasks /Create /XML <file> /TN dsh-memory-mcp /F``), its XML
-  kept in ``%LOCALAPPDATA%\\dsh-memory-mcp\\serve-task.xml``.
+"""`serve` as a login service: a systemd user unit (Linux), a launchd agent (macOS) or a Task Scheduler
+task (Windows), where its file goes, and the commands that load and unload it.
 
 `spec` is pure (platform, environment and the command line in, text out) so each OS's file can be
-generated and checked anywhere; `setup --serve` writes it and runs the commands it names, and
-``--remove`` stops the service and deletes the file. The token needs no place here: serve keeps
-its own across restarts (`serve_token`), and a user-set ``DSH_MEMORY_TOKEN`` goes in the unit's
-optional environment file (Linux) or the agent's environment (edit it there).
+generated and checked anywhere; `setup --serve` writes it and runs its commands. The token needs no
+place here: serve keeps its own (`serve_token`); a user-set ``DSH_MEMORY_TOKEN`` goes in the unit's
+optional environment file (Linux) or the agent's environment.
 """
 
 from __future__ import annotations
