@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from dsh_memory_mcp import config
-from dsh_memory_mcp.cli import confedit
+from dsh_memory_mcp.cli import confedit, hostwrite
 from dsh_memory_mcp.cli.confedit import ConfigSyntaxError
 from dsh_memory_mcp.cli.messages import N_, t
 
-#: Config files larger than this are not ours to rewrite (a mistake, or not a config file).
-MAX_CONFIG_BYTES = 32 * 1024 * 1024
 #: The key our entry has in every host's server table.
 SERVER_NAME = "dsh-memory"
 #: ZCode drops a whole server entry that has one key outside this set (its schema is strict).
@@ -348,18 +345,10 @@ def executable_problem(command: str | None, env: Mapping[str, str]) -> str | Non
 
 
 def read_config(path: str) -> tuple[str, bool] | None:
-    """(text, had a BOM) of a config file, None when it does not exist; ValueError if not UTF-8."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except FileNotFoundError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # a FIFO or device would block or never end
-            raise ValueError(t("不是普通文件"))
-        raw = handle.read(MAX_CONFIG_BYTES + 1)
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ValueError(t("超过 {mb} MB,不像配置文件", mb=MAX_CONFIG_BYTES // (1024 * 1024)))
-    return decode_config(raw)
+    """(text, had a BOM) of a config file, None when it does not exist; ValueError if it is not UTF-8,
+    not a regular file or too large (`hostwrite.read_snapshot`)."""
+    snapshot = hostwrite.read_snapshot(path)
+    return decode_config(snapshot.data) if snapshot is not None else None
 
 
 def decode_config(raw: bytes) -> tuple[str, bool]:

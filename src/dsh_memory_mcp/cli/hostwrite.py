@@ -19,10 +19,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dsh_memory_mcp.cli.hosts import MAX_CONFIG_BYTES
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.store import fileio
 
+#: Config files larger than this are not ours to rewrite (a mistake, or not a config file).
+MAX_CONFIG_BYTES = 32 * 1024 * 1024
 #: How many times an edit starts over because the host changed the file under it.
 MAX_ATTEMPTS = 60
 #: A file that does not parse is re-read this long before it counts as broken (a host mid-write).
