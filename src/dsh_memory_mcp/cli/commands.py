@@ -555,10 +555,7 @@ def cmd_save(call: Call) -> int:
         )
     content = call.args[0]
     if content == "-":
-        read = _read_stdin_content(call.settings.max_content)
-        if not isinstance(read, str):
-            return _save_outcome(call, read)
-        content = read
+        content = _read_stdin_content(call)
     args: dict[str, Any] = {"content": content}
     args.update(_tool_args(call, "kind", "tags", "scope", "path", "importance", "supersedes"))
     with _service(call, create=True, vectors=_search_vectors(call.settings.vector)) as service:
@@ -578,12 +575,7 @@ def cmd_edit(call: Call) -> int:
     changes: dict[str, Any] = _tool_args(call, "kind", "tags", "importance")
     if len(call.args) == 2:
         content = call.args[1]
-        if content == "-":
-            read = _read_stdin_content(call.settings.max_content)
-            if not isinstance(read, str):
-                return _save_outcome(call, read)
-            content = read
-        changes["content"] = content
+        changes["content"] = _read_stdin_content(call) if content == "-" else content
     if not changes:
         return call.usage(t("没有要改的:给出新内容,或 --kind / --tags / --importance 之一"))
     return _revise(call, call.args[0], changes, None)
@@ -659,12 +651,13 @@ def _name_scope(call: Call, service: MemoryService, args: dict[str, Any]) -> Non
         args["scope"] = _scope_by_name(call, service, str(args["scope"]), creating=False)
 
 
-def _read_stdin_content(max_chars: int) -> str | ToolResult:
-    """Standard input as the content, or the refusal `memory_save` would give: read bounded (never
-    more than a too-long content needs: `yes | save -` ends), UTF-8 (else CONTENT_EMPTY, as the tool
-    answers a content that is not a string)."""
+def _read_stdin_content(call: Call) -> str:
+    """Standard input as the content, else the command ends with the refusal `memory_save` would give:
+    read bounded (never more than a too-long content needs: `yes | save -` ends), UTF-8 (else
+    CONTENT_EMPTY, as the tool answers a content that is not a string)."""
     from dsh_memory_mcp.service.render import error_result
 
+    max_chars = call.settings.max_content
     stdin = sys.stdin.buffer if sys.stdin is not None else None
     # A UTF-8 character is at most 4 bytes: past this many bytes the content is surely too long.
     bound = 4 * max_chars + 4
@@ -675,12 +668,12 @@ def _read_stdin_content(max_chars: int) -> str | ToolResult:
             "长文档请存成文件,记忆里只记它在哪、讲什么",
             limit=max_chars,
         )
-        return error_result("CONTENT_TOO_LONG", message)
+        raise _Done(_save_outcome(call, error_result("CONTENT_TOO_LONG", message)))
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         message = t("标准输入不是 UTF-8 文本(第 {offset} 个字节起),没有保存", offset=exc.start)
-        return error_result("CONTENT_EMPTY", message)
+        raise _Done(_save_outcome(call, error_result("CONTENT_EMPTY", message))) from exc
 
 
 def _save_outcome(call: Call, result: ToolResult, where: Mapping[str, str] | None = None) -> int:
