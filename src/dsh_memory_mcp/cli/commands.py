@@ -38,8 +38,6 @@ EXIT_OK = 0
 EXIT_FAIL = 1
 EXIT_USAGE = 2
 
-#: Tag on every memory made from the reference memory server's knowledge graph.
-IMPORT_TAG = transfer.IMPORT_TAG
 #: The commands whose results a terminal gets through the pager.
 PAGED = frozenset({"list", "search", "get", "duplicates", "stats", "recover"})
 #: How long `search` lets the backend get ready (health, model, one probe) and then embed its query:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal, TextIO
 from dsh_memory_mcp import __version__, config
 from dsh_memory_mcp.cli.messages import N_, shown, t
 from dsh_memory_mcp.cli.output import PROG
+from dsh_memory_mcp.config import DEPENDENCIES, SDK_REQUIREMENT
 from dsh_memory_mcp.store import scopes
 from dsh_memory_mcp.store.layout import StoreLayout
 
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
 Status = Literal["ok", "warn", "fail"]
 
 PYTHON_FLOOR = (3, 11)
-SDK_REQUIREMENT = config.SDK_REQUIREMENT
-DEPENDENCIES = config.DEPENDENCIES
 HEALTH_TIMEOUT = 1.0
 EMBED_TIMEOUT = 2.0
 

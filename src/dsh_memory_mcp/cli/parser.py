@@ -315,12 +315,8 @@ _METAVARS_ZH = {
 
 def help_text(commands: Mapping[str, Command]) -> str:
     """The `--help` text; its first line is `dsh-memory-mcp X.Y.Z — …`."""
-    return t(HELP_ZH, tagline=t(TAGLINE), commands=_command_list(commands), env=_env_list(), log_file=log_file_hint())
-
-
-def _env_list() -> str:
-    """The environment variables, from the configuration table (never listed by hand)."""
-    return "\n".join(config.env_help_lines("en" if english() else "zh"))
+    env = "\n".join(config.env_help_lines("en" if english() else "zh"))  # the table, never listed by hand
+    return t(HELP_ZH, tagline=t(TAGLINE), commands=_command_list(commands), env=env, log_file=log_file_hint())
 
 
 def _command_list(commands: Mapping[str, Command]) -> str:
