@@ -1,26 +1,11 @@
-"""The human subcommands: `dsh-memory-mcp list | search | get | forget | export | import | stats | reembed | recover`.
+"""The human subcommands (docs/design.md: Command line): each a function ``(Call) -> exit code``
+writing results to ``call.out`` and diagnostics (no program prefix) to ``call.err``.
 
-`cli` parses the command line and calls `run`; every command is a plain function of
-``(Call) -> exit code`` writing its results to ``call.out`` and its diagnostics (Chinese; no program
-prefix: that marks a server's lines among a host's) to ``call.err``. On a terminal the results are
-coloured (`output.paint`, off under ``NO_COLOR``) and a long one is paged (`output.page`, not under
-``--no-pager``); long commands draw `Progress` on a terminal's stderr. Off a terminal, plain bytes.
-
-* list / search / get / forget go through `MemoryService.call`, so validation, scope rules and
-  rendering are exactly the MCP tools': the tool's text on stdout, or with ``--json`` its
-  structuredContent as one JSON object. A tool error is its text on stderr (``--json``: the error
-  object on stdout) and exit 1.
-* Nothing here imports the MCP SDK: the store and the tools are opened with `service.compose.open_service`
-  (the same composition the server uses, minus the transport), so the commands work when the
-  SDK is broken and start fast.
-* Read-only commands (list, search, get, export, stats) never create the store: a missing store
-  directory is an error naming ``--store-dir`` / ``DSH_MEMORY_STORE_DIR``. Writers (forget, import,
-  reembed) create it like the server does.
-* No command spawns llama-server except ``reembed``: list/get/export/import/stats run with vectors
-  off; forget only rewrites sidecars locally; search uses a backend that is already answering
-  (``DSH_MEMORY_EMBED_ENDPOINT`` or a llama-server already on the port) or none.
-
-Exit codes: 0 done, 1 failed (tool error, store missing or unusable, vectors unusable), 2 usage.
+list / search / get / forget / save go through `MemoryService.call`, so validation, scope rules and
+rendering are the MCP tools' own (``--json``: their structuredContent). Nothing here imports the SDK:
+`service.compose.open_service` is the server's composition minus the transport. Read-only commands
+never create the store. Only ``reembed`` may spawn llama-server; search and save use a backend that
+already answers, or the bundled model.
 """
 
 from __future__ import annotations
@@ -49,14 +34,10 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.service.context import CallContext
     from dsh_memory_mcp.service.tools import MemoryService, ToolResult
 
-__all__ = ["COMMAND_NAMES", "IMPORT_TAG", "Call", "Progress", "run"]
-
 EXIT_OK = 0
 EXIT_FAIL = 1
 EXIT_USAGE = 2
 
-#: Tag on every memory made from the reference memory server's knowledge graph.
-IMPORT_TAG = transfer.IMPORT_TAG
 #: The commands whose results a terminal gets through the pager.
 PAGED = frozenset({"list", "search", "get", "duplicates", "stats", "recover"})
 #: How long `search` lets the backend get ready (health, model, one probe) and then embed its query:
@@ -113,6 +94,14 @@ class Call:
         return EXIT_USAGE
 
 
+class _Done(Exception):
+    """Ends a command early with exit `code`, its reason already written."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 # ----------------------------------------------------------------------------------------------
 # dispatch
 
@@ -147,6 +136,8 @@ def run(
     try:
         try:
             code = handler(call)
+        except _Done as done:
+            code = done.code
         finally:
             if isinstance(sink, io.StringIO) and pager is not None:
                 page(sink.getvalue(), out, pager)
@@ -168,11 +159,11 @@ def run(
 # opening the store
 
 
-def _store_missing(call: Call) -> bool:
-    """For read-only commands: report (and return True) when the store directory is not there."""
+def _require_store(call: Call) -> None:
+    """For read-only commands: when the store directory is not there, say so and end with exit 1."""
     root = call.settings.store_dir
     if os.path.isdir(root):
-        return False
+        return
     if os.path.lexists(root):
         call.note(t("❌ 记忆库路径不是目录:{path}", path=root))
     else:
@@ -181,7 +172,7 @@ def _store_missing(call: Call) -> bool:
     call.note(
         t("⇒ 用 --store-dir <目录> 或环境变量 DSH_MEMORY_STORE_DIR 指向已有的记忆库{how};本命令不会创建它", how=how)
     )
-    return True
+    raise _Done(EXIT_FAIL)
 
 
 @contextlib.contextmanager
@@ -190,9 +181,13 @@ def _service(call: Call, *, create: bool, vectors: config.VectorSettings | None 
 
     A vector channel is included when `vectors` is usable; it is not started: no worker, no
     spawn. Callers start it if they want a backend. Without `create` (the read commands) the
-    channel is read-only: no backfill, no sidecar or calibration writes under the store.
+    store must exist (`_require_store`) and the channel is read-only: no backfill, no sidecar or
+    calibration writes under the store.
     """
     from dsh_memory_mcp.service.compose import close_service, open_service
+
+    if not create:
+        _require_store(call)
 
     usable = vectors if vectors is not None and vectors.usable else config.VectorSettings(enabled=False)
     service = open_service(dataclasses.replace(call.settings, vector=usable), prepare=create, read_only=not create)
@@ -202,9 +197,9 @@ def _service(call: Call, *, create: bool, vectors: config.VectorSettings | None 
         close_service(service)
 
 
-def _resolve_scopes(call: Call, service: MemoryService, scope: str | None = None) -> list[str] | ToolResult:
+def _resolve_scopes(call: Call, service: MemoryService, scope: str | None = None) -> list[str]:
     """The scope keys `scope` (default `--scope`) / `--path` name, by the tools' own rules (aliases,
-    `all`, paths), or the tools' coded error; with neither given, every scope on disk."""
+    `all`, paths); with neither given, every scope on disk. A bad one: the tools' coded error, exit 1."""
     from dsh_memory_mcp.service.render import error_result
 
     path = call.opt("path") if scope is None else None
@@ -214,7 +209,7 @@ def _resolve_scopes(call: Call, service: MemoryService, scope: str | None = None
     try:
         return service.read_scopes(scope, path)
     except DshMemoryError as exc:
-        return error_result(exc.code, exc.message)
+        raise _Done(_tool_error(call, error_result(exc.code, exc.message))) from exc
 
 
 def _tool(
@@ -273,8 +268,9 @@ def _clients(service: MemoryService, result: ToolResult) -> dict[str, str | None
     return {ident: (client_of(hits[0]) if hits else None) for ident, hits in found.items()}
 
 
-def _tool_args(call: Call, *names: tuple[str, str]) -> dict[str, Any]:
-    return {key: value for dest, key in names if (value := call.opt(dest)) is not None}
+def _tool_args(call: Call, *dests: str) -> dict[str, Any]:
+    """The options given, under the tools' argument names (``--top-k`` is ``topK``)."""
+    return {("topK" if d == "top_k" else d): value for d in dests if (value := call.opt(d)) is not None}
 
 
 def cmd_list(call: Call) -> int:
@@ -285,17 +281,12 @@ def cmd_list(call: Call) -> int:
     from dsh_memory_mcp.service.tools import list_result
     from dsh_memory_mcp.service.validate import LIMIT_DEFAULT, LIMIT_MAX, integer_arg, kind_arg
 
-    if _store_missing(call):
-        return EXIT_FAIL
     with _service(call, create=False) as service:
-        args = _tool_args(call, ("scope", "scope"), ("path", "path"))
-        if not _name_scope(call, service, args):
-            return EXIT_USAGE
+        args = _tool_args(call, "scope", "path")
+        _name_scope(call, service, args)
         ctx = _terminal(call, service)
         now = service.clock()
         since = _since(call, now)
-        if since is False:
-            return EXIT_USAGE
         try:
             kind = kind_arg(call.opt("kind"), default=None)
             limit = integer_arg(
@@ -327,9 +318,8 @@ def cmd_list(call: Call) -> int:
         )
 
 
-def _since(call: Call, now: int) -> int | bool | None:
-    """``--since``: a local date (``2026-07-01``) or days back (``7d``) as ms; None when not given,
-    False after a usage error."""
+def _since(call: Call, now: int) -> int | None:
+    """``--since``: a local date (``2026-07-01``) or days back (``7d``) as ms; None when not given."""
     import re
     import time
 
@@ -344,8 +334,7 @@ def _since(call: Call, now: int) -> int | bool | None:
     try:
         return browse.day_bounds(word, time.localtime(now / 1000).tm_gmtoff // 60)[0]
     except DshMemoryError:
-        call.usage(t("--since 要写成 YYYY-MM-DD 或天数如 7d(收到 {value!r})", value=value))
-        return False
+        raise _Done(call.usage(t("--since 要写成 YYYY-MM-DD 或天数如 7d(收到 {value!r})", value=value))) from None
 
 
 def _terminal(call: Call, service: MemoryService) -> CallContext:
@@ -364,16 +353,14 @@ def cmd_search(call: Call) -> int:
             except DshMemoryError as exc:  # QUERY_EMPTY, memory_search's own check
                 call.print(json.dumps({"ok": False, "code": exc.code, "message": exc.message}, ensure_ascii=False))
         return call.usage(t("缺少查询词:search 关键词…(多个词用空格连成一句查询)"))
-    if _store_missing(call):
-        return EXIT_FAIL
+    _require_store(call)  # before a backend is probed
     with _service(call, create=False, vectors=_search_vectors(call.settings.vector)) as service:
         if service.vectors is not None:
             service.vectors.start()
             service.vectors.set_query_budget(SEARCH_QUERY_SECONDS)
             service.vectors.wait_ready(SEARCH_BRING_UP_SECONDS)
-        args = _tool_args(call, ("scope", "scope"), ("path", "path"), ("top_k", "topK"))
-        if not _name_scope(call, service, args):
-            return EXIT_USAGE
+        args = _tool_args(call, "scope", "path", "top_k")
+        _name_scope(call, service, args)
         args["query"] = " ".join(call.args)
         result = _tool(call, service, "memory_search", args)
         from dsh_memory_mcp.service.validate import QUERY_MAX_CHARS
@@ -417,10 +404,8 @@ def _search_vectors(vector: config.VectorSettings) -> config.VectorSettings | No
 
 
 def cmd_get(call: Call) -> int:
-    if _store_missing(call):
-        return EXIT_FAIL
     with _service(call, create=False) as service:
-        result = _tool(call, service, "memory_get", {"ids": list(call.args), **_tool_args(call, ("offset", "offset"))})
+        result = _tool(call, service, "memory_get", {"ids": list(call.args), **_tool_args(call, "offset")})
         from dsh_memory_mcp.service.validate import PREFIX_MIN
 
         code = _show(
@@ -482,9 +467,8 @@ def cmd_forget(call: Call) -> int:
         return call.usage(t("--dry-run 只用于 --query(按 id 删除的是确定的一条:先用 get 看它)"))
     # Vectors only to drop the deleted ids from the sidecars: a local rewrite, no backend.
     with _service(call, create=not dry_run, vectors=None if dry_run else call.settings.vector) as service:
-        args = _tool_args(call, ("query", "query"), ("scope", "scope"), ("path", "path"))
-        if not _name_scope(call, service, args):
-            return EXIT_USAGE
+        args = _tool_args(call, "query", "scope", "path")
+        _name_scope(call, service, args)
         if ident is not None:
             args["id"] = ident
         elif "query" in args:
@@ -569,22 +553,9 @@ def cmd_save(call: Call) -> int:
         )
     content = call.args[0]
     if content == "-":
-        read = _read_stdin_content(call.settings.max_content)
-        if not isinstance(read, str):
-            return _save_outcome(call, read)
-        content = read
+        content = _read_stdin_content(call)
     args: dict[str, Any] = {"content": content}
-    args.update(
-        _tool_args(
-            call,
-            ("kind", "kind"),
-            ("tags", "tags"),
-            ("scope", "scope"),
-            ("path", "path"),
-            ("importance", "importance"),
-            ("supersedes", "supersedes"),
-        )
-    )
+    args.update(_tool_args(call, "kind", "tags", "scope", "path", "importance", "supersedes"))
     with _service(call, create=True, vectors=_search_vectors(call.settings.vector)) as service:
         if service.vectors is not None:  # like a server: the saved record gets its vector
             service.vectors.start()
@@ -599,15 +570,10 @@ def cmd_edit(call: Call) -> int:
     (`history.revise`: a supersede that keeps its created time, use count and source)."""
     if not call.args or len(call.args) > 2:
         return call.usage(t('用法:edit ID ["新内容" | -] [--kind KIND] [--tags a,b] [--importance X]'))
-    changes: dict[str, Any] = _tool_args(call, ("kind", "kind"), ("tags", "tags"), ("importance", "importance"))
+    changes: dict[str, Any] = _tool_args(call, "kind", "tags", "importance")
     if len(call.args) == 2:
         content = call.args[1]
-        if content == "-":
-            read = _read_stdin_content(call.settings.max_content)
-            if not isinstance(read, str):
-                return _save_outcome(call, read)
-            content = read
-        changes["content"] = content
+        changes["content"] = _read_stdin_content(call) if content == "-" else content
     if not changes:
         return call.usage(t("没有要改的:给出新内容,或 --kind / --tags / --importance 之一"))
     return _revise(call, call.args[0], changes, None)
@@ -626,10 +592,7 @@ def _revise(call: Call, ident: str, changes: Mapping[str, Any], scope: str | Non
 
     with _service(call, create=True, vectors=_search_vectors(call.settings.vector)) as service:
         if scope is not None:
-            named = _scope_by_name(call, service, scope, creating=True)
-            if named is None:
-                return EXIT_USAGE
-            scope = named
+            scope = _scope_by_name(call, service, scope, creating=True)
         if service.vectors is not None:  # like `save`: the new version gets its vector
             service.vectors.start()
         ctx = service.default_context.for_terminal().with_client(CLI_CLIENT)
@@ -642,11 +605,11 @@ def _revise(call: Call, ident: str, changes: Mapping[str, Any], scope: str | Non
         return outcome
 
 
-def _scope_by_name(call: Call, service: MemoryService, value: str, *, creating: bool) -> str | None:
+def _scope_by_name(call: Call, service: MemoryService, value: str, *, creating: bool) -> str:
     """`--scope` / `--to` as people name scopes: a project by its folder's name too (``atlas-web``
     → ``project:/home/me/atlas-web``). Any other form goes to the tools as it is. An unknown name
     (when not `creating` one) or a folder name of several projects → a usage error naming the
-    candidates, and None."""
+    candidates, exit 2."""
     from dsh_memory_mcp.store.scopes import normalise_custom_name
 
     word = value.strip()
@@ -665,37 +628,34 @@ def _scope_by_name(call: Call, service: MemoryService, value: str, *, creating: 
     if len(matches) == 1:
         return matches[0]
     if matches:
-        call.usage(
-            t("{name} 是多个项目的文件夹名:{candidates};请写 project:<路径>", name=word, candidates=", ".join(matches))
+        candidates = ", ".join(matches)
+        raise _Done(
+            call.usage(
+                t("{name} 是多个项目的文件夹名:{candidates};请写 project:<路径>", name=word, candidates=candidates)
+            )
         )
-        return None
     if creating:
         return value
     from dsh_memory_mcp.service.render import project_name
 
     known = ", ".join(project_name(s) for s in on_disk) or "-"
-    call.usage(t("没有叫 {name} 的作用域;现有:{known}", name=word, known=known))
-    return None
+    raise _Done(call.usage(t("没有叫 {name} 的作用域;现有:{known}", name=word, known=known)))
 
 
-def _name_scope(call: Call, service: MemoryService, args: dict[str, Any]) -> bool:
-    """``args["scope"]`` through `_scope_by_name` (reading: the name must exist); False after a usage error.
-    With ``path`` the name is that path's alias (the tools' rule), never a folder name to look up."""
-    if "scope" not in args or args.get("path") is not None:
-        return True
-    named = _scope_by_name(call, service, str(args["scope"]), creating=False)
-    if named is None:
-        return False
-    args["scope"] = named
-    return True
+def _name_scope(call: Call, service: MemoryService, args: dict[str, Any]) -> None:
+    """``args["scope"]`` through `_scope_by_name` (reading: the name must exist). With ``path`` the
+    name is that path's alias (the tools' rule), never a folder name to look up."""
+    if "scope" in args and args.get("path") is None:
+        args["scope"] = _scope_by_name(call, service, str(args["scope"]), creating=False)
 
 
-def _read_stdin_content(max_chars: int) -> str | ToolResult:
-    """Standard input as the content, or the refusal `memory_save` would give: read bounded (never
-    more than a too-long content needs: `yes | save -` ends), UTF-8 (else CONTENT_EMPTY, as the tool
-    answers a content that is not a string)."""
+def _read_stdin_content(call: Call) -> str:
+    """Standard input as the content, else the command ends with the refusal `memory_save` would give:
+    read bounded (never more than a too-long content needs: `yes | save -` ends), UTF-8 (else
+    CONTENT_EMPTY, as the tool answers a content that is not a string)."""
     from dsh_memory_mcp.service.render import error_result
 
+    max_chars = call.settings.max_content
     stdin = sys.stdin.buffer if sys.stdin is not None else None
     # A UTF-8 character is at most 4 bytes: past this many bytes the content is surely too long.
     bound = 4 * max_chars + 4
@@ -706,12 +666,12 @@ def _read_stdin_content(max_chars: int) -> str | ToolResult:
             "长文档请存成文件,记忆里只记它在哪、讲什么",
             limit=max_chars,
         )
-        return error_result("CONTENT_TOO_LONG", message)
+        raise _Done(_save_outcome(call, error_result("CONTENT_TOO_LONG", message)))
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         message = t("标准输入不是 UTF-8 文本(第 {offset} 个字节起),没有保存", offset=exc.start)
-        return error_result("CONTENT_EMPTY", message)
+        raise _Done(_save_outcome(call, error_result("CONTENT_EMPTY", message))) from exc
 
 
 def _save_outcome(call: Call, result: ToolResult, where: Mapping[str, str] | None = None) -> int:
@@ -737,12 +697,8 @@ def _save_outcome(call: Call, result: ToolResult, where: Mapping[str, str] | Non
 
 
 def cmd_export(call: Call) -> int:
-    if _store_missing(call):
-        return EXIT_FAIL
     with _service(call, create=False) as service:
         resolved = _resolve_scopes(call, service)
-        if not isinstance(resolved, list):
-            return _tool_error(call, resolved)
         sink = getattr(call.out, "buffer", None)
         if sink is not None:
             call.out.flush()
@@ -800,12 +756,7 @@ def cmd_import(call: Call) -> int:
         call.note("⚠️ " + shown(refusal.text()))
     dry_run = call.flag("dry_run")
     with _service(call, create=not dry_run) as service:
-        target = scopes.GLOBAL
-        if plan.graph:
-            resolved_target = _import_target(call, service)
-            if not isinstance(resolved_target, str):
-                return _tool_error(call, resolved_target)
-            target = resolved_target
+        target = _import_target(call, service) if plan.graph else scopes.GLOBAL
         outcome = transfer.apply_import(service.store, plan, target, now=service.clock(), dry_run=dry_run)
         refused = t(",拒绝 {count} 条", count=outcome.refused) if outcome.refused else ""
         counts = {"added": outcome.added, "existing": outcome.existing, "bad": outcome.bad, "refused": refused}
@@ -843,22 +794,21 @@ def _plan(call: Call, data: bytes) -> transfer.ImportPlan:
     return planner.finish()
 
 
-def _import_target(call: Call, service: MemoryService) -> str | ToolResult:
+def _import_target(call: Call, service: MemoryService) -> str:
     """Where knowledge-graph memories go: `--scope` / `--path` by the tools' rules, default global."""
     if call.opt("scope") is None and call.opt("path") is None:
         return scopes.GLOBAL
     resolved = _resolve_scopes(call, service)
-    if not isinstance(resolved, list):
-        return resolved
     if len(resolved) != 1 or (call.opt("scope") or "").strip().lower() in ("all", "*"):
         from dsh_memory_mcp.service.render import ToolResult
 
         message = msg("导入只能写入一个作用域,all 是只读范围:请指定 global、project 或具体作用域。")
-        return ToolResult(
+        refusal = ToolResult(
             text=f"错误 SCOPE_NOT_WRITABLE:{message}",
             structured={"ok": False, "code": "SCOPE_NOT_WRITABLE", "message": message},
             is_error=True,
         )
+        raise _Done(_tool_error(call, refusal))
     return resolved[0]
 
 
@@ -867,12 +817,8 @@ def _import_target(call: Call, service: MemoryService) -> str | ToolResult:
 
 
 def cmd_stats(call: Call) -> int:
-    if _store_missing(call):
-        return EXIT_FAIL
     with _service(call, create=False) as service:
         resolved = _resolve_scopes(call, service)
-        if not isinstance(resolved, list):
-            return _tool_error(call, resolved)
         store = service.store
         rows, totals = health.store_stats(store, resolved, service.clock())
         del totals["covered"]
@@ -898,33 +844,18 @@ def cmd_stats(call: Call) -> int:
             return EXIT_OK
         lines = [t("记忆库:{path}", path=store.root), ""]
         for row in rows:
-            lines.append(
-                t("{scope}  ({file},{size})", scope=row["scope"], file=row["file"], size=_size(int(row["bytes"])))
-            )
-            lines.append(
-                t(
-                    "  记录 {records} 条:有效 {live},过期/被取代 {expired},损坏行 {corrupt}",
-                    records=row["records"],
-                    live=row["live"],
-                    expired=row["expired"],
-                    corrupt=row["corrupt"],
-                )
-            )
+            lines.append(t("{scope}  ({file},{size})", **row, size=_size(int(row["bytes"]))))
+            lines.append(t("  记录 {records} 条:有效 {live},过期/被取代 {expired},损坏行 {corrupt}", **row))
             car = row["sidecar"]
             if car:
-                head = (
-                    t("{model} {dims} 维", model=car["model"], dims=car["dims"])
-                    if car["model"] is not None
-                    else t("表头无效")
-                )
+                head = t("{model} {dims} 维", **car) if car["model"] is not None else t("表头无效")
+                size = _size(int(car["bytes"]))
                 lines.append(
                     t(
                         "  向量 {file}({size}):{head},{vectors} 条,覆盖有效记录 {covered}/{live}",
-                        file=car["file"],
-                        size=_size(int(car["bytes"])),
+                        **car,
+                        size=size,
                         head=head,
-                        vectors=car["vectors"],
-                        covered=car["covered"],
                         live=row["live"],
                     )
                 )
@@ -937,13 +868,8 @@ def cmd_stats(call: Call) -> int:
             t(
                 "合计:{scopes} 个作用域,{records} 条记录(有效 {live},过期 {expired}),"
                 "损坏行 {corrupt},{size},向量 {vectors} 条",
-                scopes=totals["scopes"],
-                records=totals["records"],
-                live=totals["live"],
-                expired=totals["expired"],
-                corrupt=totals["corrupt"],
+                **totals,
                 size=_size(totals["bytes"]),
-                vectors=totals["vectors"],
             ),
         ]
         if aliases:
@@ -986,18 +912,13 @@ def cmd_stats(call: Call) -> int:
 
 
 def cmd_recover(call: Call) -> int:
-    if _store_missing(call):
-        return EXIT_FAIL
     dry_run = call.flag("dry_run")
     with _service(call, create=False) as service:
         with contextlib.suppress(OSError):  # unreadable: `recover` says nothing is missing, as before
             service.store.journal.refresh()
         scopes = service.store.journal.scopes()  # those `recover(None)` would go through, one by one
         if call.opt("scope") is not None or call.opt("path") is not None:
-            resolved = _resolve_scopes(call, service)
-            if not isinstance(resolved, list):
-                return _tool_error(call, resolved)
-            scopes = list(resolved)
+            scopes = _resolve_scopes(call, service)
         restored: dict[str, list[str]] = {}
         refused: dict[str, list[tuple[str, str]]] = {}
         bar = Progress(call.err, t("恢复"))
@@ -1059,17 +980,11 @@ def cmd_duplicates(call: Call) -> int:
     from dsh_memory_mcp.service import browse, duplicates
     from dsh_memory_mcp.service.render import fmt_time, project_name, snippet
 
-    if _store_missing(call):
-        return EXIT_FAIL
     with _service(call, create=False) as service:
         scope = call.opt("scope")
         if scope is not None and call.opt("path") is None:
             scope = _scope_by_name(call, service, scope, creating=False)
-            if scope is None:
-                return EXIT_USAGE
         resolved = _resolve_scopes(call, service, scope)
-        if not isinstance(resolved, list):
-            return _tool_error(call, resolved)
         found = [(key, group) for key in resolved for group in duplicates.groups(service, key)]
         if call.flag("json"):
             rows = [{"scope": key, "records": [browse.card(r) for r in group]} for key, group in found]
@@ -1125,13 +1040,9 @@ def cmd_reembed(call: Call) -> int:
         wanted: list[str] = []
         for word in call.args:
             named = _resolve_scopes(call, service, word)
-            if not isinstance(named, list):
-                return _tool_error(call, named)
             wanted.extend(named)
         if call.opt("scope") is not None or call.opt("path") is not None or not call.args:
             resolved = _resolve_scopes(call, service)
-            if not isinstance(resolved, list):
-                return _tool_error(call, resolved)
             wanted.extend(resolved)
         targets = list(dict.fromkeys(wanted))
         bar = Progress(call.err, t("重建向量"))
@@ -1230,6 +1141,3 @@ _HANDLERS: dict[str, Callable[[Call], int]] = {
     "recover": cmd_recover,
     "duplicates": cmd_duplicates,
 }
-
-#: The subcommands `run` knows.
-COMMAND_NAMES: tuple[str, ...] = tuple(_HANDLERS)

@@ -1,14 +1,9 @@
-"""Text-preserving edits of host config files: one member of a JSON(C) object, one element of a
-JSON(C) array (a host's hook list), one TOML table.
+"""Text-preserving edits of host config files (docs/design.md: Host configs): one member of a
+JSON(C) object, one element of a JSON(C) array (a host's hook list), one TOML table.
 
-`setup` must change exactly one entry in files other programs own (``~/.claude.json`` is rewritten by
-Claude Code all the time; users keep comments in VS Code's ``mcp.json``). So nothing here re-serialises
-a whole document: the JSON side parses with spans (comments and trailing commas allowed, as VS Code
-does) and splices the text of one member in or out; the TOML side replaces or appends one
-``[table]`` section written by a minimal writer (strings, numbers, booleans, arrays, inline tables —
-all a host entry needs). Removing what `set_*` inserted gives the original bytes back.
-
-Pure: str in, str out; no disk.
+Nothing here re-serialises a whole document: the JSON side parses with spans (comments and trailing
+commas allowed, as VS Code does) and splices the text of one member in or out; the TOML side replaces
+or appends one ``[table]`` written by a minimal writer. Pure: str in, str out.
 """
 
 from __future__ import annotations
@@ -21,21 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_memory_mcp.cli.messages import t
-
-__all__ = [
-    "ConfigSyntaxError",
-    "json_append",
-    "json_get",
-    "json_pull",
-    "json_remove",
-    "json_set",
-    "parse_json",
-    "toml_dumps_table",
-    "toml_key",
-    "toml_remove_table",
-    "toml_set_table",
-    "toml_value",
-]
 
 
 class ConfigSyntaxError(ValueError):

@@ -19,19 +19,6 @@ from dsh_memory_mcp.cli.logs import log
 from dsh_memory_mcp.cli.messages import shown, t
 from dsh_memory_mcp.cli.output import describe
 
-__all__ = [
-    "SDK_REQUIREMENT",
-    "ImportProblem",
-    "debug_lines",
-    "explain_store_problem",
-    "is_interrupt",
-    "leaves",
-    "report_import_problem",
-    "report_store_failure",
-    "report_unexpected",
-    "store_failure",
-]
-
 SDK_REQUIREMENT = config.SDK_REQUIREMENT
 #: Top-level import names → the pip requirement that provides them.
 _REQUIREMENTS = {

@@ -18,33 +18,23 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from dsh_memory_mcp import __version__, config
 from dsh_memory_mcp.cli.messages import N_, shown, t
 from dsh_memory_mcp.cli.output import PROG
+from dsh_memory_mcp.config import DEPENDENCIES, SDK_REQUIREMENT
 from dsh_memory_mcp.store import scopes
 from dsh_memory_mcp.store.layout import StoreLayout
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.cli.hosts import Configured
 
-__all__ = [
-    "PYTHON_FLOOR",
-    "SDK_REQUIREMENT",
-    "Check",
-    "main",
-    "render",
-    "run_checks",
-]
-
 Status = Literal["ok", "warn", "fail"]
 
 PYTHON_FLOOR = (3, 11)
-SDK_REQUIREMENT = config.SDK_REQUIREMENT
-DEPENDENCIES = config.DEPENDENCIES
 HEALTH_TIMEOUT = 1.0
 EMBED_TIMEOUT = 2.0
 
@@ -100,50 +90,42 @@ def main(args: Sequence[str], settings: config.Settings, *, out: TextIO, err: Te
 def run_checks(settings: config.Settings, *, env: Mapping[str, str] | None = None) -> list[Check]:
     """Every check, in report order. Creates nothing, spawns nothing; never raises."""
     env = config.environ() if env is None else env
-    checks: list[Check] = []
-    steps: list[tuple[str, Callable[[], Iterator[Check]]]] = [
-        ("Python", lambda: iter([check_python(tuple(sys.version_info[:3]), sys.executable)])),
-        ("MCP SDK", lambda: iter([check_sdk()])),
-        (t("依赖"), lambda: iter([check_dependencies()])),
-        ("dsh-memory-mcp", lambda: iter([_check_self()])),
+    invalid = (Check("warn", t("环境变量"), shown(w), t("改成合法的值或删掉它")) for w in settings.warnings)
+    steps: list[tuple[str, Callable[[], Check | Iterable[Check]]]] = [
+        ("Python", lambda: check_python(tuple(sys.version_info[:3]), sys.executable)),
+        ("MCP SDK", check_sdk),
+        (t("依赖"), check_dependencies),
+        ("dsh-memory-mcp", _check_self),
         (t("存储目录"), lambda: check_store(settings)),
         (t("记忆库完整性"), lambda: check_store_health(settings)),
-        ("project", lambda: iter([_check_project(settings)])),
-        (
-            t("环境变量"),
-            lambda: iter(Check("warn", t("环境变量"), shown(w), t("改成合法的值或删掉它")) for w in settings.warnings),
-        ),
+        ("project", lambda: _check_project(settings)),
+        (t("环境变量"), lambda: invalid),
         ("serve", lambda: check_serve(settings, env)),
         (t("宿主配置"), lambda: check_hosts(settings, env)),
     ]
-    for title, step in steps:
-        checks.extend(_guarded(title, step))
-    vector_checks: list[Check] = []
+    checks = [check for title, step in steps for check in _guarded(title, step)]
     active = _Active(None, None, False)
     try:
         vector_checks, active = check_vectors(settings, env)
     except Exception as exc:  # a doctor must report, not crash
         vector_checks = [_crashed(t("向量检索"), exc)]
     checks.extend(vector_checks)
-    checks.extend(_guarded(t("向量文件"), lambda: iter(check_sidecars(settings, active))))
-    checks.extend(_guarded(t("相关性门限"), lambda: iter(check_calibration(settings, active))))
+    checks.extend(_guarded(t("向量文件"), lambda: check_sidecars(settings, active)))
+    checks.extend(_guarded(t("相关性门限"), lambda: check_calibration(settings, active)))
     return checks
 
 
-def _guarded(title: str, step: Callable[[], Iterator[Check]]) -> list[Check]:
+def _guarded(title: str, step: Callable[[], Check | Iterable[Check]]) -> list[Check]:
     try:
-        return list(step())
+        found = step()
+        return [found] if isinstance(found, Check) else list(found)
     except Exception as exc:  # a doctor must report, not crash
         return [_crashed(title, exc)]
 
 
 def _crashed(title: str, exc: BaseException) -> Check:
-    return Check(
-        "fail",
-        title,
-        t("检查本身出错({error})", error=f"{type(exc).__name__}: {shown(exc)}"),
-        t("这是 doctor 的缺陷,请带上这一行报告"),
-    )
+    why = t("检查本身出错({error})", error=f"{type(exc).__name__}: {shown(exc)}")
+    return Check("fail", title, why, t("这是 doctor 的缺陷,请带上这一行报告"))
 
 
 def check_python(version: Sequence[int], executable: str = "") -> Check:
@@ -152,12 +134,8 @@ def check_python(version: Sequence[int], executable: str = "") -> Check:
     where = t(",解释器 {path}", path=executable) if executable else ""
     detail = t("{version}(要求 >= {floor}){where}", version=running, floor=floor, where=where)
     if tuple(version[:2]) < PYTHON_FLOOR:
-        return Check(
-            "fail",
-            t("Python 版本"),
-            detail,
-            t("换用 Python {floor} 或更新的解释器,并让 MCP 配置的 command 指向它", floor=floor),
-        )
+        fix = t("换用 Python {floor} 或更新的解释器,并让 MCP 配置的 command 指向它", floor=floor)
+        return Check("fail", t("Python 版本"), detail, fix)
     return Check("ok", t("Python 版本"), detail)
 
 
@@ -226,36 +204,24 @@ def check_sdk() -> Check:
     if version is None:
         return Check("fail", title, t("找到了 {path},但没有安装记录(不是 pip 装的 mcp 包?)", path=where), fix)
     if not satisfies(version, SDK_REQUIREMENT):
-        return Check(
-            "fail",
-            title,
-            t("mcp {version} 不满足 {requirement}({path})", version=version, requirement=SDK_REQUIREMENT, path=where),
-            fix,
-        )
+        why = t("mcp {version} 不满足 {requirement}({path})", version=version, requirement=SDK_REQUIREMENT, path=where)
+        return Check("fail", title, why, fix)
     installed = _installed_location("mcp", "mcp/__init__.py")
     origin = importlib.util.find_spec("mcp")
     origin_file = origin.origin if origin is not None else None
     if installed and origin_file and os.path.realpath(installed) != os.path.realpath(origin_file):
-        return Check(
-            "warn",
-            title,
-            t(
-                "mcp {version} 装在 {installed},但 import mcp 会解析到 {path}(被同名目录或文件遮蔽)",
-                version=version,
-                installed=os.path.dirname(installed),
-                path=where,
-            ),
-            t("删除或改名遮蔽它的 mcp 目录/mcp.py,或换一个工作目录再运行"),
+        why = t(
+            "mcp {version} 装在 {installed},但 import mcp 会解析到 {path}(被同名目录或文件遮蔽)",
+            version=version,
+            installed=os.path.dirname(installed),
+            path=where,
         )
+        return Check("warn", title, why, t("删除或改名遮蔽它的 mcp 目录/mcp.py,或换一个工作目录再运行"))
+    requirement = SDK_REQUIREMENT.removeprefix("mcp")
     return Check(
         "ok",
         title,
-        t(
-            "mcp {version}(要求 {requirement}),来自 {path}",
-            version=version,
-            requirement=SDK_REQUIREMENT.removeprefix("mcp"),
-            path=where,
-        ),
+        t("mcp {version}(要求 {requirement}),来自 {path}", version=version, requirement=requirement, path=where),
     )
 
 
@@ -309,9 +275,8 @@ def check_store(settings: config.Settings) -> Iterator[Check]:
         yield Check("fail", title, *failure)
     elif not os.path.isdir(store):  # missing: the server creates it (and only it) at first start
         detail = t("{path} 还不存在,首次启动时会创建(空库)", path=store)
-        yield Check(
-            "warn", title, detail, t("若要与 DSH 共用记忆,确认这就是 DSH 的 storeDir;否则{fix}", fix=t(_STORE_FIX))
-        )
+        fix = t("若要与 DSH 共用记忆,确认这就是 DSH 的 storeDir;否则{fix}", fix=t(_STORE_FIX))
+        yield Check("warn", title, detail, fix)
     elif files := StoreLayout.at(store).scope_files():
         has_global = t(",含 global.jsonl") if "global.jsonl" in files else ""
         detail = t(
@@ -386,12 +351,8 @@ def check_store_health(settings: config.Settings) -> Iterator[Check]:
             "recover 不会自动恢复它们",
             total=sum(len(doubts) for doubts in doubtful.values()),
         )
-        yield Check(
-            "warn",
-            t("无法确定的记忆"),
-            why,
-            t("运行 {prog} recover --dry-run 查看是哪几条、哪一行;确实还要的请重新保存", prog=PROG),
-        )
+        fix = t("运行 {prog} recover --dry-run 查看是哪几条、哪一行;确实还要的请重新保存", prog=PROG)
+        yield Check("warn", t("无法确定的记忆"), why, fix)
     leftovers = store.leftover_tmps()
     if leftovers:
         files = ",".join(os.path.basename(p) for p in leftovers)
@@ -409,12 +370,8 @@ def _check_project(settings: config.Settings) -> Check:
         scope=settings.default_save_scope,
     )
     if not os.path.isdir(project):
-        return Check(
-            "warn",
-            "project",
-            detail + t(";这个目录不存在"),
-            t("用 --project / DSH_MEMORY_PROJECT 指向当前工作区目录"),
-        )
+        fix = t("用 --project / DSH_MEMORY_PROJECT 指向当前工作区目录")
+        return Check("warn", "project", detail + t(";这个目录不存在"), fix)
     if os.path.isfile(StoreLayout.at(settings.store_dir).scope_path(key)):
         detail += t(";库里已有这个项目的记忆")
     return Check("ok", "project", detail)
@@ -472,23 +429,12 @@ def check_vectors(settings: config.Settings, env: Mapping[str, str]) -> tuple[li
         return [Check("ok", title, t("已关闭(DSH_MEMORY_VECTOR=off),只用词法检索"))], _Active(None, None, False)
     checks: list[Check] = []
     if v.invalid_pooling is not None:
-        checks.append(
-            Check(
-                "warn",
-                t("池化方式"),
-                t("不认识 DSH_MEMORY_EMBED_POOLING={value!r},将被忽略并按模型推断", value=v.invalid_pooling),
-                t("把 DSH_MEMORY_EMBED_POOLING 设为 {choices} 之一,或删掉它", choices="/".join(_POOLINGS)),
-            )
-        )
+        why = t("不认识 DSH_MEMORY_EMBED_POOLING={value!r},将被忽略并按模型推断", value=v.invalid_pooling)
+        fix = t("把 DSH_MEMORY_EMBED_POOLING 设为 {choices} 之一,或删掉它", choices="/".join(_POOLINGS))
+        checks.append(Check("warn", t("池化方式"), why, fix))
     if not v.usable:
-        checks.append(
-            Check(
-                "warn",
-                title,
-                t("不可用({why}),只有词法检索,没有语义召回", why=v.unavailable_reason),
-                t(_ENABLE_FIX),
-            )
-        )
+        why = t("不可用({why}),只有词法检索,没有语义召回", why=v.unavailable_reason)
+        checks.append(Check("warn", title, why, t(_ENABLE_FIX)))
         return checks, _Active(None, None, False)
     if v.endpoint is not None:
         more, active = _check_endpoint(v)
@@ -560,9 +506,8 @@ def _check_local(v: config.VectorSettings, env: Mapping[str, str]) -> tuple[list
     if os.path.isfile(v.model):
         odd = not v.model.lower().endswith(".gguf")
         suffix = t("(注意:文件名不以 .gguf 结尾,llama-server 只认 GGUF)") if odd else ""
-        model = Check(
-            "warn" if odd else "ok", t("嵌入模型"), f"{v.model} model={v.model_id}{suffix}", model_fix if odd else None
-        )
+        detail = f"{v.model} model={v.model_id}{suffix}"
+        model = Check("warn" if odd else "ok", t("嵌入模型"), detail, model_fix if odd else None)
     elif reused:
         why = t("文件不存在:{path};端口 {port} 上已有服务会被复用,但它停掉后就无法自行启动", path=v.model, port=v.port)
         model = Check("warn", t("嵌入模型"), why, model_fix)
@@ -593,24 +538,16 @@ def _check_pooling(v: config.VectorSettings, env: Mapping[str, str]) -> Check:
             model=v.model_id,
             inferred=inferred,
         )
-        return Check(
-            "warn",
-            title,
-            why,
-            t("确认无误就保留,否则删掉 DSH_MEMORY_EMBED_POOLING 或设为 {inferred}", inferred=inferred),
-        )
+        fix = t("确认无误就保留,否则删掉 DSH_MEMORY_EMBED_POOLING 或设为 {inferred}", inferred=inferred)
+        return Check("warn", title, why, fix)
     if raw in _POOLINGS:
         return Check("ok", title, t("--pooling {raw}(DSH_MEMORY_EMBED_POOLING 显式指定)", raw=raw))
     if inferred is not None:
-        return Check(
-            "ok", title, t("--pooling {inferred}(按模型家族 {model} 推断)", inferred=inferred, model=v.model_id)
-        )
-    return Check(
-        "warn",
-        title,
-        t("{model}:未知模型家族,不传 --pooling,由 GGUF 决定", model=v.model_id),
-        t("若检索效果差请设置 DSH_MEMORY_EMBED_POOLING(可选 {choices})", choices="/".join(_POOLINGS)),
-    )
+        detail = t("--pooling {inferred}(按模型家族 {model} 推断)", inferred=inferred, model=v.model_id)
+        return Check("ok", title, detail)
+    why = t("{model}:未知模型家族,不传 --pooling,由 GGUF 决定", model=v.model_id)
+    fix = t("若检索效果差请设置 DSH_MEMORY_EMBED_POOLING(可选 {choices})", choices="/".join(_POOLINGS))
+    return Check("warn", title, why, fix)
 
 
 def _check_port(v: config.VectorSettings, probe: _Probe, base: str, *, can_spawn: bool) -> tuple[Check, _Active]:
@@ -756,13 +693,12 @@ def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str
         fix = t("修好这个文件,或运行 {prog} setup {id}", id=host.id)
         yield Check("warn", t("宿主 {host}", host=host.name), f"{path} {shown(why)}", fix)
     if not entries:
-        yield Check(
-            "warn", t("宿主配置"), t("本机没有宿主配置了 dsh-memory"), t("运行 {prog} setup 为已安装的宿主写入配置")
-        )
+        fix = t("运行 {prog} setup 为已安装的宿主写入配置")
+        yield Check("warn", t("宿主配置"), t("本机没有宿主配置了 dsh-memory"), fix)
         return
 
     def norm(path: str | None) -> str:
-        return os.path.normcase(os.path.normpath(os.path.abspath(os.path.expanduser(path or settings.store_dir))))
+        return hosts.normal_path(path or settings.store_dir)
 
     stores = Counter(norm(e.store) for e in entries if e.url is None)
     usual = stores.most_common(1)[0][0] if stores else None
@@ -782,9 +718,8 @@ def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str
         )
         problem = hosts.executable_problem(entry.command, env)
         if problem is not None:
-            yield Check(
-                "fail", title, f"{where}{t(';')}{shown(problem)}", t("重新运行 {prog} setup {id}", id=entry.host.id)
-            )
+            fix = t("重新运行 {prog} setup {id}", id=entry.host.id)
+            yield Check("fail", title, f"{where}{t(';')}{shown(problem)}", fix)
         elif len(stores) > 1 and store != usual:
             others = t("、").join(s for s in stores if s != store)
             apart = t("{where};与其它宿主的存储({others})不同,两边看到的是两份记忆", where=where, others=others)
@@ -793,9 +728,8 @@ def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str
             yield Check("ok", title, where)
     if len(stores) == 1 and usual != norm(settings.store_dir):
         other = t("宿主都用存储 {usual},本次检查的是 {store}", usual=usual, store=settings.store_dir)
-        yield Check(
-            "warn", t("宿主配置"), other, t("用 {prog} doctor --store-dir {usual} 检查宿主实际用的库", usual=usual)
-        )
+        fix = t("用 {prog} doctor --store-dir {usual} 检查宿主实际用的库", usual=usual)
+        yield Check("warn", t("宿主配置"), other, fix)
 
 
 # -- serve: is one running, will stdio hosts relay to it, do URL host configs get through --
@@ -823,18 +757,15 @@ def check_serve(settings: config.Settings, env: Mapping[str, str]) -> Iterator[C
             yield Check("ok", "serve", t("没有在运行({why})", why=why))
         biggest = _largest_scope(settings.store_dir)
         if biggest is not None and biggest[1] > config.DIRECT_LIMIT:
-            yield Check(
-                "warn",
-                stdio,
-                t(
-                    "直连记忆库(每个宿主一个进程);{file} 有约 {count} 条记忆,超过直连适合的 {limit} 条,"
-                    "每个宿主进程都要自己读一遍,较慢",
-                    file=biggest[0],
-                    count=biggest[1],
-                    limit=config.DIRECT_LIMIT,
-                ),
-                t("运行 {prog} setup --serve(登录时自动启动)或 {prog} serve,stdio 宿主会自动中继到它"),
+            why = t(
+                "直连记忆库(每个宿主一个进程);{file} 有约 {count} 条记忆,超过直连适合的 {limit} 条,"
+                "每个宿主进程都要自己读一遍,较慢",
+                file=biggest[0],
+                count=biggest[1],
+                limit=config.DIRECT_LIMIT,
             )
+            fix = t("运行 {prog} setup --serve(登录时自动启动)或 {prog} serve,stdio 宿主会自动中继到它")
+            yield Check("warn", stdio, why, fix)
             return
         direct = t("直连记忆库(每个宿主一个进程);要共享一个进程就运行 {prog} serve 或 {prog} setup --serve")
         yield Check("ok", stdio, direct)
@@ -898,9 +829,8 @@ def check_url_entry(entry: Configured) -> Check:
     answer = probe.health(entry.url, dict(entry.headers), timeout=HEALTH_TIMEOUT * 2)
     if answer.state == "ok":
         serve_version = answer.data.get("version", "?")
-        return Check(
-            "ok", title, t("{where}(令牌有效,serve v{serve_version} 在应答)", where=where, serve_version=serve_version)
-        )
+        detail = t("{where}(令牌有效,serve v{serve_version} 在应答)", where=where, serve_version=serve_version)
+        return Check("ok", title, detail)
     if answer.state == "unauthorized":
         what = t("令牌已失效") if entry.headers else t("条目没有 Authorization 头")
         why = t(

@@ -1,21 +1,13 @@
 """`dsh-memory-mcp hook session-start|prompt`: memory that reaches the model by itself, through a
-host's hooks (Claude Code, Gemini CLI, Cursor's `sessionStart`).
+host's hooks (`hosts.HOOK_FILES`).
 
-The host runs the command with its documented JSON on stdin and adds what we print to the model's
-context: at session start the digest of standing memories, on each prompt the memories relevant to
-it for the working directory's project and global, within `DSH_MEMORY_HOOK_BUDGET` characters, never
-one already injected in this session (a small per-session state file, 0600, pruned after a week).
-
-With `serve` running (a trusted `serve.json`, see `transports.serve_file`) the hook asks it over HTTP
-— one 2026-07-28 request on a plain socket — and imports neither the SDK, numpy nor the CLI's parser
-(`setup` writes ``python -m dsh_memory_mcp.cli.hook``, the fast entry; ``dsh-memory-mcp hook`` is the
-same for a person); without it the store is read directly (the search stack, lexical only). Never
-in the way: bad input, an unreachable store, a timeout or any error → exit 0 with nothing printed.
-Which memories were injected goes to the log file (ids only, never text).
-
-Output per host (read from `hook_event_name`): Claude Code (`SessionStart`, `UserPromptSubmit`)
-and Gemini CLI (`SessionStart`, `BeforeAgent`) take `hookSpecificOutput.additionalContext`; Cursor's
-`sessionStart` takes `additional_context`.
+The host runs the command with its JSON on stdin and adds what we print to the model's context: at
+session start the digest, on each prompt the memories relevant to it (the working directory's project
+and global) within `DSH_MEMORY_HOOK_BUDGET` characters, never one this session already got (a state
+file per session, 0600, pruned after `STATE_DAYS`). A trusted running `serve` answers over a plain
+socket, so the hook imports neither the SDK, numpy nor the CLI's parser (``python -m
+dsh_memory_mcp.cli.hook`` is the entry `setup` writes); otherwise the store is read directly, lexical
+only. Never in the way: any problem → exit 0, nothing printed. The log file gets the injected ids.
 """
 
 from __future__ import annotations
@@ -36,8 +28,6 @@ from dsh_memory_mcp import __version__, config
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.cli.parser import Invocation
-
-__all__ = ["EVENTS", "STATE_DAYS", "main", "run_hook"]
 
 EVENTS = ("session-start", "prompt")
 #: The host's JSON on stdin is read up to this size; more is bad input.

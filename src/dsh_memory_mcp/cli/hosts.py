@@ -1,66 +1,26 @@
-"""What we know about each MCP host: where its user-level config lives per OS, its format, the key our
-entry goes under, and the shape of a stdio and a URL entry. Used by `setup` (writes) and `doctor`
-(reads). Pure lookups on an environment mapping and a platform string; nothing touches the disk
-except `found` and `read_entries`, which only look.
+"""What we know about each MCP host: where its user-level config lives per OS (`candidates`), its
+format, the key our entry goes under, and the shape of a stdio and a URL entry. Used by `setup`
+(writes) and `doctor` (reads). Pure lookups on an environment mapping and a platform string; nothing
+touches the disk except `found` and `read_entries`, which only look.
 
-Paths (``~`` is HOME, USERPROFILE on Windows; APP is ``$XDG_CONFIG_HOME`` or ``~/.config`` on Linux,
-``~/Library/Application Support`` on macOS, ``%APPDATA%`` on Windows):
-
-* Claude Code: ``~/.claude.json`` (``$CLAUDE_CONFIG_DIR/.claude.json`` when set), key ``mcpServers``
-* Claude Desktop: ``APP/Claude/claude_desktop_config.json``, key ``mcpServers`` (stdio only)
-* Cursor: ``~/.cursor/mcp.json``, key ``mcpServers``
-* VS Code: ``APP/Code/User/mcp.json``, key ``servers`` (JSONC)
-* Codex: ``~/.codex/config.toml`` (``$CODEX_HOME/config.toml``), table ``[mcp_servers.dsh-memory]``
-* Trae: ``APP/Trae CN/User/mcp.json`` and ``APP/Trae/User/mcp.json``, key ``mcpServers`` (stdio only)
-* WorkBuddy: ``~/.workbuddy/mcp.json``, key ``mcpServers`` (stdio only)
-* ZCode: ``~/.zcode/cli/config.json``, key ``mcp.servers``, strict schema (stdio only)
-* Windsurf: ``~/.codeium/windsurf/mcp_config.json``, key ``mcpServers``, URL entries ``serverUrl`` + ``headers``
-  (docs.windsurf.com/windsurf/cascade/mcp)
-* Cline: ``~/.cline/data/settings/cline_mcp_settings.json`` (``$CLINE_MCP_SETTINGS_PATH``), key ``mcpServers``,
-  shared by its IDE extension, CLI and SDK (docs.cline.bot/cli/configuration; stdio only)
-* Gemini CLI: ``~/.gemini/settings.json``, key ``mcpServers``, Streamable HTTP entries ``httpUrl`` + ``headers``
-  (geminicli.com/docs/tools/mcp-server)
-* Copilot CLI: ``~/.copilot/mcp-config.json`` (``$COPILOT_HOME/mcp-config.json``), key ``mcpServers``,
-  ``{"type": "local", …, "tools": ["*"]}`` / ``{"type": "http", "url", "headers", "tools": ["*"]}``
-  (docs.github.com/en/copilot/how-tos/copilot-cli/customize-copilot/add-mcp-servers)
+Sources for the less obvious shapes: docs.windsurf.com/windsurf/cascade/mcp (``serverUrl``),
+docs.cline.bot/cli/configuration, geminicli.com/docs/tools/mcp-server (``httpUrl``),
+docs.github.com/en/copilot/how-tos/copilot-cli/customize-copilot/add-mcp-servers (``type``, ``tools``).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from dsh_memory_mcp import config
-from dsh_memory_mcp.cli import confedit
+from dsh_memory_mcp.cli import confedit, hostwrite
 from dsh_memory_mcp.cli.confedit import ConfigSyntaxError
 from dsh_memory_mcp.cli.messages import N_, t
 
-__all__ = [
-    "HOSTS",
-    "SERVER_NAME",
-    "ZCODE_KEYS",
-    "Configured",
-    "Host",
-    "by_name",
-    "candidates",
-    "configured",
-    "decode_config",
-    "describe_problem",
-    "entry_store",
-    "executable_problem",
-    "found",
-    "read_config",
-    "read_entries",
-    "stdio_entry",
-    "url_entry",
-]
-
-#: Config files larger than this are not ours to rewrite (a mistake, or not a config file).
-MAX_CONFIG_BYTES = 32 * 1024 * 1024
 #: The key our entry has in every host's server table.
 SERVER_NAME = "dsh-memory"
 #: ZCode drops a whole server entry that has one key outside this set (its schema is strict).
@@ -134,9 +94,14 @@ def by_name(word: str) -> Host | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _home(env: Mapping[str, str], platform: str) -> str:
-    home = (env.get("USERPROFILE") or env.get("HOME")) if platform == "win32" else env.get("HOME")
-    return home or os.path.expanduser("~")
+def home_dir(env: Mapping[str, str], platform: str) -> str:
+    found = (env.get("USERPROFILE") or env.get("HOME")) if platform == "win32" else env.get("HOME")
+    return found or os.path.expanduser("~")
+
+
+def normal_path(path: str) -> str:
+    """`path` as entries are compared and stores keyed: absolute, ``~`` expanded, case folded where the OS folds it."""
+    return os.path.normcase(os.path.normpath(os.path.abspath(os.path.expanduser(path))))
 
 
 def _join(platform: str, *parts: str) -> str:
@@ -149,7 +114,7 @@ def _join(platform: str, *parts: str) -> str:
 
 def _app_dir(env: Mapping[str, str], platform: str) -> str:
     """Where desktop apps (Electron: Claude, VS Code, Trae) keep their user data on this OS."""
-    home = _home(env, platform)
+    home = home_dir(env, platform)
     if platform == "win32":
         return env.get("APPDATA") or _join(platform, home, "AppData", "Roaming")
     if platform == "darwin":
@@ -160,7 +125,7 @@ def _app_dir(env: Mapping[str, str], platform: str) -> str:
 def candidates(host: Host, env: Mapping[str, str], platform: str) -> list[tuple[str, str]]:
     """`(config file, marker)` pairs, preferred first: the host counts as installed when the
     marker (a directory, or the file itself) exists."""
-    home = _home(env, platform)
+    home = home_dir(env, platform)
     j = _join
     p = platform
     if host.id == "claude-code":
@@ -300,7 +265,15 @@ def entry_store(entry: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _servers(host: Host, document: Any) -> Mapping[str, Any]:
+def load(host: Host, text: str) -> Any:
+    """A config file's document (`{}` when empty); raises `confedit.ConfigSyntaxError` / ValueError."""
+    if host.format == "toml":
+        return load_toml(text) if text.strip() else {}
+    return confedit.parse_json(text)
+
+
+def servers(host: Host, document: Any) -> Mapping[str, Any]:
+    """The object holding the host's servers (`Host.table`), empty when there is none."""
     node = document
     for key in host.table:
         node = node.get(key) if isinstance(node, Mapping) else None
@@ -310,9 +283,8 @@ def _servers(host: Host, document: Any) -> Mapping[str, Any]:
 def read_entries(host: Host, path: str, text: str, env: Mapping[str, str] | None = None) -> list[Configured]:
     """Our entries in one config file's text (raises `confedit.ConfigSyntaxError` / ValueError)."""
     env = config.environ() if env is None else env
-    document = load_toml(text) if host.format == "toml" else confedit.parse_json(text)
     out = []
-    for name, entry in _servers(host, document).items():
+    for name, entry in servers(host, load(host, text)).items():
         if not isinstance(entry, Mapping) or not _looks_like_ours(name, entry):
             continue
         command = entry.get("command")
@@ -373,18 +345,10 @@ def executable_problem(command: str | None, env: Mapping[str, str]) -> str | Non
 
 
 def read_config(path: str) -> tuple[str, bool] | None:
-    """(text, had a BOM) of a config file, None when it does not exist; ValueError if not UTF-8."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except FileNotFoundError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # a FIFO or device would block or never end
-            raise ValueError(t("不是普通文件"))
-        raw = handle.read(MAX_CONFIG_BYTES + 1)
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ValueError(t("超过 {mb} MB,不像配置文件", mb=MAX_CONFIG_BYTES // (1024 * 1024)))
-    return decode_config(raw)
+    """(text, had a BOM) of a config file, None when it does not exist; ValueError if it is not UTF-8,
+    not a regular file or too large (`hostwrite.read_snapshot`)."""
+    snapshot = hostwrite.read_snapshot(path)
+    return decode_config(snapshot.data) if snapshot is not None else None
 
 
 def decode_config(raw: bytes) -> tuple[str, bool]:
@@ -422,14 +386,9 @@ def describe_problem(exc: BaseException) -> str:
 
 # --------------------------------------------------------------------------------------------
 # Hooks: hosts that run a command at session start / on each prompt and add its output to the
-# model's context (`dsh-memory-mcp hook`). Each from the host's own documentation:
-# * Claude Code: ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR/settings.json``), ``hooks.SessionStart``
-#   and ``hooks.UserPromptSubmit``, each a list of ``{"hooks": [{"type": "command", "command", "timeout" (s)}]}``
-#   (code.claude.com/docs/en/hooks).
-# * Gemini CLI: ``~/.gemini/settings.json``, ``hooks.SessionStart`` and ``hooks.BeforeAgent``, the same
-#   shape with ``name`` and ``timeout`` in ms (geminicli.com/docs/hooks/reference).
-# * Cursor: ``~/.cursor/hooks.json`` (``"version": 1``), ``hooks.sessionStart``: a list of ``{"command"}``;
-#   its ``beforeSubmitPrompt`` cannot add context, so only the session start (cursor.com/docs/agent/hooks).
+# model's context (`dsh-memory-mcp hook`). Sources: code.claude.com/docs/en/hooks,
+# geminicli.com/docs/hooks/reference, cursor.com/docs/agent/hooks (Cursor's ``beforeSubmitPrompt``
+# cannot add context, so only its session start).
 # --------------------------------------------------------------------------------------------
 
 
@@ -459,7 +418,7 @@ def hook_file(host: Host) -> HookFile | None:
 
 def hook_path(host: Host, env: Mapping[str, str], platform: str) -> str:
     """The file holding `host`'s user-level hooks."""
-    home = _home(env, platform)
+    home = home_dir(env, platform)
     if host.id == "claude-code":
         return _join(platform, env.get("CLAUDE_CONFIG_DIR") or _join(platform, home, ".claude"), "settings.json")
     if host.id == "cursor":

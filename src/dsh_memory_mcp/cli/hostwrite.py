@@ -1,34 +1,10 @@
-"""Replacing a host's config file while the host itself may be rewriting it, keeping its owner,
-group and mode.
+"""Replacing a host's config file as a compare-and-swap while the host itself may be rewriting it,
+keeping its owner, group and mode (docs/design.md: Host configs).
 
-Hosts rewrite their config files while they run (Claude Code rewrites ``~/.claude.json`` every few
-seconds, in place: truncate, then write), without telling anyone. `replace_config` makes the edit
-a compare-and-swap:
-
-1. read the file (bytes and identity), compute the new bytes from *those* bytes, write them to a
-   tmp next to it (fsync; owner, group and mode copied from the file);
-2. right before the swap, read the file again: changed → start over from the new bytes;
-3. swap atomically — on Linux ``renameat2(RENAME_EXCHANGE)``, on macOS ``renamex_np(RENAME_SWAP)``,
-   so the file we replaced lands at the tmp's name and can be inspected — and compare what came
-   out with what step 2 saw. A writer that got in between (renamed its own file over the path, or
-   opened the old file with ``O_TRUNC``) is caught there: the two files are swapped back at once
-   and the edit starts over from the host's newest bytes — or from what an in-place writer wrote
-   into *our* file while it was at the path (it opened the path between the two exchanges; that
-   file is ours again, about to be unlinked). Without an exchange (Windows, a
-   filesystem that refuses it) the old file is held open across a plain `os.replace` and checked
-   after it: an in-place writer is caught, a renaming one in the microseconds between check and
-   rename is not;
-4. read the file once more after the swap: if the host rewrote it from its own memory right
-   after us, our entry may already be gone — the caller reports that, not ✅.
-
-What remains (no check can close it without the host's cooperation): a renaming writer that
-renames in the gap between step 2 and the swap *and* reads the path again in the microseconds
-before the swap-back; and a writer that holds the file open across the whole edit and writes into
-it later without ``O_TRUNC``. docs/performance.md gives both gaps as measured.
-
-Ownership: a file owned by another user is refused, unless we are root (``sudo -E setup``), in
-which case the new file and the backup get the old file's owner and group. A file we create as
-root inside another user's home gets the owner of the directory it goes into.
+The swap is an atomic exchange where the OS has one (``renameat2(RENAME_EXCHANGE)`` on Linux,
+``renamex_np(RENAME_SWAP)`` on macOS), so the replaced file can be inspected and swapped straight back
+when a host wrote in between; elsewhere the old file is held open across a plain `os.replace`. Gaps no
+check can close without the host's cooperation are measured in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -43,21 +19,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dsh_memory_mcp.cli.hosts import MAX_CONFIG_BYTES
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.store import fileio
 
-__all__ = [
-    "MAX_ATTEMPTS",
-    "Busy",
-    "ForeignOwner",
-    "Replaced",
-    "Snapshot",
-    "exchange",
-    "read_snapshot",
-    "replace_config",
-]
-
+#: Config files larger than this are not ours to rewrite (a mistake, or not a config file).
+MAX_CONFIG_BYTES = 32 * 1024 * 1024
 #: How many times an edit starts over because the host changed the file under it.
 MAX_ATTEMPTS = 60
 #: A file that does not parse is re-read this long before it counts as broken (a host mid-write).
@@ -265,28 +231,18 @@ def _makedirs(directory: str, creator: tuple[int, int] | None) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _fresh(path: str, problem: Exception, sleep: Callable[[float], None]) -> Snapshot | None:
-    """After `make` failed on a version: a newer version if the file changes within
-    `SETTLE_SECONDS` (a host mid-write), else re-raise `problem` (the file is really broken)."""
-    first = read_snapshot(path)
-    deadline = time.monotonic() + SETTLE_SECONDS
+def _changed(
+    path: str, seen: Snapshot | None, seconds: float, sleep: Callable[[float], None]
+) -> tuple[bool, Snapshot | None]:
+    """(True, the version `path` became) if it changes from `seen` within `seconds`, else (False, `seen`):
+    a host mid-write finishes within that time, a really broken or empty file stays as it is."""
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         sleep(0.01)
         now = read_snapshot(path)
-        if now is None or first is None or not now.same_version(first):
-            return now
-    raise problem
-
-
-def _settle_empty(path: str, empty: Snapshot, sleep: Callable[[float], None]) -> Snapshot | None:
-    """`empty` if the file stays empty for 50 ms, else the version it became."""
-    deadline = time.monotonic() + 0.05
-    while time.monotonic() < deadline:
-        sleep(0.01)
-        now = read_snapshot(path)
-        if not empty.same_version(now):
-            return now
-    return empty
+        if seen is None or not seen.same_version(now):
+            return True, now
+    return False, seen
 
 
 def replace_config(
@@ -326,15 +282,16 @@ def replace_config(
             if expected is not None and not expected.data and base == expected.data:
                 # An existing empty file may be a host between its truncate and its write (an
                 # in-place writer): planning from "empty" would replace its whole config.
-                settled = _settle_empty(target, expected, sleep)
-                if settled is not expected:
-                    expected = settled
+                changed, expected = _changed(target, expected, 0.05, sleep)
+                if changed:
                     base = expected.data if expected is not None else None
                     continue
             try:
                 new = make(base)
-            except ValueError as exc:
-                expected = _fresh(target, exc, sleep)
+            except ValueError:
+                changed, expected = _changed(target, read_snapshot(target), SETTLE_SECONDS, sleep)
+                if not changed:
+                    raise
                 base = expected.data if expected is not None else None
                 continue
             if new is None and expected is not None and base is not None and base != expected.data:

@@ -18,19 +18,6 @@ from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.output import PREFIX, PROG, describe, write_stderr_lines
 from dsh_memory_mcp.store import fileio
 
-__all__ = [
-    "LOG_BACKUPS",
-    "LOG_FILE_MODE",
-    "LOG_FILE_NAME",
-    "LOG_MAX_BYTES",
-    "NoRecoverReminder",
-    "configure_file_logging",
-    "configure_stderr_logging",
-    "log",
-    "log_file_hint",
-    "remove_handlers",
-]
-
 LOG_FILE_NAME = "dsh-memory-mcp.log"
 LOG_MAX_BYTES = 1_000_000
 LOG_BACKUPS = 3

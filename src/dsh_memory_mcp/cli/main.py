@@ -1,19 +1,7 @@
 """Command line entry point: argv → the stdio server or a human subcommand (docs/design.md: Command line).
 
-Three promises shape the command line:
-
-* ``--help``, ``--version`` and a rejected command line import nothing heavy (no ``mcp``,
-  ``numpy``, ``httpx``, no ``dsh_memory_mcp.transports.mcp_server``) and touch nothing on disk, so they work
-  when the SDK is missing or broken and leave no trace.
-* The parser is strict (`dsh_memory_mcp.cli.parser`): a typo must never silently fall back to the
-  default store.
-* Start-up failures are actionable Chinese diagnostics on stderr, exit 1, never a bare traceback
-  (`dsh_memory_mcp.cli.diagnostics`). stdout belongs to MCP: nothing prints to it except
-  ``--help``/``--version`` and the human subcommands.
-
-Exit codes: 0 normal (help, version, stdin closed, SIGINT/SIGTERM), 1 start-up failure, 2 usage
-error. The pieces: `parser` (argv, help texts), `registry` (the subcommand table `COMMANDS`),
-`runtime` (signals, stdin relay, running the server), `logs`, `diagnostics`, `output`.
+The pieces: `parser` (argv, help texts), `registry` (the subcommand table `COMMANDS`), `runtime`
+(signals, stdin relay, running the server), `logs`, `diagnostics`, `output`.
 """
 
 from __future__ import annotations
@@ -22,36 +10,20 @@ import sys
 from collections.abc import Sequence
 
 from dsh_memory_mcp.cli import parser, runtime
-from dsh_memory_mcp.cli.diagnostics import explain_store_problem
+from dsh_memory_mcp.cli.diagnostics import explain_store_problem as explain_store_problem
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.output import (
     EXIT_OK,
-    EXIT_STARTUP,
     EXIT_USAGE,
     PREFIX,
     harden_stderr,
     write_stderr_lines,
     write_stdout,
 )
-from dsh_memory_mcp.cli.parser import OPTIONS, Command, Invocation, Option, UsageError
+from dsh_memory_mcp.cli.parser import Command as Command
+from dsh_memory_mcp.cli.parser import Invocation, UsageError
 from dsh_memory_mcp.cli.registry import COMMANDS
 from dsh_memory_mcp.cli.runtime import ServeFn
-
-__all__ = [
-    "COMMANDS",
-    "EXIT_OK",
-    "EXIT_STARTUP",
-    "EXIT_USAGE",
-    "OPTIONS",
-    "Command",
-    "Invocation",
-    "Option",
-    "UsageError",
-    "explain_store_problem",
-    "help_text",
-    "main",
-    "parse_args",
-]
 
 
 def parse_args(argv: Sequence[str]) -> Invocation:

@@ -1,11 +1,7 @@
 """The strict command-line parser and the help texts (docs/design.md: Command line); pure: no
-environment, no disk, no SDK.
-
-The parser is hand-written and strict: argparse's prefix matching would accept ``--store`` for
-``--storeD`` and its exit codes and English messages do not fit. A typo must never silently fall
-back to the default store (on someone's machine that means writing into an unexpected directory).
-The subcommand table itself lives in `dsh_memory_mcp.cli.registry`; functions here take it as an
-argument.
+environment, no disk, no SDK. Hand-written: argparse's prefix matching would take ``--store`` for
+``--storeD``, and a typo must never silently fall back to the default store. The subcommand table
+lives in `registry`; functions here take it as an argument.
 """
 
 from __future__ import annotations
@@ -19,21 +15,6 @@ from dsh_memory_mcp import __version__, config
 from dsh_memory_mcp.cli.logs import log_file_hint
 from dsh_memory_mcp.cli.messages import HELP_ZH, N_, english, t
 from dsh_memory_mcp.cli.output import PROG
-
-__all__ = [
-    "OPTIONS",
-    "TAGLINE",
-    "Command",
-    "Invocation",
-    "Option",
-    "UsageError",
-    "command_help_text",
-    "control_char",
-    "help_text",
-    "parse_args",
-    "suggest_option",
-    "version_text",
-]
 
 TAGLINE = N_("把 DSH 的长期记忆库暴露成独立 MCP 服务(stdio)")
 
@@ -334,12 +315,8 @@ _METAVARS_ZH = {
 
 def help_text(commands: Mapping[str, Command]) -> str:
     """The `--help` text; its first line is `dsh-memory-mcp X.Y.Z — …`."""
-    return t(HELP_ZH, tagline=t(TAGLINE), commands=_command_list(commands), env=_env_list(), log_file=log_file_hint())
-
-
-def _env_list() -> str:
-    """The environment variables, from the configuration table (never listed by hand)."""
-    return "\n".join(config.env_help_lines("en" if english() else "zh"))
+    env = "\n".join(config.env_help_lines("en" if english() else "zh"))  # the table, never listed by hand
+    return t(HELP_ZH, tagline=t(TAGLINE), commands=_command_list(commands), env=env, log_file=log_file_hint())
 
 
 def _command_list(commands: Mapping[str, Command]) -> str:

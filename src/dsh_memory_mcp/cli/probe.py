@@ -14,8 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Health", "health", "health_url", "same_serve"]
-
 _MAX_BYTES = 64 * 1024
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 

@@ -1,14 +1,6 @@
-"""The table of human subcommands (`COMMANDS`) and how one runs: settings, lazy import, no traceback.
-
-The first positional word of a command line selects a subcommand (``list``, ``search``, ``get``,
-``forget``, ``export``, ``import``, ``stats``, ``reembed``, ``recover``, ``doctor``). Their bodies live in
-`dsh_memory_mcp.cli.commands` (``doctor``'s in `dsh_memory_mcp.cli.doctor`), imported only when one
-actually runs, so parsing and ``--help`` stay light.
-
-Adding a subcommand is one `Command(...)` in `_BUILTIN`: name, summary, ``run``, its options, usage
-and details. ``run=in_module("dsh_memory_mcp.cli.x")`` calls ``x.main(invocation, settings, out=, err=)``
-(imported on use) inside the same guard as every other subcommand: settings resolved, stderr logging
-at WARNING, Ctrl+C → 130, an unexpected error → a Chinese line and exit 1.
+"""The table of human subcommands (`COMMANDS`) and the guard each one runs in: settings resolved,
+the body imported only when it runs (so ``--help`` stays light), Ctrl+C → 130, an unexpected error →
+one line and exit 1. Adding one: AGENTS.md.
 """
 
 from __future__ import annotations
@@ -24,8 +16,6 @@ from dsh_memory_mcp.cli import diagnostics, logs
 from dsh_memory_mcp.cli.messages import N_, shown, t
 from dsh_memory_mcp.cli.output import EXIT_STARTUP, PipeSafe, describe, flush_std, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Command, Invocation, Option
-
-__all__ = ["COMMANDS", "EXIT_INTERRUPTED", "Body", "in_module"]
 
 #: Exit code of a subcommand interrupted by Ctrl+C (the shell convention, 128 + SIGINT).
 EXIT_INTERRUPTED = 130
@@ -84,6 +74,14 @@ def _run_guarded(name: str, invocation: Invocation, load: Callable[[], Body]) ->
         logs.remove_handlers()
 
 
+def _guarded(name: str, load: Callable[[], Body]) -> Callable[[Invocation], int]:
+    def run(invocation: Invocation) -> int:
+        return _run_guarded(invocation.command or name, invocation, load)
+
+    run.__name__ = f"run_{name}"
+    return run
+
+
 def _runner(name: str) -> Callable[[Invocation], int]:
     """A subcommand whose body is ``commands.run(name, …)`` (`dsh_memory_mcp.cli.commands`)."""
 
@@ -95,27 +93,18 @@ def _runner(name: str) -> Callable[[Invocation], int]:
 
         return body
 
-    def run(invocation: Invocation) -> int:
-        return _run_guarded(name, invocation, load)
-
-    run.__name__ = f"run_{name}"
-    return run
+    return _guarded(name, load)
 
 
 def in_module(module: str, function: str = "main") -> Callable[[Invocation], int]:
     """A subcommand whose body is ``module.function(invocation, settings, *, out, err) -> int``,
     imported only when it runs (so ``--help`` and the server never load it)."""
-    name = module.rpartition(".")[2]
 
     def load() -> Body:
         body: Body = getattr(importlib.import_module(module), function)
         return body
 
-    def run(invocation: Invocation) -> int:
-        return _run_guarded(invocation.command or name, invocation, load)
-
-    run.__name__ = f"run_{name}"
-    return run
+    return _guarded(module.rpartition(".")[2], load)
 
 
 def _hook(invocation: Invocation) -> int:

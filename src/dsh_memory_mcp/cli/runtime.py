@@ -28,17 +28,6 @@ from dsh_memory_mcp.cli.views import SOURCES
 from dsh_memory_mcp.service.render import PROJECT_SOURCES
 from dsh_memory_mcp.texts import pair
 
-__all__ = [
-    "EXIT_GRACE_SECONDS",
-    "HARD_EXIT_SECONDS",
-    "STOP_ESCALATION_SECONDS",
-    "ServeFn",
-    "SignalGuard",
-    "StdinRelay",
-    "load_serve",
-    "run_server",
-]
-
 #: After serve() is over, how long interpreter shutdown may wait for leftover non-daemon threads
 #: before the process exits anyway (see `arm_exit_watchdog`).
 EXIT_GRACE_SECONDS = 1.0
@@ -150,14 +139,7 @@ class SignalGuard:
         self._timers: list[threading.Timer] = []
 
     def install(self) -> None:
-        for sig in _stop_signals():
-            try:
-                current = signal.getsignal(sig)
-                if current is signal.SIG_IGN:  # e.g. started in the background by a shell: keep ignoring
-                    continue
-                self._previous[sig] = signal.signal(sig, self._handle)
-            except (ValueError, OSError):  # not the main thread
-                pass
+        self._previous = _on_stop_signals(self._handle)
 
     def restore(self) -> None:
         self.cancel_escalation()
@@ -205,8 +187,19 @@ def _interrupt_main(signum: int) -> None:
     _thread.interrupt_main(signal.Signals(signum))  # our handler again, in the main thread: escalation
 
 
-def _stop_signals() -> list[int]:
-    return [sig for sig in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if sig is not None]
+def _on_stop_signals(handler: Callable[[int, FrameType | None], None]) -> dict[int, _SignalHandler]:
+    """`handler` for SIGINT and SIGTERM, except one ignored (started in the background by a shell: keep
+    ignoring it); the handlers it replaced. Only the main thread can install one."""
+    previous: dict[int, _SignalHandler] = {}
+    for sig in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)):
+        if sig is None:
+            continue
+        try:
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                previous[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):  # not the main thread
+            pass
+    return previous
 
 
 def _quiet_late_signals(code: int) -> None:
@@ -217,14 +210,7 @@ def _quiet_late_signals(code: int) -> None:
         flush_std()
         os._exit(code)
 
-    for sig in _stop_signals():
-        try:
-            current = signal.getsignal(sig)
-            if current is signal.SIG_IGN:
-                continue
-            signal.signal(sig, _exit_now)
-        except (ValueError, OSError):  # pragma: no cover - not the main thread
-            pass
+    _on_stop_signals(_exit_now)
 
 
 def arm_exit_watchdog(code: int, grace: float = EXIT_GRACE_SECONDS) -> None:

@@ -23,8 +23,6 @@ from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, EXIT_USAGE, PROG, d
 from dsh_memory_mcp.cli.parser import Invocation
 from dsh_memory_mcp.cli.runtime import log_settings
 
-__all__ = ["login_link", "run"]
-
 _ADDRESS_ERRORS = {
     errno.EADDRINUSE: N_("端口已被占用"),
     errno.EACCES: N_("没有权限监听这个端口"),

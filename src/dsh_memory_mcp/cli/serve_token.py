@@ -1,11 +1,6 @@
-"""The token `serve` keeps across restarts, one per store, in the user's state dir.
-
-Without ``DSH_MEMORY_TOKEN`` a `serve` used to make up a new token at every start, so a host
-configured with ``setup --url`` got 401 after serve restarted. Now the first start writes a token to
-``<user state dir>/serve-tokens/<sha1(store)>.json`` (0600, directory 0700) and every later start of
-a serve for that store uses it again; ``serve --new-token`` replaces it (the old one stops working at
-once: URL host configs need ``setup --url`` again). ``DSH_MEMORY_TOKEN`` still wins when set; the file
-is then neither read nor written. `setup --url` and `doctor` read the same file.
+"""The token `serve` keeps across restarts, one per store: ``<user state dir>/serve-tokens/<sha1(store)>.json``
+(0600, directory 0700), so URL host configs written by ``setup --url`` keep working. ``serve --new-token``
+replaces it; ``DSH_MEMORY_TOKEN``, when set, wins and the file is neither read nor written.
 
 A file that is not ours, not a regular file, or that others may read or write is not used (its token
 may be known to someone else): a fresh token replaces it and serve says so.
@@ -23,10 +18,9 @@ import sys
 import time
 from dataclasses import dataclass
 
+from dsh_memory_mcp.cli.hosts import normal_path
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.store import fileio
-
-__all__ = ["KeptToken", "keep", "path_for", "read", "rotate"]
 
 _MAX_BYTES = 4096
 
@@ -37,14 +31,10 @@ def _state_dir() -> str:
     return platformdirs.user_state_dir("dsh-memory-mcp", appauthor=False)
 
 
-def _store_key(store_dir: str) -> str:
-    normal = os.path.normcase(os.path.normpath(os.path.abspath(os.path.expanduser(store_dir))))
-    return hashlib.sha1(normal.encode("utf-8", "surrogateescape")).hexdigest()
-
-
 def path_for(store_dir: str) -> str:
     """Where the kept token of `store_dir` lives (computing it creates nothing)."""
-    return os.path.join(_state_dir(), "serve-tokens", _store_key(store_dir) + ".json")
+    key = hashlib.sha1(normal_path(store_dir).encode("utf-8", "surrogateescape")).hexdigest()
+    return os.path.join(_state_dir(), "serve-tokens", key + ".json")
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,10 @@
-"""`serve` as a login service: the file each OS wants, where it goes, and the commands that load it.
-
-* Linux: a systemd user unit ``$XDG_CONFIG_HOME/systemd/user/dsh-memory-mcp.service``, then
-  ``systemctl --user daemon-reload`` and ``systemctl --user enable --now dsh-memory-mcp.service``.
-* macOS: a launchd agent ``~/Library/LaunchAgents/dev.dsh.memory-mcp.plist``, then
-  ``launchctl bootstrap gui/<uid> <plist>``.
-* Windows: a Task Scheduler task (``schtasks /Create /XML <file> /TN dsh-memory-mcp /F``), its XML
-  kept in ``%LOCALAPPDATA%\\dsh-memory-mcp\\serve-task.xml``.
+"""`serve` as a login service: a systemd user unit (Linux), a launchd agent (macOS) or a Task Scheduler
+task (Windows), where its file goes, and the commands that load and unload it.
 
 `spec` is pure (platform, environment and the command line in, text out) so each OS's file can be
-generated and checked anywhere; `setup --serve` writes it and runs the commands it names, and
-``--remove`` stops the service and deletes the file. The token needs no place here: serve keeps
-its own across restarts (`serve_token`), and a user-set ``DSH_MEMORY_TOKEN`` goes in the unit's
-optional environment file (Linux) or the agent's environment (edit it there).
+generated and checked anywhere; `setup --serve` writes it and runs its commands. The token needs no
+place here: serve keeps its own (`serve_token`); a user-set ``DSH_MEMORY_TOKEN`` goes in the unit's
+optional environment file (Linux) or the agent's environment.
 """
 
 from __future__ import annotations
@@ -23,10 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
+from dsh_memory_mcp.cli.hosts import home_dir
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.parser import control_char
-
-__all__ = ["LABEL", "TASK_NAME", "UNIT_NAME", "ServiceSpec", "spec", "systemd_quote"]
 
 UNIT_NAME = "dsh-memory-mcp.service"
 LABEL = "dev.dsh.memory-mcp"
@@ -46,11 +38,6 @@ class ServiceSpec:
     remove: tuple[tuple[str, ...], ...]
     #: Where serve's stderr (start-up lines, the web login URL) ends up.
     logs: str
-
-
-def _home(env: Mapping[str, str], platform: str) -> str:
-    home = (env.get("USERPROFILE") or env.get("HOME")) if platform == "win32" else env.get("HOME")
-    return home or os.path.expanduser("~")
 
 
 def systemd_quote(word: str) -> str:
@@ -130,7 +117,7 @@ def _task_xml(argv: Sequence[str]) -> bytes:
 def spec(platform: str, env: Mapping[str, str], argv: Sequence[str], *, uid: int | None = None) -> ServiceSpec:
     """The login service running `argv` (serve's full command line) on `platform`. ValueError when
     a word or path holds a control character: none of these files can carry one safely."""
-    home = _home(env, platform)
+    home = home_dir(env, platform)
     for word in (*argv, home, env.get("XDG_CONFIG_HOME") or "", env.get("LOCALAPPDATA") or ""):
         char = control_char(word)
         if char is not None:

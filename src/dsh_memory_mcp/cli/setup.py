@@ -3,27 +3,10 @@
 Writes our entry into each host's user-level config file (`hosts` knows where and in which shape):
 the absolute path of the running executable, ``--store-dir <store>``, and nothing that pins
 ``--project``. With no HOST, every host found on this machine; a named host is written even when
-its config file does not exist yet.
-
-Rules, in the order they apply to one file:
-* Only our entry (``dsh-memory``) changes: the edit is a text splice (`confedit`), so other servers,
-  keys, comments and layout stay byte for byte. The result is parsed again and compared with the
-  original minus our entry before anything is written; a mismatch writes nothing.
-* Idempotent: an entry that already says the same thing leaves the file untouched (no backup).
-* Before a change, the old bytes go to ``<file>.dsh-memory-mcp-<time>.bak`` (0600, the file's owner).
-* The new file replaces the old one as a compare-and-swap (`hostwrite.replace_config`): a host that
-  rewrites the file meanwhile makes the edit start over from its newest bytes, never lose them; ✅
-  only when the file read again right after still has our entry as planned. It keeps the file's
-  owner, group and mode — except that a file whose entry holds a token (``--url``) becomes 0600 —
-  and refuses another user's file unless run as root. A symlinked config is written through.
-* ``--remove`` takes our entry out again: the exact reverse of the insertion, so a file that only
-  gained our entry gets its original bytes back (an object we had to create, e.g. an empty
-  ``"mcpServers": {}``, stays).
-* ``--dry-run`` prints the unified diff (tokens masked) and writes nothing.
-* Hosts with hooks (`hosts.HOOK_FILES`: Claude Code, Gemini CLI, Cursor) also get
-  ``dsh-memory-mcp hook session-start|prompt`` in their hook lists, under the same rules: one list
-  element spliced in (`confedit.json_append`) or out again (`confedit.json_pull`), the user's own
-  hooks byte for byte, compare-and-swap, idempotent.
+its config file does not exist yet. The rules (a text splice by `confedit`, re-parsed before writing;
+idempotent; a backup first; a compare-and-swap by `hostwrite`; ``--remove`` the exact reverse) are
+docs/design.md's "Host configs". Hosts with hooks (`hosts.HOOK_FILES`) also get
+``dsh-memory-mcp hook session-start|prompt`` in their hook lists under the same rules.
 """
 
 from __future__ import annotations
@@ -46,8 +29,6 @@ from dsh_memory_mcp.cli.messages import N_, t
 from dsh_memory_mcp.cli.output import PROG
 from dsh_memory_mcp.cli.parser import Invocation, control_char
 from dsh_memory_mcp.store import fileio
-
-__all__ = ["EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "Outcome", "launch_command", "main", "plan"]
 
 EXIT_OK = 0
 EXIT_FAIL = 1
@@ -82,28 +63,22 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
         host = hosts.by_name(word)
         if host is None:
             names = " ".join(h.id for h in hosts.HOSTS)
-            err.write(f"[{PROG}] " + t("❌ 参数错误:不认识的宿主 {word}(可选:{names})", word=word, names=names) + "\n")
-            return EXIT_USAGE
+            return _usage(err, t("❌ 参数错误:不认识的宿主 {word}(可选:{names})", word=word, names=names))
         if host not in chosen:
             chosen.append(host)
     if url is not None and not _valid_url(url):
-        err.write(
-            f"[{PROG}] "
-            + t("❌ 参数错误:--url {url} 不是 http(s) 地址(应形如 http://127.0.0.1:{serve_port}/mcp)", url=url)
-            + "\n"
+        return _usage(
+            err, t("❌ 参数错误:--url {url} 不是 http(s) 地址(应形如 http://127.0.0.1:{serve_port}/mcp)", url=url)
         )
-        return EXIT_USAGE
     if options.get("serve") is True:
         if url is not None or chosen:
-            err.write(f"[{PROG}] " + t("❌ 参数错误:--serve 只安装登录时启动的 serve,不能同时给宿主或 --url") + "\n")
-            return EXIT_USAGE
+            return _usage(err, t("❌ 参数错误:--serve 只安装登录时启动的 serve,不能同时给宿主或 --url"))
         return setup_service(invocation, settings, env, platform, dry_run=dry_run, remove=remove, out=out, err=err)
-    explicit = bool(chosen)
     targets: list[tuple[Host, str]] = []
     missing: list[Host] = []
     for host in chosen or list(hosts.HOSTS):
         paths = hosts.found(host, env, platform)
-        if not paths and explicit:
+        if not paths and chosen:
             paths = [hosts.candidates(host, env, platform)[0][0]]
         if not paths:
             missing.append(host)
@@ -112,7 +87,6 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
     head = t("(预演:--dry-run,不写任何文件)") if dry_run else ""
     token: str | None = None
     command, args = launch_command()
-    ephemeral = _ephemeral(command)
     if remove:
         out.write(t("{prog} setup --remove:从各宿主配置里移除 {name} 条目{head}", name=SERVER_NAME, head=head) + "\n")
     else:
@@ -121,9 +95,9 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
             return EXIT_USAGE
         args = [*args, "--store-dir", store]
         out.write(t("{prog} setup:为各宿主写入 {name} 条目{head}", name=SERVER_NAME, head=head) + "\n")
-        out.write(t("  命令:{argv}\n", argv=" ".join(_quote(w) for w in [command, *args])))
+        out.write(t("  命令:{argv}\n", argv=_command_line([command, *args])))
         out.write(t("  存储目录:{store}({why})\n", store=store, why=why))
-        if ephemeral:
+        if _ephemeral(command):
             out.write(
                 t(
                     "  ⚠️ {command} 在 uv 的缓存里(uvx 的临时环境),清缓存后就没了;建议 pipx install 后再运行 setup,"
@@ -163,104 +137,8 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
                 ours = hosts.stdio_entry(host, command, args)
                 if url is not None:
                     note = t("(它的配置文件不支持 URL 条目,写的是 stdio 命令;serve 在运行时这条命令会自动中继过去)")
-        holds_token = token is not None and ours is not None and token in repr(ours)
-        unchanged = t("没有 dsh-memory 条目,无需移除") if remove else t("已是最新,未改动")
-        if dry_run:
-            try:
-                outcome = plan(host, path, ours)
-            except (OSError, ValueError) as exc:
-                failed += 1
-                out.write(
-                    t(
-                        "❌ {host}:{path} {problem},没有改动\n",
-                        host=host.name,
-                        path=path,
-                        problem=hosts.describe_problem(exc),
-                    )
-                )
-                continue
-            if outcome.after == (outcome.before or ""):
-                out.write(f"= {host.name}:{path} {unchanged}\n")
-            else:
-                out.write(t("~ {host}:{path} 将被修改{note}:\n", host=host.name, path=path, note=note))
-                out.write(_diff(path, outcome, token))
-            continue
-        try:
-            written = write(host, path, ours, secret=holds_token)
-        except hostwrite.Busy as exc:
-            failed += 1
-            out.write(
-                t("❌ {host}:{path} {problem} ⇒ 关掉 {host} 后再运行一次\n", host=host.name, path=path, problem=exc)
-            )
-            continue
-        except hostwrite.ForeignOwner as exc:
-            failed += 1
-            out.write(
-                t(
-                    "❌ {host}:{path} {problem},没有改动 ⇒ 以文件主人的身份运行 {prog} setup\n",
-                    host=host.name,
-                    path=path,
-                    problem=exc,
-                )
-            )
-            continue
-        except ValueError as exc:
-            failed += 1
-            out.write(
-                t(
-                    "❌ {host}:{path} {problem},没有改动\n",
-                    host=host.name,
-                    path=path,
-                    problem=hosts.describe_problem(exc),
-                )
-            )
-            continue
-        except OSError as exc:
-            failed += 1
-            out.write(
-                t(
-                    "❌ {host}:写 {path} 失败({problem}),原文件未动\n",
-                    host=host.name,
-                    path=path,
-                    problem=exc.strerror or exc,
-                )
-            )
-            continue
-        if not written.changed:
-            out.write(f"= {host.name}:{path} {unchanged}\n")
-            continue
-        redone = (
-            t("(写入时 {host} 改写了 {n} 次,已按它的最新内容重做)", host=host.name, n=written.restarts)
-            if written.restarts
-            else ""
-        )
-        if not written.kept:
-            failed += 1
-            out.write(
-                t(
-                    "⚠️ {host}:{path} 写入后立刻被 {host} 整份改写,{what}{redone}"
-                    " ⇒ 关掉 {host} 后再运行一次 {prog} setup\n",
-                    host=host.name,
-                    path=path,
-                    what=t("dsh-memory 条目又回来了") if remove else t("dsh-memory 条目没有留下"),
-                    redone=redone,
-                )
-            )
-            continue
-        saved = t("(原文件备份为 {backup})", backup=written.backup) if written.backup else t("(新建)")
-        done = t("已移除 dsh-memory") if remove else t("已写入")
-        out.write(
-            t(
-                "✅ {host}:{done} {path}{saved}{redone}{note} ⇒ {restart}后生效\n",
-                host=host.name,
-                done=done,
-                path=path,
-                saved=saved,
-                redone=redone,
-                note=note,
-                restart=t(host.restart),
-            )
-        )
+        secret = token is not None and ours is not None and token in repr(ours)
+        failed += not _entry(host, path, ours, note, out, token=token, secret=secret, dry_run=dry_run)
     done_hooks: set[str] = set()
     for host, _path in targets:
         if host.id not in done_hooks and hosts.hook_file(host) is not None:
@@ -279,6 +157,83 @@ def main(invocation: Invocation, settings: config.Settings, *, out: TextIO, err:
         )
     out.flush()
     return EXIT_FAIL if failed else EXIT_OK
+
+
+def _usage(err: TextIO, line: str) -> int:
+    err.write(f"[{PROG}] {line}\n")
+    return EXIT_USAGE
+
+
+def _entry(
+    host: Host,
+    path: str,
+    ours: Mapping[str, Any] | None,
+    note: str,
+    out: TextIO,
+    *,
+    token: str | None,
+    secret: bool,
+    dry_run: bool,
+) -> bool:
+    """Write (or, `ours` None, remove) our entry in one config file and say how it went; False when it
+    failed. `secret`: the entry holds `token` (the file becomes 0600); a diff masks `token`."""
+    about = {"host": host.name, "path": path}
+    unchanged = t("没有 dsh-memory 条目,无需移除") if ours is None else t("已是最新,未改动")
+    try:
+        if dry_run:
+            outcome = plan(host, path, ours)
+        else:
+            written = write(host, path, ours, secret=secret)
+    except hostwrite.Busy as exc:
+        out.write(t("❌ {host}:{path} {problem} ⇒ 关掉 {host} 后再运行一次\n", problem=exc, **about))
+        return False
+    except hostwrite.ForeignOwner as exc:
+        out.write(t("❌ {host}:{path} {problem},没有改动 ⇒ 以文件主人的身份运行 {prog} setup\n", problem=exc, **about))
+        return False
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, OSError) and not dry_run:
+            out.write(t("❌ {host}:写 {path} 失败({problem}),原文件未动\n", problem=exc.strerror or exc, **about))
+        else:
+            out.write(t("❌ {host}:{path} {problem},没有改动\n", problem=hosts.describe_problem(exc), **about))
+        return False
+    if dry_run:
+        if outcome.after == (outcome.before or ""):
+            out.write(f"= {host.name}:{path} {unchanged}\n")
+        else:
+            out.write(t("~ {host}:{path} 将被修改{note}:\n", note=note, **about))
+            out.write(_diff(path, outcome, token))
+        return True
+    if not written.changed:
+        out.write(f"= {host.name}:{path} {unchanged}\n")
+        return True
+    redone = t("(写入时 {host} 改写了 {n} 次,已按它的最新内容重做)", host=host.name, n=written.restarts)
+    redone = redone if written.restarts else ""
+    if not written.kept:
+        what = t("dsh-memory 条目又回来了") if ours is None else t("dsh-memory 条目没有留下")
+        out.write(
+            t(
+                "⚠️ {host}:{path} 写入后立刻被 {host} 整份改写,{what}{redone} ⇒ 关掉 {host} 后再运行一次 {prog} setup\n",
+                what=what,
+                redone=redone,
+                **about,
+            )
+        )
+        return False
+    saved = t("(原文件备份为 {backup})", backup=written.backup) if written.backup else t("(新建)")
+    done = t("已移除 dsh-memory") if ours is None else t("已写入")
+    restart = t(host.restart)
+    out.write(
+        t(
+            "✅ {host}:{done} {path}{saved}{redone}{note} ⇒ {restart}后生效\n",
+            done=done,
+            saved=saved,
+            redone=redone,
+            note=note,
+            restart=restart,
+            **about,
+        )
+    )
+    return True
 
 
 # --------------------------------------------------------------------------------------------
@@ -308,10 +263,6 @@ def _ephemeral(command: str) -> bool:
     return "uv" in parts and any(p.startswith(("archive-v", "builds-v", "environments-v")) for p in parts)
 
 
-def _norm(path: str) -> str:
-    return os.path.normcase(os.path.normpath(os.path.abspath(os.path.expanduser(path))))
-
-
 def choose_store(
     invocation: Invocation, settings: config.Settings, env: Mapping[str, str], platform: str
 ) -> tuple[str, str]:
@@ -321,7 +272,7 @@ def choose_store(
     if (env.get("DSH_MEMORY_STORE_DIR") or "").strip():
         return settings.store_dir, t("环境变量 DSH_MEMORY_STORE_DIR")
     entries, _ = hosts.configured(env, platform)
-    stores = Counter(_norm(e.store) for e in entries if e.store)
+    stores = Counter(hosts.normal_path(e.store) for e in entries if e.store)
     if len(stores) == 1:
         return next(iter(stores)), t("沿用已配置宿主里的存储目录")
     differ = (
@@ -429,17 +380,8 @@ def _without_ours(host: Host, document: Any) -> Any:
     return copy
 
 
-def _load(host: Host, text: str) -> Any:
-    if host.format == "toml":
-        return hosts.load_toml(text) if text.strip() else {}
-    return confedit.parse_json(text)
-
-
 def _ours(host: Host, document: Any) -> Any:
-    node = document
-    for key in (*host.table, SERVER_NAME):
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
+    return hosts.servers(host, document).get(SERVER_NAME)
 
 
 def plan(host: Host, path: str, ours: Mapping[str, Any] | None) -> Outcome:
@@ -453,7 +395,7 @@ def plan_text(host: Host, read: tuple[str, bool] | None, ours: Mapping[str, Any]
     """`plan` on a file's (text, BOM) as read (None: no file)."""
     before, bom = read if read is not None else (None, False)
     text = before or ""
-    old_doc = _load(host, text)
+    old_doc = hosts.load(host, text)
     current = _ours(host, old_doc)
     entry = None if ours is None else hosts.merged(host, current, ours)
     if entry is not None and current == entry:
@@ -469,7 +411,7 @@ def plan_text(host: Host, read: tuple[str, bool] | None, ours: Mapping[str, Any]
         if entry is not None or current is not None:
             raise ValueError(t("里的 {name} 条目写法我们改不了,请手动修改", name=SERVER_NAME))
         return Outcome(before, text, bom, entry)
-    new_doc = _load(host, after)
+    new_doc = hosts.load(host, after)
     if _without_ours(host, new_doc) != _without_ours(host, old_doc) or _ours(host, new_doc) != entry:
         hint = (
             t("请手动删除 {name} 条目", name=SERVER_NAME)
@@ -535,7 +477,7 @@ def _entry_as_planned(host: Host, data: bytes | None, outcome: Outcome) -> bool:
         text, _bom = hosts.decode_config(data)
         if text == outcome.after:
             return True
-        return bool(_ours(host, _load(host, text)) == outcome.entry)
+        return bool(_ours(host, hosts.load(host, text)) == outcome.entry)
     except ValueError:  # the host is mid-write: we cannot tell, so we do not claim it
         return False
 
@@ -585,49 +527,33 @@ def _hooks(host: Host, path: str, argv: Sequence[str] | None, out: TextIO, *, dr
         planned.append((before, after))
         return None if after == before else (b"\xef\xbb\xbf" if bom else b"") + after.encode("utf-8")
 
+    about = {"host": host.name, "path": path}
+    unchanged = t("= {host}:{path} 钩子已是最新,未改动\n", **about)
+    absent = t("= {host}:{path} 没有我们的钩子,无需移除\n", **about)
     try:
         if dry_run:
             read = hosts.read_config(path)
             make(read[0].encode("utf-8") if read is not None else None)
             if not planned or planned[-1][0] == planned[-1][1]:
-                out.write(t("= {host}:{path} 钩子已是最新,未改动\n", host=host.name, path=path))
+                out.write(unchanged)
             else:
-                out.write(t("~ {host}:{path} 钩子将被修改:\n", host=host.name, path=path))
+                out.write(t("~ {host}:{path} 钩子将被修改:\n", **about))
                 before, after = planned[-1]
                 out.write(_diff(path, Outcome(before if read is not None else None, after, False, None), None))
             return True
         if argv is None and not os.path.lexists(path):
-            out.write(t("= {host}:{path} 没有我们的钩子,无需移除\n", host=host.name, path=path))
+            out.write(absent)
             return True
         done = hostwrite.replace_config(path, make, secret=False, backup_name=_backup_name)
     except (OSError, ValueError) as exc:
-        out.write(
-            t(
-                "❌ {host}:钩子 {path} {problem},没有改动\n",
-                host=host.name,
-                path=path,
-                problem=hosts.describe_problem(exc),
-            )
-        )
+        out.write(t("❌ {host}:钩子 {path} {problem},没有改动\n", problem=hosts.describe_problem(exc), **about))
         return False
     if not done.changed:
-        if argv is None:
-            out.write(t("= {host}:{path} 没有我们的钩子,无需移除\n", host=host.name, path=path))
-        else:
-            out.write(t("= {host}:{path} 钩子已是最新,未改动\n", host=host.name, path=path))
+        out.write(absent if argv is None else unchanged)
         return True
     saved = t("(原文件备份为 {backup})", backup=done.backup) if done.backup else t("(新建)")
     what = t("已移除") if argv is None else t("已写入")
-    out.write(
-        t(
-            "✅ {host}:{done} 钩子 {events} {path}{saved}\n",
-            host=host.name,
-            done=what,
-            events=events,
-            path=path,
-            saved=saved,
-        )
-    )
+    out.write(t("✅ {host}:{done} 钩子 {events} {path}{saved}\n", done=what, events=events, saved=saved, **about))
     return True
 
 
@@ -644,13 +570,8 @@ def _diff(path: str, outcome: Outcome, token: str | None) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def _quote(word: str) -> str:
-    return f'"{word}"' if not word or any(c.isspace() for c in word) else word
-
-
-def stores_of(entries: Sequence[hosts.Configured]) -> Counter[str]:
-    """How many entries select each store (normalised; entries without one are left out)."""
-    return Counter(_norm(e.store) for e in entries if e.store)
+def _command_line(argv: Sequence[str]) -> str:
+    return " ".join(f'"{word}"' if not word or any(c.isspace() for c in word) else word for word in argv)
 
 
 # --------------------------------------------------------------------------------------------
@@ -682,8 +603,7 @@ def setup_service(
     try:
         spec = service.spec(platform, env, argv)
     except ValueError as exc:  # a control character in HOME, XDG_CONFIG_HOME or LOCALAPPDATA
-        err.write(f"[{PROG}] " + t("❌ 参数错误:{problem}", problem=exc) + "\n")
-        return EXIT_USAGE
+        return _usage(err, t("❌ 参数错误:{problem}", problem=exc))
     head = t("(预演:--dry-run,不写任何文件)") if dry_run else ""
     if remove:
         out.write(t("{prog} setup --serve --remove:撤销登录时启动的 serve{head}\n", head=head))
@@ -698,13 +618,13 @@ def setup_service(
         out.write(t("✅ 已删除 {path}{note}\n", path=spec.path, note=t("(停用命令有失败,见上)") if failed else ""))
         return EXIT_OK
     out.write(t("{prog} setup --serve:让 serve 在登录时自动启动({kind}){head}\n", kind=spec.kind, head=head))
-    out.write(t("  命令:{argv}\n", argv=" ".join(_quote(w) for w in argv)))
+    out.write(t("  命令:{argv}\n", argv=_command_line(argv)))
     out.write(t("  存储目录:{store}({why})\n", store=store, why=why))
     if dry_run:
         text = spec.content.decode("utf-16" if spec.kind == "schtasks" else "utf-8")
         out.write(t("~ 将写入 {path}:\n", path=spec.path) + text)
         for cmd in spec.install:
-            out.write(t("~ 然后运行:{cmd}\n", cmd=" ".join(_quote(w) for w in [cmd[0].lstrip("-"), *cmd[1:]])))
+            out.write(t("~ 然后运行:{cmd}\n", cmd=_command_line([cmd[0].lstrip("-"), *cmd[1:]])))
         return EXIT_OK
     os.makedirs(os.path.dirname(spec.path), mode=0o700, exist_ok=True)
     fd, tmp = fileio.new_tmp(spec.path)
@@ -730,14 +650,13 @@ def _refuse_controls(err: TextIO, store: str, why: str, command: str, url: str) 
     for what, value in ((t("存储目录({why})", why=why), store), (t("本程序的路径"), command), ("--url", url)):
         char = control_char(value)
         if char is not None:
-            err.write(
-                f"[{PROG}] "
-                + t(
+            _usage(
+                err,
+                t(
                     "❌ 参数错误:{what} 含控制字符 {char},不能写进服务文件或宿主配置;没有写任何文件",
                     what=what,
                     char=char,
-                )
-                + "\n"
+                ),
             )
             return True
     return False
@@ -751,7 +670,7 @@ def _run_commands(commands: Sequence[Sequence[str]], out: TextIO) -> bool:
     for cmd in commands:
         optional = cmd[0].startswith("-")
         argv = [cmd[0].lstrip("-"), *cmd[1:]]
-        shown = " ".join(_quote(w) for w in argv)
+        shown = _command_line(argv)
         exe = shutil.which(argv[0])
         if exe is None:
             if not optional:
