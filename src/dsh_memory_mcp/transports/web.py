@@ -718,11 +718,13 @@ class _Web:
 
         def work() -> Response:
             rows = [
-                {"scope": key, "records": [browse.card(r) for r in group]}
+                {"scope": key, "why": group.why, "records": [browse.card(r) for r in group.records]}
                 for key in self.scopes_of(scope)
                 for group in duplicates.groups(self.service, key)
             ]
-            return _json({"ok": True, "total": len(rows), "groups": rows[:_GROUPS_SHOWN]})
+            vectors = self.service.vectors
+            by_meaning = vectors is not None and vectors.ready
+            return _json({"ok": True, "total": len(rows), "groups": rows[:_GROUPS_SHOWN], "byMeaning": by_meaning})
 
         return await run_in_threadpool(work)
 
