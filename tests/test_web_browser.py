@@ -1459,8 +1459,13 @@ def test_the_duplicates_view_keeps_one_replaces_the_others_and_the_versions_view
     # The kept memory's history shows the replaced one; restoring it brings its text back.
     card(page, new["id"]).locator("[data-role=open]").click()
     page.wait_for_selector(f'#version-list li[data-version="{other}"]')
+    kept_toast = page.inner_text("#toast")  # "…取代了另外 1 条" may still show: wait for the restore's own
     page.click(f'#version-list li[data-version="{other}"] [data-role=restore]')
-    page.wait_for_selector("#toast:has-text('取代')")
+    page.wait_for_function(
+        "t => document.getElementById('toast').textContent.includes('取代') &&"
+        " document.getElementById('toast').textContent !== t",
+        arg=kept_toast,
+    )
     now = int(time.time() * 1000)
     live = [r for r in on_disk(server, scope).values() if r.get("expiredAt") is None or r["expiredAt"] > now]
     assert "发布前先跑 pnpm test 和 pnpm lint,两者都通过才能合并。" in {r["content"] for r in live}
