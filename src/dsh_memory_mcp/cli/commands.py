@@ -987,7 +987,7 @@ def cmd_duplicates(call: Call) -> int:
         resolved = _resolve_scopes(call, service, scope)
         found = [(key, group) for key in resolved for group in duplicates.groups(service, key)]
         if call.flag("json"):
-            rows = [{"scope": key, "records": [browse.card(r) for r in group]} for key, group in found]
+            rows = [{"scope": key, "records": [browse.card(r) for r in group.records]} for key, group in found]
             call.print(json.dumps({"ok": True, "total": len(rows), "groups": rows}, ensure_ascii=False))
             return EXIT_OK
         name = (lambda key: key) if call.flag("long") else project_name
@@ -997,8 +997,8 @@ def cmd_duplicates(call: Call) -> int:
             return EXIT_OK
         lines = [t("{count} 组内容几乎相同的记忆(按用词比较;同一意思的不同说法不算):", count=len(found))]
         for n, (key, group) in enumerate(found, 1):
-            lines += ["", t("第 {n} 组({count} 条)", n=n, count=len(group))]
-            for r in group:
+            lines += ["", t("第 {n} 组({count} 条)", n=n, count=len(group.records))]
+            for r in group.records:
                 lines.append(f"  ({name(key)} · {r.kind}) {snippet(r.content)}")
                 used = t("更新 {updated} · 使用 {count} 次", updated=fmt_time(r.updated_at), count=r.access_count)
                 lines.append(f"    id={r.short_id} {used}")

@@ -45,6 +45,8 @@ logger = logging.getLogger("dsh_memory_mcp.search.vectors")
 MAX_CANDIDATES = 30
 #: Idle worker rescans every scope this often, to pick up records other writers left unembedded.
 RESCAN_INTERVAL = 60.0
+#: `close_pairs` compares this many rows with all at once (a bounded block of cosines).
+PAIR_ROWS = 256
 
 ENABLE_HINT = msg(
     "启用方法:把 DSH_MEMORY_EMBED_MODEL 设为一个 .gguf 嵌入模型文件(并让 llama-server 在 PATH 上,或用 "
@@ -238,6 +240,27 @@ class VectorChannel:
     ) -> dict[str, float]:
         """id → score for the best 30 records of `snapshots` that pass the relevance gate (`search`'s scores)."""
         return self.search(query, snapshots, budget=budget).scores
+
+    def close_pairs(self, scope: str, ids: Sequence[str], cosine: float) -> list[tuple[str, str]]:
+        """The pairs of `ids` whose vectors in `scope`'s sidecar have a cosine ≥ `cosine`; none when
+        there are no vectors of the current model (off, not ready yet, another model's sidecar)."""
+        header = self._backend.header() if self._active else None
+        if header is None:
+            return []
+        import numpy as np
+
+        sv = self._cache.get(scope)
+        with sv.lock:
+            sv.refresh()
+            if sv.header != header:
+                return []
+            known = [rid for rid in ids if rid in sv.rows]
+            matrix = sv.matrix[[sv.rows[rid] for rid in known]]
+        pairs = []
+        for top in range(0, len(known), PAIR_ROWS):
+            block = matrix[top : top + PAIR_ROWS] @ matrix.T
+            pairs += [(known[top + a], known[b]) for a, b in np.argwhere(block >= cosine) if top + a < b]
+        return pairs
 
     def search(self, query: str, snapshots: Sequence[ScopeSnapshot], *, budget: float | None = None) -> VectorAnswer:
         """The vector half of one search: `start_query` then `PendingSearch.finish`."""

@@ -44,7 +44,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -52,7 +52,7 @@ from urllib.parse import quote
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from dsh_memory_mcp import __version__
@@ -610,14 +610,11 @@ class _Web:
         label = "all" if scope is None or scope.strip().lower() in ("", *ALL_SCOPES) else scope
         slug = _SAFE_NAME.sub("-", label).strip("-")[:40] or "scope"
         filename = f"dsh-memory-{slug}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
-        store = self.service.store
-
-        async def body() -> AsyncIterator[bytes]:
-            for part in await run_in_threadpool(lambda: list(transfer.export_scopes(store, resolved))):
-                yield part.text.encode("utf-8", "surrogateescape")
-
-        return StreamingResponse(
-            body(),
+        parts = transfer.export_scopes(self.service.store, resolved)
+        # One body with its Content-Length: the page shows the download's percent.
+        body = await run_in_threadpool(lambda: b"".join(p.text.encode("utf-8", "surrogateescape") for p in parts))
+        return Response(
+            body,
             media_type="application/x-ndjson; charset=utf-8",
             headers={
                 "Content-Disposition": f"attachment; filename=\"{filename}\"; filename*=UTF-8''{quote(filename)}",
@@ -718,11 +715,13 @@ class _Web:
 
         def work() -> Response:
             rows = [
-                {"scope": key, "records": [browse.card(r) for r in group]}
+                {"scope": key, "why": group.why, "records": [browse.card(r) for r in group.records]}
                 for key in self.scopes_of(scope)
                 for group in duplicates.groups(self.service, key)
             ]
-            return _json({"ok": True, "total": len(rows), "groups": rows[:_GROUPS_SHOWN]})
+            vectors = self.service.vectors
+            by_meaning = vectors is not None and vectors.ready
+            return _json({"ok": True, "total": len(rows), "groups": rows[:_GROUPS_SHOWN], "byMeaning": by_meaning})
 
         return await run_in_threadpool(work)
 

@@ -322,7 +322,7 @@ async function api(path, options = {}) {
   }
   let res;
   try {
-    res = await fetch(path, init);
+    res = options.onUpload ? await sendWithProgress(path, init, options.onUpload) : await fetch(path, init);
   } catch (err) {
     return { ok: false, code: "NETWORK", message: t("error.network") };
   }
@@ -339,11 +339,53 @@ async function api(path, options = {}) {
   }
 }
 
+// fetch() with upload progress, which fetch does not report: `onUpload(sent, total)` as the body goes out.
+function sendWithProgress(path, init, onUpload) {
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open(init.method, path);
+    for (const [key, value] of Object.entries(init.headers)) xhr.setRequestHeader(key, value);
+    xhr.upload.onprogress = (e) => onUpload(e.loaded, e.lengthComputable ? e.total : 0);
+    xhr.onload = () => resolve(new Response(xhr.responseText, { status: xhr.status }));
+    xhr.onerror = () => reject(new TypeError("network"));
+    xhr.send(init.body);
+  });
+}
+
+// `done` of `total` bytes in a `.progress` box (a <progress> and a text): the percent, and the time
+// left once a second has passed; without a total, the bytes so far.
+function showProgress(box, label, done, total, started) {
+  box.hidden = false;
+  const bar = box.querySelector("progress");
+  const text = box.querySelector("span");
+  if (!total) {
+    bar.removeAttribute("value");
+    text.textContent = t("progress.size", { label, size: fmtSize(done) });
+    return;
+  }
+  const percent = Math.min(100, Math.floor((done * 100) / total));
+  const elapsed = (Date.now() - started) / 1000;
+  const seconds = done > 0 && elapsed >= 1 ? Math.ceil((elapsed * (total - done)) / done) : 0;
+  bar.value = percent;
+  text.textContent = t(percent === 100 ? "progress.working" : seconds ? "progress.eta" : "progress.percent", { label, percent, seconds });
+}
+
+function progressDone(box, label, ok) {
+  box.querySelector("progress").value = 100;
+  box.querySelector("span").textContent = t("progress.done", { label });
+  box.hidden = !ok;
+}
+
 async function download(path, fallback) {
+  const box = $("export-progress");
+  const label = t("progress.download");
+  const started = Date.now();
   let res;
   try {
+    showProgress(box, label, 0, 1, started);
     res = await fetch(path, { headers: await authHeaders() });
   } catch (err) {
+    box.hidden = true;
     if (err instanceof AuthError) return;
     toast(t("error.network"), true);
     return;
@@ -354,13 +396,24 @@ async function download(path, fallback) {
     return;
   }
   if (!res.ok) {
+    box.hidden = true;
     const body = await res.json().catch(() => ({}));
     toast(body.message || t("error.unreadable", { status: res.status }), true);
     return;
   }
+  const total = Number(res.headers.get("Content-Length")) || 0;
+  const reader = res.body.getReader();
+  const chunks = [];
+  let received = 0;
+  for (let part = await reader.read(); !part.done; part = await reader.read()) {
+    chunks.push(part.value);
+    received += part.value.length;
+    showProgress(box, label, received, total, started);
+  }
+  progressDone(box, label, true);
   const disposition = res.headers.get("Content-Disposition") || "";
   const match = /filename="([^"]+)"/.exec(disposition);
-  const url = URL.createObjectURL(await res.blob());
+  const url = URL.createObjectURL(new Blob(chunks, { type: res.headers.get("Content-Type") || "" }));
   const link = el("a", { href: url, download: match ? match[1] : fallback, hidden: true });
   document.body.append(link);
   link.click();
@@ -1421,15 +1474,19 @@ async function openDuplicates() {
     toast(data.message || t("dups.error"), true);
     return;
   }
-  $("dups-text").textContent = data.total ? t("dups.found", { scope: where, n: data.total }) : t("dups.none", { scope: where });
+  const found = data.byMeaning ? "dups.foundMeaning" : "dups.found";
+  $("dups-text").textContent = data.total ? t(found, { scope: where, n: data.total }) : t("dups.none", { scope: where });
   $("dup-groups").replaceChildren(
     ...data.groups.map((group, n) =>
       el(
         "li",
         { class: "dup-group" },
-        el("h3", {
-          text: t("dups.group", { n: n + 1, count: group.records.length }) + (state.scope === "all" ? ` · ${scopeInfo(group.scope).name}` : ""),
-        }),
+        el(
+          "h3",
+          {},
+          t("dups.group", { n: n + 1, count: group.records.length }) + (state.scope === "all" ? ` · ${scopeInfo(group.scope).name}` : ""),
+          el("span", { class: "why", "data-why": group.why, text: t(`dups.${group.why}`) }),
+        ),
         el(
           "ul",
           {},
@@ -1611,6 +1668,7 @@ function openImport() {
   $("import-file-name").textContent = t("import.none");
   $("import-preview").replaceChildren();
   $("import-error").textContent = "";
+  $("import-progress").hidden = true;
   importReady(false);
   if (state.scope !== "all") $("import-scope").value = state.scope;
   $("import-dialog").showModal();
@@ -1651,7 +1709,13 @@ async function runImport(dryRun) {
   }
   if (state.importText === null) return;
   const body = { data: state.importText, scope: $("import-scope").value, dryRun };
-  const data = await api("/api/import", { method: "POST", body });
+  const box = $("import-progress");
+  const label = t("progress.upload");
+  const started = Date.now();
+  showProgress(box, label, 0, 1, started);
+  const onUpload = (sent, total) => showProgress(box, label, sent, total, started);
+  const data = await api("/api/import", { method: "POST", body, onUpload });
+  progressDone(box, label, data.ok);
   if (!data.ok) {
     $("import-error").textContent = data.message || t("error.import");
     $("import-error").title = data.code || "";
