@@ -42,21 +42,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dsh_memory_mcp.texts import msg
 
-__all__ = [
-    "CHALLENGE",
-    "LOGIN_CODE_SECS",
-    "MIN_TOKEN_BITS",
-    "OAUTH_PATHS",
-    "UNAUTHORIZED_CODE",
-    "LoginCodes",
-    "OwnerBackend",
-    "RequireToken",
-    "oauth_routes",
-    "peer_label",
-    "token_bits",
-    "weak_token_lines",
-]
-
 #: The least a user-set token must carry to open a non-loopback bind.
 MIN_TOKEN_BITS = 128
 _MAKE_ONE = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'

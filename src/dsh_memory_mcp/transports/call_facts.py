@@ -19,18 +19,6 @@ import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-__all__ = [
-    "PROJECT_HEADER",
-    "PROJECT_HEADER_BYTES",
-    "PROJECT_SOURCE_HEADER",
-    "CallFacts",
-    "current",
-    "decode_project",
-    "encode_project",
-    "facts",
-    "project_from_headers",
-]
-
 PROJECT_HEADER = "X-DSH-Project"
 #: Where the relay's project came from (its `flag`/`env`/`cwd`), informational.
 PROJECT_SOURCE_HEADER = "X-DSH-Project-Source"

@@ -28,8 +28,6 @@ from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.locks import call_deadline
 from dsh_memory_mcp.texts import msg
 
-__all__ = ["ANSWER_GRACE_SECS", "ToolGate"]
-
 T = TypeVar("T")
 
 #: How long after its deadline a running body may still deliver its own answer.

@@ -69,17 +69,6 @@ from dsh_memory_mcp.transports.gate import ToolGate
 from dsh_memory_mcp.transports.mcp_server import MemoryServer, to_result
 from dsh_memory_mcp.transports.sdk_private import SessionLifecycle
 
-__all__ = [
-    "DRAIN_SECS",
-    "MAX_BODY_BYTES",
-    "PageChecks",
-    "RouteFactory",
-    "ServeRefused",
-    "build_app",
-    "security_settings",
-    "serve_http",
-]
-
 log = logging.getLogger("dsh_memory_mcp.transports.http")
 
 #: How long running tool calls may still finish after SIGINT/SIGTERM.

@@ -36,8 +36,6 @@ from starlette.requests import Request
 from dsh_memory_mcp.service.transfer import Checks, ImportPlan, ImportPlanner
 from dsh_memory_mcp.texts import msg
 
-__all__ = ["OTHER_MAX_BYTES", "BodyRefused", "ImportUpload", "one_import_at_a_time", "read_import"]
-
 #: Members other than ``data``/``text`` (scope, dryRun, whatever else a client sends), in all.
 OTHER_MAX_BYTES = 1 << 20
 #: Bytes handed to the worker thread at once.

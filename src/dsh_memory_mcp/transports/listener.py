@@ -45,16 +45,6 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from dsh_memory_mcp.transports.access import peer_label
 
-__all__ = [
-    "DEFAULT_MAX_CONNECTIONS",
-    "Edge",
-    "EdgeLimits",
-    "Vouch",
-    "bind",
-    "connection_budget",
-    "vouch",
-]
-
 log = logging.getLogger("dsh_memory_mcp.transports.listener")
 
 #: The connection cap when the fd limit leaves room for it.

@@ -44,8 +44,6 @@ from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.texts import msg
 from dsh_memory_mcp.transports.stdio_guard import guarded_stdio
 
-__all__ = ["INSTRUCTIONS", "MemoryServer", "refresh_digests", "serve", "to_result"]
-
 log = logging.getLogger("dsh_memory_mcp.transports.mcp_server")
 
 #: The usage guidance alone (what `instructions` say with `DSH_MEMORY_DIGEST=off` or an empty digest).

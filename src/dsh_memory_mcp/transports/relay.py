@@ -41,8 +41,6 @@ from dsh_memory_mcp.transports import serve_file
 from dsh_memory_mcp.transports.call_facts import PROJECT_HEADER, PROJECT_SOURCE_HEADER
 from dsh_memory_mcp.transports.serve_file import ServeInfo
 
-__all__ = ["Found", "Relay", "find_serve", "read_serve_file"]
-
 SESSION_HEADER = "mcp-session-id"
 PROTOCOL_HEADER = "mcp-protocol-version"
 #: How long the start-up probe may take before we decide `serve` is not answering.

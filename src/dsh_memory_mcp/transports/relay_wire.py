@@ -26,22 +26,6 @@ from typing import IO, Any
 
 from dsh_memory_mcp.texts import msg
 
-__all__ = [
-    "HANDSHAKE_VERSIONS",
-    "MAX_MESSAGE_BYTES",
-    "Message",
-    "Misbehaving",
-    "encode_header_value",
-    "id_key",
-    "modern_version",
-    "one_line",
-    "parse",
-    "read_body",
-    "read_sse",
-    "routing_headers",
-    "rpc_error",
-]
-
 #: Revisions reached through `initialize` (a session); any other revision named in a request's
 #: `_meta` is the per-request era (2026-07-28 and later). Same list as `mcp_types.version`.
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")

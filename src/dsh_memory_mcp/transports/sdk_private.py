@@ -24,8 +24,6 @@ from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-__all__ = ["PRIVATE_NAMES", "SessionLifecycle"]
-
 #: (owner, attribute) of every private SDK name used (the tests walk this list).
 PRIVATE_NAMES: tuple[tuple[type[Any], str], ...] = (
     (StreamableHTTPSessionManager, "_admit_session"),

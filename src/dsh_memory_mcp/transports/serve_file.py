@@ -31,21 +31,6 @@ from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.layout import SERVE_FILE, StoreLayout
 from dsh_memory_mcp.texts import msg
 
-__all__ = [
-    "SERVE_FILE_NAME",
-    "Claim",
-    "ServeInfo",
-    "claim",
-    "health",
-    "health_url",
-    "owner",
-    "path_for",
-    "probe",
-    "read",
-    "release",
-    "untrusted_reason",
-]
-
 SERVE_FILE_NAME = SERVE_FILE
 _MAX_BYTES = 64 * 1024
 

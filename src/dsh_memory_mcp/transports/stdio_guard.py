@@ -44,8 +44,6 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-__all__ = ["MAX_DEPTH", "MAX_LINE_BYTES", "classify_line", "encode_message", "guarded_stdio"]
-
 log = logging.getLogger("dsh_memory_mcp.transports.stdio_guard")
 
 #: A longer input line is answered with -32600 and never held in memory whole.

@@ -69,15 +69,6 @@ from dsh_memory_mcp.transports import import_stream, listener
 if TYPE_CHECKING:
     from dsh_memory_mcp.transports.http import PageChecks
 
-__all__ = [
-    "CREDENTIAL_HEADER",
-    "IMPORT_MAX_BYTES",
-    "JSON_MAX_BYTES",
-    "LEGACY_COOKIE_PREFIX",
-    "SECURITY_HEADERS",
-    "WEB_CLIENT",
-    "web_routes",
-]
 
 log = logging.getLogger("dsh_memory_mcp.transports.web")
 
