@@ -1,23 +1,6 @@
-"""Who may use `serve`: token strength, the session owner, and 401 answers that name the fix.
-
-* `token_bits` / `weak_token_lines`: a user-set token that opens a non-loopback bind must carry at
-  least `MIN_TOKEN_BITS` (128) bits by a conservative estimate, or `serve` refuses to start (exit 2)
-  and says how to make one. A function, so whoever decides which token `serve` uses (a generated,
-  a persisted or a user-set one) can call the same check.
-* `OwnerBackend`: the SDK's bearer authentication, whose principal is *the credential and the
-  peer* (``loopback`` or the client's IP address). The SDK's session manager compares the principal
-  of every request with the one that opened the session and answers 404 to any other, so a session
-  id is no use to another machine even with the token. On loopback every token holder is this
-  machine's user (the token is in a 0600 file or set by the user), so the peer adds nothing there;
-  the 122-bit random session id, never logged whole, is what keeps local sessions apart.
-* `RequireToken`: in place of the SDK's `RequireAuthMiddleware`: a 401 whose body (a JSON-RPC error,
-  which SDK clients surface) says where the token comes from (`serve.json`, `DSH_MEMORY_TOKEN`, the
-  `setup --url` host config) and a ``WWW-Authenticate``
-  challenge with no ``resource_metadata``: bearer, no OAuth. `oauth_routes` answers the OAuth
-  discovery and registration URLs that OAuth-probing clients (mcp-remote, the Inspector) try next
-  with a 404 carrying the same explanation, so their error shows it.
-* `LoginCodes`: one-time login codes for the web page, so the long-lived token never sits in a URL
-  the browser keeps.
+"""Who may use `serve`: token strength (`weak_token_lines`), the session owner (`OwnerBackend`),
+401 answers that say where the token comes from (`RequireToken`, `oauth_routes`: bearer, no OAuth),
+and the web page's one-time login codes (`LoginCodes`).
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
-"""The relay's project header, and what the tool gate knows about the call running now.
+"""The relay's project header, and the tool gate's deadline for the call running now (standard
+library only).
 
-`X-DSH-Project` carries a relay's project to `serve` (`transports.http` reads it, from authenticated
-requests only, into the session's `CallContext`; `X-DSH-Project-Source` says where the relay's own
-project came from). `CallFacts` carries the gate's deadline in a context variable, which follows the
-call into the SDK's worker thread. Standard library only.
-
-Header contract: ``X-DSH-Project: <absolute path, UTF-8, percent-encoded>`` (``urllib.parse.quote``
-with ``safe="/"``; an ASCII path without ``%`` may be sent as is). `serve` answers 400 to a value
-that is not an absolute path.
+``X-DSH-Project: <absolute path, UTF-8, percent-encoded with safe="/">`` carries a relay's project to
+`serve` (read from authenticated requests only; `serve` answers 400 to a value that is not an absolute
+path); `X-DSH-Project-Source` says where it came from. `CallFacts` rides a context variable, which
+follows the call into the SDK's worker thread.
 """
 
 from __future__ import annotations

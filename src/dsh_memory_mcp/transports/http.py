@@ -1,14 +1,11 @@
-"""`dsh-memory-mcp serve`: the same MCP server over Streamable HTTP at `/mcp`, for many hosts at once
-(docs/design.md: Shared server, relay and their trust rules).
+"""`dsh-memory-mcp serve`: the MCP server over Streamable HTTP at `/mcp`, one `MemoryService` shared
+by every session (docs/design.md: Shared server, relay and their trust rules).
 
-One process, one `MemoryService` shared by every session, so a save in one session is visible at
-once in all others. Everything protocol-shaped is the SDK's: its `StreamableHTTPSessionManager`,
-its transport-security settings (Host/Origin, 421/403), its bearer authentication, uvicorn and
-starlette. What this module adds: the token and Host rules (`access`, `security_settings`), one
-`serve` per store (`serve_file`), the connection edge (`listener`), the session cap and the
-never-initialized rule (`_Sessions`, `_SessionRoom`), the tool gate (`gate.ToolGate`), the answer
-form (`answers_json`), and a drain on SIGINT/SIGTERM: running calls get up to `DRAIN_SECS`, then
-every session is ended, uvicorn stops, the vector backend is stopped, `serve.json` removed, exit 0.
+Protocol, Host/Origin (421/403) and bearer checks are the SDK's. This module adds the token and Host
+rules (`access`, `security_settings`), one `serve` per store (`serve_file`), the connection edge
+(`listener`), the session cap and the never-initialized rule (`_Sessions`, `_SessionRoom`), the tool
+gate, the answer form (`answers_json`) and the drain on SIGINT/SIGTERM: running calls get up to
+`DRAIN_SECS`, then every session ends, `serve.json` is removed, exit 0.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
-"""The web page's import request, read as it arrives: the file goes line by line into the planner.
+"""The web page's import request, read as it arrives (docs/design.md: Web page).
 
-The body is one JSON object: ``data`` (the file, base64, as the page sends it) or ``text`` (the
-file as a JSON string), plus ``scope`` and ``dryRun``. Parsed whole, a 30 MB body lived in memory
-four times over (the chunks, joined, the decoded string, the decoded file) before its first line
-was planned. Here the value of ``data``/``text`` is unescaped, base64-decoded and cut into lines
-as it arrives (`transfer.ImportPlanner`); only the plan is kept. The other members are small
-(together at most `OTHER_MAX_BYTES`) and parsed by `json` as usual.
-
-The answers are those of parsing it whole: 413 over `limit`; 400 ``BAD_JSON`` for a body
-`json.loads` refuses (invalid UTF-8 included) or that is not an object; ``plan`` None (the caller's
-``IMPORT_EMPTY``) when there is no string ``data`` or ``text`` or ``data`` is not valid base64.
-``data`` wins when both are given.
-
-`one_import_at_a_time()`: one import holds its plan at a time; the others wait before reading
-their bodies (serve stops reading their sockets), so N parallel imports cost the memory of one.
+The body is one JSON object: ``data`` (the file, base64) or ``text`` (the file as a string), plus
+``scope`` and ``dryRun``. The value of ``data``/``text`` is unescaped, decoded and fed line by line
+to `transfer.ImportPlanner` as it arrives, so only the plan is kept; the other members (together at
+most `OTHER_MAX_BYTES`) are parsed by `json`. The answers are those of parsing it whole: 413 over
+the limit, 400 ``BAD_JSON``, ``plan`` None when there is no usable ``data``/``text`` (``data`` wins).
 """
 
 from __future__ import annotations

@@ -1,28 +1,9 @@
-"""`serve`'s connections: read timeouts, a connection cap below the fd limit, per-client limits, TCP_NODELAY.
+"""`serve`'s connections (docs/design.md: serve's edge): header and body timeouts (408), a
+connection cap below the fd limit where strangers give way to token holders (`vouch`), a per-client
+limit on connections without the token, and TCP_NODELAY. uvicorn bounds only a kept-alive
+connection's idle time: a client sending half a header would hold its descriptor forever.
 
-uvicorn bounds a keep-alive connection's idle time between requests, but nothing else: a client
-that connects and sends half a header (or a body one byte a minute) holds its connection, and its
-file descriptor, forever. At the process's fd limit `accept()` fails and the token holder's
-`/health` waits in the kernel's backlog like everyone else. What this module adds, as a subclass of
-uvicorn's h11 protocol (`Edge.protocol_class()`) and one periodic sweep:
-
-* **header timeout**: a request's header must be complete `header_secs` after the connection was
-  made, or after the first byte of a later request on a kept-alive connection (408, closed);
-* **body timeout**: while serve reads a body, the client may not pause more than `body_secs`, and
-  once the body has taken longer than that it must average `min_body_rate` bytes/s (408, closed).
-  Time during which serve itself does not read (uvicorn paused reading, a ``100-continue`` not yet
-  sent) is not the client's and does not count;
-* **connection cap** (`max_connections`, at most the fd limit minus a reserve for the store's own
-  files, see `connection_budget`): the connection accepted over the cap closes the *oldest
-  connection that has not shown the token* (`vouch`); only when every other connection has, the
-  oldest idle one between requests; when all are busy, the newcomer is closed. So strangers never
-  crowd out a token holder: its new connection always finds room, and once its request carried
-  the token, the connection is never closed for a stranger;
-* **per-client limit**: one peer (``loopback`` counts as one) holds at most `per_client` connections
-  that have not shown the token; its next one closes its own oldest;
-* **TCP_NODELAY** on every accepted socket (and `bind` creates the socket with ``IPPROTO_TCP``, so
-  asyncio sets it too): a reused connection otherwise waits for a delayed ACK, ~40 ms a request.
-
+A subclass of uvicorn's h11 protocol (`Edge.protocol_class()`) plus one periodic sweep;
 `Edge.snapshot()` is what `/health` reports under ``connections``.
 """
 

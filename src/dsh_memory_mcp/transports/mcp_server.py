@@ -1,16 +1,10 @@
 """The MCP server: `service.schemas.TOOL_SPECS`, prompts and resources on the SDK's lowlevel
-`Server`, registered through its public handler API, for both protocol eras (docs/design.md:
-Protocol eras).
+`Server`, for both protocol eras (docs/design.md: Protocol eras).
 
-Tools are listed with our own hand-written JSON schemas and called with whatever arguments the
-client sent: validation happens in the tools layer (`MemoryService.call`, which never raises), so
-every bad value gets the spec's code instead of a generic pydantic message.
-
-The project from the client's roots is asked only when a call needs it (never right after the
-handshake: a client that closes at once must not get a request it no longer reads). Over stdio a
-2026-07-28 roots answer is kept for `ROOTS_VALID_SECS` (one client per process); over HTTP it binds
-only the request that carries it: a connection or a clientInfo may be shared by several clients,
-and one client's project must never become another's.
+Tools are listed with our own JSON schemas and called with the arguments as sent: `MemoryService.call`
+validates, so a bad value gets the spec's code. The client's roots are asked only when a call needs
+the project. Over HTTP a 2026-07-28 roots answer binds only the request that carries it: a connection
+or a clientInfo may be shared, and one client's project must never become another's.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """The relay: a stdio MCP server process that forwards its host's messages to a running `serve`
 (docs/design.md: Shared server, relay and their trust rules).
 
-When `<store>/serve.json` names a live `serve` that accepts its token, this process never opens the
-store: it copies each JSON-RPC line from stdin to `POST /mcp` and each message that comes back (a
-JSON body or SSE events) to stdout, so the host sees exactly `serve`'s tools, even newer ones. It
-imports neither the MCP SDK nor numpy (stdlib only): its cold start is a fraction of a direct one's.
-
-Both eras pass through unchanged: a 2026-07-28 request is posted with its routing headers and no
-session; a handshake-era `initialize` opens a `serve` session, whose GET stream is open before
-`notifications/initialized` goes out so `serve`'s own requests (`roots/list`) reach the host.
-What reaches the host is checked (`relay_wire`): whole single-line JSON-RPC, answers only for ids
-the host sent and has not had answered, cancellations and progress only for requests in flight.
-
-Every request the host sent gets exactly one answer. A reaped session (404) is re-opened by replaying
-the host's `initialize`; a `serve` that is gone or not to be believed makes the relay fall back to a
-child `dsh-memory-mcp --no-relay` with the same arguments, the `initialize` replayed to it (its
-answer swallowed) and every unanswered request sent again.
+Standard library only (neither the SDK nor numpy: its cold start is a fraction of a direct one's).
+Each host line goes to `POST /mcp`; each message back (a JSON body or SSE events) is checked by
+`relay_wire` and written to stdout. Every request the host sent gets exactly one answer: a reaped
+session (404) is re-opened by replaying the host's `initialize`; a `serve` that is gone or not to be
+believed is replaced by a child `dsh-memory-mcp --no-relay`, to which the `initialize` is replayed
+(its answer swallowed) and every unanswered request sent again.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
-"""What the relay reads from `serve` and what it lets through to the host: bounded, whole, single-line JSON-RPC.
-
-Standard library only (the relay must come up without the SDK). Three jobs:
-
-* reading: a JSON body or an SSE stream from `serve`, never holding more than `MAX_MESSAGE_BYTES`
-  of one message (`read_body`, `read_sse`); an event cut off by the end of the stream is not an
-  event (SSE drops an unterminated last event), so a torn message never reaches the host;
-* checking: `parse` accepts exactly one JSON-RPC 2.0 object (request, notification or response);
-  `one_line` writes it back as one line (an SSE event may spread JSON over several `data:` lines);
-* routing headers of protocol revision 2026-07-28: a request carries its revision in
-  `params._meta`, and the HTTP transport wants it, the method and the tool/prompt/resource name in
-  headers as well (`routing_headers`), with no session id.
-
-Anything `serve` sends that fails these checks raises `Misbehaving`: the relay treats that `serve`
-as gone (it falls back to a direct server) rather than pass it on.
+"""What the relay reads from `serve` and lets through to the host (standard library only):
+bounded, whole, single-line JSON-RPC (`read_body`, `read_sse`, `parse`, `one_line`), and the
+2026-07-28 routing headers (`routing_headers`). Anything that fails these checks raises
+`Misbehaving`, and the relay treats that `serve` as gone.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
-"""`<store>/serve.json`: how a running `serve` is found, and why there is only one per store.
-
-`serve` writes the file once it listens, removes it at exit, and refuses to start while another
-live `serve` owns it. A stdio start (the relay) reads it to decide whether to relay. Standard
-library only: the relay must come up without the SDK.
+"""`<store>/serve.json`: how a running `serve` is found, and why there is only one per store
+(docs/design.md: Shared server, relay and their trust rules). Standard library only.
 
 File (JSON object, 0600)::
 
     {"url": "http://127.0.0.1:7766/mcp", "pid": 1234, "token": "…", "version": "0.1.0",
      "startedAt": 1764581234567}
 
-``startedAt`` is epoch milliseconds, like the store's other timestamps. The token in it is the
-bearer token `/mcp` needs, which is why the file is only *trusted* when it belongs to the current
-user and nobody else may write it (`read`): a planted file could send a host's session (and its
-`Authorization`) to someone else's server.
+It holds the bearer token, so it is trusted only when it is the current user's and nobody else may
+write it (`read`): a planted file could send a host's session and its token elsewhere.
 """
 
 from __future__ import annotations

@@ -1,36 +1,12 @@
-"""The web page for people: browse, search, add, edit and forget memories (served by `serve` at ``/``).
+"""The web page at ``/`` of `serve`: the page, its static files and a small JSON API
+(docs/design.md: Web page).
 
-`web_routes(service, token, checks=...)` gives Starlette routes that `serve` mounts next to ``/mcp``:
-
-* ``/`` the page, ``/static/…`` its script and style (files in ``web_static/``, nothing from a CDN).
-* ``/api/…`` a small JSON API. Writes go through the *same* service functions as the MCP tools
-  (`MemoryService.call`): a new memory is ``memory_save``, an edit ``memory_save`` with
-  ``supersedes``, forget ``memory_forget``; export/import/health/recover are `service.transfer`,
-  `service.health` and the store's own `recover`, which the CLI uses too; browsing (filters, sorts,
-  paging, facets, per-day activity) is `service.browse`. A tool error comes back as its
-  ``{ok, code, message}``.
-
-Login. `serve` prints ``http://127.0.0.1:<port>/#code=…`` and ``dsh-memory-mcp web`` asks it for
-another (``POST /api/login-code`` with the bearer token): a one-time code (`access.LoginCodes`, ten
-minutes), never the token, since the browser keeps the URL in its history. The page's own script
-reads the fragment (which never leaves the browser), removes it from the address bar and trades the
-code (``POST /api/login`` ``{"code": …}``, spent at once) — or a token pasted into the login form
-(``Authorization: Bearer``) — for a *page credential*, which it keeps in
-``localStorage`` and sends in the ``X-DSH-Page-Credential`` header. Web storage belongs to one
-origin — scheme, host **and port** — so no other port of 127.0.0.1 can read it, unlike a cookie,
-which the browser sends to every port of the host (SameSite does not separate ports). The
-credential is ``<expiry>.<nonce>.<HMAC(token-derived key)>``: it is not the token (no use for
-``/mcp``), it expires (`ServeSettings.web_login_secs`), and a new token revokes every one issued
-before.
-
-Security: Host and Origin are checked by the SDK's transport-security middleware with the same
-settings as ``/mcp`` (`PageChecks.refused`: 421 / 403), the bearer token by the SDK's bearer
-backend (`PageChecks.authenticated`). Every API call needs the credential or the bearer token
-(else 401, reads included). A state-changing request must also be ``Content-Type:
-application/json`` and, when the browser says where it comes from (``Origin``,
-``Sec-Fetch-Site``), come from this page's own origin (else 403). Every answer carries a CSP
-without inline script, ``nosniff`` and ``no-referrer``; the page renders memory text with
-``textContent`` only. Bodies are bounded; no answer carries a stack trace.
+Writes go through the same service functions as the MCP tools (`MemoryService.call`, `history`,
+`duplicates`, `transfer`, the store's `recover`), reads through `service.browse`; a tool error comes
+back as its ``{ok, code, message}``. Every API call needs a page credential (`_Credentials`, sent in
+`CREDENTIAL_HEADER`, never a cookie) or the bearer token; Host/Origin are refused by the SDK's checks
+as on ``/mcp`` (`PageChecks.refused`); writes also need JSON from the page's own origin. Every answer
+carries `SECURITY_HEADERS`; no answer carries a stack trace.
 """
 
 from __future__ import annotations
