@@ -87,6 +87,11 @@ def weak_token_lines(token: str, host: str) -> list[str] | None:
 # The session owner
 
 
+def authenticated(scope: Scope) -> bool:
+    """Whether the SDK's bearer backend (`OwnerBackend`) accepted the request's token."""
+    return isinstance(scope.get("user"), AuthenticatedUser)
+
+
 def peer_label(client: tuple[str, int] | None) -> str:
     """The part of a request's peer that identifies a client machine: ``loopback`` for any loopback
     address (127/8, ::1, ::ffff:127.x — one client may reach a dual-stack bind both ways), else the
@@ -228,7 +233,7 @@ class RequireToken:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if isinstance(scope.get("user"), AuthenticatedUser):
+        if authenticated(scope):
             await self.app(scope, receive, send)
             return
         presented = any(k == b"authorization" for k, _ in scope.get("headers", ()))

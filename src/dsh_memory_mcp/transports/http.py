@@ -29,7 +29,6 @@ from typing import Any
 
 import anyio
 import uvicorn
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
@@ -88,11 +87,6 @@ class PageChecks:
     async def refused(self, request: Request) -> Response | None:
         """The SDK's Host (421) / Origin (403) refusal for `request`, or None when it may pass."""
         return await self.security.validate_request(request)
-
-    @staticmethod
-    def authenticated(request: Request) -> bool:
-        """Whether the SDK's bearer backend accepted this request's ``Authorization: Bearer <token>``."""
-        return is_authenticated(request.scope)
 
 
 #: Extra routes next to `/mcp` (the web page): `factory(service, token, checks=PageChecks) -> routes`.
@@ -987,8 +981,3 @@ def _restore_signals(previous: dict[int, Any]) -> None:
             signal.signal(sig, handler)
         except (ValueError, OSError, TypeError):
             pass
-
-
-def is_authenticated(scope: Scope) -> bool:
-    """Whether the request carried the bearer token (for routes mounted next to `/mcp`)."""
-    return isinstance(scope.get("user"), AuthenticatedUser)

@@ -40,8 +40,8 @@ _ESCAPES = {ord('"'): b'"', ord("\\"): b"\\", ord("/"): b"/", ord("b"): b"\b", o
 _ESCAPES |= {ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t"}
 
 
-class BodyRefused(Exception):
-    """The body cannot be an import request: the status, code and (Chinese) message to answer."""
+class RequestRefused(Exception):
+    """A request the web API refuses: the status, code and message to answer."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
@@ -50,8 +50,8 @@ class BodyRefused(Exception):
         self.message = message
 
 
-def _bad_json(message: str = msg("请求体不是合法的 JSON。")) -> BodyRefused:
-    return BodyRefused(400, "BAD_JSON", message)
+def _bad_json(message: str = msg("请求体不是合法的 JSON。")) -> RequestRefused:
+    return RequestRefused(400, "BAD_JSON", message)
 
 
 @dataclass(frozen=True)
@@ -251,7 +251,7 @@ class _ObjectReader:
     def _count_other(self, size: int) -> None:
         self.other += size
         if self.other > OTHER_MAX_BYTES:
-            raise BodyRefused(
+            raise RequestRefused(
                 413,
                 "BODY_TOO_LARGE",
                 msg("导入请求里 data/text 以外的字段合计超过 {mb} MB。", mb=OTHER_MAX_BYTES >> 20),
@@ -368,21 +368,31 @@ def _hex4(raw: bytearray) -> int:
     return int(text, 16)
 
 
-async def read_import(request: Request, limit: int, checks: Checks) -> ImportUpload:
-    """Read `request`'s body (at most `limit` bytes) as an import request, planning its file as it arrives.
+async def body_chunks(request: Request, limit: int) -> AsyncIterator[bytes]:
+    """`request`'s body as it arrives.
 
-    :raises BodyRefused: 413 over the limit, 400 ``BAD_JSON``.
+    :raises RequestRefused: 413 when it is (or says it is) larger than `limit` bytes.
     """
+    too_large = RequestRefused(413, "BODY_TOO_LARGE", msg("请求体超过 {mb} MB 上限。", mb=limit // (1 << 20)))
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise BodyRefused(413, "BODY_TOO_LARGE", msg("请求体超过 {mb} MB 上限。", mb=limit // (1 << 20)))
-    reader = _ObjectReader(checks, limit)
-    batch = bytearray()
+        raise too_large
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise BodyRefused(413, "BODY_TOO_LARGE", msg("请求体超过 {mb} MB 上限。", mb=limit // (1 << 20)))
+            raise too_large
+        yield chunk
+
+
+async def read_import(request: Request, limit: int, checks: Checks) -> ImportUpload:
+    """Read `request`'s body (at most `limit` bytes) as an import request, planning its file as it arrives.
+
+    :raises RequestRefused: 413 over the limit, 400 ``BAD_JSON``.
+    """
+    reader = _ObjectReader(checks, limit)
+    batch = bytearray()
+    async for chunk in body_chunks(request, limit):
         batch += chunk
         if len(batch) >= _BATCH:
             await anyio.to_thread.run_sync(reader.feed, bytes(batch))

@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import h11
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from dsh_memory_mcp.transports.access import peer_label
+from dsh_memory_mcp.transports.access import authenticated, peer_label
 
 log = logging.getLogger("dsh_memory_mcp.transports.listener")
 
@@ -320,7 +319,7 @@ class Vouch:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             scope[_EDGE_KEY] = self.edge  # for `vouch` from a route with its own credential (the page)
-            if isinstance(scope.get("user"), AuthenticatedUser):
+            if authenticated(scope):
                 self.edge.vouch(scope)
         await self.app(scope, receive, send)
 

@@ -40,7 +40,8 @@ from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.service.validate import ALL_SCOPES
 from dsh_memory_mcp.store.scopes import GLOBAL
 from dsh_memory_mcp.texts import Language, english, language_of, localized, msg, pair
-from dsh_memory_mcp.transports import import_stream, listener
+from dsh_memory_mcp.transports import access, import_stream, listener
+from dsh_memory_mcp.transports.import_stream import RequestRefused
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.transports.http import PageChecks
@@ -99,14 +100,6 @@ _CODE_SPENT = msg(
 )
 
 
-class _HttpError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-
 #: The language of the request being answered: its ``Accept-Language`` (the page sends its own
 #: choice there). Every `texts.Text` in an answer is shown in it; memory content never is a Text.
 _LANGUAGE: contextvars.ContextVar[Language] = contextvars.ContextVar("dsh_memory_web_language", default="zh")
@@ -130,6 +123,22 @@ def _tool_error(result: ToolResult) -> Response:
     return _json(result.structured, _status_of(code))
 
 
+def _revision_error(result: ToolResult) -> Response:
+    """A failed edit or keep: 409 when the record changed meanwhile (``GONE``)."""
+    code = str(result.structured.get("code"))
+    return _json(result.structured, 409 if code == "GONE" else _status_of(code))
+
+
+def _login_needed() -> Response:
+    response = _error(401, "UNAUTHORIZED", _LOGIN_NEEDED)
+    response.headers["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+def _not_found(ident: str) -> Response:
+    return _error(404, "NOT_FOUND", msg("没有找到 id 为 {ident} 的记忆(可能已被删除)。", ident=ident[:40]))
+
+
 def _secured(response: Response) -> Response:
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
@@ -148,11 +157,11 @@ def _int_param(params: Mapping[str, str], name: str, default: int, low: int, hig
     try:
         value = int(raw.strip())
     except ValueError:
-        raise _HttpError(
+        raise RequestRefused(
             400, "PARAM_INVALID", msg("{name} 必须是整数(收到 {raw!r})。", name=name, raw=raw[:40])
         ) from None
     if not low <= value <= high:
-        raise _HttpError(
+        raise RequestRefused(
             400,
             "PARAM_INVALID",
             msg("{name} 必须在 {low}~{high} 之间(收到 {value})。", name=name, low=low, high=high, value=value),
@@ -223,7 +232,7 @@ class _Web:
 
     def authorised(self, request: Request) -> bool:
         """The SDK's bearer check passed, or the request carries a valid page credential."""
-        if self.checks.authenticated(request):
+        if access.authenticated(request.scope):
             return True
         credential = request.headers.get(CREDENTIAL_HEADER)
         if credential is not None and self.credentials.valid(credential.strip()):
@@ -248,22 +257,13 @@ class _Web:
 
     @staticmethod
     async def json_body(request: Request, limit: int) -> dict[str, Any]:
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            raise _HttpError(413, "BODY_TOO_LARGE", msg("请求体超过 {mb} MB 上限。", mb=limit // (1 << 20)))
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise _HttpError(413, "BODY_TOO_LARGE", msg("请求体超过 {mb} MB 上限。", mb=limit // (1 << 20)))
-            chunks.append(chunk)
+        chunks = [chunk async for chunk in import_stream.body_chunks(request, limit)]
         try:
             value = json.loads(b"".join(chunks))
         except (ValueError, RecursionError):
-            raise _HttpError(400, "BAD_JSON", msg("请求体不是合法的 JSON。")) from None
+            raise RequestRefused(400, "BAD_JSON", msg("请求体不是合法的 JSON。")) from None
         if not isinstance(value, dict):
-            raise _HttpError(400, "BAD_JSON", msg("请求体必须是 JSON 对象。"))
+            raise RequestRefused(400, "BAD_JSON", msg("请求体必须是 JSON 对象。"))
         return value
 
     def guarded(self, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
@@ -301,18 +301,16 @@ class _Web:
         """Auth (and for writes the cross-site checks), coded errors, security headers."""
 
         async def endpoint(request: Request) -> Response:
-            allowed = public or (self.checks.authenticated(request) if bearer_only else self.authorised(request))
+            allowed = public or (access.authenticated(request.scope) if bearer_only else self.authorised(request))
             if not allowed:
-                response = _error(401, "UNAUTHORIZED", _LOGIN_NEEDED)
-                response.headers["WWW-Authenticate"] = "Bearer"
-                return _secured(response)
+                return _secured(_login_needed())
             if writes:
                 refusal = self.cross_site_refusal(request)
                 if refusal is not None:
                     return _secured(refusal)
             try:
                 response = await handler(request)
-            except _HttpError as exc:
+            except RequestRefused as exc:
                 response = _error(exc.status, exc.code, exc.message)
             except DshMemoryError as exc:
                 response = _error(_status_of(exc.code), exc.code, exc.message)
@@ -365,12 +363,10 @@ class _Web:
     async def login(self, request: Request) -> Response:
         """A page credential (kept in the page's own origin's storage) for the bearer token, pasted on
         the login page, or for a one-time login code from a login link (spent at once)."""
-        if not self.checks.authenticated(request):
+        if not access.authenticated(request.scope):
             code = (await self.json_body(request, JSON_MAX_BYTES)).get("code")
             if not isinstance(code, str) or not code:
-                response = _error(401, "UNAUTHORIZED", _LOGIN_NEEDED)
-                response.headers["WWW-Authenticate"] = "Bearer"
-                return response
+                return _login_needed()
             if not self.checks.login_codes.redeem(code):
                 return _error(401, "LOGIN_CODE_INVALID", _CODE_SPENT)
         credential, expires = self.credentials.issue()
@@ -563,7 +559,7 @@ class _Web:
         def work() -> Response:
             record = history.find_one(self.service, ident)
             if record is None:
-                return _error(404, "NOT_FOUND", msg("没有找到 id 为 {ident} 的记忆(可能已被删除)。", ident=ident[:40]))
+                return _not_found(ident)
             out = browse.card(record)
             out["content"] = record.content
             out.pop("truncated", None)
@@ -627,8 +623,7 @@ class _Web:
             target = scope if isinstance(scope, str) and scope.strip() else None
             found, result = history.revise(self.service, ident, changes, self.context(), scope=target)
             if result.is_error:
-                code = str(result.structured.get("code"))
-                return _json(result.structured, 409 if code == "GONE" else _status_of(code))
+                return _revision_error(result)
             assert found is not None
             out = result.structured
             new_id, superseded = str(out["id"]), out.get("superseded")
@@ -668,7 +663,7 @@ class _Web:
         def work() -> Response:
             record = history.find_one(self.service, ident)
             if record is None:
-                return _error(404, "NOT_FOUND", msg("没有找到 id 为 {ident} 的记忆(可能已被删除)。", ident=ident[:40]))
+                return _not_found(ident)
             rows = []
             for version in history.versions(self.service, record):
                 row = browse.card(version)
@@ -703,8 +698,7 @@ class _Web:
         def work() -> Response:
             _found, result = duplicates.keep(self.service, kept, replace, self.context())
             if result.is_error:
-                code = str(result.structured.get("code"))
-                return _json(result.structured, 409 if code == "GONE" else _status_of(code))
+                return _revision_error(result)
             return _json({**result.structured, "message": result.text})
 
         return await run_in_threadpool(work)
@@ -778,12 +772,8 @@ class _Web:
     async def import_(self, request: Request) -> Response:
         # The file is planned line by line as the body arrives, one import at a time (a memory bound).
         async with import_stream.one_import_at_a_time():
-            try:
-                upload = await import_stream.read_import(
-                    request, IMPORT_MAX_BYTES, transfer.Checks.of(self.service.settings)
-                )
-            except import_stream.BodyRefused as exc:
-                raise _HttpError(exc.status, exc.code, exc.message) from None
+            checks = transfer.Checks.of(self.service.settings)
+            upload = await import_stream.read_import(request, IMPORT_MAX_BYTES, checks)
             return await self._import_planned(upload)
 
     async def _import_planned(self, upload: import_stream.ImportUpload) -> Response:
