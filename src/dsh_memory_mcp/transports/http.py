@@ -157,16 +157,10 @@ def local_host(bind_host: str) -> str:
 
 
 def security_settings(settings: ServeSettings, port: int, *, user_token: bool) -> TransportSecuritySettings:
-    """The Host/Origin allow-lists for `/mcp`.
-
-    Loopback names are always allowed, on serve's own port only (a Host naming another port came
-    through something listening there — a forwarder another user runs, say — and the browser sent it
-    that port's cookies). The bound address and `DSH_MEMORY_ALLOWED_HOSTS` only with a user-set token: without
-    one the token is a secret only this machine's user can read (`serve.json`), and the Host check
-    is what stops a rebinding page from posing as a local client. Origins: our own loopback
-    origins on our port (plus the bound address with a user-set token) and
-    `DSH_MEMORY_ALLOWED_ORIGINS`.
-    """
+    """The Host/Origin allow-lists for `/mcp`: loopback names on serve's own port only (another port
+    is something else listening there); the bound address and `DSH_MEMORY_ALLOWED_HOSTS` only with a
+    user-set token (without one, the Host check is what stops a rebinding page posing as a local
+    client); origins: ours on our port and `DSH_MEMORY_ALLOWED_ORIGINS`."""
     hosts: list[str] = []
     for name in ("127.0.0.1", "localhost", "[::1]"):
         hosts += _own_port(name, port)
@@ -191,25 +185,17 @@ def security_settings(settings: ServeSettings, port: int, *, user_token: bool) -
 
 
 class _Sessions(SessionLifecycle):
-    """The SDK's session manager; also remembers when each session was born and whether it finished
-    the handshake, so `reap_uninitialized` can end the ones that never did, and `end_all` can end
-    every session at shutdown (open GET streams would otherwise hold uvicorn's drain).
-
-    The start/end calls come from `sdk_private.SessionLifecycle` (the manager has no public hook).
-
-    At the session cap (the SDK's `max_sessions`), `make_room` ends the session idle the longest
-    (never-initialized ones first); what is idle is counted by `_SessionRoom` in front of the
-    manager: no request of the session in flight (an open GET stream is one), and when its last one
-    ended. A session still answering its opening request is never chosen.
-    """
+    """The SDK's session manager, plus when each session was born, whether it finished the handshake
+    (`reap_uninitialized`), and its requests in flight (counted by `_SessionRoom`), so that at the cap
+    `make_room` can end the session idle the longest and `end_all` can end every one at shutdown
+    (open GET streams would otherwise hold uvicorn's drain)."""
 
     def __init__(self, *args: Any, init_grace: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.init_grace = init_grace
         self._born: dict[str, tuple[float, StreamableHTTPServerTransport]] = {}
         self._initialized: set[str] = set()
-        #: session id → [requests in flight, when the last one ended]; a session appears here once
-        #: the request that opened it is being answered (that one counts too)
+        #: session id → [requests in flight (the opening one included), when the last one ended]
         self._activity: dict[str, list[float]] = {}
         self.ended_for_room = 0
         #: requests that may open a session, let through by `_SessionRoom` and not yet admitted
@@ -219,8 +205,6 @@ class _Sessions(SessionLifecycle):
     def session_started(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         self._born[session_id] = (time.monotonic(), transport)
         self.opening = max(0, self.opening - 1)
-        # The answer form `_SessionRoom` chose from the opening request (the transport reads its
-        # public `is_json_response_enabled` per request).
         transport.is_json_response_enabled = _ANSWER_JSON.get()
 
     def session_ended(self, session_id: str) -> None:
@@ -295,9 +279,8 @@ _ANSWER_JSON: contextvars.ContextVar[bool] = contextvars.ContextVar("dsh_answer_
 
 
 class _ClosedSessionNoise(logging.Filter):
-    """Drops the SDK's "Error handling POST request" traceback when the only fault is that the
-    session had already closed (`ClosedResourceError`/`BrokenResourceError`): a client that opened
-    a session and left at once; the request is dropped quietly (`_SessionRoom`)."""
+    """Drops the SDK's "Error handling POST request" traceback when the session had already closed
+    (a client that opened one and left at once)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
@@ -310,10 +293,8 @@ if not any(isinstance(f, _ClosedSessionNoise) for f in _SDK_HTTP_LOG.filters):
 
 
 def _once(send: Send) -> Send:
-    """`send` that drops whatever follows a completed response. A handshake-era session closed at
-    once (its client gone, e.g. with a call still waiting for its roots) can make the SDK answer a
-    POST twice; the server would log "Unexpected ASGI message 'http.response.start' sent, after
-    response already completed" with a traceback for a reply nobody reads."""
+    """`send` that drops whatever follows a completed response: a session closed at once can make the
+    SDK answer a POST twice (a traceback for a reply nobody reads)."""
     done = False
 
     async def guarded(message: Message) -> None:
@@ -328,17 +309,10 @@ def _once(send: Send) -> Send:
 
 
 def answers_json(body: bytes | None, headers: dict[bytes, bytes], *, roots_matter: bool) -> bool:
-    """Whether the handshake-era session that `body` (its `initialize`) opens may have each POST
-    answered with one JSON body instead of an SSE stream.
-
-    An SSE answer costs serve about twice the CPU of a JSON one and makes the SDK clients open a new
-    connection for the next request (they stop reading at the answer, before the stream's end). Its
-    only use here is the request's back-channel: serve asks a handshake-era client for its roots
-    (`roots/list`) on the stream of the call that needs them. So: JSON unless the client declares
-    `roots` and its roots can decide the project (serve itself has no `--project`, and the request
-    names no project of its own: no `X-DSH-Project`, or one from a relay that only knew its working
-    directory). A body that is not a readable `initialize` keeps the SDK's default (SSE).
-    """
+    """Whether the handshake-era session that `body` (its `initialize`) opens answers each POST with
+    one JSON body instead of an SSE stream (docs/design.md: Answer form): yes unless the client
+    declares `roots` and they can decide the project (no explicit project for serve or in the
+    relay's header). A body that is not a readable `initialize` keeps the SDK's default (SSE)."""
     if body is None:
         return False
     try:
@@ -385,10 +359,8 @@ def _replay(held: list[Any], receive: Receive) -> Receive:
 
 
 class _SessionRoom:
-    """In front of the SDK's manager: each session's requests in flight and when its last one ended
-    (`_Sessions.request_started`/`request_ended`), and, for a request that would open a session
-    while the cap is reached, room first (`_Sessions.make_room`). It also chooses how the session
-    answers (`answers_json`)."""
+    """In front of the SDK's manager: counts each session's requests in flight, makes room at the cap
+    before a request that would open a session, and chooses how that session answers."""
 
     def __init__(self, app: ASGIApp, sessions: _Sessions, *, roots_matter: bool) -> None:
         self.app = app
@@ -402,8 +374,7 @@ class _SessionRoom:
         try:
             await self._dispatch(scope, receive, _once(send))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            # The SDK's session was closed under a request (its client gone at once): nobody is left
-            # to answer, and this is no fault of the server's.
+            # The session was closed under the request (its client gone): nobody is left to answer.
             log.debug("request of a closed session dropped: %s", type(exc).__name__)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -454,8 +425,7 @@ class _SessionRoom:
 
 
 def _base_context(service: MemoryService) -> Callable[[ServerRequestContext[Any, Any]], CallContext]:
-    """Where a request's CallContext starts (`mcp_server`'s `base_context` hook): the process
-    default, the relay's project when the (authenticated) request carries `X-DSH-Project`, and the
+    """A request's starting CallContext: the process default, the relay's `X-DSH-Project`, and the
     tool gate's deadline for this call."""
 
     def base(ctx: ServerRequestContext[Any, Any]) -> CallContext:
@@ -508,8 +478,6 @@ class _CallMiddleware:
 
 @dataclass
 class _State:
-    service: MemoryService
-    server: MemoryServer
     sessions: _Sessions
     gate: ToolGate
     security: TransportSecurityMiddleware
@@ -539,16 +507,9 @@ _VERSION_HEADER_BYTES = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
 
 
 def modern_routing_headers(body: bytes) -> list[tuple[bytes, bytes]] | None:
-    """The routing headers a 2026-07-28 message implies, for a POST that carried none of them.
-
-    A stdio bridge (the relay, or any program that forwards a host's lines as they are) has no
-    `MCP-Protocol-Version` to send before the message says it: the version is in the request's
-    own `_meta`. Such a request (not `initialize`, with the 2026-07-28 envelope) gets
-    `MCP-Protocol-Version`, `Mcp-Method` and, for tools/prompts/resources by name, `Mcp-Name`
-    derived from the body, so it is served as the revision defines instead of being taken for a
-    handshake-era request without a session. A notification without a session is likewise one of
-    the 2026-07-28 revision's (acknowledged and dropped). None: leave the request alone.
-    """
+    """The routing headers a 2026-07-28 message implies, for a POST that carried none of them (a stdio
+    bridge forwarding a host's lines as they are): from the request's `_meta`, or the latest version
+    for a notification without a session. None: leave the request alone."""
     try:
         message = json.loads(body)
     except (ValueError, RecursionError):
@@ -577,9 +538,8 @@ def modern_routing_headers(body: bytes) -> list[tuple[bytes, bytes]] | None:
 
 
 class _ModernWithoutHeaders:
-    """Serves a session-less 2026-07-28 POST that came without its routing headers (see
-    `modern_routing_headers`). Every other request passes through untouched; the body is read
-    at most to `limit` bytes (beyond that the SDK's own 413 answers it)."""
+    """Adds `modern_routing_headers` to a session-less POST without them (body read at most to `limit`
+    bytes; beyond that the SDK's own 413 answers it)."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -625,8 +585,6 @@ def build_app(
     )
     server.server.middleware.append(_CallMiddleware(gate, sessions))
     state = _State(
-        service=service,
-        server=server,
         sessions=sessions,
         gate=gate,
         security=TransportSecurityMiddleware(security),
@@ -733,9 +691,8 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self.state = state
         self.signalled = 0
-        # sse-starlette (the SDK's SSE responses) patches uvicorn to cut every open SSE stream the
-        # moment a signal arrives, which would drop the answer of a call that is still running.
-        # We end the streams ourselves, after the drain.
+        # sse-starlette would cut every open SSE stream at the signal, dropping the answers of
+        # running calls: we end the streams ourselves, after the drain.
         AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -877,8 +834,6 @@ def _serve_service(
             version=__version__,
             started_at=time.time_ns() // 1_000_000,
         )
-        # The page and its API get the SDK's Host/Origin checks with the same settings as /mcp
-        # (DNS rebinding → 421 there too) and the same bearer backend.
         checks = PageChecks(
             TransportSecurityMiddleware(security_settings(serve, port, user_token=user_token)),
             serve,
@@ -945,20 +900,15 @@ def _serve_service(
         sock.close()
 
 
-#: Stop signals noted by `_calm_signals`' handlers (before uvicorn runs, or re-raised after it),
-#: for the `serve_http` running now: `_calm_signals` empties it, so the signal that ended one
-#: serve (re-raised by uvicorn after its shutdown) does not end the next one in this process.
+#: Stop signals noted by `_calm_signals`' handlers for the `serve_http` running now (emptied at
+#: each start, so the signal that ended one serve does not end the next one in this process).
 _signals_seen: list[int] = []
 _STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s is not None)
 
 
 def _calm_signals() -> dict[int, Any]:
-    """Handlers that note a signal and do nothing else, around the whole serve.
-
-    uvicorn installs its own handlers while it serves and, after a clean shutdown, restores the
-    previous ones and *re-raises* the signal it caught (so a plain SIGTERM would kill us with
-    -15 after our drain). With these in place the re-raised signal lands here and we exit 0.
-    """
+    """Handlers that only note a signal, around the whole serve: uvicorn re-raises the signal it
+    caught after its shutdown, which would otherwise kill us with -15 after our drain."""
     previous: dict[int, Any] = {}
     _signals_seen.clear()
     if threading.current_thread() is not threading.main_thread():

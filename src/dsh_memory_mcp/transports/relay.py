@@ -29,7 +29,7 @@ from dsh_memory_mcp import config
 from dsh_memory_mcp.texts import msg
 from dsh_memory_mcp.transports import relay_wire as wire
 from dsh_memory_mcp.transports import serve_file
-from dsh_memory_mcp.transports.call_facts import PROJECT_HEADER, PROJECT_SOURCE_HEADER
+from dsh_memory_mcp.transports.call_facts import PROJECT_HEADER, PROJECT_SOURCE_HEADER, encode_project
 from dsh_memory_mcp.transports.serve_file import ServeInfo
 
 SESSION_HEADER = "mcp-session-id"
@@ -59,11 +59,8 @@ _ANSWER_LOST = -32603
 
 
 def read_serve_file(store_dir: str) -> tuple[ServeInfo | None, str]:
-    """`(info, "")` for a trustworthy `serve.json` naming a live process, else `(None, why not)`.
-
-    Trust rules are `serve_file.read`'s (a regular file of the current user's, not group/world-writable,
-    not followed through a link); the relay adds that the pid is alive and the URL plain http.
-    """
+    """`(info, "")` for a `serve.json` `serve_file.read` trusts, naming a live pid and a plain http
+    URL; else `(None, why not)`."""
     info, why = serve_file.read(store_dir)
     if info is None:
         return None, msg("没有运行中的 serve") if why == f"没有 {serve_file.SERVE_FILE_NAME}" else why
@@ -97,33 +94,25 @@ def find_serve(store_dir: str) -> tuple[Found | None, str]:
     return Found(info, float(deadline)), ""
 
 
-def _endpoint(info: ServeInfo) -> urllib.parse.SplitResult:
-    return urllib.parse.urlsplit(info.url)
-
-
 def _connection(info: ServeInfo, timeout: float | None) -> http.client.HTTPConnection:
-    parts = _endpoint(info)
+    parts = urllib.parse.urlsplit(info.url)
     return http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
 
 
-#: A connection to serve is kept for the next POST only this long (uvicorn closes an idle one after
-#: 5 s; a request sent as it does so would find the socket closed).
+#: A connection to serve is kept for the next POST only this long (below uvicorn's 5 s idle close).
 KEEP_ALIVE_SECS = 3.0
 #: At most this many idle connections are kept.
 KEEP_ALIVE_MAX = 8
 #: What a kept connection that serve closed meanwhile raises on its next request or response.
 _STALE_CONNECTION = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
-
-#: After the answer on an SSE stream: how long to wait for the stream's end (serve ends it right
-#: after the answer) so that the connection can carry the next POST.
+#: After the answer on an SSE stream: how long to wait for the stream's end, to reuse the connection.
 SSE_END_SECS = 0.5
 
 
 def _drained(conn: http.client.HTTPConnection, response: http.client.HTTPResponse) -> bool:
-    """Whether what is left of an SSE answer after its answer came in ended within `SSE_END_SECS`
-    (the connection is then reusable). Anything still on it would have reached nobody anyway: the
-    call it belongs to is answered."""
+    """Whether the rest of an answered SSE stream ended within `SSE_END_SECS` (the connection is then
+    reusable; anything still on it would have reached nobody)."""
     if conn.sock is None:
         return False
     try:
@@ -203,6 +192,7 @@ class Relay:
         deadline: float = DEFAULT_DEADLINE,
     ) -> None:
         self.info = info
+        self.path = urllib.parse.urlsplit(info.url).path or "/mcp"
         self.project_dir = project_dir
         self.project_source = project_source
         self.direct_argv = list(direct_argv)
@@ -320,16 +310,15 @@ class Relay:
     # -- HTTP to serve -------------------------------------------------------------------------
 
     def _headers(self, message: wire.Message | None) -> dict[str, str]:
-        # Percent-encoded UTF-8 (serve decodes it): http.client sends header values as Latin-1, so a
-        # raw `/home/me/项目` would crash the relay (`transports.call_facts` has the contract).
-        project = urllib.parse.quote(self.project_dir, safe="/")
+        """The headers of a POST of `message`, or (None) of the session's GET or DELETE."""
         headers = {
             "Authorization": f"Bearer {self.info.token}",
-            "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
-            PROJECT_HEADER: project,
+            PROJECT_HEADER: encode_project(self.project_dir),
             PROJECT_SOURCE_HEADER: self.project_source,
         }
+        if message is not None:
+            headers["Content-Type"] = "application/json"
         version = wire.modern_version(message) if message is not None and message.kind == "request" else None
         if version is not None:
             self.modern = version
@@ -447,7 +436,7 @@ class Relay:
             if call is not None:
                 call.conn = conn
             self._inflight[conn] = time.monotonic() if watched else float("inf")
-        conn.request("POST", _endpoint(self.info).path or "/mcp", body=line, headers=headers)
+        conn.request("POST", self.path, body=line, headers=headers)
         return conn.getresponse()
 
     def _release(self, conn: http.client.HTTPConnection, call: _Call | None) -> None:
@@ -479,6 +468,12 @@ class Relay:
                 return False
             self._spare.append((conn, time.monotonic()))
             return True
+
+    def _close_spare(self) -> None:
+        with self._lock:
+            spare, self._spare = [c for c, _ in self._spare], []
+        for conn in spare:
+            conn.close()
 
     def _take(self, data: bytes, call: _Call | None, sink: list[wire.Message] | None) -> bool:
         """One message from serve → the host (or `sink`); whether it answered `call`.
@@ -553,10 +548,9 @@ class Relay:
         old, self._get_conn = self._get_conn, None
         _abort(old)
         headers = self._headers(None) | {"Accept": "text/event-stream"}
-        headers.pop("Content-Type", None)
         conn = _connection(self.info, GET_OPEN_TIMEOUT)
         try:
-            conn.request("GET", _endpoint(self.info).path or "/mcp", headers=headers)
+            conn.request("GET", self.path, headers=headers)
             response = conn.getresponse()
             if response.status != 200 or conn.sock is None:
                 response.read(64 * 1024)
@@ -631,11 +625,9 @@ class Relay:
             for call in moved:
                 call.target = "child"
             conns = [*self._inflight, self._get_conn]
-            spare, self._spare = [c for c, _ in self._spare], []
         for conn in conns:
             _abort(conn)
-        for conn in spare:
-            conn.close()
+        self._close_spare()
         self._start_child(why)
         for call in moved:
             self._send_to_child(call.line, call)
@@ -826,10 +818,7 @@ class Relay:
             self._answer_error(call, f"中继退出前 {DRAIN_SECONDS:g} 秒内没有得到应答")
         self._stop.set()
         _abort(self._get_conn)
-        with self._lock:
-            spare, self._spare = [c for c, _ in self._spare], []
-        for conn in spare:
-            conn.close()
+        self._close_spare()
         child = self._child
         if child is not None:
             if child.stdin is not None:
@@ -846,9 +835,7 @@ class Relay:
         if self.session_id and not self._gone:
             conn = _connection(self.info, 2.0)
             try:
-                headers = self._headers(None)
-                headers.pop("Content-Type", None)
-                conn.request("DELETE", _endpoint(self.info).path or "/mcp", headers=headers)
+                conn.request("DELETE", self.path, headers=self._headers(None))
                 conn.getresponse().read(64 * 1024)
             except (OSError, http.client.HTTPException):
                 pass
