@@ -57,9 +57,7 @@ class EdgeLimits:
 
 def connection_budget(requested: int | None = None) -> int:
     """The connection cap: `requested` (default `DEFAULT_MAX_CONNECTIONS`), but never more than the
-    soft RLIMIT_NOFILE minus a reserve (a quarter of it, at least 64) for everything else serve
-    opens: scope files and their locks in up to 40 worker threads, the journal, the log, the
-    vector backend's sockets, the event loop's own descriptors and one accept burst."""
+    soft RLIMIT_NOFILE minus a reserve (a quarter, at least 64) for the files serve itself opens."""
     wanted = DEFAULT_MAX_CONNECTIONS if requested is None else requested
     try:
         import resource
@@ -91,11 +89,8 @@ def bind(host: str, port: int, backlog: int = 128) -> socket.socket:
 
 
 class Edge:
-    """Every open connection of one `serve`: phases, trust, the caps, the counters, the sweep.
-
-    Lives on the event loop's thread (uvicorn's protocol callbacks and the sweep); `snapshot` only
-    reads. `clock` is a parameter so a test can move time.
-    """
+    """Every open connection of one `serve`: phases, trust, the caps, the counters, the sweep; on the
+    event loop's thread (`snapshot` only reads)."""
 
     def __init__(self, limits: EdgeLimits, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
@@ -197,11 +192,8 @@ class Edge:
 
 class EdgeProtocol(H11Protocol):
     """uvicorn's h11 protocol with the edge's bookkeeping (phases for the timeouts, trust, NODELAY).
-
-    Hooks uvicorn's `H11Protocol` as of uvicorn 0.54 (`connection_made`/`connection_lost`/
-    `data_received`/`on_response_complete`, the `cycle`, `conn` and `flow` attributes) and imports
-    h11 (uvicorn's own dependency); the slow-connection tests of `serve` fail if those change.
-    """
+    Hooks uvicorn 0.54's `H11Protocol` callbacks and its `cycle`, `conn`, `flow` attributes (the
+    slow-connection tests of `serve` fail if those change)."""
 
     edge: Edge  # set by `Edge.protocol_class`
 
