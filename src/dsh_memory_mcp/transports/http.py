@@ -737,7 +737,7 @@ def edge_limits(settings: ServeSettings) -> listener.EdgeLimits:
 
 
 def _other_serve_lines(store_dir: str, other: serve_file.ServeInfo) -> list[Text]:
-    answers = serve_file.probe(other)
+    answers = serve_file.health(other) is not None
     state = msg("正在应答") if answers else msg("进程还在,但没有应答")
     lines = [
         msg(
