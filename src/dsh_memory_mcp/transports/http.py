@@ -360,7 +360,8 @@ def _replay(held: list[Any], receive: Receive) -> Receive:
 
 class _SessionRoom:
     """In front of the SDK's manager: counts each session's requests in flight, makes room at the cap
-    before a request that would open a session, and chooses how that session answers."""
+    before a request that would open a session, and chooses how that session answers. A session-less
+    POST's body is read at most to `MAX_BODY_BYTES` (beyond that the SDK's own 413 answers it)."""
 
     def __init__(self, app: ASGIApp, sessions: _Sessions, *, roots_matter: bool) -> None:
         self.app = app
@@ -380,8 +381,7 @@ class _SessionRoom:
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
         sid_raw = headers.get(MCP_SESSION_ID_HEADER.encode("latin-1"))
-        version = headers.get(b"mcp-protocol-version")
-        legacy = version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
+        version = headers.get(_VERSION_HEADER_BYTES)
         if sid_raw is not None:
             sid = sid_raw.decode("latin-1")
             self.sessions.request_started(sid)
@@ -390,11 +390,18 @@ class _SessionRoom:
             finally:
                 self.sessions.request_ended(sid)
             return
+        legacy = version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
         if not legacy or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
         held, body = await _held_body(receive, MAX_BODY_BYTES)
         receive = _replay(held, receive)
+        extra = modern_routing_headers(body) if body is not None and version is None else None
+        if extra:  # a 2026-07-28 message without its routing headers (`modern_routing_headers`)
+            scope = dict(scope, headers=[*scope["headers"], *extra])
+            if extra[0][1].decode("ascii") not in HANDSHAKE_PROTOCOL_VERSIONS:
+                await self.app(scope, receive, send)
+                return
         _ANSWER_JSON.set(answers_json(body, headers, roots_matter=self.roots_matter))
         sessions = self.sessions
         async with sessions.room:  # room is made and taken by one opening at a time
@@ -502,8 +509,7 @@ class _BadHeaderGuard:
         await self.app(scope, receive, send)
 
 
-_SESSION_HEADER_BYTES = MCP_SESSION_ID_HEADER.lower().encode("ascii")
-_VERSION_HEADER_BYTES = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
+_VERSION_HEADER_BYTES = MCP_PROTOCOL_VERSION_HEADER.lower().encode("ascii")
 
 
 def modern_routing_headers(body: bytes) -> list[tuple[bytes, bytes]] | None:
@@ -535,29 +541,6 @@ def modern_routing_headers(body: bytes) -> list[tuple[bytes, bytes]] | None:
     if isinstance(name, str):
         headers.append((MCP_NAME_HEADER.encode("ascii"), encode_header_value(name).encode("ascii")))
     return headers
-
-
-class _ModernWithoutHeaders:
-    """Adds `modern_routing_headers` to a session-less POST without them (body read at most to `limit`
-    bytes; beyond that the SDK's own 413 answers it)."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or scope.get("method") != "POST"
-            or any(k in (_SESSION_HEADER_BYTES, _VERSION_HEADER_BYTES) for k, _ in scope["headers"])
-        ):
-            await self.app(scope, receive, send)
-            return
-        held, body = await _held_body(receive, self.limit)
-        extra = modern_routing_headers(body) if body is not None else None
-        if extra:
-            scope = dict(scope, headers=[*scope["headers"], *extra])
-        await self.app(scope, _replay(held, receive), send)
 
 
 def build_app(
@@ -619,13 +602,10 @@ def build_app(
     # Auth first: the project header is read only from requests that carried the token.
     mcp_app = access.RequireToken(
         _BadHeaderGuard(
-            _ModernWithoutHeaders(
-                _SessionRoom(
-                    StreamableHTTPASGIApp(sessions),
-                    sessions,
-                    roots_matter=service.default_context.project_source == "cwd",
-                ),
-                MAX_BODY_BYTES,
+            _SessionRoom(
+                StreamableHTTPASGIApp(sessions),
+                sessions,
+                roots_matter=service.default_context.project_source == "cwd",
             )
         )
     )
