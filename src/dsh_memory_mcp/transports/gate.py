@@ -29,8 +29,7 @@ ANSWER_GRACE_SECS = 0.5
 class ToolGate:
     """Admission, deadline and drain for tool calls; use inside `running()`.
 
-    :param clock: what deadlines are stamped on (the body and its lock waits get them on this
-        clock); the waits themselves are the event loop's, in real seconds.
+    :param clock: what deadlines are stamped on; the waits themselves are the event loop's.
     """
 
     def __init__(self, limit: int, deadline_secs: float, *, clock: Clock = SYSTEM) -> None:

@@ -80,7 +80,6 @@ class PageChecks:
 
     security: TransportSecurityMiddleware
     settings: ServeSettings
-    port: int
     #: The page's one-time login codes; `serve` prints the first one's link at start.
     login_codes: access.LoginCodes
 
@@ -487,7 +486,6 @@ class _CallMiddleware:
 class _State:
     sessions: _Sessions
     gate: ToolGate
-    security: TransportSecurityMiddleware
     started_at: int
     edge: listener.Edge
 
@@ -544,23 +542,17 @@ def modern_routing_headers(body: bytes) -> list[tuple[bytes, bytes]] | None:
 
 
 def build_app(
-    service: MemoryService,
-    settings: ServeSettings,
-    *,
-    port: int,
-    token: str,
-    user_token: bool,
-    extra_routes: Sequence[BaseRoute] = (),
+    service: MemoryService, checks: PageChecks, *, token: str, extra_routes: Sequence[BaseRoute] = ()
 ) -> tuple[Starlette, _State]:
-    """The Starlette app: `/mcp` (bearer + Host/Origin + gate), `/health`, then `extra_routes`."""
+    """The Starlette app: `/mcp` (bearer + `checks`' Host/Origin + gate), `/health`, then `extra_routes`."""
+    settings = checks.settings
     server = MemoryServer(service, base_context=_base_context(service))
-    security = security_settings(settings, port, user_token=user_token)
     gate = ToolGate(settings.max_tool_calls, settings.tool_deadline_secs)
     sessions = _Sessions(
         app=server.server,
         json_response=False,
         stateless=False,
-        security_settings=security,
+        security_settings=checks.security.settings,
         session_idle_timeout=settings.session_idle_secs,
         max_request_body_size=MAX_BODY_BYTES,
         max_sessions=settings.max_sessions,
@@ -570,13 +562,12 @@ def build_app(
     state = _State(
         sessions=sessions,
         gate=gate,
-        security=TransportSecurityMiddleware(security),
         started_at=time.time_ns() // 1_000_000,
         edge=listener.Edge(edge_limits(settings)),
     )
 
     async def health(request: Request) -> Response:
-        refused = await state.security.validate_request(request)
+        refused = await checks.refused(request)
         if refused is not None:
             return refused
         return JSONResponse(
@@ -817,13 +808,12 @@ def _serve_service(
         checks = PageChecks(
             TransportSecurityMiddleware(security_settings(serve, port, user_token=user_token)),
             serve,
-            port,
             access.LoginCodes(service.clock),
         )
         extra: list[BaseRoute] = []
         for factory in route_factories:
             extra.extend(factory(service, token, checks=checks))
-        app, state = build_app(service, serve, port=port, token=token, user_token=user_token, extra_routes=extra)
+        app, state = build_app(service, checks, token=token, extra_routes=extra)
         claimed = serve_file.claim(settings.store_dir, info)
         if not claimed.ok:
             if claimed.other is not None:

@@ -33,16 +33,14 @@ from dsh_memory_mcp.transports.call_facts import PROJECT_HEADER, PROJECT_SOURCE_
 from dsh_memory_mcp.transports.serve_file import ServeInfo
 
 SESSION_HEADER = "mcp-session-id"
-PROTOCOL_HEADER = "mcp-protocol-version"
 #: How long the start-up probe may take before we decide `serve` is not answering.
 PROBE_TIMEOUT = 1.5
-#: A request to serve unanswered this long makes the relay check `GET /health` …
+#: A request unanswered `LIVENESS_AFTER` s makes the relay check `/health` every `LIVENESS_EVERY` s
+#: (each check `LIVENESS_TIMEOUT` s); `LIVENESS_FAILURES` failures in a row (or a stopped serve
+#: process, at once) mean serve is wedged: fall back.
 LIVENESS_AFTER = 2.0
-#: … every this many seconds, each check allowed this long …
 LIVENESS_EVERY = 1.0
 LIVENESS_TIMEOUT = 3.0
-#: … and this many failed checks in a row mean serve is wedged: fall back. (A serve process the
-#: system shows as stopped — SIGSTOP, Ctrl+Z — is given up on at the first check.)
 LIVENESS_FAILURES = 3
 #: A tool call still unanswered this long after serve's own deadline means serve is not answering.
 CALL_GRACE = 10.0
@@ -237,8 +235,8 @@ class Relay:
                 self.stdout.write(line + b"\n")
                 self.stdout.flush()
             except (BrokenPipeError, ValueError, OSError):
-                # The host is gone; keep draining. What stays in the buffer would fail the
-                # interpreter's last flush (exit 120 and a traceback): it goes to the null device.
+                # The host is gone; keep draining. The buffer goes to the null device (else the
+                # interpreter's last flush fails: exit 120).
                 with contextlib.suppress(Exception):
                     null = os.open(os.devnull, os.O_WRONLY)
                     os.dup2(null, self.stdout.fileno())
@@ -326,9 +324,9 @@ class Relay:
         if self.session_id:
             headers[SESSION_HEADER] = self.session_id
             if self.protocol_version:
-                headers[PROTOCOL_HEADER] = self.protocol_version
+                headers[wire.PROTOCOL_HEADER] = self.protocol_version
         elif self.modern:
-            headers[PROTOCOL_HEADER] = self.modern  # a notification of a per-request-era host
+            headers[wire.PROTOCOL_HEADER] = self.modern  # a notification of a per-request-era host
         return headers
 
     def _owns(self, call: _Call | None) -> bool:
@@ -346,10 +344,8 @@ class Relay:
         *,
         sink: list[wire.Message] | None = None,
     ) -> None:
-        """POST one message and pass on what comes back (into `sink` instead, when given).
-
-        Returns quietly when `call` stopped waiting for serve meanwhile (answered through another
-        stream, cancelled by the host, or handed to the child).
+        """POST one message and pass on what comes back (into `sink` instead, when given); returns
+        quietly when `call` stopped waiting for serve meanwhile (answered, cancelled or moved).
 
         :raises _ServeGone: serve failed, or sent something the host must not see.
         :raises _SessionLost: 404 for the session id we sent.
@@ -537,11 +533,8 @@ class Relay:
             self._post(self._initialized_line, _checked(self._initialized_line), None, sink=[])
 
     def _open_get_stream(self) -> None:
-        """Open the session's GET stream and wait for its headers, so that what serve asks the host
-        right after the handshake (`roots/list`) has somewhere to go. Failing to open it is not fatal.
-
-        An open GET stream also tells `serve` the host is still there: the session is not idle.
-        """
+        """Open the session's GET stream and wait for its headers, so that what serve asks right after
+        the handshake (`roots/list`) reaches the host, and the session is not idle. Failure is not fatal."""
         session = self.session_id
         if not session or self._gone:
             return

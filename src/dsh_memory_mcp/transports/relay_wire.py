@@ -25,8 +25,7 @@ NAME_HEADER = "Mcp-Name"
 #: Methods whose target is mirrored in `Mcp-Name`, and the params key that names it.
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
-#: The largest message from `serve` the relay passes on. Our answers are far smaller (a record's
-#: content is ≤ 20,000 characters; lists carry ≤ 2,000 per record); anything near this is not ours.
+#: The largest message from `serve` the relay passes on (our answers are far smaller).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
@@ -111,10 +110,9 @@ def read_body(response: IO[bytes], limit: int = MAX_MESSAGE_BYTES) -> bytes:
 
 
 def read_sse(stream: IO[bytes], limit: int = MAX_MESSAGE_BYTES) -> Iterator[bytes]:
-    """The `data` of each complete server-sent event on `stream` (events without data are skipped).
-
-    Lines are read with a bound, so a huge event costs at most `limit` bytes of memory before it
-    is refused. An event the stream ends in the middle of is dropped, as the SSE rules say.
+    """The `data` of each complete server-sent event on `stream` (events without data are skipped;
+    one the stream ends in the middle of is dropped, as the SSE rules say). Lines are read with a
+    bound: a huge event costs at most `limit` bytes before it is refused.
 
     :raises Misbehaving: an event (or one line) is larger than `limit`.
     """
