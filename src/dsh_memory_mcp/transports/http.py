@@ -437,15 +437,16 @@ def _base_context(service: MemoryService) -> Callable[[ServerRequestContext[Any,
     def base(ctx: ServerRequestContext[Any, Any]) -> CallContext:
         call = service.default_context
         request = ctx.request if isinstance(ctx.request, Request) else None
-        project = call_facts.project_from_headers(request.headers) if request is not None else None
+        raw = request.headers.get(call_facts.PROJECT_HEADER) if request is not None else None
+        project = call_facts.decode_project(raw) if raw is not None else None
         if request is not None and project is not None:
             # A relay's own --project / DSH_MEMORY_PROJECT is explicit and wins over the host's roots;
             # a relay that only knew its working directory leaves roots the last word, like a direct server.
             relayed = (request.headers.get(call_facts.PROJECT_SOURCE_HEADER) or "").strip().lower()
             call = call.with_project(project, "cwd" if relayed == "cwd" else "relay")
-        facts = call_facts.current()
-        if facts is not None and facts.deadline is not None:
-            call = replace(call, deadline=facts.deadline)
+        deadline = call_facts.DEADLINE.get()
+        if deadline is not None:
+            call = replace(call, deadline=deadline)
         return call
 
     return base
@@ -468,9 +469,11 @@ class _CallMiddleware:
             return await call_next(ctx)
 
         async def body(deadline: float | None) -> HandlerResult:
-            facts = call_facts.CallFacts(deadline=deadline)
-            with call_facts.facts(facts):
+            token = call_facts.DEADLINE.set(deadline)
+            try:
                 return await call_next(ctx)
+            finally:
+                call_facts.DEADLINE.reset(token)
 
         try:
             return await self.gate.run(body)
@@ -566,11 +569,9 @@ def build_app(
         edge=listener.Edge(edge_limits(settings)),
     )
 
-    async def health(request: Request) -> Response:
-        refused = await checks.refused(request)
-        if refused is not None:
-            return refused
-        return JSONResponse(
+    async def health(scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        response = await checks.refused(request) or JSONResponse(
             {
                 "ok": True,
                 "name": "dsh-memory-mcp",
@@ -589,6 +590,7 @@ def build_app(
                 },
             }
         )
+        await response(scope, receive, send)
 
     # Auth first: the project header is read only from requests that carried the token.
     mcp_app = access.RequireToken(
@@ -602,7 +604,7 @@ def build_app(
     )
     routes: list[BaseRoute] = [
         Route("/mcp", endpoint=mcp_app),
-        Route("/health", endpoint=access.RequireToken(_Endpoint(health)), methods=["GET"]),
+        Route("/health", endpoint=access.RequireToken(health), methods=["GET"]),
         *access.oauth_routes(),
         *extra_routes,
     ]
@@ -628,17 +630,6 @@ def build_app(
         lifespan=lifespan,
     )
     return app, state
-
-
-class _Endpoint:
-    """A request handler as a plain ASGI app (so `access.RequireToken` can wrap it)."""
-
-    def __init__(self, handler: Callable[[Request], Any]) -> None:
-        self.handler = handler
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = await self.handler(Request(scope, receive))
-        await response(scope, receive, send)
 
 
 async def _housekeeping(state: _State) -> None:
