@@ -2,9 +2,10 @@
 breaks here and nowhere else (`tests/test_sdk_private.py` has one test per name).
 
 * `StreamableHTTPSessionManager._admit_session(requestor)` (sync; the new session's transport, or
-  None at the session limit) and `_discard_session(session_id, transport)` (async; forgets the
-  session, terminates its transport): the manager's only session lifecycle points, which `serve`
-  needs to count sessions and end them (never-initialized ones, and all at shutdown).
+  None at the session limit) and `StreamableHTTPSessionManager._discard_session(session_id,
+  transport)` (async; forgets the session, terminates its transport): the manager's only session
+  lifecycle points, which `serve` needs to count sessions and end them (never-initialized ones,
+  and all at shutdown).
 * Behaviour, not a name: `ServerSession.client_params` is the one `initialize` params object of a
   handshake-era connection; `mcp_server._Clients` keys per-session state on its identity.
 """

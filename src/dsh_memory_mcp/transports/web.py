@@ -591,32 +591,19 @@ class _Web:
             return _tool_error(result)
         assert found is not None
         out = result.structured
-        new_id, superseded = str(out["id"]), out.get("superseded")
-        if superseded is None:
-            message = msg(
-                "已保存 {new_id},但旧记录 {short_id} 已不在(可能刚被别处修改)",
-                new_id=new_id[:8],
-                short_id=found.short_id,
-            )
+        ids = {"new_id": str(out["id"])[:8], "short_id": found.short_id}
+        if out.get("superseded") is None:
+            message = msg("已保存 {new_id},但旧记录 {short_id} 已不在(可能刚被别处修改)", **ids)
         elif out.get("deduped"):
-            message = msg(
-                "内容与已有记忆 {new_id} 相同:旧记录 {short_id} 已并入它,不再出现在检索中",
-                new_id=new_id[:8],
-                short_id=found.short_id,
-            )
+            message = msg("内容与已有记忆 {new_id} 相同:旧记录 {short_id} 已并入它,不再出现在检索中", **ids)
         elif out.get("scope") != found.scope:
             message = msg(
                 "已移到 {scope}:新记录 {new_id} 取代了 {short_id}(创建时间、使用次数和来源随之保留)",
                 scope=str(out.get("scope")),
-                new_id=new_id[:8],
-                short_id=found.short_id,
+                **ids,
             )
         else:
-            message = msg(
-                "已保存:新记录 {new_id} 取代了旧记录 {short_id}(旧记录仍留在磁盘上)",
-                new_id=new_id[:8],
-                short_id=found.short_id,
-            )
+            message = msg("已保存:新记录 {new_id} 取代了旧记录 {short_id}(旧记录仍留在磁盘上)", **ids)
         return _json({**out, "old": found.id, "message": message})
 
     def versions(self, request: Request) -> Response:
