@@ -170,7 +170,7 @@ def _streamed(body: bytes, cuts: list[int]) -> tuple[Any, ...]:
         request = Request(scope, receive)
         try:
             upload = await import_stream.read_import(request, LIMIT, CHECKS)
-        except import_stream.BodyRefused as exc:
+        except import_stream.RequestRefused as exc:
             return (exc.code,)
         plan = None if upload.plan is None else _summary(upload.plan)
         return ("OK", plan, upload.dry_run, upload.scope)

@@ -169,9 +169,9 @@ def test_a_login_code_works_only_within_its_lifetime(tmp_path: Path):
     token, port = "t" * 43, 7799
     settings = config.resolve_serve_settings(port=port)
     security = TransportSecurityMiddleware(serve_http.security_settings(settings, port, user_token=True))
-    checks = serve_http.PageChecks(security, settings, port, access.LoginCodes(service.clock))
+    checks = serve_http.PageChecks(security, settings, access.LoginCodes(service.clock))
     routes = web.web_routes(service, token, checks=checks)
-    app, _ = serve_http.build_app(service, settings, port=port, token=token, user_token=True, extra_routes=routes)
+    app, _ = serve_http.build_app(service, checks, token=token, extra_routes=routes)
     bearer = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 
     async def scenario() -> list[int]:

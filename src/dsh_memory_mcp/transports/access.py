@@ -1,23 +1,6 @@
-"""Who may use `serve`: token strength, the session owner, and 401 answers that name the fix.
-
-* `token_bits` / `weak_token_lines`: a user-set token that opens a non-loopback bind must carry at
-  least `MIN_TOKEN_BITS` (128) bits by a conservative estimate, or `serve` refuses to start (exit 2)
-  and says how to make one. A function, so whoever decides which token `serve` uses (a generated,
-  a persisted or a user-set one) can call the same check.
-* `OwnerBackend`: the SDK's bearer authentication, whose principal is *the credential and the
-  peer* (``loopback`` or the client's IP address). The SDK's session manager compares the principal
-  of every request with the one that opened the session and answers 404 to any other, so a session
-  id is no use to another machine even with the token. On loopback every token holder is this
-  machine's user (the token is in a 0600 file or set by the user), so the peer adds nothing there;
-  the 122-bit random session id, never logged whole, is what keeps local sessions apart.
-* `RequireToken`: in place of the SDK's `RequireAuthMiddleware`: a 401 whose body (a JSON-RPC error,
-  which SDK clients surface) says where the token comes from (`serve.json`, `DSH_MEMORY_TOKEN`, the
-  `setup --url` host config) and a ``WWW-Authenticate``
-  challenge with no ``resource_metadata``: bearer, no OAuth. `oauth_routes` answers the OAuth
-  discovery and registration URLs that OAuth-probing clients (mcp-remote, the Inspector) try next
-  with a 404 carrying the same explanation, so their error shows it.
-* `LoginCodes`: one-time login codes for the web page, so the long-lived token never sits in a URL
-  the browser keeps.
+"""Who may use `serve`: token strength (`weak_token_lines`), the session owner (`OwnerBackend`),
+401 answers that say where the token comes from (`RequireToken`, `oauth_routes`: bearer, no OAuth),
+and the web page's one-time login codes (`LoginCodes`).
 """
 
 from __future__ import annotations
@@ -33,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
-from mcp.server.auth.provider import TokenVerifier
 from starlette.authentication import AuthCredentials
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
@@ -41,21 +23,6 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dsh_memory_mcp.texts import msg
-
-__all__ = [
-    "CHALLENGE",
-    "LOGIN_CODE_SECS",
-    "MIN_TOKEN_BITS",
-    "OAUTH_PATHS",
-    "UNAUTHORIZED_CODE",
-    "LoginCodes",
-    "OwnerBackend",
-    "RequireToken",
-    "oauth_routes",
-    "peer_label",
-    "token_bits",
-    "weak_token_lines",
-]
 
 #: The least a user-set token must carry to open a non-loopback bind.
 MIN_TOKEN_BITS = 128
@@ -84,10 +51,8 @@ _ALPHABETS: tuple[frozenset[str], ...] = tuple(
 
 def token_bits(token: str) -> float:
     """A conservative estimate of the bits in `token`: its length times log2 of the smallest usual
-    alphabet that holds all its characters (digits 10, hex 16, one case 26, … base64url 64,
-    printable ASCII 95; anything else counts 95 a character at most). A token of fewer than 8
-    distinct characters counts only those: `aaaa…`, `abab…` or `1234…1234` are no secret however
-    long (a random hex or base64url token of 128 bits has 8 or more but for odds below 1e-12)."""
+    alphabet that holds all its characters (at most 95). A token of fewer than 8 distinct characters
+    counts only those: `aaaa…` or `1234…1234` are no secret however long."""
     chars = set(token)
     size = next((len(a) for a in _ALPHABETS if chars <= a), 95)
     if len(chars) < 8:
@@ -119,6 +84,11 @@ def weak_token_lines(token: str, host: str) -> list[str] | None:
 # The session owner
 
 
+def authenticated(scope: Scope) -> bool:
+    """Whether the SDK's bearer backend (`OwnerBackend`) accepted the request's token."""
+    return isinstance(scope.get("user"), AuthenticatedUser)
+
+
 def peer_label(client: tuple[str, int] | None) -> str:
     """The part of a request's peer that identifies a client machine: ``loopback`` for any loopback
     address (127/8, ::1, ::ffff:127.x — one client may reach a dual-stack bind both ways), else the
@@ -136,10 +106,9 @@ def peer_label(client: tuple[str, int] | None) -> str:
 
 class OwnerBackend(BearerAuthBackend):
     """Bearer authentication whose principal is the credential (a digest of the token that matched,
-    never the token) plus the peer: the SDK binds each session to the principal that opened it."""
-
-    def __init__(self, token_verifier: TokenVerifier) -> None:
-        super().__init__(token_verifier)
+    never the token) plus the peer: the SDK binds each session to the principal that opened it, so a
+    session id is no use to another machine. On loopback every token holder is this machine's user;
+    the random session id keeps local sessions apart."""
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, AuthenticatedUser] | None:
         found = await super().authenticate(conn)
@@ -162,11 +131,9 @@ _CODES_WAITING = 64
 
 
 class LoginCodes:
-    """One-time login codes for the web page (``/#code=…``): `serve` prints one at start and mints
-    more for the token holder (``dsh-memory-mcp web``); the page trades one for a page credential.
-    A code works once (spent the first time it is presented), within `LOGIN_CODE_SECS`, and
-    only in the process that minted it. Only a digest of each code is held, at most
-    `_CODES_WAITING` (the oldest give way). `clock` is epoch milliseconds (the service's clock)."""
+    """One-time login codes for the web page (``/#code=…``), traded for a page credential: each works
+    once, within `LOGIN_CODE_SECS`, in the process that minted it. Only digests are held, at most
+    `_CODES_WAITING` (the oldest give way). `clock` is epoch milliseconds."""
 
     def __init__(self, clock: Callable[[], int]) -> None:
         self.clock = clock
@@ -235,9 +202,8 @@ UNAUTHORIZED_CODE = -32001
 
 
 def unauthorized_body(presented: bool) -> dict[str, Any]:
-    """The JSON of a 401: a JSON-RPC error (id null, the text as its message: the Python SDK's client
-    surfaces exactly that; the TypeScript SDK's shows the body), and the same text as
-    ``error_description`` for readers of OAuth-style error bodies."""
+    """The JSON of a 401: a JSON-RPC error (id null; SDK clients surface its message), and the same
+    text as ``error_description`` for readers of OAuth-style error bodies."""
     text = ("令牌不对(serve 重启后换了令牌?)。" if presented else "缺少令牌。") + _NO_OAUTH + _WHERE
     data = {"error": "invalid_token", "oauth": False, "tokenFrom": ["serve.json", "DSH_MEMORY_TOKEN", "setup --url"]}
     return {
@@ -260,28 +226,17 @@ class RequireToken:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if isinstance(scope.get("user"), AuthenticatedUser):
+        if authenticated(scope):
             await self.app(scope, receive, send)
             return
         presented = any(k == b"authorization" for k, _ in scope.get("headers", ()))
-        await _send_401(send, presented=presented)
-
-
-async def _send_401(send: Send, *, presented: bool) -> None:
-    body = _json_bytes(unauthorized_body(presented))
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json; charset=utf-8"),
-                (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", (CHALLENGE if presented else _CHALLENGE_NO_TOKEN).encode("ascii")),
-                (b"cache-control", b"no-store"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+        response = Response(
+            _json_bytes(unauthorized_body(presented)),
+            status_code=401,
+            media_type="application/json; charset=utf-8",
+            headers={"WWW-Authenticate": CHALLENGE if presented else _CHALLENGE_NO_TOKEN, "Cache-Control": "no-store"},
+        )
+        await response(scope, receive, send)
 
 
 async def _no_oauth(request: Request) -> Response:

@@ -1,64 +1,24 @@
-"""The relay's project header, and what the tool gate knows about the call running now.
+"""The relay's project header, and the tool gate's deadline for the call running now (standard
+library only).
 
-`X-DSH-Project` carries a relay's project to `serve` (`transports.http` reads it, from authenticated
-requests only, into the session's `CallContext`; `X-DSH-Project-Source` says where the relay's own
-project came from). `CallFacts` carries the gate's deadline in a context variable, which follows the
-call into the SDK's worker thread. Standard library only.
-
-Header contract: ``X-DSH-Project: <absolute path, UTF-8, percent-encoded>`` (``urllib.parse.quote``
-with ``safe="/"``; an ASCII path without ``%`` may be sent as is). `serve` answers 400 to a value
-that is not an absolute path.
+``X-DSH-Project: <absolute path, UTF-8, percent-encoded with safe="/">`` carries a relay's project to
+`serve` (read from authenticated requests only; `serve` answers 400 to a value that is not an absolute
+path); `X-DSH-Project-Source` says where it came from. `DEADLINE` is a context variable, which
+follows the call into the SDK's worker thread.
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import os
 import urllib.parse
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-
-__all__ = [
-    "PROJECT_HEADER",
-    "PROJECT_HEADER_BYTES",
-    "PROJECT_SOURCE_HEADER",
-    "CallFacts",
-    "current",
-    "decode_project",
-    "encode_project",
-    "facts",
-    "project_from_headers",
-]
 
 PROJECT_HEADER = "X-DSH-Project"
 #: Where the relay's project came from (its `flag`/`env`/`cwd`), informational.
 PROJECT_SOURCE_HEADER = "X-DSH-Project-Source"
 PROJECT_HEADER_BYTES = PROJECT_HEADER.lower().encode("ascii")
-
-
-@dataclass(frozen=True)
-class CallFacts:
-    """`deadline`: `time.monotonic()` by which to answer, or None."""
-
-    deadline: float | None = None
-
-
-_FACTS: contextvars.ContextVar[CallFacts | None] = contextvars.ContextVar("dsh_call_facts", default=None)
-
-
-@contextlib.contextmanager
-def facts(value: CallFacts) -> Iterator[None]:
-    token = _FACTS.set(value)
-    try:
-        yield
-    finally:
-        _FACTS.reset(token)
-
-
-def current() -> CallFacts | None:
-    """The facts of the call running in this context, or None (stdio, CLI)."""
-    return _FACTS.get()
+#: The tool gate's deadline (`time.monotonic()`) of the call running in this context, or None.
+DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("dsh_call_deadline", default=None)
 
 
 def encode_project(path: str) -> str:
@@ -75,10 +35,3 @@ def decode_project(value: str) -> str | None:
     if not path or "\x00" in path or not os.path.isabs(path):
         return None
     return os.path.normpath(path)
-
-
-def project_from_headers(headers: Mapping[str, str] | None) -> str | None:
-    if headers is None:
-        return None
-    raw = headers.get(PROJECT_HEADER)
-    return decode_project(raw) if raw is not None else None

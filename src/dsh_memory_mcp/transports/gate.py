@@ -1,16 +1,8 @@
-"""The tool gate of `serve`: at most N tool calls run at once, each with one deadline over queue and run.
+"""The tool gate of `serve`: at most N tool calls run at once, the rest wait in FIFO order, each
+with one deadline over queue and run (`DSH_MEMORY_TOOL_DEADLINE_SECS`, 0 = none).
 
-Why a gate of its own, separate from HTTP request limits: the transport answers a request as soon
-as the call is queued, and most requests (initialize, list, GET streams) cost nothing, while each
-tool call is a scope read, a locked write or an embedding. Calls beyond the limit wait in FIFO
-order rather than failing — a busy server should make an agent wait, not turn it away — but not
-forever: the deadline (`DSH_MEMORY_TOOL_DEADLINE_SECS`, default 300 s, 0 = none) covers the wait
-in the queue *and* the run.
-
-Past the deadline the caller gets a coded error at once: ``BUSY`` when the call never started
-(nothing was done), ``DEADLINE`` when it started and is still running. A running call cannot be
-interrupted (sync tools run in worker threads), so it keeps its slot until it really ends; the
-limit keeps counting it. Its lock waits end at the deadline too (`store.locks.call_deadline`).
+Past the deadline the caller gets ``BUSY`` (never started: nothing was done) or ``DEADLINE``
+(started, still running: a worker thread cannot be interrupted, so it keeps its slot until it ends).
 """
 
 from __future__ import annotations
@@ -28,8 +20,6 @@ from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.locks import call_deadline
 from dsh_memory_mcp.texts import msg
 
-__all__ = ["ANSWER_GRACE_SECS", "ToolGate"]
-
 T = TypeVar("T")
 
 #: How long after its deadline a running body may still deliver its own answer.
@@ -39,8 +29,7 @@ ANSWER_GRACE_SECS = 0.5
 class ToolGate:
     """Admission, deadline and drain for tool calls; use inside `running()`.
 
-    :param clock: what deadlines are stamped on (the body and its lock waits get them on this
-        clock); the waits themselves are the event loop's, in real seconds.
+    :param clock: what deadlines are stamped on; the waits themselves are the event loop's.
     """
 
     def __init__(self, limit: int, deadline_secs: float, *, clock: Clock = SYSTEM) -> None:

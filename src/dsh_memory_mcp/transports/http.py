@@ -1,14 +1,11 @@
-"""`dsh-memory-mcp serve`: the same MCP server over Streamable HTTP at `/mcp`, for many hosts at once
-(docs/design.md: Shared server, relay and their trust rules).
+"""`dsh-memory-mcp serve`: the MCP server over Streamable HTTP at `/mcp`, one `MemoryService` shared
+by every session (docs/design.md: Shared server, relay and their trust rules).
 
-One process, one `MemoryService` shared by every session, so a save in one session is visible at
-once in all others. Everything protocol-shaped is the SDK's: its `StreamableHTTPSessionManager`,
-its transport-security settings (Host/Origin, 421/403), its bearer authentication, uvicorn and
-starlette. What this module adds: the token and Host rules (`access`, `security_settings`), one
-`serve` per store (`serve_file`), the connection edge (`listener`), the session cap and the
-never-initialized rule (`_Sessions`, `_SessionRoom`), the tool gate (`gate.ToolGate`), the answer
-form (`answers_json`), and a drain on SIGINT/SIGTERM: running calls get up to `DRAIN_SECS`, then
-every session is ended, uvicorn stops, the vector backend is stopped, `serve.json` removed, exit 0.
+Protocol, Host/Origin (421/403) and bearer checks are the SDK's. This module adds the token and Host
+rules (`access`, `security_settings`), one `serve` per store (`serve_file`), the connection edge
+(`listener`), the session cap and the never-initialized rule (`_Sessions`, `_SessionRoom`), the tool
+gate, the answer form (`answers_json`) and the drain on SIGINT/SIGTERM: running calls get up to
+`DRAIN_SECS`, then every session ends, `serve.json` is removed, exit 0.
 """
 
 from __future__ import annotations
@@ -32,7 +29,6 @@ from typing import Any
 
 import anyio
 import uvicorn
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
@@ -69,17 +65,6 @@ from dsh_memory_mcp.transports.gate import ToolGate
 from dsh_memory_mcp.transports.mcp_server import MemoryServer, to_result
 from dsh_memory_mcp.transports.sdk_private import SessionLifecycle
 
-__all__ = [
-    "DRAIN_SECS",
-    "MAX_BODY_BYTES",
-    "PageChecks",
-    "RouteFactory",
-    "ServeRefused",
-    "build_app",
-    "security_settings",
-    "serve_http",
-]
-
 log = logging.getLogger("dsh_memory_mcp.transports.http")
 
 #: How long running tool calls may still finish after SIGINT/SIGTERM.
@@ -95,18 +80,12 @@ class PageChecks:
 
     security: TransportSecurityMiddleware
     settings: ServeSettings
-    port: int
     #: The page's one-time login codes; `serve` prints the first one's link at start.
     login_codes: access.LoginCodes
 
     async def refused(self, request: Request) -> Response | None:
         """The SDK's Host (421) / Origin (403) refusal for `request`, or None when it may pass."""
         return await self.security.validate_request(request)
-
-    @staticmethod
-    def authenticated(request: Request) -> bool:
-        """Whether the SDK's bearer backend accepted this request's ``Authorization: Bearer <token>``."""
-        return is_authenticated(request.scope)
 
 
 #: Extra routes next to `/mcp` (the web page): `factory(service, token, checks=PageChecks) -> routes`.
@@ -177,16 +156,10 @@ def local_host(bind_host: str) -> str:
 
 
 def security_settings(settings: ServeSettings, port: int, *, user_token: bool) -> TransportSecuritySettings:
-    """The Host/Origin allow-lists for `/mcp`.
-
-    Loopback names are always allowed, on serve's own port only (a Host naming another port came
-    through something listening there — a forwarder another user runs, say — and the browser sent it
-    that port's cookies). The bound address and `DSH_MEMORY_ALLOWED_HOSTS` only with a user-set token: without
-    one the token is a secret only this machine's user can read (`serve.json`), and the Host check
-    is what stops a rebinding page from posing as a local client. Origins: our own loopback
-    origins on our port (plus the bound address with a user-set token) and
-    `DSH_MEMORY_ALLOWED_ORIGINS`.
-    """
+    """The Host/Origin allow-lists for `/mcp`: loopback names on serve's own port only (another port
+    is something else listening there); the bound address and `DSH_MEMORY_ALLOWED_HOSTS` only with a
+    user-set token (without one, the Host check is what stops a rebinding page posing as a local
+    client); origins: ours on our port and `DSH_MEMORY_ALLOWED_ORIGINS`."""
     hosts: list[str] = []
     for name in ("127.0.0.1", "localhost", "[::1]"):
         hosts += _own_port(name, port)
@@ -211,25 +184,17 @@ def security_settings(settings: ServeSettings, port: int, *, user_token: bool) -
 
 
 class _Sessions(SessionLifecycle):
-    """The SDK's session manager; also remembers when each session was born and whether it finished
-    the handshake, so `reap_uninitialized` can end the ones that never did, and `end_all` can end
-    every session at shutdown (open GET streams would otherwise hold uvicorn's drain).
-
-    The start/end calls come from `sdk_private.SessionLifecycle` (the manager has no public hook).
-
-    At the session cap (the SDK's `max_sessions`), `make_room` ends the session idle the longest
-    (never-initialized ones first); what is idle is counted by `_SessionRoom` in front of the
-    manager: no request of the session in flight (an open GET stream is one), and when its last one
-    ended. A session still answering its opening request is never chosen.
-    """
+    """The SDK's session manager, plus when each session was born, whether it finished the handshake
+    (`reap_uninitialized`), and its requests in flight (counted by `_SessionRoom`), so that at the cap
+    `make_room` can end the session idle the longest and `end_all` can end every one at shutdown
+    (open GET streams would otherwise hold uvicorn's drain)."""
 
     def __init__(self, *args: Any, init_grace: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.init_grace = init_grace
         self._born: dict[str, tuple[float, StreamableHTTPServerTransport]] = {}
         self._initialized: set[str] = set()
-        #: session id → [requests in flight, when the last one ended]; a session appears here once
-        #: the request that opened it is being answered (that one counts too)
+        #: session id → [requests in flight (the opening one included), when the last one ended]
         self._activity: dict[str, list[float]] = {}
         self.ended_for_room = 0
         #: requests that may open a session, let through by `_SessionRoom` and not yet admitted
@@ -239,8 +204,6 @@ class _Sessions(SessionLifecycle):
     def session_started(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         self._born[session_id] = (time.monotonic(), transport)
         self.opening = max(0, self.opening - 1)
-        # The answer form `_SessionRoom` chose from the opening request (the transport reads its
-        # public `is_json_response_enabled` per request).
         transport.is_json_response_enabled = _ANSWER_JSON.get()
 
     def session_ended(self, session_id: str) -> None:
@@ -315,9 +278,8 @@ _ANSWER_JSON: contextvars.ContextVar[bool] = contextvars.ContextVar("dsh_answer_
 
 
 class _ClosedSessionNoise(logging.Filter):
-    """Drops the SDK's "Error handling POST request" traceback when the only fault is that the
-    session had already closed (`ClosedResourceError`/`BrokenResourceError`): a client that opened
-    a session and left at once; the request is dropped quietly (`_SessionRoom`)."""
+    """Drops the SDK's "Error handling POST request" traceback when the session had already closed
+    (a client that opened one and left at once)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
@@ -330,10 +292,8 @@ if not any(isinstance(f, _ClosedSessionNoise) for f in _SDK_HTTP_LOG.filters):
 
 
 def _once(send: Send) -> Send:
-    """`send` that drops whatever follows a completed response. A handshake-era session closed at
-    once (its client gone, e.g. with a call still waiting for its roots) can make the SDK answer a
-    POST twice; the server would log "Unexpected ASGI message 'http.response.start' sent, after
-    response already completed" with a traceback for a reply nobody reads."""
+    """`send` that drops whatever follows a completed response: a session closed at once can make the
+    SDK answer a POST twice (a traceback for a reply nobody reads)."""
     done = False
 
     async def guarded(message: Message) -> None:
@@ -348,17 +308,10 @@ def _once(send: Send) -> Send:
 
 
 def answers_json(body: bytes | None, headers: dict[bytes, bytes], *, roots_matter: bool) -> bool:
-    """Whether the handshake-era session that `body` (its `initialize`) opens may have each POST
-    answered with one JSON body instead of an SSE stream.
-
-    An SSE answer costs serve about twice the CPU of a JSON one and makes the SDK clients open a new
-    connection for the next request (they stop reading at the answer, before the stream's end). Its
-    only use here is the request's back-channel: serve asks a handshake-era client for its roots
-    (`roots/list`) on the stream of the call that needs them. So: JSON unless the client declares
-    `roots` and its roots can decide the project (serve itself has no `--project`, and the request
-    names no project of its own: no `X-DSH-Project`, or one from a relay that only knew its working
-    directory). A body that is not a readable `initialize` keeps the SDK's default (SSE).
-    """
+    """Whether the handshake-era session that `body` (its `initialize`) opens answers each POST with
+    one JSON body instead of an SSE stream (docs/design.md: Answer form): yes unless the client
+    declares `roots` and they can decide the project (no explicit project for serve or in the
+    relay's header). A body that is not a readable `initialize` keeps the SDK's default (SSE)."""
     if body is None:
         return False
     try:
@@ -405,10 +358,9 @@ def _replay(held: list[Any], receive: Receive) -> Receive:
 
 
 class _SessionRoom:
-    """In front of the SDK's manager: each session's requests in flight and when its last one ended
-    (`_Sessions.request_started`/`request_ended`), and, for a request that would open a session
-    while the cap is reached, room first (`_Sessions.make_room`). It also chooses how the session
-    answers (`answers_json`)."""
+    """In front of the SDK's manager: counts each session's requests in flight, makes room at the cap
+    before a request that would open a session, and chooses how that session answers. A session-less
+    POST's body is read at most to `MAX_BODY_BYTES` (beyond that the SDK's own 413 answers it)."""
 
     def __init__(self, app: ASGIApp, sessions: _Sessions, *, roots_matter: bool) -> None:
         self.app = app
@@ -422,15 +374,13 @@ class _SessionRoom:
         try:
             await self._dispatch(scope, receive, _once(send))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            # The SDK's session was closed under a request (its client gone at once): nobody is left
-            # to answer, and this is no fault of the server's.
+            # The session was closed under the request (its client gone): nobody is left to answer.
             log.debug("request of a closed session dropped: %s", type(exc).__name__)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
         sid_raw = headers.get(MCP_SESSION_ID_HEADER.encode("latin-1"))
-        version = headers.get(b"mcp-protocol-version")
-        legacy = version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
+        version = headers.get(_VERSION_HEADER_BYTES)
         if sid_raw is not None:
             sid = sid_raw.decode("latin-1")
             self.sessions.request_started(sid)
@@ -439,11 +389,18 @@ class _SessionRoom:
             finally:
                 self.sessions.request_ended(sid)
             return
+        legacy = version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
         if not legacy or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
         held, body = await _held_body(receive, MAX_BODY_BYTES)
         receive = _replay(held, receive)
+        extra = modern_routing_headers(body) if body is not None and version is None else None
+        if extra:  # a 2026-07-28 message without its routing headers (`modern_routing_headers`)
+            scope = dict(scope, headers=[*scope["headers"], *extra])
+            if extra[0][1].decode("ascii") not in HANDSHAKE_PROTOCOL_VERSIONS:
+                await self.app(scope, receive, send)
+                return
         _ANSWER_JSON.set(answers_json(body, headers, roots_matter=self.roots_matter))
         sessions = self.sessions
         async with sessions.room:  # room is made and taken by one opening at a time
@@ -474,22 +431,22 @@ class _SessionRoom:
 
 
 def _base_context(service: MemoryService) -> Callable[[ServerRequestContext[Any, Any]], CallContext]:
-    """Where a request's CallContext starts (`mcp_server`'s `base_context` hook): the process
-    default, the relay's project when the (authenticated) request carries `X-DSH-Project`, and the
+    """A request's starting CallContext: the process default, the relay's `X-DSH-Project`, and the
     tool gate's deadline for this call."""
 
     def base(ctx: ServerRequestContext[Any, Any]) -> CallContext:
         call = service.default_context
         request = ctx.request if isinstance(ctx.request, Request) else None
-        project = call_facts.project_from_headers(request.headers) if request is not None else None
+        raw = request.headers.get(call_facts.PROJECT_HEADER) if request is not None else None
+        project = call_facts.decode_project(raw) if raw is not None else None
         if request is not None and project is not None:
             # A relay's own --project / DSH_MEMORY_PROJECT is explicit and wins over the host's roots;
             # a relay that only knew its working directory leaves roots the last word, like a direct server.
             relayed = (request.headers.get(call_facts.PROJECT_SOURCE_HEADER) or "").strip().lower()
             call = call.with_project(project, "cwd" if relayed == "cwd" else "relay")
-        facts = call_facts.current()
-        if facts is not None and facts.deadline is not None:
-            call = replace(call, deadline=facts.deadline)
+        deadline = call_facts.DEADLINE.get()
+        if deadline is not None:
+            call = replace(call, deadline=deadline)
         return call
 
     return base
@@ -512,9 +469,11 @@ class _CallMiddleware:
             return await call_next(ctx)
 
         async def body(deadline: float | None) -> HandlerResult:
-            facts = call_facts.CallFacts(deadline=deadline)
-            with call_facts.facts(facts):
+            token = call_facts.DEADLINE.set(deadline)
+            try:
                 return await call_next(ctx)
+            finally:
+                call_facts.DEADLINE.reset(token)
 
         try:
             return await self.gate.run(body)
@@ -528,11 +487,8 @@ class _CallMiddleware:
 
 @dataclass
 class _State:
-    service: MemoryService
-    server: MemoryServer
     sessions: _Sessions
     gate: ToolGate
-    security: TransportSecurityMiddleware
     started_at: int
     edge: listener.Edge
 
@@ -554,21 +510,13 @@ class _BadHeaderGuard:
         await self.app(scope, receive, send)
 
 
-_SESSION_HEADER_BYTES = MCP_SESSION_ID_HEADER.lower().encode("ascii")
-_VERSION_HEADER_BYTES = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
+_VERSION_HEADER_BYTES = MCP_PROTOCOL_VERSION_HEADER.lower().encode("ascii")
 
 
 def modern_routing_headers(body: bytes) -> list[tuple[bytes, bytes]] | None:
-    """The routing headers a 2026-07-28 message implies, for a POST that carried none of them.
-
-    A stdio bridge (the relay, or any program that forwards a host's lines as they are) has no
-    `MCP-Protocol-Version` to send before the message says it: the version is in the request's
-    own `_meta`. Such a request (not `initialize`, with the 2026-07-28 envelope) gets
-    `MCP-Protocol-Version`, `Mcp-Method` and, for tools/prompts/resources by name, `Mcp-Name`
-    derived from the body, so it is served as the revision defines instead of being taken for a
-    handshake-era request without a session. A notification without a session is likewise one of
-    the 2026-07-28 revision's (acknowledged and dropped). None: leave the request alone.
-    """
+    """The routing headers a 2026-07-28 message implies, for a POST that carried none of them (a stdio
+    bridge forwarding a host's lines as they are): from the request's `_meta`, or the latest version
+    for a notification without a session. None: leave the request alone."""
     try:
         message = json.loads(body)
     except (ValueError, RecursionError):
@@ -596,48 +544,18 @@ def modern_routing_headers(body: bytes) -> list[tuple[bytes, bytes]] | None:
     return headers
 
 
-class _ModernWithoutHeaders:
-    """Serves a session-less 2026-07-28 POST that came without its routing headers (see
-    `modern_routing_headers`). Every other request passes through untouched; the body is read
-    at most to `limit` bytes (beyond that the SDK's own 413 answers it)."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or scope.get("method") != "POST"
-            or any(k in (_SESSION_HEADER_BYTES, _VERSION_HEADER_BYTES) for k, _ in scope["headers"])
-        ):
-            await self.app(scope, receive, send)
-            return
-        held, body = await _held_body(receive, self.limit)
-        extra = modern_routing_headers(body) if body is not None else None
-        if extra:
-            scope = dict(scope, headers=[*scope["headers"], *extra])
-        await self.app(scope, _replay(held, receive), send)
-
-
 def build_app(
-    service: MemoryService,
-    settings: ServeSettings,
-    *,
-    port: int,
-    token: str,
-    user_token: bool,
-    extra_routes: Sequence[BaseRoute] = (),
+    service: MemoryService, checks: PageChecks, *, token: str, extra_routes: Sequence[BaseRoute] = ()
 ) -> tuple[Starlette, _State]:
-    """The Starlette app: `/mcp` (bearer + Host/Origin + gate), `/health`, then `extra_routes`."""
+    """The Starlette app: `/mcp` (bearer + `checks`' Host/Origin + gate), `/health`, then `extra_routes`."""
+    settings = checks.settings
     server = MemoryServer(service, base_context=_base_context(service))
-    security = security_settings(settings, port, user_token=user_token)
     gate = ToolGate(settings.max_tool_calls, settings.tool_deadline_secs)
     sessions = _Sessions(
         app=server.server,
         json_response=False,
         stateless=False,
-        security_settings=security,
+        security_settings=checks.security.settings,
         session_idle_timeout=settings.session_idle_secs,
         max_request_body_size=MAX_BODY_BYTES,
         max_sessions=settings.max_sessions,
@@ -645,20 +563,15 @@ def build_app(
     )
     server.server.middleware.append(_CallMiddleware(gate, sessions))
     state = _State(
-        service=service,
-        server=server,
         sessions=sessions,
         gate=gate,
-        security=TransportSecurityMiddleware(security),
         started_at=time.time_ns() // 1_000_000,
         edge=listener.Edge(edge_limits(settings)),
     )
 
-    async def health(request: Request) -> Response:
-        refused = await state.security.validate_request(request)
-        if refused is not None:
-            return refused
-        return JSONResponse(
+    async def health(scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        response = await checks.refused(request) or JSONResponse(
             {
                 "ok": True,
                 "name": "dsh-memory-mcp",
@@ -677,23 +590,21 @@ def build_app(
                 },
             }
         )
+        await response(scope, receive, send)
 
     # Auth first: the project header is read only from requests that carried the token.
     mcp_app = access.RequireToken(
         _BadHeaderGuard(
-            _ModernWithoutHeaders(
-                _SessionRoom(
-                    StreamableHTTPASGIApp(sessions),
-                    sessions,
-                    roots_matter=service.default_context.project_source == "cwd",
-                ),
-                MAX_BODY_BYTES,
+            _SessionRoom(
+                StreamableHTTPASGIApp(sessions),
+                sessions,
+                roots_matter=service.default_context.project_source == "cwd",
             )
         )
     )
     routes: list[BaseRoute] = [
         Route("/mcp", endpoint=mcp_app),
-        Route("/health", endpoint=access.RequireToken(_Endpoint(health)), methods=["GET"]),
+        Route("/health", endpoint=access.RequireToken(health), methods=["GET"]),
         *access.oauth_routes(),
         *extra_routes,
     ]
@@ -721,17 +632,6 @@ def build_app(
     return app, state
 
 
-class _Endpoint:
-    """A request handler as a plain ASGI app (so `access.RequireToken` can wrap it)."""
-
-    def __init__(self, handler: Callable[[Request], Any]) -> None:
-        self.handler = handler
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = await self.handler(Request(scope, receive))
-        await response(scope, receive, send)
-
-
 async def _housekeeping(state: _State) -> None:
     """Once a second: end sessions that never finished the handshake."""
     while True:
@@ -753,9 +653,8 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self.state = state
         self.signalled = 0
-        # sse-starlette (the SDK's SSE responses) patches uvicorn to cut every open SSE stream the
-        # moment a signal arrives, which would drop the answer of a call that is still running.
-        # We end the streams ourselves, after the drain.
+        # sse-starlette would cut every open SSE stream at the signal, dropping the answers of
+        # running calls: we end the streams ourselves, after the drain.
         AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -800,7 +699,7 @@ def edge_limits(settings: ServeSettings) -> listener.EdgeLimits:
 
 
 def _other_serve_lines(store_dir: str, other: serve_file.ServeInfo) -> list[Text]:
-    answers = serve_file.probe(other)
+    answers = serve_file.health(other) is not None
     state = msg("正在应答") if answers else msg("进程还在,但没有应答")
     lines = [
         msg(
@@ -897,18 +796,15 @@ def _serve_service(
             version=__version__,
             started_at=time.time_ns() // 1_000_000,
         )
-        # The page and its API get the SDK's Host/Origin checks with the same settings as /mcp
-        # (DNS rebinding → 421 there too) and the same bearer backend.
         checks = PageChecks(
             TransportSecurityMiddleware(security_settings(serve, port, user_token=user_token)),
             serve,
-            port,
             access.LoginCodes(service.clock),
         )
         extra: list[BaseRoute] = []
         for factory in route_factories:
             extra.extend(factory(service, token, checks=checks))
-        app, state = build_app(service, serve, port=port, token=token, user_token=user_token, extra_routes=extra)
+        app, state = build_app(service, checks, token=token, extra_routes=extra)
         claimed = serve_file.claim(settings.store_dir, info)
         if not claimed.ok:
             if claimed.other is not None:
@@ -965,20 +861,15 @@ def _serve_service(
         sock.close()
 
 
-#: Stop signals noted by `_calm_signals`' handlers (before uvicorn runs, or re-raised after it),
-#: for the `serve_http` running now: `_calm_signals` empties it, so the signal that ended one
-#: serve (re-raised by uvicorn after its shutdown) does not end the next one in this process.
+#: Stop signals noted by `_calm_signals`' handlers for the `serve_http` running now (emptied at
+#: each start, so the signal that ended one serve does not end the next one in this process).
 _signals_seen: list[int] = []
 _STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s is not None)
 
 
 def _calm_signals() -> dict[int, Any]:
-    """Handlers that note a signal and do nothing else, around the whole serve.
-
-    uvicorn installs its own handlers while it serves and, after a clean shutdown, restores the
-    previous ones and *re-raises* the signal it caught (so a plain SIGTERM would kill us with
-    -15 after our drain). With these in place the re-raised signal lands here and we exit 0.
-    """
+    """Handlers that only note a signal, around the whole serve: uvicorn re-raises the signal it
+    caught after its shutdown, which would otherwise kill us with -15 after our drain."""
     previous: dict[int, Any] = {}
     _signals_seen.clear()
     if threading.current_thread() is not threading.main_thread():
@@ -1001,8 +892,3 @@ def _restore_signals(previous: dict[int, Any]) -> None:
             signal.signal(sig, handler)
         except (ValueError, OSError, TypeError):
             pass
-
-
-def is_authenticated(scope: Scope) -> bool:
-    """Whether the request carried the bearer token (for routes mounted next to `/mcp`)."""
-    return isinstance(scope.get("user"), AuthenticatedUser)

@@ -1,19 +1,10 @@
-"""The web page's import request, read as it arrives: the file goes line by line into the planner.
+"""The web page's import request, read as it arrives (docs/design.md: Web page).
 
-The body is one JSON object: ``data`` (the file, base64, as the page sends it) or ``text`` (the
-file as a JSON string), plus ``scope`` and ``dryRun``. Parsed whole, a 30 MB body lived in memory
-four times over (the chunks, joined, the decoded string, the decoded file) before its first line
-was planned. Here the value of ``data``/``text`` is unescaped, base64-decoded and cut into lines
-as it arrives (`transfer.ImportPlanner`); only the plan is kept. The other members are small
-(together at most `OTHER_MAX_BYTES`) and parsed by `json` as usual.
-
-The answers are those of parsing it whole: 413 over `limit`; 400 ``BAD_JSON`` for a body
-`json.loads` refuses (invalid UTF-8 included) or that is not an object; ``plan`` None (the caller's
-``IMPORT_EMPTY``) when there is no string ``data`` or ``text`` or ``data`` is not valid base64.
-``data`` wins when both are given.
-
-`one_import_at_a_time()`: one import holds its plan at a time; the others wait before reading
-their bodies (serve stops reading their sockets), so N parallel imports cost the memory of one.
+The body is one JSON object: ``data`` (the file, base64) or ``text`` (the file as a string), plus
+``scope`` and ``dryRun``. The value of ``data``/``text`` is unescaped, decoded and fed line by line
+to `transfer.ImportPlanner` as it arrives, so only the plan is kept; the other members (together at
+most `OTHER_MAX_BYTES`) are parsed by `json`. The answers are those of parsing it whole: 413 over
+the limit, 400 ``BAD_JSON``, ``plan`` None when there is no usable ``data``/``text`` (``data`` wins).
 """
 
 from __future__ import annotations
@@ -36,8 +27,6 @@ from starlette.requests import Request
 from dsh_memory_mcp.service.transfer import Checks, ImportPlan, ImportPlanner
 from dsh_memory_mcp.texts import msg
 
-__all__ = ["OTHER_MAX_BYTES", "BodyRefused", "ImportUpload", "one_import_at_a_time", "read_import"]
-
 #: Members other than ``data``/``text`` (scope, dryRun, whatever else a client sends), in all.
 OTHER_MAX_BYTES = 1 << 20
 #: Bytes handed to the worker thread at once.
@@ -51,8 +40,8 @@ _ESCAPES = {ord('"'): b'"', ord("\\"): b"\\", ord("/"): b"/", ord("b"): b"\b", o
 _ESCAPES |= {ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t"}
 
 
-class BodyRefused(Exception):
-    """The body cannot be an import request: the status, code and (Chinese) message to answer."""
+class RequestRefused(Exception):
+    """A request the web API refuses: the status, code and message to answer."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
@@ -61,8 +50,8 @@ class BodyRefused(Exception):
         self.message = message
 
 
-def _bad_json(message: str = msg("请求体不是合法的 JSON。")) -> BodyRefused:
-    return BodyRefused(400, "BAD_JSON", message)
+def _bad_json(message: str = msg("请求体不是合法的 JSON。")) -> RequestRefused:
+    return RequestRefused(400, "BAD_JSON", message)
 
 
 @dataclass(frozen=True)
@@ -262,7 +251,7 @@ class _ObjectReader:
     def _count_other(self, size: int) -> None:
         self.other += size
         if self.other > OTHER_MAX_BYTES:
-            raise BodyRefused(
+            raise RequestRefused(
                 413,
                 "BODY_TOO_LARGE",
                 msg("导入请求里 data/text 以外的字段合计超过 {mb} MB。", mb=OTHER_MAX_BYTES >> 20),
@@ -379,21 +368,31 @@ def _hex4(raw: bytearray) -> int:
     return int(text, 16)
 
 
-async def read_import(request: Request, limit: int, checks: Checks) -> ImportUpload:
-    """Read `request`'s body (at most `limit` bytes) as an import request, planning its file as it arrives.
+async def body_chunks(request: Request, limit: int) -> AsyncIterator[bytes]:
+    """`request`'s body as it arrives.
 
-    :raises BodyRefused: 413 over the limit, 400 ``BAD_JSON``.
+    :raises RequestRefused: 413 when it is (or says it is) larger than `limit` bytes.
     """
+    too_large = RequestRefused(413, "BODY_TOO_LARGE", msg("请求体超过 {mb} MB 上限。", mb=limit // (1 << 20)))
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise BodyRefused(413, "BODY_TOO_LARGE", msg("请求体超过 {mb} MB 上限。", mb=limit // (1 << 20)))
-    reader = _ObjectReader(checks, limit)
-    batch = bytearray()
+        raise too_large
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise BodyRefused(413, "BODY_TOO_LARGE", msg("请求体超过 {mb} MB 上限。", mb=limit // (1 << 20)))
+            raise too_large
+        yield chunk
+
+
+async def read_import(request: Request, limit: int, checks: Checks) -> ImportUpload:
+    """Read `request`'s body (at most `limit` bytes) as an import request, planning its file as it arrives.
+
+    :raises RequestRefused: 413 over the limit, 400 ``BAD_JSON``.
+    """
+    reader = _ObjectReader(checks, limit)
+    batch = bytearray()
+    async for chunk in body_chunks(request, limit):
         batch += chunk
         if len(batch) >= _BATCH:
             await anyio.to_thread.run_sync(reader.feed, bytes(batch))

@@ -1,28 +1,9 @@
-"""`serve`'s connections: read timeouts, a connection cap below the fd limit, per-client limits, TCP_NODELAY.
+"""`serve`'s connections (docs/design.md: serve's edge): header and body timeouts (408), a
+connection cap below the fd limit where strangers give way to token holders (`vouch`), a per-client
+limit on connections without the token, and TCP_NODELAY. uvicorn bounds only a kept-alive
+connection's idle time: a client sending half a header would hold its descriptor forever.
 
-uvicorn bounds a keep-alive connection's idle time between requests, but nothing else: a client
-that connects and sends half a header (or a body one byte a minute) holds its connection, and its
-file descriptor, forever. At the process's fd limit `accept()` fails and the token holder's
-`/health` waits in the kernel's backlog like everyone else. What this module adds, as a subclass of
-uvicorn's h11 protocol (`Edge.protocol_class()`) and one periodic sweep:
-
-* **header timeout**: a request's header must be complete `header_secs` after the connection was
-  made, or after the first byte of a later request on a kept-alive connection (408, closed);
-* **body timeout**: while serve reads a body, the client may not pause more than `body_secs`, and
-  once the body has taken longer than that it must average `min_body_rate` bytes/s (408, closed).
-  Time during which serve itself does not read (uvicorn paused reading, a ``100-continue`` not yet
-  sent) is not the client's and does not count;
-* **connection cap** (`max_connections`, at most the fd limit minus a reserve for the store's own
-  files, see `connection_budget`): the connection accepted over the cap closes the *oldest
-  connection that has not shown the token* (`vouch`); only when every other connection has, the
-  oldest idle one between requests; when all are busy, the newcomer is closed. So strangers never
-  crowd out a token holder: its new connection always finds room, and once its request carried
-  the token, the connection is never closed for a stranger;
-* **per-client limit**: one peer (``loopback`` counts as one) holds at most `per_client` connections
-  that have not shown the token; its next one closes its own oldest;
-* **TCP_NODELAY** on every accepted socket (and `bind` creates the socket with ``IPPROTO_TCP``, so
-  asyncio sets it too): a reused connection otherwise waits for a delayed ACK, ~40 ms a request.
-
+A subclass of uvicorn's h11 protocol (`Edge.protocol_class()`) plus one periodic sweep;
 `Edge.snapshot()` is what `/health` reports under ``connections``.
 """
 
@@ -39,21 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import h11
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from dsh_memory_mcp.transports.access import peer_label
-
-__all__ = [
-    "DEFAULT_MAX_CONNECTIONS",
-    "Edge",
-    "EdgeLimits",
-    "Vouch",
-    "bind",
-    "connection_budget",
-    "vouch",
-]
+from dsh_memory_mcp.transports.access import authenticated, peer_label
 
 log = logging.getLogger("dsh_memory_mcp.transports.listener")
 
@@ -87,9 +57,7 @@ class EdgeLimits:
 
 def connection_budget(requested: int | None = None) -> int:
     """The connection cap: `requested` (default `DEFAULT_MAX_CONNECTIONS`), but never more than the
-    soft RLIMIT_NOFILE minus a reserve (a quarter of it, at least 64) for everything else serve
-    opens: scope files and their locks in up to 40 worker threads, the journal, the log, the
-    vector backend's sockets, the event loop's own descriptors and one accept burst."""
+    soft RLIMIT_NOFILE minus a reserve (a quarter, at least 64) for the files serve itself opens."""
     wanted = DEFAULT_MAX_CONNECTIONS if requested is None else requested
     try:
         import resource
@@ -121,11 +89,8 @@ def bind(host: str, port: int, backlog: int = 128) -> socket.socket:
 
 
 class Edge:
-    """Every open connection of one `serve`: phases, trust, the caps, the counters, the sweep.
-
-    Lives on the event loop's thread (uvicorn's protocol callbacks and the sweep); `snapshot` only
-    reads. `clock` is a parameter so a test can move time.
-    """
+    """Every open connection of one `serve`: phases, trust, the caps, the counters, the sweep; on the
+    event loop's thread (`snapshot` only reads)."""
 
     def __init__(self, limits: EdgeLimits, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
@@ -227,11 +192,8 @@ class Edge:
 
 class EdgeProtocol(H11Protocol):
     """uvicorn's h11 protocol with the edge's bookkeeping (phases for the timeouts, trust, NODELAY).
-
-    Hooks uvicorn's `H11Protocol` as of uvicorn 0.54 (`connection_made`/`connection_lost`/
-    `data_received`/`on_response_complete`, the `cycle`, `conn` and `flow` attributes) and imports
-    h11 (uvicorn's own dependency); the slow-connection tests of `serve` fail if those change.
-    """
+    Hooks uvicorn 0.54's `H11Protocol` callbacks and its `cycle`, `conn`, `flow` attributes (the
+    slow-connection tests of `serve` fail if those change)."""
 
     edge: Edge  # set by `Edge.protocol_class`
 
@@ -349,7 +311,7 @@ class Vouch:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             scope[_EDGE_KEY] = self.edge  # for `vouch` from a route with its own credential (the page)
-            if isinstance(scope.get("user"), AuthenticatedUser):
+            if authenticated(scope):
                 self.edge.vouch(scope)
         await self.app(scope, receive, send)
 

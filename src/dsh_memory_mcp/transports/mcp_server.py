@@ -1,16 +1,10 @@
 """The MCP server: `service.schemas.TOOL_SPECS`, prompts and resources on the SDK's lowlevel
-`Server`, registered through its public handler API, for both protocol eras (docs/design.md:
-Protocol eras).
+`Server`, for both protocol eras (docs/design.md: Protocol eras).
 
-Tools are listed with our own hand-written JSON schemas and called with whatever arguments the
-client sent: validation happens in the tools layer (`MemoryService.call`, which never raises), so
-every bad value gets the spec's code instead of a generic pydantic message.
-
-The project from the client's roots is asked only when a call needs it (never right after the
-handshake: a client that closes at once must not get a request it no longer reads). Over stdio a
-2026-07-28 roots answer is kept for `ROOTS_VALID_SECS` (one client per process); over HTTP it binds
-only the request that carries it: a connection or a clientInfo may be shared by several clients,
-and one client's project must never become another's.
+Tools are listed with our own JSON schemas and called with the arguments as sent: `MemoryService.call`
+validates, so a bad value gets the spec's code. The client's roots are asked only when a call needs
+the project. Over HTTP a 2026-07-28 roots answer binds only the request that carries it: a connection
+or a clientInfo may be shared, and one client's project must never become another's.
 """
 
 from __future__ import annotations
@@ -44,8 +38,6 @@ from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.texts import msg
 from dsh_memory_mcp.transports.stdio_guard import guarded_stdio
 
-__all__ = ["INSTRUCTIONS", "MemoryServer", "refresh_digests", "serve", "to_result"]
-
 log = logging.getLogger("dsh_memory_mcp.transports.mcp_server")
 
 #: The usage guidance alone (what `instructions` say with `DSH_MEMORY_DIGEST=off` or an empty digest).
@@ -64,10 +56,8 @@ ROOTS_REQUEST_KEY = "dsh-memory-mcp/roots"
 #: 2026-07-28 clients remembered at once (HTTP keys come and go with connections).
 MAX_MODERN_CLIENTS = 1024
 
-#: Client-side cache hints for 2026-07-28 list results. The tool, prompt and template lists are
-#: fixed for a server version; everything that shows memories (resource lists and reads, and
-#: `server/discover`, whose `instructions` carry the digest) is stale at once, so a client never
-#: serves a digest or a memory listing older than its hint.
+#: Client-side cache hints for 2026-07-28 results: fixed lists for 10 minutes; whatever shows
+#: memories (resources, `server/discover` with the digest) is stale at once.
 CACHE_HINTS: dict[Any, CacheHint] = {
     "tools/list": CacheHint(ttl_ms=600_000, scope="private"),
     "prompts/list": CacheHint(ttl_ms=600_000, scope="private"),
@@ -100,11 +90,8 @@ def root_dir(uri: str) -> str | None:
 
 
 def first_file_root(roots: list[Any]) -> str | None:
-    """The rule for several roots: the first `file://` root in the client's order is the project.
-
-    Hosts list the workspace folder they were opened on first; the others stay reachable through
-    `path` / `project:<dir>`. Roots of other schemes are skipped.
-    """
+    """The first `file://` root in the client's order (hosts list the folder they were opened on
+    first; the others stay reachable through `path` / `project:<dir>`)."""
     for root in roots:
         found = root_dir(str(root.uri))
         if found:
@@ -125,9 +112,8 @@ def client_name(params: Any) -> str | None:
 
 
 def _lenient_client_info(params: Any) -> None:
-    """A `clientInfo` without `version` (the schema requires one; several clients leave it out) gets
-    an empty one instead of failing the whole request with -32602: `initialize` params, or a
-    2026-07-28 request's `_meta`."""
+    """A `clientInfo` without the required `version` (several clients leave it out) gets an empty one
+    instead of failing the request with -32602."""
     if not isinstance(params, dict):
         return
     meta = params.get("_meta")
@@ -187,8 +173,7 @@ class _Client:
     #: handshake era: roots not asked yet, or changed since (`notifications/roots/list_changed`)
     stale: bool = True
     lock: anyio.Lock = field(default_factory=anyio.Lock)
-    #: 2026-07-28: whether a roots answer stands for the client's later requests (stdio: this
-    #: process's one peer) or only for the request that carried it (HTTP: a key can be shared).
+    #: 2026-07-28: a roots answer stands for later requests (stdio), or only its own (HTTP)
     keep_roots: bool = True
     #: 2026-07-28: when the roots answer came (valid for ROOTS_VALID_SECS), when we asked and had
     #: no answer yet, and until when a client that did not answer keeps the working directory.
@@ -198,16 +183,10 @@ class _Client:
 
 
 class _Clients:
-    """Per-client state, keyed without any private SDK name.
-
-    Handshake era: the `initialize` params object the SDK keeps for the connection
-    (`ctx.session.client_params`, the same object for every request of that connection); the
-    entry goes when the connection does (a finalizer on that object). 2026-07-28: no connection
-    state exists, so the client is this process's stdio peer (one per process), or over HTTP the
-    TCP peer with its client info and relay project — which pooled clients may share, so such an
-    entry only remembers that roots went unanswered (`keep_roots` off); bounded, least recently
-    used dropped first.
-    """
+    """Per-client state. Handshake era: keyed on the connection's `initialize` params object
+    (`sdk_private`), gone with it. 2026-07-28: this process's stdio peer, or over HTTP the TCP peer,
+    client info and relay project — which pooled clients may share, so such an entry does not keep
+    roots answers (`keep_roots` off); at most `MAX_MODERN_CLIENTS`, least recently used first out."""
 
     def __init__(self) -> None:
         self._by_connection: dict[int, _Client] = {}
@@ -253,19 +232,13 @@ class _Clients:
 
 
 class MemoryServer:
-    """The lowlevel `Server` (`self.server`) wired to one `MemoryService`.
+    """The lowlevel `Server` (`self.server`) wired to one `MemoryService`. A request's project: the
+    one `base_context` gives, else (its `project_source` "cwd") the client's first `file://` root
+    when it declares `roots`, else the working directory; its client: `clientInfo` `name/version`.
 
-    Each request runs with a `CallContext` built from its client: the project from
-    `--project`/`DSH_MEMORY_PROJECT` (or whatever `base_context` says, e.g. a relay header), else
-    the client's first `file://` root when it declares `roots`, else the working directory; the
-    client is its `clientInfo` `name/version`. In-process use: `mcp.Client(MemoryServer(service).server)`.
-
-    :param base_context: the CallContext a request starts from (default: the service's). An HTTP
-        front door derives it from the request (`ctx.request` is the Starlette request there).
-        Roots apply only when its `project_source` is "cwd".
+    :param base_context: the CallContext a request starts from (default: the service's).
     :param digest_on: the memory digest in `instructions` (default: `DSH_MEMORY_DIGEST` not off).
-    :param digest_cache: where digests are kept between starts; None computes every time. Call
-        `refresh_digests(server)` at exit to keep it warm.
+    :param digest_cache: where digests are kept between starts (`refresh_digests` at exit).
     """
 
     def __init__(
@@ -328,11 +301,8 @@ class MemoryServer:
         return found
 
     async def _ask_roots(self, ctx: ServerRequestContext[Any, Any], state: _Client, budget: float) -> None:
-        """Handshake era: one `roots/list` to the client, at most `budget` seconds.
-
-        On the request's own stream when there is one (over HTTP the POST's response stream is
-        certain to be open, a standalone GET stream is not); the stdio pipe otherwise.
-        """
+        """Handshake era: one `roots/list` to the client, at most `budget` seconds, on the request's own
+        stream when there is one (over HTTP a standalone GET stream may not be open)."""
         async with state.lock:
             if not state.stale:
                 return
@@ -370,10 +340,8 @@ class MemoryServer:
             return state.roots_dir
         if now < state.fallback_until or not can_ask:
             return None
-        # We asked and the client came back without the answer: it refused (an SDK client fails
-        # that call and never retries it) — over HTTP, where the key may be shared, once it had
-        # `ROOTS_TIMEOUT` to retry. It keeps the fallback for a while, like a handshake-era
-        # client that does not answer `roots/list`.
+        # Asked, and the client came back without the answer (over HTTP, where the key may be
+        # shared: not within `ROOTS_TIMEOUT`): it refused; the fallback stands for a while.
         if state.asked_at is not None and (state.keep_roots or now - state.asked_at > ROOTS_TIMEOUT):
             state.asked_at = None
             state.fallback_until = now + ROOTS_VALID_SECS
@@ -417,12 +385,8 @@ class MemoryServer:
     # -- instructions: the digest ----------------------------------------------------------------
 
     def instructions_for(self, ctx: CallContext, *, roots_pending: bool = False) -> str:
-        """Usage guidance + the digest of global and the current project.
-
-        When the client's roots will decide the project but have not been answered yet
-        (`roots_pending`), the digest holds global memories only rather than guess the workspace
-        from the working directory.
-        """
+        """Usage guidance + the digest of global and the current project (global only while the
+        client's roots, which will decide the project, are pending)."""
         if not self.digest_on:
             return INSTRUCTIONS
         project = None if roots_pending else ctx.project
@@ -561,14 +525,8 @@ DRAIN_SECONDS = 30.0
 
 
 async def _run_stdio(server: Server[Any]) -> None:
-    """Serve stdio; at end of input, answer every request already received before returning.
-
-    A host (or `echo '…' | dsh-memory-mcp`) may close stdin right after its last request. The
-    SDK's loop ends at end of input and cancels requests still in flight, so a save could be
-    acknowledged by nobody. We sit between the transport and the loop: requests are counted in,
-    responses counted out, and the loop's input is closed only when nothing is pending (or after
-    `DRAIN_SECONDS`).
-    """
+    """Serve stdio; at end of input, answer every request already received (at most `DRAIN_SECONDS`)
+    before returning: the SDK's loop would cancel requests in flight when stdin closes."""
     pending: set[Any] = set()
     # Our transport, not the SDK's stdio_server: every input line gets an answer (stdio_guard).
     async with guarded_stdio() as (read, write):
@@ -601,10 +559,8 @@ async def _run_stdio(server: Server[Any]) -> None:
 
 
 def refresh_digests(server: MemoryServer) -> None:
-    """At exit: recompute the digests this server handed out, so the next start finds them valid.
-
-    Runs after the service's writes and touches are flushed; never raises (exit must not fail).
-    """
+    """At exit, after the store is flushed: recompute the digests this server handed out, so the next
+    start finds them valid. Never raises."""
     if server.digest_cache is None or not server.digest_on:
         return
     for project in server.digest_projects:
@@ -617,7 +573,7 @@ def refresh_digests(server: MemoryServer) -> None:
 def serve(settings: Settings) -> None:
     """Serve MCP over stdin/stdout until stdin closes.
 
-    :raises StoreError: the store directory is unusable (the CLI turns it into a diagnostic).
+    :raises StoreError: the store directory is unusable.
     """
     service = open_service(settings, warm="default")  # the first search's scopes read in the background
     memory: MemoryServer | None = None

@@ -1,21 +1,12 @@
 """The relay: a stdio MCP server process that forwards its host's messages to a running `serve`
 (docs/design.md: Shared server, relay and their trust rules).
 
-When `<store>/serve.json` names a live `serve` that accepts its token, this process never opens the
-store: it copies each JSON-RPC line from stdin to `POST /mcp` and each message that comes back (a
-JSON body or SSE events) to stdout, so the host sees exactly `serve`'s tools, even newer ones. It
-imports neither the MCP SDK nor numpy (stdlib only): its cold start is a fraction of a direct one's.
-
-Both eras pass through unchanged: a 2026-07-28 request is posted with its routing headers and no
-session; a handshake-era `initialize` opens a `serve` session, whose GET stream is open before
-`notifications/initialized` goes out so `serve`'s own requests (`roots/list`) reach the host.
-What reaches the host is checked (`relay_wire`): whole single-line JSON-RPC, answers only for ids
-the host sent and has not had answered, cancellations and progress only for requests in flight.
-
-Every request the host sent gets exactly one answer. A reaped session (404) is re-opened by replaying
-the host's `initialize`; a `serve` that is gone or not to be believed makes the relay fall back to a
-child `dsh-memory-mcp --no-relay` with the same arguments, the `initialize` replayed to it (its
-answer swallowed) and every unanswered request sent again.
+Standard library only (neither the SDK nor numpy: its cold start is a fraction of a direct one's).
+Each host line goes to `POST /mcp`; each message back (a JSON body or SSE events) is checked by
+`relay_wire` and written to stdout. Every request the host sent gets exactly one answer: a reaped
+session (404) is re-opened by replaying the host's `initialize`; a `serve` that is gone or not to be
+believed is replaced by a child `dsh-memory-mcp --no-relay`, to which the `initialize` is replayed
+(its answer swallowed) and every unanswered request sent again.
 """
 
 from __future__ import annotations
@@ -38,22 +29,18 @@ from dsh_memory_mcp import config
 from dsh_memory_mcp.texts import msg
 from dsh_memory_mcp.transports import relay_wire as wire
 from dsh_memory_mcp.transports import serve_file
-from dsh_memory_mcp.transports.call_facts import PROJECT_HEADER, PROJECT_SOURCE_HEADER
+from dsh_memory_mcp.transports.call_facts import PROJECT_HEADER, PROJECT_SOURCE_HEADER, encode_project
 from dsh_memory_mcp.transports.serve_file import ServeInfo
 
-__all__ = ["Found", "Relay", "find_serve", "read_serve_file"]
-
 SESSION_HEADER = "mcp-session-id"
-PROTOCOL_HEADER = "mcp-protocol-version"
 #: How long the start-up probe may take before we decide `serve` is not answering.
 PROBE_TIMEOUT = 1.5
-#: A request to serve unanswered this long makes the relay check `GET /health` …
+#: A request unanswered `LIVENESS_AFTER` s makes the relay check `/health` every `LIVENESS_EVERY` s
+#: (each check `LIVENESS_TIMEOUT` s); `LIVENESS_FAILURES` failures in a row (or a stopped serve
+#: process, at once) mean serve is wedged: fall back.
 LIVENESS_AFTER = 2.0
-#: … every this many seconds, each check allowed this long …
 LIVENESS_EVERY = 1.0
 LIVENESS_TIMEOUT = 3.0
-#: … and this many failed checks in a row mean serve is wedged: fall back. (A serve process the
-#: system shows as stopped — SIGSTOP, Ctrl+Z — is given up on at the first check.)
 LIVENESS_FAILURES = 3
 #: A tool call still unanswered this long after serve's own deadline means serve is not answering.
 CALL_GRACE = 10.0
@@ -70,11 +57,8 @@ _ANSWER_LOST = -32603
 
 
 def read_serve_file(store_dir: str) -> tuple[ServeInfo | None, str]:
-    """`(info, "")` for a trustworthy `serve.json` naming a live process, else `(None, why not)`.
-
-    Trust rules are `serve_file.read`'s (a regular file of the current user's, not group/world-writable,
-    not followed through a link); the relay adds that the pid is alive and the URL plain http.
-    """
+    """`(info, "")` for a `serve.json` `serve_file.read` trusts, naming a live pid and a plain http
+    URL; else `(None, why not)`."""
     info, why = serve_file.read(store_dir)
     if info is None:
         return None, msg("没有运行中的 serve") if why == f"没有 {serve_file.SERVE_FILE_NAME}" else why
@@ -108,33 +92,25 @@ def find_serve(store_dir: str) -> tuple[Found | None, str]:
     return Found(info, float(deadline)), ""
 
 
-def _endpoint(info: ServeInfo) -> urllib.parse.SplitResult:
-    return urllib.parse.urlsplit(info.url)
-
-
 def _connection(info: ServeInfo, timeout: float | None) -> http.client.HTTPConnection:
-    parts = _endpoint(info)
+    parts = urllib.parse.urlsplit(info.url)
     return http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
 
 
-#: A connection to serve is kept for the next POST only this long (uvicorn closes an idle one after
-#: 5 s; a request sent as it does so would find the socket closed).
+#: A connection to serve is kept for the next POST only this long (below uvicorn's 5 s idle close).
 KEEP_ALIVE_SECS = 3.0
 #: At most this many idle connections are kept.
 KEEP_ALIVE_MAX = 8
 #: What a kept connection that serve closed meanwhile raises on its next request or response.
 _STALE_CONNECTION = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
-
-#: After the answer on an SSE stream: how long to wait for the stream's end (serve ends it right
-#: after the answer) so that the connection can carry the next POST.
+#: After the answer on an SSE stream: how long to wait for the stream's end, to reuse the connection.
 SSE_END_SECS = 0.5
 
 
 def _drained(conn: http.client.HTTPConnection, response: http.client.HTTPResponse) -> bool:
-    """Whether what is left of an SSE answer after its answer came in ended within `SSE_END_SECS`
-    (the connection is then reusable). Anything still on it would have reached nobody anyway: the
-    call it belongs to is answered."""
+    """Whether the rest of an answered SSE stream ended within `SSE_END_SECS` (the connection is then
+    reusable; anything still on it would have reached nobody)."""
     if conn.sock is None:
         return False
     try:
@@ -214,6 +190,7 @@ class Relay:
         deadline: float = DEFAULT_DEADLINE,
     ) -> None:
         self.info = info
+        self.path = urllib.parse.urlsplit(info.url).path or "/mcp"
         self.project_dir = project_dir
         self.project_source = project_source
         self.direct_argv = list(direct_argv)
@@ -258,8 +235,8 @@ class Relay:
                 self.stdout.write(line + b"\n")
                 self.stdout.flush()
             except (BrokenPipeError, ValueError, OSError):
-                # The host is gone; keep draining. What stays in the buffer would fail the
-                # interpreter's last flush (exit 120 and a traceback): it goes to the null device.
+                # The host is gone; keep draining. The buffer goes to the null device (else the
+                # interpreter's last flush fails: exit 120).
                 with contextlib.suppress(Exception):
                     null = os.open(os.devnull, os.O_WRONLY)
                     os.dup2(null, self.stdout.fileno())
@@ -331,16 +308,15 @@ class Relay:
     # -- HTTP to serve -------------------------------------------------------------------------
 
     def _headers(self, message: wire.Message | None) -> dict[str, str]:
-        # Percent-encoded UTF-8 (serve decodes it): http.client sends header values as Latin-1, so a
-        # raw `/home/me/项目` would crash the relay (`transports.call_facts` has the contract).
-        project = urllib.parse.quote(self.project_dir, safe="/")
+        """The headers of a POST of `message`, or (None) of the session's GET or DELETE."""
         headers = {
             "Authorization": f"Bearer {self.info.token}",
-            "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
-            PROJECT_HEADER: project,
+            PROJECT_HEADER: encode_project(self.project_dir),
             PROJECT_SOURCE_HEADER: self.project_source,
         }
+        if message is not None:
+            headers["Content-Type"] = "application/json"
         version = wire.modern_version(message) if message is not None and message.kind == "request" else None
         if version is not None:
             self.modern = version
@@ -348,9 +324,9 @@ class Relay:
         if self.session_id:
             headers[SESSION_HEADER] = self.session_id
             if self.protocol_version:
-                headers[PROTOCOL_HEADER] = self.protocol_version
+                headers[wire.PROTOCOL_HEADER] = self.protocol_version
         elif self.modern:
-            headers[PROTOCOL_HEADER] = self.modern  # a notification of a per-request-era host
+            headers[wire.PROTOCOL_HEADER] = self.modern  # a notification of a per-request-era host
         return headers
 
     def _owns(self, call: _Call | None) -> bool:
@@ -368,10 +344,8 @@ class Relay:
         *,
         sink: list[wire.Message] | None = None,
     ) -> None:
-        """POST one message and pass on what comes back (into `sink` instead, when given).
-
-        Returns quietly when `call` stopped waiting for serve meanwhile (answered through another
-        stream, cancelled by the host, or handed to the child).
+        """POST one message and pass on what comes back (into `sink` instead, when given); returns
+        quietly when `call` stopped waiting for serve meanwhile (answered, cancelled or moved).
 
         :raises _ServeGone: serve failed, or sent something the host must not see.
         :raises _SessionLost: 404 for the session id we sent.
@@ -458,7 +432,7 @@ class Relay:
             if call is not None:
                 call.conn = conn
             self._inflight[conn] = time.monotonic() if watched else float("inf")
-        conn.request("POST", _endpoint(self.info).path or "/mcp", body=line, headers=headers)
+        conn.request("POST", self.path, body=line, headers=headers)
         return conn.getresponse()
 
     def _release(self, conn: http.client.HTTPConnection, call: _Call | None) -> None:
@@ -490,6 +464,12 @@ class Relay:
                 return False
             self._spare.append((conn, time.monotonic()))
             return True
+
+    def _close_spare(self) -> None:
+        with self._lock:
+            spare, self._spare = [c for c, _ in self._spare], []
+        for conn in spare:
+            conn.close()
 
     def _take(self, data: bytes, call: _Call | None, sink: list[wire.Message] | None) -> bool:
         """One message from serve → the host (or `sink`); whether it answered `call`.
@@ -553,21 +533,17 @@ class Relay:
             self._post(self._initialized_line, _checked(self._initialized_line), None, sink=[])
 
     def _open_get_stream(self) -> None:
-        """Open the session's GET stream and wait for its headers, so that what serve asks the host
-        right after the handshake (`roots/list`) has somewhere to go. Failing to open it is not fatal.
-
-        An open GET stream also tells `serve` the host is still there: the session is not idle.
-        """
+        """Open the session's GET stream and wait for its headers, so that what serve asks right after
+        the handshake (`roots/list`) reaches the host, and the session is not idle. Failure is not fatal."""
         session = self.session_id
         if not session or self._gone:
             return
         old, self._get_conn = self._get_conn, None
         _abort(old)
         headers = self._headers(None) | {"Accept": "text/event-stream"}
-        headers.pop("Content-Type", None)
         conn = _connection(self.info, GET_OPEN_TIMEOUT)
         try:
-            conn.request("GET", _endpoint(self.info).path or "/mcp", headers=headers)
+            conn.request("GET", self.path, headers=headers)
             response = conn.getresponse()
             if response.status != 200 or conn.sock is None:
                 response.read(64 * 1024)
@@ -642,11 +618,9 @@ class Relay:
             for call in moved:
                 call.target = "child"
             conns = [*self._inflight, self._get_conn]
-            spare, self._spare = [c for c, _ in self._spare], []
         for conn in conns:
             _abort(conn)
-        for conn in spare:
-            conn.close()
+        self._close_spare()
         self._start_child(why)
         for call in moved:
             self._send_to_child(call.line, call)
@@ -837,10 +811,7 @@ class Relay:
             self._answer_error(call, f"中继退出前 {DRAIN_SECONDS:g} 秒内没有得到应答")
         self._stop.set()
         _abort(self._get_conn)
-        with self._lock:
-            spare, self._spare = [c for c, _ in self._spare], []
-        for conn in spare:
-            conn.close()
+        self._close_spare()
         child = self._child
         if child is not None:
             if child.stdin is not None:
@@ -857,9 +828,7 @@ class Relay:
         if self.session_id and not self._gone:
             conn = _connection(self.info, 2.0)
             try:
-                headers = self._headers(None)
-                headers.pop("Content-Type", None)
-                conn.request("DELETE", _endpoint(self.info).path or "/mcp", headers=headers)
+                conn.request("DELETE", self.path, headers=self._headers(None))
                 conn.getresponse().read(64 * 1024)
             except (OSError, http.client.HTTPException):
                 pass

@@ -1,18 +1,7 @@
-"""What the relay reads from `serve` and what it lets through to the host: bounded, whole, single-line JSON-RPC.
-
-Standard library only (the relay must come up without the SDK). Three jobs:
-
-* reading: a JSON body or an SSE stream from `serve`, never holding more than `MAX_MESSAGE_BYTES`
-  of one message (`read_body`, `read_sse`); an event cut off by the end of the stream is not an
-  event (SSE drops an unterminated last event), so a torn message never reaches the host;
-* checking: `parse` accepts exactly one JSON-RPC 2.0 object (request, notification or response);
-  `one_line` writes it back as one line (an SSE event may spread JSON over several `data:` lines);
-* routing headers of protocol revision 2026-07-28: a request carries its revision in
-  `params._meta`, and the HTTP transport wants it, the method and the tool/prompt/resource name in
-  headers as well (`routing_headers`), with no session id.
-
-Anything `serve` sends that fails these checks raises `Misbehaving`: the relay treats that `serve`
-as gone (it falls back to a direct server) rather than pass it on.
+"""What the relay reads from `serve` and lets through to the host (standard library only):
+bounded, whole, single-line JSON-RPC (`read_body`, `read_sse`, `parse`, `one_line`), and the
+2026-07-28 routing headers (`routing_headers`). Anything that fails these checks raises
+`Misbehaving`, and the relay treats that `serve` as gone.
 """
 
 from __future__ import annotations
@@ -26,22 +15,6 @@ from typing import IO, Any
 
 from dsh_memory_mcp.texts import msg
 
-__all__ = [
-    "HANDSHAKE_VERSIONS",
-    "MAX_MESSAGE_BYTES",
-    "Message",
-    "Misbehaving",
-    "encode_header_value",
-    "id_key",
-    "modern_version",
-    "one_line",
-    "parse",
-    "read_body",
-    "read_sse",
-    "routing_headers",
-    "rpc_error",
-]
-
 #: Revisions reached through `initialize` (a session); any other revision named in a request's
 #: `_meta` is the per-request era (2026-07-28 and later). Same list as `mcp_types.version`.
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -52,8 +25,7 @@ NAME_HEADER = "Mcp-Name"
 #: Methods whose target is mirrored in `Mcp-Name`, and the params key that names it.
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
-#: The largest message from `serve` the relay passes on. Our answers are far smaller (a record's
-#: content is ≤ 20,000 characters; lists carry ≤ 2,000 per record); anything near this is not ours.
+#: The largest message from `serve` the relay passes on (our answers are far smaller).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
@@ -138,10 +110,9 @@ def read_body(response: IO[bytes], limit: int = MAX_MESSAGE_BYTES) -> bytes:
 
 
 def read_sse(stream: IO[bytes], limit: int = MAX_MESSAGE_BYTES) -> Iterator[bytes]:
-    """The `data` of each complete server-sent event on `stream` (events without data are skipped).
-
-    Lines are read with a bound, so a huge event costs at most `limit` bytes of memory before it
-    is refused. An event the stream ends in the middle of is dropped, as the SSE rules say.
+    """The `data` of each complete server-sent event on `stream` (events without data are skipped;
+    one the stream ends in the middle of is dropped, as the SSE rules say). Lines are read with a
+    bound: a huge event costs at most `limit` bytes before it is refused.
 
     :raises Misbehaving: an event (or one line) is larger than `limit`.
     """

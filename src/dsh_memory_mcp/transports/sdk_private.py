@@ -1,19 +1,13 @@
-"""Every private name of the MCP SDK this project relies on, and the one unwritten behaviour — in
-one module, so a new SDK release breaks here and nowhere else.
+"""Every private name of the MCP SDK this project relies on, in one module, so a new SDK release
+breaks here and nowhere else (`tests/test_sdk_private.py` has one test per name).
 
-`pyproject.toml` pins `mcp>=2.3,<2.4` while anything below remains; `tests/test_sdk_private.py`
-has one test per name that fails loudly (name, kind, signature, behaviour) when the SDK changes it.
-
-* `StreamableHTTPSessionManager._admit_session(requestor)` (sync, returns the new session's
-  transport or None at the session limit) and
-  `StreamableHTTPSessionManager._discard_session(session_id, transport)` (async,
-  forgets the session and terminates its transport): the manager's only session lifecycle
-  points. `serve` needs them to count sessions, to end the ones that never finish the handshake
-  and to end every session at shutdown (open GET streams would hold uvicorn's drain); the SDK
-  has no public hook for session start and end.
-* Behaviour, not a name: `ServerSession.client_params` (public) is the one `initialize` params
-  object the SDK keeps on a handshake-era connection, the same object for every request of that
-  connection. `mcp_server._Clients` keys per-session state on its identity.
+* `StreamableHTTPSessionManager._admit_session(requestor)` (sync; the new session's transport, or
+  None at the session limit) and `StreamableHTTPSessionManager._discard_session(session_id,
+  transport)` (async; forgets the session, terminates its transport): the manager's only session
+  lifecycle points, which `serve` needs to count sessions and end them (never-initialized ones,
+  and all at shutdown).
+* Behaviour, not a name: `ServerSession.client_params` is the one `initialize` params object of a
+  handshake-era connection; `mcp_server._Clients` keys per-session state on its identity.
 """
 
 from __future__ import annotations
@@ -23,8 +17,6 @@ from typing import Any
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-
-__all__ = ["PRIVATE_NAMES", "SessionLifecycle"]
 
 #: (owner, attribute) of every private SDK name used (the tests walk this list).
 PRIVATE_NAMES: tuple[tuple[type[Any], str], ...] = (

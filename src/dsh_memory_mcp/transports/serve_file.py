@@ -1,18 +1,13 @@
-"""`<store>/serve.json`: how a running `serve` is found, and why there is only one per store.
-
-`serve` writes the file once it listens, removes it at exit, and refuses to start while another
-live `serve` owns it. A stdio start (the relay) reads it to decide whether to relay. Standard
-library only: the relay must come up without the SDK.
+"""`<store>/serve.json`: how a running `serve` is found, and why there is only one per store
+(docs/design.md: Shared server, relay and their trust rules). Standard library only.
 
 File (JSON object, 0600)::
 
     {"url": "http://127.0.0.1:7766/mcp", "pid": 1234, "token": "…", "version": "0.1.0",
      "startedAt": 1764581234567}
 
-``startedAt`` is epoch milliseconds, like the store's other timestamps. The token in it is the
-bearer token `/mcp` needs, which is why the file is only *trusted* when it belongs to the current
-user and nobody else may write it (`read`): a planted file could send a host's session (and its
-`Authorization`) to someone else's server.
+It holds the bearer token, so it is trusted only when it is the current user's and nobody else may
+write it (`read`): a planted file could send a host's session and its token elsewhere.
 """
 
 from __future__ import annotations
@@ -30,21 +25,6 @@ from typing import Any
 from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.layout import SERVE_FILE, StoreLayout
 from dsh_memory_mcp.texts import msg
-
-__all__ = [
-    "SERVE_FILE_NAME",
-    "Claim",
-    "ServeInfo",
-    "claim",
-    "health",
-    "health_url",
-    "owner",
-    "path_for",
-    "probe",
-    "read",
-    "release",
-    "untrusted_reason",
-]
 
 SERVE_FILE_NAME = SERVE_FILE
 _MAX_BYTES = 64 * 1024
@@ -112,11 +92,8 @@ def untrusted_reason(st: os.stat_result) -> str | None:
 
 
 def read(store_dir: str) -> tuple[ServeInfo | None, str]:
-    """`(info, why)`: the trusted, parsed `serve.json`, or None and the reason (Chinese) there is none.
-
-    A symlink is not followed (`O_NOFOLLOW`): the file must be the store's own. Liveness is not
-    checked here; see `ServeInfo.alive`.
-    """
+    """`(info, why)`: the trusted, parsed `serve.json` (never through a symlink; liveness unchecked),
+    or None and the reason there is none."""
     path = path_for(store_dir)
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     try:
@@ -154,26 +131,23 @@ class Claim:
     replaced_why: str = ""
 
 
-#: A `serve.json` younger than this whose pid lives belongs to a `serve` still starting up, even
-#: before its `/health` answers; an older one must answer to count.
+#: A `serve.json` younger than this whose pid lives owns the store even before its `/health` answers.
 CLAIM_GRACE_SECS = 10.0
 #: How long each of the two `/health` checks of another `serve` may take.
 OWNER_PROBE_TIMEOUT = 2.0
 
 
 def _stale_why(info: ServeInfo, path: str) -> str | None:
-    """Why the `serve.json` at `path` (saying `info`) no longer owns the store, or None when it does.
-
-    Its pid must live and, once the file is older than `CLAIM_GRACE_SECS`, `GET /health` with its
-    token must answer as that pid: a pid reused by an unrelated process, or a `serve` that neither
-    answers nor exits, does not keep the store from a new `serve`.
-    """
+    """Why the `serve.json` at `path` (saying `info`) no longer owns the store, or None when it does:
+    its pid must live and, once the file is older than `CLAIM_GRACE_SECS`, its `/health` must answer
+    with its token as that pid (a reused pid or a wedged `serve` does not keep the store)."""
     if not info.alive:
         return msg("已不在运行")
     if not _old_enough(path, CLAIM_GRACE_SECS):
         return None
-    if probe(info, timeout=OWNER_PROBE_TIMEOUT) or probe(info, timeout=OWNER_PROBE_TIMEOUT):
-        return None
+    for _ in range(2):
+        if health(info, timeout=OWNER_PROBE_TIMEOUT) is not None:
+            return None
     return msg("的进程还在,但它的 /health 不用文件里的令牌应答(不是这个记忆库的 serve)")
 
 
@@ -186,13 +160,9 @@ def owner(store_dir: str) -> ServeInfo | None:
 
 
 def claim(store_dir: str, info: ServeInfo) -> Claim:
-    """Write `serve.json` for `info` unless a live `serve` owns the store; a stale file is replaced.
-
-    The file appears whole or not at all: its content goes into a 0600 tmp first, then
-    `os.link` puts it in place only if no file is there (two `serve`s starting at once: exactly
-    one link succeeds). Stale: a file whose pid is dead or does not answer as that file's `serve`
-    (`_stale_why`), or that cannot be parsed and is older than a few seconds (a crash between
-    create and write on a filesystem without links).
+    """Write `serve.json` for `info` unless a live `serve` owns the store; a stale file (`_stale_why`,
+    or unparsable and a few seconds old) is replaced. The file appears whole or not at all: a 0600
+    tmp is `os.link`ed into place only if no file is there (of two `serve`s, exactly one succeeds).
 
     :raises OSError: the store directory is not writable.
     """
@@ -319,8 +289,3 @@ def health(info: ServeInfo, timeout: float = 1.0) -> dict[str, Any] | None:
     if isinstance(pid, int) and not isinstance(pid, bool) and pid != info.pid:
         return None
     return data
-
-
-def probe(info: ServeInfo, timeout: float = 1.0) -> bool:
-    """Whether `info` names a live `serve` that accepts its token (``GET /health``, no proxy)."""
-    return health(info, timeout=timeout) is not None

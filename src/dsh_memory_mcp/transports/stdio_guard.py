@@ -1,30 +1,12 @@
-"""Our stdio transport: every input line gets a JSON-RPC answer, and no output can kill the server.
+"""Our stdio transport, in place of the SDK's `stdio_server` (same ``(read, write)`` shape): every
+input line gets a JSON-RPC answer, and no output can kill the server.
 
-The SDK's `mcp.server.stdio.stdio_server` hands each line to pydantic and, when that fails, passes
-the exception to the session loop, which only logs it at DEBUG: the host hears nothing and waits
-for its own timeout. That happened to lines that are not JSON, JSON that is not a request (a batch,
-``"jsonrpc":"1.0"``, an id that is an object), a lone surrogate escape (``"\\udc80"``) anywhere,
-and nesting deeper than pydantic's ~200 levels. On the way out, a lone surrogate in a result (a
-record written by another program with ``"\\udc80"`` in it) made the SDK's writer raise and ended
-the whole server.
-
-`guarded_stdio()` replaces the SDK's context manager with the same shape, ``(read, write)``
-streams of `SessionMessage`, and:
-
-* parses each line with the SDK's own validator; what it accepts passes on unchanged;
-* answers what it rejects itself: ``-32700`` (parse error, id null) for a line that is not JSON,
-  ``-32600`` (invalid request) for JSON that is not a JSON-RPC 2.0 message, ``-32602`` (invalid
-  params) for a request whose params are not an object or nest deeper than `MAX_DEPTH`; the id of
-  the request is echoed whenever it can be read, else null;
-* replaces lone surrogates in the input by U+FFFD (as the SDK already does for bytes that are not
-  UTF-8) and hands the repaired request on, so a save with a broken emoji is still saved;
-* serialises every outgoing message itself and, if that fails, once more with lone surrogates
-  replaced, so a hostile record cannot end the process;
-* bounds a line at `MAX_LINE_BYTES` (the rest of a longer line is read and thrown away);
-* diverts fd 0 to the null device and fd 1 to stderr while it serves, as the SDK does, so a
-  child process or a stray ``print`` can neither steal input nor corrupt the protocol channel.
-
-Blank lines are ignored (they are not messages). Only `transports/` imports the SDK.
+The SDK only logs a line its validator rejects (the host waits for its own timeout), and its writer
+raises on a lone surrogate in a result. Here accepted lines pass on unchanged; rejected ones are
+answered: ``-32700`` not JSON, ``-32600`` not a JSON-RPC 2.0 message or longer than
+`MAX_LINE_BYTES`, ``-32602`` params not an object or nested deeper than `MAX_DEPTH` (the request's
+id echoed when it can be read). Lone surrogates in input and output become U+FFFD. While it serves,
+fd 0 points at the null device and fd 1 at stderr, so a stray ``print`` cannot corrupt the channel.
 """
 
 from __future__ import annotations
@@ -43,8 +25,6 @@ import mcp.types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
-
-__all__ = ["MAX_DEPTH", "MAX_LINE_BYTES", "classify_line", "encode_message", "guarded_stdio"]
 
 log = logging.getLogger("dsh_memory_mcp.transports.stdio_guard")
 

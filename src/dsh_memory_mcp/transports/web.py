@@ -1,36 +1,12 @@
-"""The web page for people: browse, search, add, edit and forget memories (served by `serve` at ``/``).
+"""The web page at ``/`` of `serve`: the page, its static files and a small JSON API
+(docs/design.md: Web page).
 
-`web_routes(service, token, checks=...)` gives Starlette routes that `serve` mounts next to ``/mcp``:
-
-* ``/`` the page, ``/static/…`` its script and style (files in ``web_static/``, nothing from a CDN).
-* ``/api/…`` a small JSON API. Writes go through the *same* service functions as the MCP tools
-  (`MemoryService.call`): a new memory is ``memory_save``, an edit ``memory_save`` with
-  ``supersedes``, forget ``memory_forget``; export/import/health/recover are `service.transfer`,
-  `service.health` and the store's own `recover`, which the CLI uses too; browsing (filters, sorts,
-  paging, facets, per-day activity) is `service.browse`. A tool error comes back as its
-  ``{ok, code, message}``.
-
-Login. `serve` prints ``http://127.0.0.1:<port>/#code=…`` and ``dsh-memory-mcp web`` asks it for
-another (``POST /api/login-code`` with the bearer token): a one-time code (`access.LoginCodes`, ten
-minutes), never the token, since the browser keeps the URL in its history. The page's own script
-reads the fragment (which never leaves the browser), removes it from the address bar and trades the
-code (``POST /api/login`` ``{"code": …}``, spent at once) — or a token pasted into the login form
-(``Authorization: Bearer``) — for a *page credential*, which it keeps in
-``localStorage`` and sends in the ``X-DSH-Page-Credential`` header. Web storage belongs to one
-origin — scheme, host **and port** — so no other port of 127.0.0.1 can read it, unlike a cookie,
-which the browser sends to every port of the host (SameSite does not separate ports). The
-credential is ``<expiry>.<nonce>.<HMAC(token-derived key)>``: it is not the token (no use for
-``/mcp``), it expires (`ServeSettings.web_login_secs`), and a new token revokes every one issued
-before.
-
-Security: Host and Origin are checked by the SDK's transport-security middleware with the same
-settings as ``/mcp`` (`PageChecks.refused`: 421 / 403), the bearer token by the SDK's bearer
-backend (`PageChecks.authenticated`). Every API call needs the credential or the bearer token
-(else 401, reads included). A state-changing request must also be ``Content-Type:
-application/json`` and, when the browser says where it comes from (``Origin``,
-``Sec-Fetch-Site``), come from this page's own origin (else 403). Every answer carries a CSP
-without inline script, ``nosniff`` and ``no-referrer``; the page renders memory text with
-``textContent`` only. Bodies are bounded; no answer carries a stack trace.
+Writes go through the same service functions as the MCP tools (`MemoryService.call`, `history`,
+`duplicates`, `transfer`, the store's `recover`), reads through `service.browse`; a tool error comes
+back as its ``{ok, code, message}``. Every API call needs a page credential (`_Credentials`, sent in
+`CREDENTIAL_HEADER`, never a cookie) or the bearer token; Host/Origin are refused by the SDK's checks
+as on ``/mcp`` (`PageChecks.refused`); writes also need JSON from the page's own origin. Every answer
+carries `SECURITY_HEADERS`; no answer carries a stack trace.
 """
 
 from __future__ import annotations
@@ -39,6 +15,7 @@ import contextvars
 import dataclasses
 import hashlib
 import hmac
+import inspect
 import json
 import logging
 import re
@@ -62,31 +39,23 @@ from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.render import ToolResult
 from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.service.validate import ALL_SCOPES
+from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL
 from dsh_memory_mcp.texts import Language, english, language_of, localized, msg, pair
-from dsh_memory_mcp.transports import import_stream, listener
+from dsh_memory_mcp.transports import access, import_stream, listener
+from dsh_memory_mcp.transports.import_stream import RequestRefused
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.transports.http import PageChecks
 
-__all__ = [
-    "CREDENTIAL_HEADER",
-    "IMPORT_MAX_BYTES",
-    "JSON_MAX_BYTES",
-    "LEGACY_COOKIE_PREFIX",
-    "SECURITY_HEADERS",
-    "WEB_CLIENT",
-    "web_routes",
-]
 
 log = logging.getLogger("dsh_memory_mcp.transports.web")
 
 #: The client name the page's calls carry (`CallContext.client`).
 WEB_CLIENT = "web"
-#: The header the page's script sends its credential in (never a cookie: see the module docstring).
+#: The header the page's script sends its credential in (never a cookie: docs/design.md, Web page).
 CREDENTIAL_HEADER = "X-DSH-Page-Credential"
-#: Earlier versions logged the page in with a cookie of this name plus the port; it is cleared
-#: when seen and never accepted.
+#: The former login cookie's name (plus the port): cleared when seen, never accepted.
 LEGACY_COOKIE_PREFIX = "dsh_memory_session_"
 #: Largest JSON body of an ordinary API call, and of an import (the file travels inside the JSON,
 #: base64: a 16 MB file is ~21 MB of body).
@@ -118,7 +87,6 @@ _RECOVER_SHOWN = 200
 _GROUPS_SHOWN = 200
 _IMPORT_LISTED = 50  # memories an import preview lists (then "and N more")
 _LINE_CHARS = 120
-# Tool codes that are the caller's mistake (400); the store being busy is 503; the rest 500.
 _BUSY_CODES = {"LOCK_TIMEOUT", "BUSY", "DEADLINE"}
 _SERVER_CODES = {"STORE_ERROR", "TOOL_ERROR", "INTERNAL_ERROR", "LOCK_RECURSION"}
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
@@ -132,16 +100,7 @@ _CODE_SPENT = msg(
 )
 
 
-class _HttpError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-
-#: The language of the request being answered: its ``Accept-Language`` (the page sends its own
-#: choice there). Every `texts.Text` in an answer is shown in it; memory content never is a Text.
+#: The language of the request being answered (its ``Accept-Language``), for every `texts.Text` in it.
 _LANGUAGE: contextvars.ContextVar[Language] = contextvars.ContextVar("dsh_memory_web_language", default="zh")
 
 
@@ -155,12 +114,25 @@ def _error(status: int, code: str, message: str) -> Response:
 
 
 def _status_of(code: str) -> int:
+    """409: the record changed meanwhile (an edit or keep); 503: busy; 500: ours; 400: the caller's."""
+    if code == "GONE":
+        return 409
     return 503 if code in _BUSY_CODES else 500 if code in _SERVER_CODES else 400
 
 
 def _tool_error(result: ToolResult) -> Response:
     code = str(result.structured.get("code", "TOOL_ERROR"))
     return _json(result.structured, _status_of(code))
+
+
+def _login_needed() -> Response:
+    response = _error(401, "UNAUTHORIZED", _LOGIN_NEEDED)
+    response.headers["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+def _not_found(ident: str) -> Response:
+    return _error(404, "NOT_FOUND", msg("没有找到 id 为 {ident} 的记忆(可能已被删除)。", ident=ident[:40]))
 
 
 def _secured(response: Response) -> Response:
@@ -181,11 +153,11 @@ def _int_param(params: Mapping[str, str], name: str, default: int, low: int, hig
     try:
         value = int(raw.strip())
     except ValueError:
-        raise _HttpError(
+        raise RequestRefused(
             400, "PARAM_INVALID", msg("{name} 必须是整数(收到 {raw!r})。", name=name, raw=raw[:40])
         ) from None
     if not low <= value <= high:
-        raise _HttpError(
+        raise RequestRefused(
             400,
             "PARAM_INVALID",
             msg("{name} 必须在 {low}~{high} 之间(收到 {value})。", name=name, low=low, high=high, value=value),
@@ -194,14 +166,10 @@ def _int_param(params: Mapping[str, str], name: str, default: int, low: int, hig
 
 
 class _Credentials:
-    """Page credentials: ``<expiry ms>.<nonce>.<mac>``, the MAC keyed by a key derived from the token
-    and a secret this process drew at start: a credential dies with the `serve` that issued it.
-
-    With each credential the page gets its ``check`` secret (derived from the same key). Before it
-    sends the credential anywhere it asks `/api/instance` to prove it is that process: an HMAC of a
-    fresh nonce under the check secret, which only this process can compute. A program that took
-    the port after serve stopped cannot answer, so it never receives the credential.
-    """
+    """Page credentials ``<expiry ms>.<nonce>.<mac>``, keyed by the token and a per-process secret (a
+    credential dies with its `serve`). With each comes its ``check`` secret: before sending the
+    credential the page asks `/api/instance` to prove (`proof`) it is that process, so a program that
+    took the port after serve stopped never receives it."""
 
     def __init__(self, token: bytes, lifetime_ms: int, clock: Callable[[], int]) -> None:
         self._key = hmac.new(token, _CREDENTIAL_CONTEXT + secrets.token_bytes(32), hashlib.sha256).digest()
@@ -256,7 +224,7 @@ class _Web:
 
     def authorised(self, request: Request) -> bool:
         """The SDK's bearer check passed, or the request carries a valid page credential."""
-        if self.checks.authenticated(request):
+        if access.authenticated(request.scope):
             return True
         credential = request.headers.get(CREDENTIAL_HEADER)
         if credential is not None and self.credentials.valid(credential.strip()):
@@ -269,10 +237,8 @@ class _Web:
         """403 unless a state-changing request is JSON and comes from this page's own origin."""
         origin = request.headers.get("origin")
         own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-        if origin is not None and origin != own:
-            return _error(403, "CROSS_SITE", msg("拒绝跨站请求:只接受来自本页面的修改。"))
         fetch_site = request.headers.get("sec-fetch-site")
-        if fetch_site is not None and fetch_site not in ("same-origin", "none"):
+        if (origin is not None and origin != own) or fetch_site not in (None, "same-origin", "none"):
             return _error(403, "CROSS_SITE", msg("拒绝跨站请求:只接受来自本页面的修改。"))
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media != "application/json":
@@ -280,23 +246,14 @@ class _Web:
         return None
 
     @staticmethod
-    async def json_body(request: Request, limit: int) -> dict[str, Any]:
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            raise _HttpError(413, "BODY_TOO_LARGE", msg("请求体超过 {mb} MB 上限。", mb=limit // (1 << 20)))
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise _HttpError(413, "BODY_TOO_LARGE", msg("请求体超过 {mb} MB 上限。", mb=limit // (1 << 20)))
-            chunks.append(chunk)
+    async def json_body(request: Request) -> dict[str, Any]:
+        chunks = [chunk async for chunk in import_stream.body_chunks(request, JSON_MAX_BYTES)]
         try:
             value = json.loads(b"".join(chunks))
         except (ValueError, RecursionError):
-            raise _HttpError(400, "BAD_JSON", msg("请求体不是合法的 JSON。")) from None
+            raise RequestRefused(400, "BAD_JSON", msg("请求体不是合法的 JSON。")) from None
         if not isinstance(value, dict):
-            raise _HttpError(400, "BAD_JSON", msg("请求体必须是 JSON 对象。"))
+            raise RequestRefused(400, "BAD_JSON", msg("请求体必须是 JSON 对象。"))
         return value
 
     def guarded(self, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
@@ -305,13 +262,9 @@ class _Web:
         async def checked(request: Request) -> Response:
             language = _LANGUAGE.set(language_of(request.headers.get("accept-language")))
             try:
-                return await answer(request)
-            finally:
-                _LANGUAGE.reset(language)
-
-        async def answer(request: Request) -> Response:
-            refusal = await self.checks.refused(request)
-            if refusal is not None:
+                refusal = await self.checks.refused(request)
+                if refusal is None:
+                    return await endpoint(request)
                 if refusal.status_code == 421:
                     response = _error(421, "HOST_REFUSED", msg("拒绝:Host 不在允许列表里(防 DNS 重绑定)。"))
                 else:
@@ -319,33 +272,37 @@ class _Web:
                         refusal.status_code, "ORIGIN_REFUSED", msg("拒绝:请求来自不被允许的网页(Origin)。")
                     )
                 return _secured(response)
-            return await endpoint(request)
+            finally:
+                _LANGUAGE.reset(language)
 
         return checked
 
     def api(
         self,
-        handler: Callable[[Request], Awaitable[Response]],
+        handler: Callable[..., Any],
         *,
         writes: bool = False,
         bearer_only: bool = False,
         public: bool = False,
     ) -> Callable[[Request], Awaitable[Response]]:
-        """Auth (and for writes the cross-site checks), coded errors, security headers."""
+        """Auth (and for writes the cross-site checks), coded errors, security headers. A sync `handler`
+        runs in a worker thread, given the request (and a write's JSON body)."""
 
         async def endpoint(request: Request) -> Response:
-            allowed = public or (self.checks.authenticated(request) if bearer_only else self.authorised(request))
+            allowed = public or (access.authenticated(request.scope) if bearer_only else self.authorised(request))
             if not allowed:
-                response = _error(401, "UNAUTHORIZED", _LOGIN_NEEDED)
-                response.headers["WWW-Authenticate"] = "Bearer"
-                return _secured(response)
+                return _secured(_login_needed())
             if writes:
                 refusal = self.cross_site_refusal(request)
                 if refusal is not None:
                     return _secured(refusal)
             try:
-                response = await handler(request)
-            except _HttpError as exc:
+                if inspect.iscoroutinefunction(handler):
+                    response = await handler(request)
+                else:
+                    args = (request, await self.json_body(request)) if writes else (request,)
+                    response = await run_in_threadpool(handler, *args)
+            except RequestRefused as exc:
                 response = _error(exc.status, exc.code, exc.message)
             except DshMemoryError as exc:
                 response = _error(_status_of(exc.code), exc.code, exc.message)
@@ -398,12 +355,10 @@ class _Web:
     async def login(self, request: Request) -> Response:
         """A page credential (kept in the page's own origin's storage) for the bearer token, pasted on
         the login page, or for a one-time login code from a login link (spent at once)."""
-        if not self.checks.authenticated(request):
-            code = (await self.json_body(request, JSON_MAX_BYTES)).get("code")
+        if not access.authenticated(request.scope):
+            code = (await self.json_body(request)).get("code")
             if not isinstance(code, str) or not code:
-                response = _error(401, "UNAUTHORIZED", _LOGIN_NEEDED)
-                response.headers["WWW-Authenticate"] = "Bearer"
-                return response
+                return _login_needed()
             if not self.checks.login_codes.redeem(code):
                 return _error(401, "LOGIN_CODE_INVALID", _CODE_SPENT)
         credential, expires = self.credentials.issue()
@@ -433,28 +388,27 @@ class _Web:
 
     # -- reads -------------------------------------------------------------------------------
 
-    async def session(self, request: Request) -> Response:
-        def work() -> dict[str, Any]:
-            return {
+    def session(self, request: Request) -> Response:
+        return _json(
+            {
                 "ok": True,
                 "version": health.store_version(self.service.store),
                 "storeDir": self.service.store.root,
                 "project": self.service.current_project,
                 "serverVersion": __version__,
             }
+        )
 
-        return _json(await run_in_threadpool(work))
-
-    async def version(self, request: Request) -> Response:
+    def version(self, request: Request) -> Response:
         """What the page polls: the store's version and the vector state (which changes without the store)."""
-        version = await run_in_threadpool(health.store_version, self.service.store)
+        version = health.store_version(self.service.store)
         return _json({"ok": True, "version": version, "vectors": self.vector_state()})
 
-    async def overview(self, request: Request) -> Response:
-        def work() -> dict[str, Any]:
-            store = self.service.store
-            rows, totals = health.store_stats(store, store.discover_scopes(), self.service.clock())
-            return {
+    def overview(self, request: Request) -> Response:
+        store = self.service.store
+        rows, totals = health.store_stats(store, store.discover_scopes(), self.service.clock())
+        return _json(
+            {
                 "ok": True,
                 "storeDir": store.root,
                 "project": self.service.current_project,
@@ -467,8 +421,7 @@ class _Web:
                 "importMaxBytes": IMPORT_MAX_BYTES // 2,
                 "contentMax": self.service.settings.max_content,
             }
-
-        return _json(await run_in_threadpool(work))
+        )
 
     def vanished(self) -> int | None:
         """Records this store acknowledged that another writer's overwrite lost (`recover` puts them back)."""
@@ -520,89 +473,72 @@ class _Web:
             until=until,
         )
 
-    async def memories(self, request: Request) -> Response:
+    def memories(self, request: Request) -> Response:
         """The list (or, with ``q``, a search) with filters, a sort and paging."""
-        return await self.listing(request.query_params)
+        return self.listing(request.query_params)
 
-    async def search(self, request: Request) -> Response:
+    def search(self, request: Request) -> Response:
         """``/api/search?q=…&topK=…``: the listing with a query (``topK`` = the page size)."""
         params = dict(request.query_params)
         if not (params.get("q") or "").strip():
             return _error(400, "QUERY_EMPTY", msg("检索词不能为空。"))
         if params.get("topK") and not params.get("limit"):
             params["limit"] = params["topK"]
-        return await self.listing(params)
+        return self.listing(params)
 
-    async def listing(self, params: Mapping[str, str]) -> Response:
+    def listing(self, params: Mapping[str, str]) -> Response:
         tz = _int_param(params, "tz", 0, -browse.TZ_MINUTES_MAX, browse.TZ_MINUTES_MAX)
         offset = _int_param(params, "offset", 0, 0, 10_000_000)
         limit = _int_param(params, "limit", 100, 1, _PAGE_LIMIT_MAX)
         query = (params.get("q") or "").strip()
         filters = self.filters(params, tz)
+        scopes = self.scopes_of(params.get("scope"))
+        if query:
+            sort = (params.get("sort") or "relevance").strip()
+            page = browse.search(self.service, query, scopes, filters, sort=sort, offset=offset, limit=limit)
+            terms = browse.highlight_terms(query)
+        else:
+            sort = (params.get("sort") or "updated").strip()
+            now = self.service.clock()
+            page = browse.browse(self.service.store, scopes, filters, sort=sort, offset=offset, limit=limit, now=now)
+            terms = []
+        records = [browse.card(r, score=page.scores.get(r.id)) for r in page.records]
+        return _json(
+            {
+                "ok": True,
+                "query": query,
+                "sort": sort,
+                "scopes": scopes,
+                "offset": offset,
+                "count": len(records),
+                "total": page.total,
+                "terms": terms,
+                "records": records,
+            }
+        )
 
-        def work() -> Response:
-            scopes = self.scopes_of(params.get("scope"))
-            if query:
-                sort = (params.get("sort") or "relevance").strip()
-                page = browse.search(self.service, query, scopes, filters, sort=sort, offset=offset, limit=limit)
-                terms = browse.highlight_terms(query)
-            else:
-                sort = (params.get("sort") or "updated").strip()
-                now = self.service.clock()
-                page = browse.browse(
-                    self.service.store, scopes, filters, sort=sort, offset=offset, limit=limit, now=now
-                )
-                terms = []
-            records = [browse.card(r, score=page.scores.get(r.id)) for r in page.records]
-            return _json(
-                {
-                    "ok": True,
-                    "query": query,
-                    "sort": sort,
-                    "scopes": scopes,
-                    "offset": offset,
-                    "count": len(records),
-                    "total": page.total,
-                    "terms": terms,
-                    "records": records,
-                }
-            )
-
-        return await run_in_threadpool(work)
-
-    async def activity(self, request: Request) -> Response:
+    def activity(self, request: Request) -> Response:
         """Per scope of the page's choice: memories saved per day by client (last 30 days), kinds;
         and the facets (tags, clients, kinds) of its live records for the filter menus."""
         params = request.query_params
         tz = _int_param(params, "tz", 0, -browse.TZ_MINUTES_MAX, browse.TZ_MINUTES_MAX)
+        scopes = self.scopes_of(params.get("scope"))
+        now = self.service.clock()
+        return _json(
+            {
+                "ok": True,
+                "tz": tz,
+                "activity": browse.activity(self.service.store, scopes, now=now, tz_minutes=tz),
+                "facets": browse.facets(browse.live_records(self.service.store, scopes, now)),
+            }
+        )
 
-        def work() -> Response:
-            scopes = self.scopes_of(params.get("scope"))
-            now = self.service.clock()
-            return _json(
-                {
-                    "ok": True,
-                    "tz": tz,
-                    "activity": browse.activity(self.service.store, scopes, now=now, tz_minutes=tz),
-                    "facets": browse.facets(browse.live_records(self.service.store, scopes, now)),
-                }
-            )
-
-        return await run_in_threadpool(work)
-
-    async def memory(self, request: Request) -> Response:
+    def memory(self, request: Request) -> Response:
         ident = request.path_params["ident"]
-
-        def work() -> Response:
-            record = history.find_one(self.service, ident)
-            if record is None:
-                return _error(404, "NOT_FOUND", msg("没有找到 id 为 {ident} 的记忆(可能已被删除)。", ident=ident[:40]))
-            out = browse.card(record)
-            out["content"] = record.content
-            out.pop("truncated", None)
-            return _json({"ok": True, "record": out})
-
-        return await run_in_threadpool(work)
+        record = history.find_one(self.service, ident)
+        if record is None:
+            return _not_found(ident)
+        return _json({"ok": True, "record": _whole_card(record)})
 
     async def export(self, request: Request) -> Response:
         scope = request.query_params.get("scope")
@@ -624,244 +560,183 @@ class _Web:
 
     # -- writes ------------------------------------------------------------------------------
 
-    async def create(self, request: Request) -> Response:
+    def create(self, request: Request, body: dict[str, Any]) -> Response:
         """A new memory from the page's form: ``memory_save`` (same checks and codes), client ``web``."""
-        body = await self.json_body(request, JSON_MAX_BYTES)
         args = {key: body.get(key) for key in ("content", "kind", "tags", "scope", "importance")}
+        result = self.call("memory_save", args)
+        if result.is_error:
+            return _tool_error(result)
+        out = dict(result.structured)
+        record = history.find_one(self.service, str(out["id"]))
+        if record is not None:
+            out["record"] = browse.card(record)
+        short = str(out["id"])[:8]
+        if out.get("deduped"):
+            out["message"] = msg("内容与已有记忆 {short} 相同,没有重复保存", short=short)
+        else:
+            out["message"] = msg("已保存新记忆 {short}(作用域 {scope})", short=short, scope=out["scope"])
+        return _json(out)
 
-        def work() -> Response:
-            result = self.call("memory_save", args)
-            if result.is_error:
-                return _tool_error(result)
-            out = dict(result.structured)
-            record = history.find_one(self.service, str(out["id"]))
-            if record is not None:
-                out["record"] = browse.card(record)
-            short = str(out["id"])[:8]
-            if out.get("deduped"):
-                out["message"] = msg("内容与已有记忆 {short} 相同,没有重复保存", short=short)
-            else:
-                out["message"] = msg("已保存新记忆 {short}(作用域 {scope})", short=short, scope=out["scope"])
-            return _json(out)
-
-        return await run_in_threadpool(work)
-
-    async def edit(self, request: Request) -> Response:
+    def edit(self, request: Request, body: dict[str, Any]) -> Response:
         """A new version of a memory (`history.revise`): the fields given, in ``scope`` when given (a move)."""
         ident = request.path_params["ident"]
-        body = await self.json_body(request, JSON_MAX_BYTES)
+        changes = {key: body[key] for key in history.EDITABLE if key in body}
+        scope = body.get("scope")
+        target = scope if isinstance(scope, str) and scope.strip() else None
+        found, result = history.revise(self.service, ident, changes, self.context(), scope=target)
+        if result.is_error:
+            return _tool_error(result)
+        assert found is not None
+        out = result.structured
+        ids = {"new_id": str(out["id"])[:8], "short_id": found.short_id}
+        if out.get("superseded") is None:
+            message = msg("已保存 {new_id},但旧记录 {short_id} 已不在(可能刚被别处修改)", **ids)
+        elif out.get("deduped"):
+            message = msg("内容与已有记忆 {new_id} 相同:旧记录 {short_id} 已并入它,不再出现在检索中", **ids)
+        elif out.get("scope") != found.scope:
+            message = msg(
+                "已移到 {scope}:新记录 {new_id} 取代了 {short_id}(创建时间、使用次数和来源随之保留)",
+                scope=str(out.get("scope")),
+                **ids,
+            )
+        else:
+            message = msg("已保存:新记录 {new_id} 取代了旧记录 {short_id}(旧记录仍留在磁盘上)", **ids)
+        return _json({**out, "old": found.id, "message": message})
 
-        def work() -> Response:
-            changes = {key: body[key] for key in history.EDITABLE if key in body}
-            scope = body.get("scope")
-            target = scope if isinstance(scope, str) and scope.strip() else None
-            found, result = history.revise(self.service, ident, changes, self.context(), scope=target)
-            if result.is_error:
-                code = str(result.structured.get("code"))
-                return _json(result.structured, 409 if code == "GONE" else _status_of(code))
-            assert found is not None
-            out = result.structured
-            new_id, superseded = str(out["id"]), out.get("superseded")
-            if superseded is None:
-                message = msg(
-                    "已保存 {new_id},但旧记录 {short_id} 已不在(可能刚被别处修改)",
-                    new_id=new_id[:8],
-                    short_id=found.short_id,
-                )
-            elif out.get("deduped"):
-                message = msg(
-                    "内容与已有记忆 {new_id} 相同:旧记录 {short_id} 已并入它,不再出现在检索中",
-                    new_id=new_id[:8],
-                    short_id=found.short_id,
-                )
-            elif out.get("scope") != found.scope:
-                message = msg(
-                    "已移到 {scope}:新记录 {new_id} 取代了 {short_id}(创建时间、使用次数和来源随之保留)",
-                    scope=str(out.get("scope")),
-                    new_id=new_id[:8],
-                    short_id=found.short_id,
-                )
-            else:
-                message = msg(
-                    "已保存:新记录 {new_id} 取代了旧记录 {short_id}(旧记录仍留在磁盘上)",
-                    new_id=new_id[:8],
-                    short_id=found.short_id,
-                )
-            return _json({**out, "old": found.id, "message": message})
-
-        return await run_in_threadpool(work)
-
-    async def versions(self, request: Request) -> Response:
+    def versions(self, request: Request) -> Response:
         """A memory's versions, newest first (`history.versions`): each as a card with its whole content."""
         ident = request.path_params["ident"]
+        record = history.find_one(self.service, ident)
+        if record is None:
+            return _not_found(ident)
+        return _json({"ok": True, "versions": [_whole_card(v) for v in history.versions(self.service, record)]})
 
-        def work() -> Response:
-            record = history.find_one(self.service, ident)
-            if record is None:
-                return _error(404, "NOT_FOUND", msg("没有找到 id 为 {ident} 的记忆(可能已被删除)。", ident=ident[:40]))
-            rows = []
-            for version in history.versions(self.service, record):
-                row = browse.card(version)
-                row["content"] = version.content
-                row.pop("truncated", None)
-                rows.append(row)
-            return _json({"ok": True, "versions": rows})
-
-        return await run_in_threadpool(work)
-
-    async def duplicates(self, request: Request) -> Response:
-        """The near-duplicate groups (`duplicates.groups`) of each scope of the page's choice."""
+    def duplicates(self, request: Request) -> Response:
+        """The near-duplicate groups (`duplicates.groups`) of each scope of the page's choice, each
+        with why it was grouped; ``byMeaning`` says whether vectors took part."""
         scope = request.query_params.get("scope")
+        rows = [
+            {"scope": key, "why": group.why, "records": [browse.card(r) for r in group.records]}
+            for key in self.scopes_of(scope)
+            for group in duplicates.groups(self.service, key)
+        ]
+        vectors = self.service.vectors
+        by_meaning = vectors is not None and vectors.ready
+        return _json({"ok": True, "total": len(rows), "groups": rows[:_GROUPS_SHOWN], "byMeaning": by_meaning})
 
-        def work() -> Response:
-            rows = [
-                {"scope": key, "why": group.why, "records": [browse.card(r) for r in group.records]}
-                for key in self.scopes_of(scope)
-                for group in duplicates.groups(self.service, key)
-            ]
-            vectors = self.service.vectors
-            by_meaning = vectors is not None and vectors.ready
-            return _json({"ok": True, "total": len(rows), "groups": rows[:_GROUPS_SHOWN], "byMeaning": by_meaning})
-
-        return await run_in_threadpool(work)
-
-    async def keep(self, request: Request) -> Response:
+    def keep(self, request: Request, body: dict[str, Any]) -> Response:
         """ "Keep this one, replace the others" (`duplicates.keep`): ``keep`` an id, ``replace`` ids."""
-        body = await self.json_body(request, JSON_MAX_BYTES)
         kept, replace = body.get("keep"), body.get("replace")
         if not isinstance(kept, str) or not isinstance(replace, list) or not all(isinstance(i, str) for i in replace):
             return _error(400, "IDS_EMPTY", msg("keep 必须是一个 id,replace 必须是 id 数组。"))
+        _found, result = duplicates.keep(self.service, kept, replace, self.context())
+        if result.is_error:
+            return _tool_error(result)
+        return _json({**result.structured, "message": result.text})
 
-        def work() -> Response:
-            _found, result = duplicates.keep(self.service, kept, replace, self.context())
-            if result.is_error:
-                code = str(result.structured.get("code"))
-                return _json(result.structured, 409 if code == "GONE" else _status_of(code))
-            return _json({**result.structured, "message": result.text})
-
-        return await run_in_threadpool(work)
-
-    async def forget(self, request: Request) -> Response:
-        body = await self.json_body(request, JSON_MAX_BYTES)
+    def forget(self, request: Request, body: dict[str, Any]) -> Response:
         ids = body.get("ids")
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i.strip() for i in ids):
             return _error(400, "IDS_EMPTY", msg("ids 必须是非空的 id 数组。"))
         if len(ids) > _FORGET_MAX:
             return _error(400, "IDS_TOO_MANY", msg("一次最多删除 {limit} 条。", limit=_FORGET_MAX))
+        deleted: list[str] = []
+        missing: list[str] = []
+        for ident in dict.fromkeys(i.strip() for i in ids):
+            result = self.call("memory_forget", {"id": ident})
+            if result.is_error:
+                if deleted:  # report what already happened along with the failure
+                    return _json({**result.structured, "deleted": len(deleted), "ids": deleted}, 500)
+                return _tool_error(result)
+            gone = [str(i) for i in result.structured["ids"]]
+            if gone:
+                deleted.extend(gone)
+            else:
+                missing.append(ident)
+        message = msg("已删除 {count} 条记忆", count=len(deleted))
+        if missing:
+            message = msg("已删除 {count} 条记忆;{gone} 条已不存在", count=len(deleted), gone=len(missing))
+        return _json({"ok": True, "deleted": len(deleted), "ids": deleted, "missing": missing, "message": message})
 
-        def work() -> Response:
-            deleted: list[str] = []
-            missing: list[str] = []
-            for ident in dict.fromkeys(i.strip() for i in ids):
-                result = self.call("memory_forget", {"id": ident})
-                if result.is_error:
-                    if deleted:  # report what already happened along with the failure
-                        return _json({**result.structured, "deleted": len(deleted), "ids": deleted}, 500)
-                    return _tool_error(result)
-                gone = [str(i) for i in result.structured["ids"]]
-                if gone:
-                    deleted.extend(gone)
-                else:
-                    missing.append(ident)
-            message = msg("已删除 {count} 条记忆", count=len(deleted))
-            if missing:
-                message = msg("已删除 {count} 条记忆;{gone} 条已不存在", count=len(deleted), gone=len(missing))
-            return _json({"ok": True, "deleted": len(deleted), "ids": deleted, "missing": missing, "message": message})
-
-        return await run_in_threadpool(work)
-
-    async def recover(self, request: Request) -> Response:
+    def recover(self, request: Request, body: dict[str, Any]) -> Response:
         """The store's own `recover` (the `recover` command's): ``dryRun`` (default) previews."""
-        body = await self.json_body(request, JSON_MAX_BYTES)
         dry_run = body.get("dryRun", True) is not False
-
-        def work() -> Response:
-            store = self.service.store
-            found = store.recover(None, dry_run=dry_run)
-            rows = browse.recover_entries(found)
-            total = len(rows)
-            # What recover leaves alone because it cannot rule out a removal (the command lists them too).
-            refused = [
-                {"scope": scope, "id": d.entry.id, "shortId": d.entry.id[:8], "reason": d.reason}
-                for scope, doubts in store.doubtful(None).items()
-                for d in doubts
-            ]
-            return _json(
-                {
-                    "ok": True,
-                    "dryRun": dry_run,
-                    "total": total,
-                    "byScope": {scope: len(entries) for scope, entries in found.items()},
-                    "records": rows[:_RECOVER_SHOWN],
-                    "refused": refused[:_RECOVER_SHOWN],
-                    "refusedTotal": len(refused),
-                    "message": (
-                        msg("没有需要恢复的记忆")
-                        if not total
-                        else msg("将恢复 {total} 条被覆盖的记忆", total=total)
-                        if dry_run
-                        else msg("已恢复 {total} 条被覆盖的记忆", total=total)
-                    ),
-                }
-            )
-
-        return await run_in_threadpool(work)
+        store = self.service.store
+        found = store.recover(None, dry_run=dry_run)
+        rows = browse.recover_entries(found)
+        total = len(rows)
+        # What recover leaves alone because it cannot rule out a removal (the command lists them too).
+        refused = [
+            {"scope": scope, "id": d.entry.id, "shortId": d.entry.id[:8], "reason": d.reason}
+            for scope, doubts in store.doubtful(None).items()
+            for d in doubts
+        ]
+        return _json(
+            {
+                "ok": True,
+                "dryRun": dry_run,
+                "total": total,
+                "byScope": {scope: len(entries) for scope, entries in found.items()},
+                "records": rows[:_RECOVER_SHOWN],
+                "refused": refused[:_RECOVER_SHOWN],
+                "refusedTotal": len(refused),
+                "message": (
+                    msg("没有需要恢复的记忆")
+                    if not total
+                    else msg("将恢复 {total} 条被覆盖的记忆", total=total)
+                    if dry_run
+                    else msg("已恢复 {total} 条被覆盖的记忆", total=total)
+                ),
+            }
+        )
 
     async def import_(self, request: Request) -> Response:
         # The file is planned line by line as the body arrives, one import at a time (a memory bound).
         async with import_stream.one_import_at_a_time():
-            try:
-                upload = await import_stream.read_import(
-                    request, IMPORT_MAX_BYTES, transfer.Checks.of(self.service.settings)
-                )
-            except import_stream.BodyRefused as exc:
-                raise _HttpError(exc.status, exc.code, exc.message) from None
-            return await self._import_planned(upload)
+            checks = transfer.Checks.of(self.service.settings)
+            upload = await import_stream.read_import(request, IMPORT_MAX_BYTES, checks)
+            return await run_in_threadpool(self._import_planned, upload)
 
-    async def _import_planned(self, upload: import_stream.ImportUpload) -> Response:
+    def _import_planned(self, upload: import_stream.ImportUpload) -> Response:
         if upload.plan is None:
             return _error(400, "IMPORT_EMPTY", msg("需要导入文件的内容:data(base64 编码的文件字节)或 text(文本)。"))
         plan = upload.plan
         dry_run = upload.dry_run
         scope = upload.scope
         scope = scope if isinstance(scope, str) and scope.strip() else GLOBAL
-
-        def work() -> Response:
-            target = GLOBAL
-            if plan.graph:
-                if scope.strip().lower() in ALL_SCOPES:
-                    return _error(400, "SCOPE_NOT_WRITABLE", msg("all 是只读范围:请选一个作用域。"))
-                resolved = self.scopes_of(scope)
-                if len(resolved) != 1:
-                    return _error(400, "SCOPE_NOT_WRITABLE", msg("导入只能写入一个作用域。"))
-                target = resolved[0]
-            outcome = transfer.apply_import(self.service.store, plan, target, now=self.service.clock(), dry_run=dry_run)
-            refused = msg(",拒绝 {refused} 条", refused=outcome.refused) if outcome.refused else ""
-            counts = {"added": outcome.added, "existing": outcome.existing, "bad": outcome.bad, "refused": refused}
-            if dry_run:
-                message = msg("预览(尚未写入):将新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}", **counts)
-            else:
-                message = msg("导入完成:已新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}", **counts)
-            return _json(
-                {
-                    "ok": True,
-                    "dryRun": dry_run,
-                    "added": outcome.added,
-                    "existing": outcome.existing,
-                    "bad": outcome.bad,
-                    "byScope": [{"scope": s, "added": a, "existing": e} for s, (a, e) in outcome.by_scope.items()],
-                    "problems": [p.text() for p in plan.problems[:50]],
-                    "refused": outcome.refused,
-                    "refusals": [
-                        {"line": r.lineno, "code": r.code, "message": r.message, "text": r.text()}
-                        for r in plan.refused[:50]
-                    ],
-                    "message": message,
-                    **(self.import_listing(plan, target) if dry_run else {}),
-                }
-            )
-
-        return await run_in_threadpool(work)
+        target = GLOBAL
+        if plan.graph:
+            if scope.strip().lower() in ALL_SCOPES:
+                return _error(400, "SCOPE_NOT_WRITABLE", msg("all 是只读范围:请选一个作用域。"))
+            resolved = self.scopes_of(scope)
+            if len(resolved) != 1:
+                return _error(400, "SCOPE_NOT_WRITABLE", msg("导入只能写入一个作用域。"))
+            target = resolved[0]
+        outcome = transfer.apply_import(self.service.store, plan, target, now=self.service.clock(), dry_run=dry_run)
+        refused = msg(",拒绝 {refused} 条", refused=outcome.refused) if outcome.refused else ""
+        counts = {"added": outcome.added, "existing": outcome.existing, "bad": outcome.bad, "refused": refused}
+        if dry_run:
+            message = msg("预览(尚未写入):将新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}", **counts)
+        else:
+            message = msg("导入完成:已新增 {added} 条,已存在 {existing} 条,跳过 {bad} 行{refused}", **counts)
+        return _json(
+            {
+                "ok": True,
+                "dryRun": dry_run,
+                "added": outcome.added,
+                "existing": outcome.existing,
+                "bad": outcome.bad,
+                "byScope": [{"scope": s, "added": a, "existing": e} for s, (a, e) in outcome.by_scope.items()],
+                "problems": [p.text() for p in plan.problems[:50]],
+                "refused": outcome.refused,
+                "refusals": [
+                    {"line": r.lineno, "code": r.code, "message": r.message, "text": r.text()}
+                    for r in plan.refused[:50]
+                ],
+                "message": message,
+                **(self.import_listing(plan, target) if dry_run else {}),
+            }
+        )
 
     @staticmethod
     def import_listing(plan: transfer.ImportPlan, target: str) -> dict[str, Any]:
@@ -875,6 +750,14 @@ class _Web:
             rows += [{"scope": scope, "kind": r.kind, "line": _first_line(r.content)} for r in batch[:_IMPORT_LISTED]]
         rows += [{"scope": target, "kind": "fact", "line": _first_line(c)} for c in islice(plan.graph, _IMPORT_LISTED)]
         return {"memories": rows[:_IMPORT_LISTED], "memoriesTotal": total}
+
+
+def _whole_card(record: Record) -> dict[str, Any]:
+    """`browse.card` with the whole content."""
+    card = browse.card(record)
+    card["content"] = record.content
+    card.pop("truncated", None)
+    return card
 
 
 def _first_line(content: str) -> str:
