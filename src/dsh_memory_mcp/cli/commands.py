@@ -47,7 +47,8 @@ from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.service.context import CallContext
-    from dsh_memory_mcp.service.tools import MemoryService, ToolResult
+    from dsh_memory_mcp.service.render import ToolResult
+    from dsh_memory_mcp.service.tools import MemoryService
 
 __all__ = ["COMMAND_NAMES", "IMPORT_TAG", "Call", "Progress", "run"]
 

@@ -33,27 +33,6 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.store.shared import SharedStore
     from dsh_memory_mcp.store.snapshots import ScopeSnapshot
 
-__all__ = [
-    "ACTIVITY_DAYS",
-    "MANUAL",
-    "SEARCH_MAX",
-    "SORTS",
-    "Filters",
-    "Page",
-    "Writer",
-    "activity",
-    "browse",
-    "card",
-    "day_bounds",
-    "facets",
-    "highlight_terms",
-    "live_records",
-    "recover_entries",
-    "search",
-    "writer_of",
-    "writers",
-]
-
 #: The client key of records no client wrote (saved by hand: the CLI, a script, another program).
 MANUAL = "-"
 #: Sort orders a person can pick; searches also have "relevance" (the tools' ranking).

@@ -24,17 +24,6 @@ from dsh_memory_mcp.store.snapshots import identity_of
 if TYPE_CHECKING:
     from dsh_memory_mcp.store.shared import SharedStore
 
-__all__ = [
-    "DIGEST_CHARS",
-    "STANDING_KINDS",
-    "USAGE",
-    "DigestCache",
-    "digest_text",
-    "instructions",
-    "scrub",
-    "standing",
-]
-
 USAGE = (
     "dsh-memory-mcp is the user's long-term memory, shared by every IDE and agent they use. "
     "Before answering questions about the user's preferences, conventions, projects or past decisions, "

@@ -21,18 +21,6 @@ from dsh_memory_mcp.store.scopes import GLOBAL
 if TYPE_CHECKING:
     from dsh_memory_mcp.service.tools import MemoryService
 
-__all__ = [
-    "PAGE_SIZE",
-    "PROMPTS",
-    "TEMPLATES",
-    "FeedError",
-    "PromptSpec",
-    "ResourceItem",
-    "get_prompt",
-    "list_resources",
-    "read_resource",
-]
-
 #: Resources per `resources/list` page (the fixed two, then one per memory, newest first).
 PAGE_SIZE = 100
 RECALL_TOP_K = 8

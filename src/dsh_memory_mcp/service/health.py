@@ -19,8 +19,6 @@ from dsh_memory_mcp.store.layout import vec_path_for
 if TYPE_CHECKING:
     from dsh_memory_mcp.store.shared import SharedStore
 
-__all__ = ["TOTAL_KEYS", "scope_stats", "sidecar_stats", "store_stats", "store_version"]
-
 #: The per-scope counts `store_stats` sums into its totals.
 TOTAL_KEYS = ("records", "live", "expired", "corrupt", "bytes")
 

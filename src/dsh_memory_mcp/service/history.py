@@ -19,8 +19,6 @@ from dsh_memory_mcp.service.validate import PREFIX_MIN
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.texts import msg
 
-__all__ = ["VERSIONS_MAX", "find_one", "revise", "versions"]
-
 #: How far back `versions` walks (a chain longer than this is cut; a loop ends it).
 VERSIONS_MAX = 50
 #: The fields an edit may change; the others come from the version edited.

@@ -45,8 +45,6 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["SecretFinding", "find_secret"]
-
 
 @dataclass(frozen=True)
 class SecretFinding:

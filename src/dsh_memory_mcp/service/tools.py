@@ -72,8 +72,6 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.search.vectors import VectorAnswer, VectorChannel
     from dsh_memory_mcp.store.shared import SharedStore
 
-__all__ = ["MemoryService", "ToolResult"]
-
 log = logging.getLogger("dsh_memory_mcp.service.tools")
 
 #: A save names live memories this close in meaning (`MemoryService._similar`). Measured with the

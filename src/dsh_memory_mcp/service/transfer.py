@@ -32,23 +32,6 @@ from dsh_memory_mcp.texts import msg
 if TYPE_CHECKING:
     from dsh_memory_mcp.store.shared import SharedStore
 
-__all__ = [
-    "IMPORT_TAG",
-    "RELATION_TAG",
-    "Checks",
-    "ExportPart",
-    "ImportOutcome",
-    "ImportPlan",
-    "ImportPlanner",
-    "Problem",
-    "Refusal",
-    "apply_import",
-    "export_scopes",
-    "plan_import",
-    "relpath",
-    "unattributed_files",
-]
-
 #: Tag on every memory made from the reference memory server's knowledge graph.
 IMPORT_TAG = "mcp-memory-import"
 RELATION_TAG = "relation"
