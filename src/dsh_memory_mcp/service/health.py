@@ -12,7 +12,6 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from dsh_memory_mcp.service.transfer import relpath
 from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.layout import vec_path_for
 
@@ -35,7 +34,7 @@ def scope_stats(store: SharedStore, scope: str, now: int) -> dict[str, Any]:
     vec_path = vec_path_for(snap.path)
     return {
         "scope": scope,
-        "file": relpath(store, snap.path),
+        "file": store.layout.relpath(snap.path),
         "records": len(snap.records),
         "live": len(snap.records) - expired,
         "expired": expired,
@@ -56,7 +55,7 @@ def sidecar_stats(store: SharedStore, path: str, live_ids: set[str]) -> dict[str
         return None
     except OSError as exc:
         return {
-            "file": relpath(store, path),
+            "file": store.layout.relpath(path),
             "bytes": 0,
             "model": None,
             "dims": None,
@@ -73,7 +72,7 @@ def sidecar_stats(store: SharedStore, path: str, live_ids: set[str]) -> dict[str
         model, dims = name, int(width)
     ids = {ln.partition(b"\t")[0].decode("utf-8", "replace") for ln in lines[1:] if b"\t" in ln and ln[:1] != b"#"}
     return {
-        "file": relpath(store, path),
+        "file": store.layout.relpath(path),
         "bytes": len(data),
         "model": model,
         "dims": dims,

@@ -1,10 +1,8 @@
 """The five memory tools as plain functions over plain data (docs/design.md: Scopes, Tools and error codes).
 
-Nothing here knows about MCP: `MemoryService.call(name, arguments, ctx)` takes the raw JSON arguments
-of a `tools/call` and the call's context (whose project, which client) and returns a `ToolResult`
-(text for the model, structured data for programs, an error flag). Every invalid argument comes back
-as a spec error code with a Chinese message that says how to fix it; no exception escapes `call`.
-Front doors (stdio, HTTP, the human CLI, the web API) only adapt this.
+`MemoryService.call(name, arguments, ctx)` takes a `tools/call`'s raw JSON arguments and the call's
+context and returns a `ToolResult`; an invalid argument is a spec error code with a Chinese message
+that says how to fix it, and no exception escapes `call`. Nothing here knows about MCP.
 """
 
 from __future__ import annotations
@@ -74,15 +72,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("dsh_memory_mcp.service.tools")
 
-#: A save names live memories this close in meaning (`MemoryService._similar`). Measured with the
-#: bundled model (multilingual-e5-small): same-meaning pairs in one or two languages scored 0.86–0.98
-#: and corrections of one fact (pnpm → yarn, docker compose → kubernetes) 0.91–0.96, while the best
-#: unrelated record stayed ≤ 0.89 (one outlier) and mostly ≤ 0.65.
+#: A save names live memories this close in meaning (`MemoryService._similar`): with the bundled
+#: model, same-meaning pairs and corrections of one fact score ≥ 0.86, unrelated records mostly ≤ 0.65.
 SIMILAR_SCORE = 0.9
 SIMILAR_JACCARD = 0.8
 SIMILAR_TOP_K = 3
-#: Seconds a save's similarity check may wait for its embedding (a search gets 0.3 s; a save that
-#: can give less answers without naming near-duplicates in meaning).
+#: Seconds a save's similarity check may wait for its embedding (past it, the save names none).
 SIMILAR_BUDGET = 1.0
 
 
@@ -365,30 +360,28 @@ class MemoryService:
                     seen.add(record.id)
                     records.append(record)
         now = self.clock()
-        # Parsed once per record: a 20 MB line written by another program was parsed three times.
-        sources = [r.data.get("source") for r in records]
         blocks = []
-        for r, source in zip(records, sources, strict=True):
+        out = []
+        for r in records:
+            source = r.data.get("source")  # parsed once: another program's line may be megabytes
             flag = "(已被取代/过期,检索中不再出现)" if r.is_expired(now) else ""
             part = r.content[offset : offset + limit]
             blocks.append(
-                f"{ctx.style.head(r)} id={r.id}{flag}\n{part}\n{meta_line(r)}{source_line(r, source)}"
+                f"{ctx.style.head(r)} id={r.id}{flag}\n{part}\n{meta_line(r)}{source_line(source)}"
                 + part_note(r, offset, limit, ctx.style)
             )
-        parts = [f"找到 {len(records)} 条记忆" + ("\n\n" + "\n\n".join(blocks) if blocks else "")]
-        if missing:
-            short = [k for k in missing if len(k) < PREFIX_MIN]
-            parts.append("未找到:" + ", ".join(missing))
-            if short:
-                parts.append(f"提示:id 前缀至少 {PREFIX_MIN} 位({', '.join(short)} 太短)。")
-        out = []
-        for r, source in zip(records, sources, strict=True):
             entry = record_dict(r, max_chars=limit, offset=offset, paged=True)
             if isinstance(source, dict):
                 entry["source"] = source
             if r.expired_at is not None:
                 entry["expiredAt"] = r.expired_at
             out.append(entry)
+        parts = [f"找到 {len(records)} 条记忆" + ("\n\n" + "\n\n".join(blocks) if blocks else "")]
+        if missing:
+            short = [k for k in missing if len(k) < PREFIX_MIN]
+            parts.append("未找到:" + ", ".join(missing))
+            if short:
+                parts.append(f"提示:id 前缀至少 {PREFIX_MIN} 位({', '.join(short)} 太短)。")
         return ToolResult(
             text="\n\n".join(parts),
             structured={"ok": True, "count": len(out), "records": out, "missing": missing},
@@ -553,12 +546,8 @@ def _list_order(record: Record) -> tuple[int, str]:
 
 
 def newest(found: list[Record], limit: int) -> list[Record]:
-    """``sorted(found, key=_list_order)[:limit]`` — newest first, ties by id — without sorting all.
-
-    A list at 100k records spent ~90 ms sorting every record (and left the heap fragmented by
-    their sort keys) to show 20. The `limit` largest update times are found in C instead; only
-    the records at least as new as the last of them can be among the first `limit`.
-    """
+    """``sorted(found, key=_list_order)[:limit]`` — newest first, ties by id — without sorting all:
+    only the records at least as new as the `limit`-th newest can be among the first `limit`."""
     if len(found) <= limit:
         return sorted(found, key=_list_order)
     cutoff = heapq.nlargest(limit, found, key=_UPDATED)[-1].updated_at
@@ -599,14 +588,11 @@ def _stack(exc: BaseException, arguments: Mapping[str, Any]) -> str:
 
 def _internal_error_text(name: str, exc: Exception) -> str:
     """What an internal fault may have done: honest about writes, never claiming "nothing changed"."""
-    where = "详情(调用栈)已写入服务端日志(stderr 与日志文件)。"
     if name in _READ_ONLY:
-        return (
-            f"{name} 执行时发生内部错误({type(exc).__name__}),这是本服务的缺陷,不是参数问题。"
-            f"这是只读操作,记忆内容不会被改动;可以换个说法重试。{where}"
-        )
+        effect = "这是只读操作,记忆内容不会被改动;可以换个说法重试。"
+    else:
+        effect = "写入可能已经完成,也可能没有:重试前先用 memory_search 或 memory_get 核实,避免重复或误删。"
     return (
         f"{name} 执行时发生内部错误({type(exc).__name__}),这是本服务的缺陷,不是参数问题。"
-        "写入可能已经完成,也可能没有:重试前先用 memory_search 或 memory_get 核实,避免重复或误删。"
-        f"{where}"
+        f"{effect}详情(调用栈)已写入服务端日志(stderr 与日志文件)。"
     )

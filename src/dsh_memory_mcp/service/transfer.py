@@ -39,11 +39,6 @@ RELATION_TAG = "relation"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def relpath(store: SharedStore, path: str) -> str:
-    """A store file's path relative to the store directory, with forward slashes."""
-    return store.layout.relpath(path)
-
-
 # ----------------------------------------------------------------------------------------------
 # export
 
@@ -68,7 +63,9 @@ def export_scopes(store: SharedStore, wanted: Sequence[str]) -> Iterator[ExportP
             if isinstance(line, Record):
                 chunk.append(line.raw + "\n")
             else:
-                corrupt.append(msg("{relpath} 第 {lineno} 行", relpath=relpath(store, snap.path), lineno=line.lineno))
+                corrupt.append(
+                    msg("{relpath} 第 {lineno} 行", relpath=store.layout.relpath(snap.path), lineno=line.lineno)
+                )
         yield ExportPart(scope, "".join(chunk), len(chunk), tuple(corrupt))
 
 
