@@ -1,14 +1,8 @@
 """Browsing a store for people (the web page): filters, sorts, paging, facets, per-day activity.
 
-The tools answer a model (`memory_list` shows the newest 200, `memory_search` the best 20); a person
-looking at the whole store needs more: filter by tag, client and date, sort by what matters to them,
-page past 200, see at a glance who saved what and when. Everything here is read-only, over the
-store's cached snapshots, and uses the tools' own rules for what a scope means and how a search
-ranks (`MemoryService.read_scopes`, `MemoryService.ranked`), so the page never shows an order or a
-scope the tools would not.
-
-Dates are the caller's local days: ``tz_minutes`` is the offset east of UTC (a browser's
-``-new Date().getTimezoneOffset()``), so a bar for "2026-07-01" counts what that person saved that day.
+Read-only, over the store's cached snapshots, with the tools' own rules for what a scope means and
+how a search ranks (`MemoryService.read_scopes`, `MemoryService.ranked`). Dates are the caller's
+local days: ``tz_minutes`` is the offset east of UTC (a browser's ``-getTimezoneOffset()``).
 """
 
 from __future__ import annotations
@@ -101,10 +95,9 @@ def writer_of(record: Record) -> Writer:
 def writers(snapshot: ScopeSnapshot) -> tuple[Writer, ...]:
     """The `Writer` of each of the snapshot's records (same order), kept in the snapshot's cache.
 
-    Finding the client means parsing a record's whole line (~10 µs): a page refreshing the facets
-    and charts of a 100k-record scope after every save must not pay that for every record again.
-    The table of the previous version of the file (`snapshots.carry_forward`) gives the rows of
-    the records it shares with this one, so an append or a touch costs only the lines it changed.
+    Finding the client parses a record's whole line; the previous version's table
+    (`snapshots.carry_forward`) gives the rows of the records it shares with this one, so an
+    append or a touch parses only the lines it changed.
     """
     cache = snapshot.cache
     records = snapshot.records
@@ -340,12 +333,6 @@ def recover_entries(found: Mapping[str, Sequence[Entry]]) -> list[dict[str, Any]
             parsed = _records.parse_line(entry.line)
             content = parsed.content if isinstance(parsed, Record) else ""
             rows.append(
-                {
-                    "scope": scope,
-                    "id": entry.id,
-                    "shortId": entry.id[:8],
-                    "content": content[:200],
-                    "at": entry.at,
-                }
+                {"scope": scope, "id": entry.id, "shortId": entry.id[:8], "content": content[:200], "at": entry.at}
             )
     return rows

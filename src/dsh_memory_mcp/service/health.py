@@ -46,6 +46,7 @@ def scope_stats(store: SharedStore, scope: str, now: int) -> dict[str, Any]:
 
 def sidecar_stats(store: SharedStore, path: str, live_ids: set[str]) -> dict[str, Any] | None:
     """Header and counts of a ``.vec`` file, read as text (no numpy): None when there is none."""
+    file = store.layout.relpath(path)
     try:
         # open_regular: a FIFO or a link to a device in place of the sidecar is an error here,
         # never a hang or an endless read.
@@ -54,15 +55,7 @@ def sidecar_stats(store: SharedStore, path: str, live_ids: set[str]) -> dict[str
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return {
-            "file": store.layout.relpath(path),
-            "bytes": 0,
-            "model": None,
-            "dims": None,
-            "vectors": 0,
-            "covered": 0,
-            "error": str(exc),
-        }
+        return {"file": file, "bytes": 0, "model": None, "dims": None, "vectors": 0, "covered": 0, "error": str(exc)}
     lines = data[: data.rfind(b"\n") + 1].split(b"\n")
     model: str | None = None
     dims: int | None = None
@@ -72,7 +65,7 @@ def sidecar_stats(store: SharedStore, path: str, live_ids: set[str]) -> dict[str
         model, dims = name, int(width)
     ids = {ln.partition(b"\t")[0].decode("utf-8", "replace") for ln in lines[1:] if b"\t" in ln and ln[:1] != b"#"}
     return {
-        "file": store.layout.relpath(path),
+        "file": file,
         "bytes": len(data),
         "model": model,
         "dims": dims,

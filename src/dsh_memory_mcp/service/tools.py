@@ -14,7 +14,7 @@ import operator
 import traceback
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dsh_memory_mcp.config import Settings
@@ -95,16 +95,6 @@ class MemoryService:
     clock: Callable[[], int] = now_ms
     #: Where each call is counted while it runs; background work (the warm-up) gives way to it.
     foreground: Foreground = FOREGROUND
-    _handlers: dict[str, Callable[[Mapping[str, Any], CallContext], ToolResult]] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self._handlers = {
-            "memory_save": self.memory_save,
-            "memory_search": self.memory_search,
-            "memory_list": self.memory_list,
-            "memory_get": self.memory_get,
-            "memory_forget": self.memory_forget,
-        }
 
     @property
     def default_context(self) -> CallContext:
@@ -117,12 +107,12 @@ class MemoryService:
 
     def call(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext | None = None) -> ToolResult:
         """Run one tool; never raises. Unknown names → UNKNOWN_TOOL, bugs → INTERNAL_ERROR."""
-        handler = self._handlers.get(name)
-        if handler is None:
+        if name not in TOOL_NAMES:
             return error_result(
                 "UNKNOWN_TOOL",
                 msg("没有名为 {name!r} 的工具。可用工具:{value}。", name=name, value=", ".join(TOOL_NAMES)),
             )
+        handler: Callable[[Mapping[str, Any], CallContext], ToolResult] = getattr(self, name)  # a tool is its method
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, Mapping):

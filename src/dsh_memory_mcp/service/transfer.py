@@ -1,16 +1,11 @@
 """Export and import of memories, for every front door (the CLI's export/import, the web page).
 
-* Export gives every record line of the chosen scopes exactly as stored (`Record.raw`), so a
-  backup restores byte for byte; corrupt lines stay in the store and are reported, not exported.
-* Import reads JSONL: our own records (``id``/``scope``/``content``: kept whole, original id and
-  scope) or the reference memory server's knowledge graph (``entity``/``relation`` lines, or one
-  ``read_graph`` object), which become ``fact`` memories in one target scope.
-* `plan_import` only parses; `apply_import(..., dry_run=True)` counts exactly what the real
-  import would add (the store's own insert rules, evaluated without writing).
-* Every memory an import would add passes `memory_save`'s own checks (`service.validate`:
-  `content_arg`, `tags_arg`, `refuse_secrets` unless secrets are allowed): one that fails is
-  *refused* with the code (`CONTENT_EMPTY`, `CONTENT_TOO_LONG`, `TAGS_INVALID`,
-  `CONTENT_SECRET`), reported per line, never written; the others still import.
+* Export gives every record line exactly as stored (`Record.raw`); corrupt lines are reported.
+* Import reads our own records (kept whole: id and scope) or the reference memory server's
+  knowledge graph (``entity``/``relation`` lines, or one ``read_graph`` object), which become
+  ``fact`` memories in one target scope. `apply_import(..., dry_run=True)` counts exactly what the
+  real import would add. A memory that fails `memory_save`'s own checks is refused with its code,
+  reported per line, never written; the others still import.
 """
 
 from __future__ import annotations
