@@ -36,21 +36,13 @@ class SecretFinding:
 
 # -- what a value that only stands for a secret looks like ----------------------------------------
 
-#: Values published in documentation and tutorials, not anybody's credential.
+#: Values published in documentation and tutorials, not anybody's credential (the last one is the
+#: Azure storage emulator's, Azurite's, account key).
 _DOC_EXAMPLES = frozenset(
-    [
-        "AKIAIOSFODNN7EXAMPLE",
-        "AKIAI44QH8DHBEXAMPLE",
-        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-        "je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY",
-        "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
-        "sk_test_BQokikJOvBiI2HlWgH4olfQ2",
-        "sk_test_26PHem9AhJZvU623DfE1x4sd",
-        "rk_test_4eC39HqLyjWDarjtT1zdp7dc",
-        "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
-        # Azurite / the Azure storage emulator's published account key (devstoreaccount1).
-        "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
-    ]
+    """AKIAIOSFODNN7EXAMPLE AKIAI44QH8DHBEXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY
+    je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY sk_test_4eC39HqLyjWDarjtT1zdp7dc sk_test_BQokikJOvBiI2HlWgH4olfQ2
+    sk_test_26PHem9AhJZvU623DfE1x4sd rk_test_4eC39HqLyjWDarjtT1zdp7dc ghp_16C7e42F292c6912E7710c838347Ae178B4a
+    Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==""".split()  # noqa: SIM905
 )
 #: Words that make a vendor-shaped token a placeholder. Six letters or more count anywhere (a
 #: random token holds one by chance about once in 10⁸); shorter ones only as a word of their own
@@ -419,9 +411,7 @@ def _placeholder(value: str) -> bool:
     bare = value.strip("\"'`()[]{}<>.,;=")
     if not bare or bare.lower() in _WORDS or _PLACEHOLDER.match(value) or _PLACEHOLDER.match(bare):
         return True
-    if _CODE_REF.match(value) or bare.startswith("$"):
-        return True
-    if _fake_words(bare):
+    if _CODE_REF.match(value) or bare.startswith("$") or _fake_words(bare):
         return True
     return bool(re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", bare) and "_" in bare)  # an env var's name: DB_PASSWORD
 
@@ -474,9 +464,7 @@ def _password_like(value: str, *, loose: bool) -> bool:
 
 def _token_like(value: str, *, loose: bool) -> bool:
     """A token/key value: random-looking, not a count (``max_tokens=4096``) nor a word."""
-    if _placeholder(value) or value.isdigit() or len(value) < (16 if loose else 8):
-        return False
-    if _fake(value):
+    if _placeholder(value) or value.isdigit() or len(value) < (16 if loose else 8) or _fake(value):
         return False
     return _mixed(value) if loose else (_mixed(value) or len(value) >= 20)
 
@@ -489,10 +477,6 @@ def _key_is_bounded(text: str, start: int, key: str) -> bool:
     if not before.isalnum():
         return True
     return key[:1].isupper() and (before.isupper() or (before.islower() and not key.isupper()))
-
-
-def _is_password_key(norm: str) -> bool:
-    return norm.startswith(("pass", "pwd")) or norm in ("pw", "secret", "credential", "credentials")
 
 
 def _assignments(text: str) -> SecretFinding | None:
@@ -513,7 +497,7 @@ def _assignments(text: str) -> SecretFinding | None:
         flag = text[max(0, match.start() - 1) : match.start()] == "-"  # --token VALUE, -password VALUE
         if loose and sep == "" and not tail.group("q") and not flag and not norm.startswith(("pass", "pwd", "pw")):
             continue  # "api key header", "secret sauce": only a password may follow its key bare
-        if _is_password_key(norm):
+        if norm.startswith(("pass", "pwd")) or norm in ("pw", "secret", "credential", "credentials"):
             if norm in ("credential", "credentials") and loose:
                 continue
             if _password_like(value, loose=loose and not flag):
