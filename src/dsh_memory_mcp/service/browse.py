@@ -180,10 +180,7 @@ def search(
     offset: int = 0,
     limit: int = 20,
 ) -> Page:
-    """`memory_search`'s ranking (same function, up to `SEARCH_MAX` hits), then `filters` and `sort`.
-
-    Counts no access: a person looking is not recall.
-    """
+    """`memory_search`'s ranking (up to `SEARCH_MAX` hits), then `filters` and `sort`; counts no access."""
     _check_sort(sort, relevance=True)
     hits = [h for h in service.ranked(query, scopes, top_k=SEARCH_MAX) if filters.match(h.record, writer_of(h.record))]
     ordered = [h.record for h in hits]
@@ -245,11 +242,8 @@ def day_bounds(date: str, tz_minutes: int) -> tuple[int, int]:
 def activity(
     store: SharedStore, scopes: Sequence[str], *, now: int, tz_minutes: int = 0, days: int = ACTIVITY_DAYS
 ) -> list[dict[str, Any]]:
-    """Per scope: live memories saved (``updatedAt``) per day over the last `days` days, by client,
-    and all its live memories by kind.
-
-    Each scope counts its own file (a record copied into two scopes counts in both).
-    """
+    """Per scope (each counting its own file): live memories saved (``updatedAt``) per day over the
+    last `days` days, by client, and all its live memories by kind."""
     check_tz(tz_minutes)
     today = _day(now, tz_minutes)
     first = today - days + 1

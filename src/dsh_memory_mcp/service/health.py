@@ -85,12 +85,8 @@ def store_stats(store: SharedStore, wanted: Sequence[str], now: int) -> tuple[li
 
 
 def store_version(store: SharedStore) -> str:
-    """A short hash of the identities of the store's scope files and alias file.
-
-    Any write by any process (a save, a touch, a rewrite, a new scope) replaces or appends to one
-    of these files, so the hash changes; nothing is read or parsed: one listing and one stat per
-    scope file.
-    """
+    """A short hash of the identities of the store's scope files and alias file: every write by any
+    process changes one of them; nothing is read, one listing and one stat per file."""
     layout = store.layout
     entries: list[tuple[str, int, int, int]] = []
     for rel in [*layout.scope_files(), layout.relpath(layout.aliases_path)]:
