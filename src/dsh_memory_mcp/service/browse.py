@@ -122,16 +122,13 @@ def writers(snapshot: ScopeSnapshot) -> tuple[Writer, ...]:
 
 def live_records(store: SharedStore, scopes: Iterable[str], now: int) -> list[tuple[Record, Writer]]:
     """The live records of `scopes` with their writers, each id once (the first scope that has it)."""
-    seen: set[str] = set()
-    out: list[tuple[Record, Writer]] = []
+    found: dict[str, tuple[Record, Writer]] = {}
     for scope in scopes:
         snap = store.snapshot(scope)
         for record, writer in zip(snap.records, writers(snap), strict=True):
-            if record.is_expired(now) or record.id in seen:
-                continue
-            seen.add(record.id)
-            out.append((record, writer))
-    return out
+            if not record.is_expired(now):
+                found.setdefault(record.id, (record, writer))
+    return list(found.values())
 
 
 def _sort_key(sort: str) -> Any:

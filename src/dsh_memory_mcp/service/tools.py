@@ -319,12 +319,7 @@ class MemoryService:
     def memory_get(self, args: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         raw = args.get("ids", args.get("id"))
         items = string_list(raw) if raw is not None else None
-        keys: list[str] = []
-        if items is not None:
-            for item in items:
-                key = item.strip()
-                if key and key not in keys:
-                    keys.append(key)
+        keys = [key for key in dict.fromkeys(item.strip() for item in items or []) if key]
         if not keys:
             raise InvalidArgument(
                 msg(
@@ -338,17 +333,15 @@ class MemoryService:
         offset = integer_arg(args.get("offset"), name="offset", low=0, high=10**12, default=0, code="TOOL_ERROR")
         limit = max(GET_CONTENT_CHARS, self.settings.max_content)
         matches = self.store.find([k for k in keys if len(k) >= PREFIX_MIN])
-        records: list[Record] = []
+        found: dict[str, Record] = {}
         missing: list[str] = []
-        seen: set[str] = set()
         for key in keys:
             hits = matches.get(key, []) if len(key) >= PREFIX_MIN else []
             if not hits:
                 missing.append(key)
             for record in hits:
-                if record.id not in seen:
-                    seen.add(record.id)
-                    records.append(record)
+                found.setdefault(record.id, record)
+        records = list(found.values())
         now = self.clock()
         blocks = []
         out = []
