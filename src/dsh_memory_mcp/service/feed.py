@@ -173,12 +173,9 @@ def read_resource(service: MemoryService, uri: str, ctx: CallContext) -> str:
 
     :raises FeedError: an unknown URI, or the tool's own code (e.g. SCOPE_INVALID).
     """
-    if uri == "memory://global":
-        return _checked(service.call("memory_list", {"scope": GLOBAL, "limit": 200}, ctx))
-    if uri == "memory://project":
-        return _checked(service.call("memory_list", {"scope": "project", "limit": 200}, ctx))
-    if uri.startswith("memory://scope/"):
-        scope = unquote(uri[len("memory://scope/") :])
+    fixed = {"memory://global": GLOBAL, "memory://project": "project"}
+    if uri in fixed or uri.startswith("memory://scope/"):
+        scope = fixed.get(uri) or unquote(uri[len("memory://scope/") :])
         return _checked(service.call("memory_list", {"scope": scope, "limit": 200}, ctx))
     if uri.startswith("memory://record/"):
         ident = unquote(uri[len("memory://record/") :])

@@ -50,7 +50,6 @@ from dsh_memory_mcp.service.validate import (
     TOPK_DEFAULT,
     TOPK_MAX,
     content_arg,
-    first_of,
     importance_arg,
     integer_arg,
     is_blank,
@@ -250,7 +249,7 @@ class MemoryService:
     def memory_search(self, args: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         query, query_cut = query_arg(args.get("query"))
         top_k = integer_arg(
-            first_of(args, "topK", "top_k", "topk"),
+            next((args[key] for key in ("topK", "top_k", "topk") if args.get(key) is not None), None),
             name="topK",
             low=1,
             high=TOPK_MAX,
@@ -388,8 +387,7 @@ class MemoryService:
             removed = self._forget_id(ident.strip(), erased)
         else:
             target = self._forget_scope(args, ctx)
-            confirmed = _confirm_arg(args.get("confirm"))
-            if not confirmed:
+            if not _confirm_arg(args.get("confirm")):
                 preview = self._forget_preview(target, str(query).strip(), ctx)
                 if preview is not None:
                     return preview

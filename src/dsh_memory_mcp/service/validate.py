@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Mapping
 from typing import Any
 
 from dsh_memory_mcp.errors import InvalidArgument
@@ -197,13 +196,6 @@ def query_arg(value: Any) -> tuple[str, bool]:
     if len(query) > QUERY_MAX_CHARS:
         return query[:QUERY_MAX_CHARS], True
     return query, False
-
-
-def first_of(args: Mapping[str, Any], *names: str) -> Any:
-    for name in names:
-        if name in args and args[name] is not None:
-            return args[name]
-    return None
 
 
 def refuse_secrets(content: str, tags: list[str]) -> None:
