@@ -79,15 +79,12 @@ def digest_text(store: SharedStore, project: str | None, now: int) -> str:
 
 def _digest(store: SharedStore, project: str | None, now: int) -> tuple[str, int | None]:
     """(digest text, the first future `expiredAt` among the records read, after which it is stale)."""
-    seen: set[str] = set()
-    records: list[Record] = []
+    records: dict[str, Record] = {}  # each id once: the first scope that has it
     for scope in _scopes(project):
         for record in store.snapshot(scope).records:
-            if record.id not in seen:
-                seen.add(record.id)
-                records.append(record)
-    future = [r.expired_at for r in records if r.expired_at is not None and r.expired_at >= now]
-    return _render(standing(records, now), project), (min(future) if future else None)
+            records.setdefault(record.id, record)
+    future = [r.expired_at for r in records.values() if r.expired_at is not None and r.expired_at >= now]
+    return _render(standing(records.values(), now), project), (min(future) if future else None)
 
 
 def _render(ranked: list[Record], project: str | None) -> str:

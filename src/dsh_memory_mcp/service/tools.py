@@ -276,12 +276,7 @@ class MemoryService:
                 + meta_line(hit.record)
                 for hit in hits
             ]
-            text = (
-                f"找到 {len(hits)} 条记忆(检索范围:{labels})\n\n"
-                + "\n\n".join(blocks)
-                + "\n\n"
-                + ctx.style.full_content_hint
-            )
+            text = "\n\n".join([f"找到 {len(hits)} 条记忆(检索范围:{labels})", *blocks, ctx.style.full_content_hint])
         structured: dict[str, Any] = {"ok": True, "count": len(records), "scopes": scopes, "records": records}
         if vector is not None:
             structured["vector"] = {"state": vector.state}
