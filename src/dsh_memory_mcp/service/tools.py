@@ -222,12 +222,9 @@ class MemoryService:
         return ToolResult(text=text, structured=structured)
 
     def _similar(self, scope: str, record: Record) -> list[dict[str, Any]]:
-        """Live memories of `scope` whose meaning nearly duplicates `record` (not itself), best first.
-
-        With vectors: the search's relevance score (`0.5 + 0.5·P(relevant)`, the model's calibrated
-        gate) ≥ `SIMILAR_SCORE`; without: lexical near-identity (token sets, Jaccard ≥ `SIMILAR_JACCARD`).
-        The search hides superseded and expired records, so only what still ranks is named.
-        """
+        """Live memories of `scope` whose meaning nearly duplicates `record` (not itself), best first:
+        with vectors, a relevance score ≥ `SIMILAR_SCORE`; without, token-set Jaccard ≥ `SIMILAR_JACCARD`.
+        Superseded and expired records never rank, so they are never named."""
         hits, vector = self._search(record.content[:QUERY_MAX_CHARS], [scope], SIMILAR_TOP_K + 1, SIMILAR_BUDGET)
         vectors_used = vector is not None and vector.state == "used"
         mine = set(scoring.tokenize(record.content))

@@ -150,10 +150,6 @@ class ImportPlan:
     #: knowledge-graph memories that repeat an earlier line of the same file
     duplicates: int = 0
 
-    @property
-    def bad(self) -> int:
-        return len(self.problems)
-
 
 @dataclass(frozen=True)
 class ImportOutcome:
@@ -235,7 +231,7 @@ def apply_import(
         by_scope[scope] = (done, here_existing)
         added += done
         existing += here_existing
-    return ImportOutcome(added, existing, plan.bad, by_scope, dry_run, refused=len(plan.refused))
+    return ImportOutcome(added, existing, len(plan.problems), by_scope, dry_run, refused=len(plan.refused))
 
 
 def _preview(text: str) -> str:
