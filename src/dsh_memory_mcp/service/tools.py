@@ -511,9 +511,6 @@ def list_result(
     return ToolResult(text=text, structured=structured)
 
 
-_UPDATED = operator.attrgetter("updated_at")
-
-
 def _list_order(record: Record) -> tuple[int, str]:
     return (-record.updated_at, record.id)
 
@@ -523,7 +520,7 @@ def newest(found: list[Record], limit: int) -> list[Record]:
     only the records at least as new as the `limit`-th newest can be among the first `limit`."""
     if len(found) <= limit:
         return sorted(found, key=_list_order)
-    cutoff = heapq.nlargest(limit, found, key=_UPDATED)[-1].updated_at
+    cutoff = heapq.nlargest(limit, found, key=operator.attrgetter("updated_at"))[-1].updated_at
     candidates = [r for r in found if r.updated_at >= cutoff]
     candidates.sort(key=_list_order)
     return candidates[:limit]

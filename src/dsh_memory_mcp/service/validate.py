@@ -83,17 +83,14 @@ def string_list(value: Any) -> list[str] | None:
     """A list of strings from a list, a JSON-encoded list, or one string; `None` if not possible."""
     if isinstance(value, str):
         text = value.strip()
-        if text.startswith("["):
-            try:
-                decoded = json.loads(text)
-            except ValueError:
-                decoded = None
-            if isinstance(decoded, list):
-                value = decoded
-            else:
-                return [text]
-        else:
+        if not text.startswith("["):
             return [text] if text else []
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return [text]
+        if not isinstance(value, list):
+            return [text]
     if not isinstance(value, list):
         return None
     out: list[str] = []
