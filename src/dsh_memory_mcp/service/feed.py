@@ -149,12 +149,8 @@ def list_resources(
         records.extend(r for r in service.store.snapshot(scope).records if not r.is_expired(now))
     records.sort(key=lambda r: (-r.updated_at, r.id))
     total = len(items) + len(records)
-    page: list[ResourceItem] = []
-    for index in range(start, min(start + PAGE_SIZE, total)):
-        if index < len(items):
-            page.append(items[index])
-            continue
-        r = records[index - len(items)]
+    page = items[start : start + PAGE_SIZE]
+    for r in records[max(0, start - len(items)) : start + PAGE_SIZE - len(items)]:
         one_line = " ".join(r.content.split())
         page.append(
             ResourceItem(
