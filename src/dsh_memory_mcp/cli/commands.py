@@ -32,7 +32,8 @@ from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.service.context import CallContext
-    from dsh_memory_mcp.service.tools import MemoryService, ToolResult
+    from dsh_memory_mcp.service.render import ToolResult
+    from dsh_memory_mcp.service.tools import MemoryService
 
 EXIT_OK = 0
 EXIT_FAIL = 1

@@ -1,14 +1,8 @@
 """Browsing a store for people (the web page): filters, sorts, paging, facets, per-day activity.
 
-The tools answer a model (`memory_list` shows the newest 200, `memory_search` the best 20); a person
-looking at the whole store needs more: filter by tag, client and date, sort by what matters to them,
-page past 200, see at a glance who saved what and when. Everything here is read-only, over the
-store's cached snapshots, and uses the tools' own rules for what a scope means and how a search
-ranks (`MemoryService.read_scopes`, `MemoryService.ranked`), so the page never shows an order or a
-scope the tools would not.
-
-Dates are the caller's local days: ``tz_minutes`` is the offset east of UTC (a browser's
-``-new Date().getTimezoneOffset()``), so a bar for "2026-07-01" counts what that person saved that day.
+Read-only, over the store's cached snapshots, with the tools' own rules for what a scope means and
+how a search ranks (`MemoryService.read_scopes`, `MemoryService.ranked`). Dates are the caller's
+local days: ``tz_minutes`` is the offset east of UTC (a browser's ``-getTimezoneOffset()``).
 """
 
 from __future__ import annotations
@@ -32,27 +26,6 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.store.journal import Entry
     from dsh_memory_mcp.store.shared import SharedStore
     from dsh_memory_mcp.store.snapshots import ScopeSnapshot
-
-__all__ = [
-    "ACTIVITY_DAYS",
-    "MANUAL",
-    "SEARCH_MAX",
-    "SORTS",
-    "Filters",
-    "Page",
-    "Writer",
-    "activity",
-    "browse",
-    "card",
-    "day_bounds",
-    "facets",
-    "highlight_terms",
-    "live_records",
-    "recover_entries",
-    "search",
-    "writer_of",
-    "writers",
-]
 
 #: The client key of records no client wrote (saved by hand: the CLI, a script, another program).
 MANUAL = "-"
@@ -122,10 +95,9 @@ def writer_of(record: Record) -> Writer:
 def writers(snapshot: ScopeSnapshot) -> tuple[Writer, ...]:
     """The `Writer` of each of the snapshot's records (same order), kept in the snapshot's cache.
 
-    Finding the client means parsing a record's whole line (~10 µs): a page refreshing the facets
-    and charts of a 100k-record scope after every save must not pay that for every record again.
-    The table of the previous version of the file (`snapshots.carry_forward`) gives the rows of
-    the records it shares with this one, so an append or a touch costs only the lines it changed.
+    Finding the client parses a record's whole line; the previous version's table
+    (`snapshots.carry_forward`) gives the rows of the records it shares with this one, so an
+    append or a touch parses only the lines it changed.
     """
     cache = snapshot.cache
     records = snapshot.records
@@ -150,16 +122,13 @@ def writers(snapshot: ScopeSnapshot) -> tuple[Writer, ...]:
 
 def live_records(store: SharedStore, scopes: Iterable[str], now: int) -> list[tuple[Record, Writer]]:
     """The live records of `scopes` with their writers, each id once (the first scope that has it)."""
-    seen: set[str] = set()
-    out: list[tuple[Record, Writer]] = []
+    found: dict[str, tuple[Record, Writer]] = {}
     for scope in scopes:
         snap = store.snapshot(scope)
         for record, writer in zip(snap.records, writers(snap), strict=True):
-            if record.is_expired(now) or record.id in seen:
-                continue
-            seen.add(record.id)
-            out.append((record, writer))
-    return out
+            if not record.is_expired(now):
+                found.setdefault(record.id, (record, writer))
+    return list(found.values())
 
 
 def _sort_key(sort: str) -> Any:
@@ -208,10 +177,7 @@ def search(
     offset: int = 0,
     limit: int = 20,
 ) -> Page:
-    """`memory_search`'s ranking (same function, up to `SEARCH_MAX` hits), then `filters` and `sort`.
-
-    Counts no access: a person looking is not recall.
-    """
+    """`memory_search`'s ranking (up to `SEARCH_MAX` hits), then `filters` and `sort`; counts no access."""
     _check_sort(sort, relevance=True)
     hits = [h for h in service.ranked(query, scopes, top_k=SEARCH_MAX) if filters.match(h.record, writer_of(h.record))]
     ordered = [h.record for h in hits]
@@ -273,11 +239,8 @@ def day_bounds(date: str, tz_minutes: int) -> tuple[int, int]:
 def activity(
     store: SharedStore, scopes: Sequence[str], *, now: int, tz_minutes: int = 0, days: int = ACTIVITY_DAYS
 ) -> list[dict[str, Any]]:
-    """Per scope: live memories saved (``updatedAt``) per day over the last `days` days, by client,
-    and all its live memories by kind.
-
-    Each scope counts its own file (a record copied into two scopes counts in both).
-    """
+    """Per scope (each counting its own file): live memories saved (``updatedAt``) per day over the
+    last `days` days, by client, and all its live memories by kind."""
     check_tz(tz_minutes)
     today = _day(now, tz_minutes)
     first = today - days + 1
@@ -361,12 +324,6 @@ def recover_entries(found: Mapping[str, Sequence[Entry]]) -> list[dict[str, Any]
             parsed = _records.parse_line(entry.line)
             content = parsed.content if isinstance(parsed, Record) else ""
             rows.append(
-                {
-                    "scope": scope,
-                    "id": entry.id,
-                    "shortId": entry.id[:8],
-                    "content": content[:200],
-                    "at": entry.at,
-                }
+                {"scope": scope, "id": entry.id, "shortId": entry.id[:8], "content": content[:200], "at": entry.at}
             )
     return rows

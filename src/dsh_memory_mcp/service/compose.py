@@ -69,14 +69,12 @@ WARM_CHUNK = 512
 def warm_up(service: MemoryService, *, every_scope: bool = False) -> threading.Thread:
     """Read scopes and build their lexical indexes in a daemon thread (the server's start).
 
-    It gives way to tool calls (`service.foreground`): it pauses before each scope, between
-    the pieces of a read and between chunks of an index build while a call runs, so a save
-    never shares the process with it (a CPU-bound thread next to a lock holder stretched the
-    holder's millisecond ~100-fold through the GIL). It holds no lock across a pause: a call
-    that needs a scope it was reading waits for the piece in progress and has it read on
-    (`SnapshotCache.load`), one that needs an index takes over the chunks built so far
-    (`scoring.index_for` extends them). Failures are only logged: the call that needs the
-    scope will report them.
+    It gives way to tool calls (`service.foreground`): it pauses before each scope, between the
+    pieces of a read and between chunks of an index build while a call runs, so a lock holder
+    never shares the GIL with it. It holds no lock across a pause: a call that needs a scope it
+    was reading has it read on (`SnapshotCache.load`), one that needs an index extends the chunks
+    built so far (`scoring.index_for`). Failures are only logged: the call that needs the scope
+    reports them.
     """
 
     def run() -> None:
@@ -124,12 +122,9 @@ def _index_in_steps(current: Callable[[], ScopeSnapshot], fg: Foreground) -> tup
     """`scoring.index_for` of the scope's newest version (`current()`), built `WARM_CHUNK`
     records at a time with a pause between; the version indexed and the steps taken.
 
-    Each chunk extends the index of the records before it (`LexicalIndex.build` with the
-    previous prefix's index), kept where `index_for` looks for a previous version's index: a
-    call that needs the index meanwhile extends what was built so far instead of starting over,
-    and so does the next version of the file (a save) that `carry_forward` hands it to. An
-    older version's index is one step. The last step (`index_for`) also imports numpy and fills
-    the columns the search reads, so the first search pays neither.
+    Each chunk extends the previous prefix's index, kept where `index_for` looks for a previous
+    version's index, so a call (or the next version of the file) extends what was built so far.
+    The last step (`index_for`) also imports numpy and fills the search's columns.
     """
     from dsh_memory_mcp.search import scoring
     from dsh_memory_mcp.store.snapshots import Rows

@@ -24,17 +24,6 @@ from dsh_memory_mcp.store.snapshots import identity_of
 if TYPE_CHECKING:
     from dsh_memory_mcp.store.shared import SharedStore
 
-__all__ = [
-    "DIGEST_CHARS",
-    "STANDING_KINDS",
-    "USAGE",
-    "DigestCache",
-    "digest_text",
-    "instructions",
-    "scrub",
-    "standing",
-]
-
 USAGE = (
     "dsh-memory-mcp is the user's long-term memory, shared by every IDE and agent they use. "
     "Before answering questions about the user's preferences, conventions, projects or past decisions, "
@@ -83,25 +72,22 @@ def _scopes(project: str | None) -> list[str]:
     return [GLOBAL] if project is None or project == GLOBAL else [project, GLOBAL]
 
 
-def digest_text(store: SharedStore, project: str | None, now: int, *, limit: int = DIGEST_CHARS) -> str:
+def digest_text(store: SharedStore, project: str | None, now: int) -> str:
     """The digest of global and `project` (a scope key, or None for global only); "" when empty."""
-    return _digest(store, project, now, limit)[0]
+    return _digest(store, project, now)[0]
 
 
-def _digest(store: SharedStore, project: str | None, now: int, limit: int) -> tuple[str, int | None]:
+def _digest(store: SharedStore, project: str | None, now: int) -> tuple[str, int | None]:
     """(digest text, the first future `expiredAt` among the records read, after which it is stale)."""
-    seen: set[str] = set()
-    records: list[Record] = []
+    records: dict[str, Record] = {}  # each id once: the first scope that has it
     for scope in _scopes(project):
         for record in store.snapshot(scope).records:
-            if record.id not in seen:
-                seen.add(record.id)
-                records.append(record)
-    future = [r.expired_at for r in records if r.expired_at is not None and r.expired_at >= now]
-    return _render(standing(records, now), project, limit), (min(future) if future else None)
+            records.setdefault(record.id, record)
+    future = [r.expired_at for r in records.values() if r.expired_at is not None and r.expired_at >= now]
+    return _render(standing(records.values(), now), project), (min(future) if future else None)
 
 
-def _render(ranked: list[Record], project: str | None, limit: int) -> str:
+def _render(ranked: list[Record], project: str | None) -> str:
     if not ranked:
         return ""
     lines = [_HEADER]
@@ -109,7 +95,7 @@ def _render(ranked: list[Record], project: str | None, limit: int) -> str:
     shown = 0
     for record in ranked:
         line = _line(record, project)
-        if used + 1 + len(line) > limit - 40:  # keep room for the "more" line
+        if used + 1 + len(line) > DIGEST_CHARS - 40:  # keep room for the "more" line
             break
         lines.append(line)
         used += 1 + len(line)
@@ -127,13 +113,11 @@ def instructions(digest: str) -> str:
 class DigestCache:
     """The last digest per (store, project), on disk, valid while the scope files are unchanged.
 
-    Computing a digest means parsing global and the project (~40 ms at 10k records on an idle
-    2-core machine), and it delays the `initialize` answer. So the text is kept in
-    `<dir>/<sha1>.json` with the files' identities `(st_dev, st_ino, st_size, st_mtime_ns)` — the
-    store's own cache key — and the first future `expiredAt` (a record expiring makes it stale).
-    A hit costs two stats and a small read. The server refreshes the entry at exit (`refresh`,
-    after its own writes and touches are flushed), so the next start hits unless another writer
-    changed the files meanwhile. Best effort: any failure falls back to computing.
+    Computing one parses global and the project, which delays the `initialize` answer; so the text
+    is kept in `<dir>/<sha1>.json` with the files' identities (the store's own cache key) and the
+    first future `expiredAt` (a record expiring makes it stale). The server refreshes the entry at
+    exit (`refresh`), so the next start hits unless another writer changed the files meanwhile.
+    Best effort: any failure falls back to computing.
     """
 
     def __init__(self, directory: str | None, store_dir: str) -> None:
@@ -166,7 +150,7 @@ class DigestCache:
     def refresh(self, store: SharedStore, project: str | None, now: int) -> str:
         """Compute the digest and store it with the identities seen before reading."""
         identities = self._identities(store, project)
-        text, until = _digest(store, project, now, DIGEST_CHARS)
+        text, until = _digest(store, project, now)
         path = self._path(project)
         if path is not None and self.directory is not None:
             entry = {"identities": identities, "validUntil": until, "text": text}

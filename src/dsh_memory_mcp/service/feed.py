@@ -21,18 +21,6 @@ from dsh_memory_mcp.store.scopes import GLOBAL
 if TYPE_CHECKING:
     from dsh_memory_mcp.service.tools import MemoryService
 
-__all__ = [
-    "PAGE_SIZE",
-    "PROMPTS",
-    "TEMPLATES",
-    "FeedError",
-    "PromptSpec",
-    "ResourceItem",
-    "get_prompt",
-    "list_resources",
-    "read_resource",
-]
-
 #: Resources per `resources/list` page (the fixed two, then one per memory, newest first).
 PAGE_SIZE = 100
 RECALL_TOP_K = 8
@@ -161,12 +149,8 @@ def list_resources(
         records.extend(r for r in service.store.snapshot(scope).records if not r.is_expired(now))
     records.sort(key=lambda r: (-r.updated_at, r.id))
     total = len(items) + len(records)
-    page: list[ResourceItem] = []
-    for index in range(start, min(start + PAGE_SIZE, total)):
-        if index < len(items):
-            page.append(items[index])
-            continue
-        r = records[index - len(items)]
+    page = items[start : start + PAGE_SIZE]
+    for r in records[max(0, start - len(items)) : start + PAGE_SIZE - len(items)]:
         one_line = " ".join(r.content.split())
         page.append(
             ResourceItem(
@@ -185,12 +169,9 @@ def read_resource(service: MemoryService, uri: str, ctx: CallContext) -> str:
 
     :raises FeedError: an unknown URI, or the tool's own code (e.g. SCOPE_INVALID).
     """
-    if uri == "memory://global":
-        return _checked(service.call("memory_list", {"scope": GLOBAL, "limit": 200}, ctx))
-    if uri == "memory://project":
-        return _checked(service.call("memory_list", {"scope": "project", "limit": 200}, ctx))
-    if uri.startswith("memory://scope/"):
-        scope = unquote(uri[len("memory://scope/") :])
+    fixed = {"memory://global": GLOBAL, "memory://project": "project"}
+    if uri in fixed or uri.startswith("memory://scope/"):
+        scope = fixed.get(uri) or unquote(uri[len("memory://scope/") :])
         return _checked(service.call("memory_list", {"scope": scope, "limit": 200}, ctx))
     if uri.startswith("memory://record/"):
         ident = unquote(uri[len("memory://record/") :])

@@ -12,14 +12,11 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from dsh_memory_mcp.service.transfer import relpath
 from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.layout import vec_path_for
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.store.shared import SharedStore
-
-__all__ = ["TOTAL_KEYS", "scope_stats", "sidecar_stats", "store_stats", "store_version"]
 
 #: The per-scope counts `store_stats` sums into its totals.
 TOTAL_KEYS = ("records", "live", "expired", "corrupt", "bytes")
@@ -37,7 +34,7 @@ def scope_stats(store: SharedStore, scope: str, now: int) -> dict[str, Any]:
     vec_path = vec_path_for(snap.path)
     return {
         "scope": scope,
-        "file": relpath(store, snap.path),
+        "file": store.layout.relpath(snap.path),
         "records": len(snap.records),
         "live": len(snap.records) - expired,
         "expired": expired,
@@ -49,6 +46,7 @@ def scope_stats(store: SharedStore, scope: str, now: int) -> dict[str, Any]:
 
 def sidecar_stats(store: SharedStore, path: str, live_ids: set[str]) -> dict[str, Any] | None:
     """Header and counts of a ``.vec`` file, read as text (no numpy): None when there is none."""
+    file = store.layout.relpath(path)
     try:
         # open_regular: a FIFO or a link to a device in place of the sidecar is an error here,
         # never a hang or an endless read.
@@ -57,15 +55,7 @@ def sidecar_stats(store: SharedStore, path: str, live_ids: set[str]) -> dict[str
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return {
-            "file": relpath(store, path),
-            "bytes": 0,
-            "model": None,
-            "dims": None,
-            "vectors": 0,
-            "covered": 0,
-            "error": str(exc),
-        }
+        return {"file": file, "bytes": 0, "model": None, "dims": None, "vectors": 0, "covered": 0, "error": str(exc)}
     lines = data[: data.rfind(b"\n") + 1].split(b"\n")
     model: str | None = None
     dims: int | None = None
@@ -75,7 +65,7 @@ def sidecar_stats(store: SharedStore, path: str, live_ids: set[str]) -> dict[str
         model, dims = name, int(width)
     ids = {ln.partition(b"\t")[0].decode("utf-8", "replace") for ln in lines[1:] if b"\t" in ln and ln[:1] != b"#"}
     return {
-        "file": relpath(store, path),
+        "file": file,
         "bytes": len(data),
         "model": model,
         "dims": dims,
@@ -95,12 +85,8 @@ def store_stats(store: SharedStore, wanted: Sequence[str], now: int) -> tuple[li
 
 
 def store_version(store: SharedStore) -> str:
-    """A short hash of the identities of the store's scope files and alias file.
-
-    Any write by any process (a save, a touch, a rewrite, a new scope) replaces or appends to one
-    of these files, so the hash changes; nothing is read or parsed: one listing and one stat per
-    scope file.
-    """
+    """A short hash of the identities of the store's scope files and alias file: every write by any
+    process changes one of them; nothing is read, one listing and one stat per file."""
     layout = store.layout
     entries: list[tuple[str, int, int, int]] = []
     for rel in [*layout.scope_files(), layout.relpath(layout.aliases_path)]:

@@ -19,8 +19,6 @@ from dsh_memory_mcp.service.validate import PREFIX_MIN
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.texts import msg
 
-__all__ = ["VERSIONS_MAX", "find_one", "revise", "versions"]
-
 #: How far back `versions` walks (a chain longer than this is cut; a loop ends it).
 VERSIONS_MAX = 50
 #: The fields an edit may change; the others come from the version edited.
@@ -74,13 +72,7 @@ def revise(
     found = find_one(service, ident)
     if found is None or found.is_expired(service.clock()):
         return found, error_result("GONE", msg("这条记忆已被删除或已被别处的修改取代:请刷新后再编辑。"))
-    args: dict[str, Any] = {
-        "content": found.content,
-        "kind": found.kind,
-        "tags": found.tags,
-        "importance": found.importance,
-    }
-    args.update({key: changes[key] for key in EDITABLE if key in changes})
+    args: dict[str, Any] = {key: changes[key] if key in changes else getattr(found, key) for key in EDITABLE}
     args["scope"] = found.scope if scope is None else scope
     args["supersedes"] = found.id
     return found, service.call("memory_save", args, ctx)

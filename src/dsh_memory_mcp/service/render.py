@@ -19,8 +19,7 @@ SNIPPET_CHARS = 160
 #: The most lines of a record a terminal list or search shows (`excerpt`).
 EXCERPT_LINES = 6
 #: Search and list results carry at most this much of a record's content (`truncated: true`,
-#: `contentChars` = the full length); `memory_get` returns it whole. A 50 MB record written by
-#: another program must not make every search send 50 MB.
+#: `contentChars` = the full length): another program's 50 MB record must not ride on every search.
 RESULT_CONTENT_CHARS = 2_000
 #: `memory_get` returns at most this much of one record's content per call (`Settings.max_content`
 #: when that is larger, so whatever `memory_save` accepts comes whole). A bigger record another
@@ -75,10 +74,10 @@ class TextStyle:
         return f"({scope}{self.scope_separator}{record.kind})"
 
     def label(self, scope: str, current: str | None = None, source: str | None = None) -> str:
-        """`scope_label`, a project by its folder's name when `folder_names`."""
-        if not self.folder_names:
-            return scope_label(scope, current, source)
-        return project_name(scope) + (source_note(source) if source is not None and scope == current else "")
+        """A scope in a header: a project by its path (its folder's name when `folder_names`), others
+        by their key; the current project (`current`) also says where it came from."""
+        name = project_name(scope) if self.folder_names else scope.removeprefix("project:")
+        return name + (source_note(source) if source is not None and scope == current else "")
 
 
 #: The tools' own text (MCP, the web page's writes).
@@ -122,15 +121,6 @@ PROJECT_SOURCES = {
 def source_note(source: str) -> str:
     """` [来自 客户端 roots]`: appended wherever an answer names the current project."""
     return f" [来自 {PROJECT_SOURCES.get(source, source)}]"
-
-
-def scope_label(scope: str, current: str | None = None, source: str | None = None) -> str:
-    """How a scope is shown in a header: a project by its path, others by their key; the
-    current project (`current`) also says where it came from."""
-    label = scope[len("project:") :] if scope.startswith("project:") else scope
-    if current is not None and source is not None and scope == current:
-        label += source_note(source)
-    return label
 
 
 def project_name(scope: str) -> str:
@@ -247,16 +237,9 @@ def meta_line(record: Record, *, client: str | None = None) -> str:
     return "  " + " ".join(parts)
 
 
-_UNSET: Any = object()
-
-
-def source_line(record: Record, source: Any = _UNSET) -> str:
-    """`\n  来源:explicit · claude-code/1.2.0` (provenance) for full views; "" without a source.
-
-    `source`: the record's parsed ``source`` field (None: it has none) when the caller has it, so a
-    huge record's line is not parsed again."""
-    if source is _UNSET:
-        source = record.data.get("source")
+def source_line(source: Any) -> str:
+    """`\n  来源:explicit · claude-code/1.2.0`: a record's parsed ``source`` field (provenance) for
+    full views; "" without one."""
     if not isinstance(source, dict) or not source:
         return ""
     origin = source.get("origin")

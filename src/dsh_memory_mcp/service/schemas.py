@@ -13,8 +13,6 @@ from typing import Any
 from dsh_memory_mcp.service.validate import IDS_MAX, LIMIT_DEFAULT, LIMIT_MAX, TOPK_DEFAULT, TOPK_MAX
 from dsh_memory_mcp.store.records import KINDS
 
-__all__ = ["ERROR_SHAPE", "TOOL_NAMES", "TOOL_SPECS", "ToolSpec"]
-
 
 @dataclass(frozen=True)
 class ToolSpec:

@@ -27,10 +27,6 @@ class ScopeResolver:
     ctx: CallContext
     scope_all: bool = False
 
-    @property
-    def current_project(self) -> str:
-        return self.ctx.project
-
     def named_scope(self, raw: str) -> str:
         """A scope argument that is neither absent nor `all` → its key (aliases resolved)."""
         text = raw.strip()
@@ -39,7 +35,7 @@ class ScopeResolver:
             return GLOBAL
         if low in ("project", "session"):
             # Bare session = current project: session ids differ per host, so they share nothing.
-            return self.current_project
+            return self.ctx.project
         if low.startswith("session:"):
             ident = text[len("session:") :].strip()
             if not ident or any(ord(ch) < 32 for ch in ident):
@@ -113,7 +109,7 @@ class ScopeResolver:
         if path is not None:
             return self.path_scope(path, scope)
         if scope is None:
-            return self.current_project if self.scope_all else GLOBAL
+            return self.ctx.project if self.scope_all else GLOBAL
         if scope.lower() in ALL_SCOPES:
             raise ScopeError(
                 msg("all 是只读范围(所有作用域),不能写入:请指定 global、project 或具体作用域。"),
@@ -127,7 +123,7 @@ class ScopeResolver:
         if path is not None:
             return [self.path_scope(path, scope, register=False)]
         if scope is None:
-            return [self.current_project, GLOBAL]
+            return [self.ctx.project, GLOBAL]
         if scope.lower() in ALL_SCOPES:
             found = self.store.discover_scopes()
             return found if GLOBAL in found else [*found, GLOBAL]

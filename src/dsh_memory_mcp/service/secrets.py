@@ -1,38 +1,18 @@
 """Credentials in text: `find_secret(text)` names the first credential it sees, or None.
 
-The store is plain JSONL that every IDE and agent on the machine reads, so `memory_save` refuses
-content that carries a credential (`CONTENT_SECRET`); `DSH_MEMORY_ALLOW_SECRETS=1` turns it off.
+`memory_save` refuses content that carries one (`CONTENT_SECRET`; docs/design.md says what counts).
+Rules, tuned on a labelled corpus (`tests/helpers/secret_corpus.py`) for precision (a false refusal
+costs the user a memory) and recall (a miss leaks a secret):
 
-Three kinds of rule, tuned on a labelled corpus (`tests/helpers/secret_corpus.py`) for precision
-(a false refusal costs the user a memory) and recall (a miss leaks a secret):
+* issuer formats (`_FORMATS`): tokens whose shape names their issuer, private keys with a body, JWTs;
+* issuer formats that need a word nearby (`_NEAR`), such as a 40-character AWS secret key;
+* URLs and connection strings with a password, and values of credential keys (``password``,
+  ``api_key``, ``密码``…) after ``=``, ``:``, ``is``, ``是``…, including prose and command lines.
 
-* **issuer formats** (`_FORMATS`): tokens whose shape names their issuer (private keys with a body,
-  ``sk-…``, AWS ``AKIA…``, GitHub, Slack, Stripe, Google… the table lists them) and signed JWTs;
-* **issuer formats that need a word nearby** (`_NEAR`): a 40-character AWS secret key, a Twilio
-  auth token, an Azure storage key, a legacy Vault ``s.`` token, a Heroku UUID key;
-* **values of credential keys**: URLs and connection strings with a password
-  (``postgres://u:pw@host``, ``Password=…;``), and a credential key (``password``, ``PGPASSWORD``,
-  ``token``, ``api_key``, ``client_secret``, ``密码``, ``口令``…) followed by ``=``, ``:``, ``is``,
-  ``是``, ``为``, ``改成``… and a value, including prose (``my password is …``, ``use … as the
-  password``, ``credentials: alice / …``, ``sshpass -p …``).
-
-Not flagged: documentation example keys (AWS's ``…EXAMPLE``, jwt.io's sample, Stripe's docs test
-keys, Azurite's well-known key…), placeholders and masked values (``<your-api-key>``, ``sk-...``,
-``xoxb-your-token-here``, ``****``), references (``$VAR``, ``os.environ[…]``), publishable/public
-keys (``pk_live_``, ``ssh-ed25519 …``, certificates, a PEM header without a body), hashes, UUIDs,
-commit ids, base64 of ordinary text, and local development defaults (``root:root@localhost``).
-
-Disguises are undone first (`_views`): besides the text as written, every rule runs over the text as
-read — ``\\u`` escapes decoded, invisible characters (zero-width space/joiners, soft hyphen, BOM…)
-dropped, full-width and other compatibility forms folded (NFKC) — and the issuer formats also over
-that text with a token's line break (and indentation) joined. Two shapes have their own rule: a PEM
-private key body without its header (the DER head of a private key, or OpenSSH's magic, in base64)
-and a Docker/npm ``auth`` field holding base64 of ``user:password``. A certificate or public key
-body is not a secret, nor a Docker config whose logins live in a ``credsStore``.
-
-Linear time: every pattern is a literal prefix with bounded repetitions, or is tried only at the
-positions of an anchor word (no nested unbounded quantifiers; a 20,000-character hostile input
-costs milliseconds). Pure standard library; no state.
+Disguises are undone first (`_views`): every rule also runs over the text as read (``\\u`` escapes
+decoded, invisible characters dropped, NFKC), and the issuer formats over it with a token's line
+break joined. Linear time: every pattern is a literal prefix with bounded repetitions, or is tried
+only at the positions of an anchor word. Pure standard library; no state.
 """
 
 from __future__ import annotations
@@ -45,8 +25,6 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["SecretFinding", "find_secret"]
-
 
 @dataclass(frozen=True)
 class SecretFinding:
@@ -58,38 +36,20 @@ class SecretFinding:
 
 # -- what a value that only stands for a secret looks like ----------------------------------------
 
-#: Values published in documentation and tutorials, not anybody's credential.
+#: Values published in documentation and tutorials, not anybody's credential (the last one is the
+#: Azure storage emulator's, Azurite's, account key).
 _DOC_EXAMPLES = frozenset(
-    [
-        "AKIAIOSFODNN7EXAMPLE",
-        "AKIAI44QH8DHBEXAMPLE",
-        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-        "je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY",
-        "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
-        "sk_test_BQokikJOvBiI2HlWgH4olfQ2",
-        "sk_test_26PHem9AhJZvU623DfE1x4sd",
-        "rk_test_4eC39HqLyjWDarjtT1zdp7dc",
-        "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
-        # Azurite / the Azure storage emulator's published account key (devstoreaccount1).
-        "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
-    ]
+    """AKIAIOSFODNN7EXAMPLE AKIAI44QH8DHBEXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY
+    je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY sk_test_4eC39HqLyjWDarjtT1zdp7dc sk_test_BQokikJOvBiI2HlWgH4olfQ2
+    sk_test_26PHem9AhJZvU623DfE1x4sd rk_test_4eC39HqLyjWDarjtT1zdp7dc ghp_16C7e42F292c6912E7710c838347Ae178B4a
+    Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==""".split()  # noqa: SIM905
 )
 #: Words that make a vendor-shaped token a placeholder. Six letters or more count anywhere (a
 #: random token holds one by chance about once in 10⁸); shorter ones only as a word of their own
 #: (``xoxb-your-token``), since ``…iYOuR…`` turns up in random base64 often enough.
-_FAKE_LONG = (
-    "example",
-    "placeholder",
-    "redacted",
-    "change",
-    "replace",
-    "not-a-real",
-    "notreal",
-    "not_real",
-    "dummy",
-    "sample",
-    "test-token",
-    "insert",
+_FAKE_LONG = tuple(
+    """example placeholder redacted change replace not-a-real notreal not_real dummy sample test-token
+    insert""".split()  # noqa: SIM905 - a list of words reads better as prose
 )
 _FAKE_SHORT = re.compile(r"(?i)(?<![a-z])(?:your|fake|mock|here|xxx+)(?![a-z])")
 _FAKE_MARKS = ("<", ">", "...", "…", "****")
@@ -159,40 +119,21 @@ def _random_tail(prefix_len: int) -> _Check:
 #: (label, needles, pattern, check of the matched token). A pattern runs only when one of its
 #: needles is in the text (a substring test, much cheaper than a regex scan); every pattern has only
 #: bounded repetitions; token boundaries are checked in Python (`_bounded`).
+# fmt: off
 _FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Check], ...] = tuple(
     (label, needles, re.compile(pattern), check)
     for label, needles, pattern, check in (
         ("PuTTY private key", ("PuTTY-User-Key-File-",), r"PuTTY-User-Key-File-\d+: *[a-z0-9\-]+", _ANY),
         ("OpenAI-style API key", ("sk-",), r"sk-[A-Za-z0-9_\-]{20,300}", _random_tail(3)),
-        (
-            "AWS access key id",
-            ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "APKA"),
-            r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}",
-            _random_tail(4),
-        ),
+        ("AWS access key id", ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "APKA"), r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}", _random_tail(4)),
         ("GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"gh[pousr]_[A-Za-z0-9]{36,255}", _random_tail(4)),
         ("GitHub fine-grained token", ("github_pat_",), r"github_pat_[A-Za-z0-9_]{50,255}", _random_tail(11)),
-        (
-            "GitLab token",
-            ("gl",),
-            r"gl(?:pat|dt|rt|ptt|cbt|soat|oas|ft|imt|agent|ffct|wt)-[A-Za-z0-9_\-]{20,300}",
-            lambda t: _mixed(t.split("-", 1)[1]),
-        ),
+        ("GitLab token", ("gl",), r"gl(?:pat|dt|rt|ptt|cbt|soat|oas|ft|imt|agent|ffct|wt)-[A-Za-z0-9_\-]{20,300}", lambda t: _mixed(t.split("-", 1)[1])),
         ("Slack token", ("xox",), r"xox[abposre]-[A-Za-z0-9\-]{10,300}", _random_tail(5)),
         ("Slack token", ("xox",), r"xoxe(?:\.xox[bp])?-\d-[A-Za-z0-9\-]{20,300}", _ANY),
         ("Slack app-level token", ("xapp-",), r"xapp-\d-[A-Z0-9]{8,16}-\d{6,16}-[A-Za-z0-9]{32,80}", _ANY),
-        (
-            "Slack webhook",
-            ("hooks.slack.com/",),
-            r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]{20,200}",
-            _ANY,
-        ),
-        (
-            "Stripe secret key",
-            ("k_live_", "k_test_", "k_prod_"),
-            r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{16,255}",
-            lambda t: _mixed(t[8:]),
-        ),
+        ("Slack webhook", ("hooks.slack.com/",), r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]{20,200}", _ANY),
+        ("Stripe secret key", ("k_live_", "k_test_", "k_prod_"), r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{16,255}", lambda t: _mixed(t[8:])),
         ("Stripe webhook secret", ("whsec_",), r"whsec_[A-Za-z0-9+/=]{24,100}", _random_tail(6)),
         ("Google API key", ("AIza",), r"AIza[0-9A-Za-z_\-]{35}", _ANY),
         ("Google OAuth client secret", ("GOCSPX-",), r"GOCSPX-[A-Za-z0-9_\-]{24,40}", _random_tail(7)),
@@ -212,30 +153,10 @@ _FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Check], ...] = tup
         ("Discord bot token", (".",), r"[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}", _mixed),
         ("Discord webhook", ("discord",), r"discord(?:app)?\.com/api/webhooks/\d{15,22}/[A-Za-z0-9_\-]{40,100}", _ANY),
         ("Microsoft Teams webhook", ("webhook",), r"webhook\.office\.com/webhookb2/[A-Za-z0-9@/\-]{40,300}", _ANY),
-        (
-            "Microsoft Teams webhook",
-            ("webhook",),
-            r"outlook\.office(?:365)?\.com/webhook/[A-Za-z0-9@/\-]{40,300}",
-            _ANY,
-        ),
-        (
-            "Feishu/Lark bot webhook",
-            ("/open-apis/bot/v2/hook/",),
-            r"open\.(?:feishu\.cn|larksuite\.com)/open-apis/bot/v2/hook/[A-Za-z0-9\-]{20,64}",
-            _ANY,
-        ),
-        (
-            "WeCom bot webhook",
-            ("qyapi.weixin.qq.com/cgi-bin/webhook/send?key=",),
-            r"qyapi\.weixin\.qq\.com/cgi-bin/webhook/send\?key=[A-Za-z0-9\-]{20,64}",
-            _ANY,
-        ),
-        (
-            "DingTalk bot webhook",
-            ("oapi.dingtalk.com/robot/send?access_token=",),
-            r"oapi\.dingtalk\.com/robot/send\?access_token=[a-f0-9]{40,80}",
-            _ANY,
-        ),
+        ("Microsoft Teams webhook", ("webhook",), r"outlook\.office(?:365)?\.com/webhook/[A-Za-z0-9@/\-]{40,300}", _ANY),
+        ("Feishu/Lark bot webhook", ("/open-apis/bot/v2/hook/",), r"open\.(?:feishu\.cn|larksuite\.com)/open-apis/bot/v2/hook/[A-Za-z0-9\-]{20,64}", _ANY),
+        ("WeCom bot webhook", ("qyapi.weixin.qq.com/cgi-bin/webhook/send?key=",), r"qyapi\.weixin\.qq\.com/cgi-bin/webhook/send\?key=[A-Za-z0-9\-]{20,64}", _ANY),
+        ("DingTalk bot webhook", ("oapi.dingtalk.com/robot/send?access_token=",), r"oapi\.dingtalk\.com/robot/send\?access_token=[a-f0-9]{40,80}", _ANY),
         ("Telegram bot token", (":AA",), r"\d{8,10}:AA[A-Za-z0-9_\-]{33}", _ANY),
         ("npm token", ("npm_",), r"npm_[A-Za-z0-9]{36}", _random_tail(4)),
         ("PyPI token", ("pypi-AgE",), r"pypi-AgE[A-Za-z0-9_\-]{50,300}", _ANY),
@@ -260,26 +181,17 @@ _FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Check], ...] = tup
         ("Notion token", ("secret_", "ntn_"), r"(?:secret_[A-Za-z0-9]{43}|ntn_[0-9]{11}[A-Za-z0-9]{35})", _mixed),
         ("Airtable token", ("pat",), r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}", _ANY),
         ("Cloudflare origin CA key", ("v1.0-",), r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}", _ANY),
-        (
-            "Fly.io token",
-            ("fo1_", "fm1", "fm2"),
-            r"(?:fo1_[A-Za-z0-9_\-]{43}|fm[12][ar]?_[A-Za-z0-9+/=_\-]{100,2000})",
-            _ANY,
-        ),
+        ("Fly.io token", ("fo1_", "fm1", "fm2"), r"(?:fo1_[A-Za-z0-9_\-]{43}|fm[12][ar]?_[A-Za-z0-9+/=_\-]{100,2000})", _ANY),
         ("Replicate token", ("r8_",), r"r8_[A-Za-z0-9]{37}", _random_tail(3)),
         ("Perplexity API key", ("pplx-",), r"pplx-[A-Za-z0-9]{48}", _random_tail(5)),
         ("xAI API key", ("xai-",), r"xai-[A-Za-z0-9]{80}", _random_tail(4)),
-        (
-            "Tailscale key",
-            ("tskey-",),
-            r"tskey-(?:auth|api|client|scim|webhook)-[A-Za-z0-9]{6,20}-[A-Za-z0-9]{16,64}",
-            _ANY,
-        ),
+        ("Tailscale key", ("tskey-",), r"tskey-(?:auth|api|client|scim|webhook)-[A-Za-z0-9]{6,20}-[A-Za-z0-9]{16,64}", _ANY),
         ("Netlify token", ("nfp_",), r"nfp_[A-Za-z0-9]{36,40}", _random_tail(4)),
         ("Figma token", ("figd_",), r"figd_[A-Za-z0-9_\-]{40}", _random_tail(5)),
         ("Bitbucket app password", ("ATBB",), r"ATBB[A-Za-z0-9_=.\-]{32}", _random_tail(4)),
     )
 )
+# fmt: on
 
 
 def _formats(text: str) -> SecretFinding | None:
@@ -397,28 +309,15 @@ _AUTH_BLOB = re.compile(r"(?<![A-Za-z0-9])_?auth[\"']?\s*[:=]\s*[\"']?([A-Za-z0-
 
 #: (label, word groups, pattern, check): in the 80 characters before the token (or the 40 after
 #: it), a word of every group must appear.
+# fmt: off
 _NEAR: tuple[tuple[str, tuple[tuple[str, ...], ...], re.Pattern[str], _Check], ...] = (
-    (
-        "AWS secret access key",
-        (("aws", "secret", "akia", "asia", "密钥", "s3"),),
-        re.compile(r"[A-Za-z0-9+/]{40}"),
-        lambda t: _cased(t),
-    ),
+    ("AWS secret access key", (("aws", "secret", "akia", "asia", "密钥", "s3"),), re.compile(r"[A-Za-z0-9+/]{40}"), _cased),
     ("Twilio credential", (("twilio",),), re.compile(r"(?:SK)?[0-9a-f]{32}|[A-Za-z0-9]{32}"), _mixed),
-    (
-        "Azure storage key",
-        (("azure", "storage", "accountkey", "account key"),),
-        re.compile(r"[A-Za-z0-9+/]{86}=="),
-        _cased,
-    ),
+    ("Azure storage key", (("azure", "storage", "accountkey", "account key"),), re.compile(r"[A-Za-z0-9+/]{86}=="), _cased),
     ("Vault token", (("vault",),), re.compile(r"s\.[A-Za-z0-9]{24}"), lambda t: _mixed(t[2:])),
-    (
-        "Heroku API key",
-        (("heroku",), ("key", "token", "密钥", "令牌")),
-        re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"),
-        _ANY,
-    ),
+    ("Heroku API key", (("heroku",), ("key", "token", "密钥", "令牌")), re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), _ANY),
 )
+# fmt: on
 _B64_BODY = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 
 
@@ -457,26 +356,8 @@ _LOCAL_HOSTS = ("localhost", "127.0.0.1", "0.0.0.0", "[::1]", "host.docker.inter
 _PASSWORD_WORDS = frozenset(["password", "passwd", "pass", "pwd", "pw", "secret", "xxx", "mypassword", "yourpassword"])
 #: Defaults of local development setups (docker images, tutorials).
 _DEFAULTS = frozenset(
-    [
-        "root",
-        "admin",
-        "postgres",
-        "guest",
-        "test",
-        "example",
-        "changeme",
-        "mysql",
-        "redis",
-        "user",
-        "123456",
-        "toor",
-        "default",
-        "dev",
-        "demo",
-        "rabbitmq",
-        "mongo",
-        "sa",
-    ]
+    """root admin postgres guest test example changeme mysql redis user 123456 toor default dev demo
+    rabbitmq mongo sa""".split()  # noqa: SIM905 - a list of words reads better as prose
 )
 
 
@@ -530,9 +411,7 @@ def _placeholder(value: str) -> bool:
     bare = value.strip("\"'`()[]{}<>.,;=")
     if not bare or bare.lower() in _WORDS or _PLACEHOLDER.match(value) or _PLACEHOLDER.match(bare):
         return True
-    if _CODE_REF.match(value) or bare.startswith("$"):
-        return True
-    if _fake_words(bare):
+    if _CODE_REF.match(value) or bare.startswith("$") or _fake_words(bare):
         return True
     return bool(re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", bare) and "_" in bare)  # an env var's name: DB_PASSWORD
 
@@ -585,9 +464,7 @@ def _password_like(value: str, *, loose: bool) -> bool:
 
 def _token_like(value: str, *, loose: bool) -> bool:
     """A token/key value: random-looking, not a count (``max_tokens=4096``) nor a word."""
-    if _placeholder(value) or value.isdigit() or len(value) < (16 if loose else 8):
-        return False
-    if _fake(value):
+    if _placeholder(value) or value.isdigit() or len(value) < (16 if loose else 8) or _fake(value):
         return False
     return _mixed(value) if loose else (_mixed(value) or len(value) >= 20)
 
@@ -600,10 +477,6 @@ def _key_is_bounded(text: str, start: int, key: str) -> bool:
     if not before.isalnum():
         return True
     return key[:1].isupper() and (before.isupper() or (before.islower() and not key.isupper()))
-
-
-def _is_password_key(norm: str) -> bool:
-    return norm.startswith(("pass", "pwd")) or norm in ("pw", "secret", "credential", "credentials")
 
 
 def _assignments(text: str) -> SecretFinding | None:
@@ -624,7 +497,7 @@ def _assignments(text: str) -> SecretFinding | None:
         flag = text[max(0, match.start() - 1) : match.start()] == "-"  # --token VALUE, -password VALUE
         if loose and sep == "" and not tail.group("q") and not flag and not norm.startswith(("pass", "pwd", "pw")):
             continue  # "api key header", "secret sauce": only a password may follow its key bare
-        if _is_password_key(norm):
+        if norm.startswith(("pass", "pwd")) or norm in ("pw", "secret", "credential", "credentials"):
             if norm in ("credential", "credentials") and loose:
                 continue
             if _password_like(value, loose=loose and not flag):
@@ -651,46 +524,25 @@ def _assignments(text: str) -> SecretFinding | None:
 
 _FLAG_VALUE = r"[\"']?([^\s\"']{3,200})"
 #: Prose shapes and command lines that carry a password somewhere other than after its key.
+# fmt: off
 _PROSE_AND_COMMANDS: tuple[tuple[re.Pattern[str] | _Folded, str], ...] = (
     (_USE_AS, "password value"),
     (_PAIR, "login and password"),
     (_SSHPASS, "sshpass password"),
-    (
-        re.compile(
-            r"(?:docker|podman|nerdctl|helm)\s+(?:registry\s+)?login\b[^\n]{0,120}?\s(?:-p|--password)[\s=]+"
-            + _FLAG_VALUE
-        ),
-        "registry login password",
-    ),
-    (
-        re.compile(r"curl\b[^\n]{0,200}?\s(?:-u|--user)[\s=]+[\"']?[^\s:\"']{1,64}:([^\s\"']{3,200})"),
-        "curl user:password",
-    ),
+    (re.compile(r"(?:docker|podman|nerdctl|helm)\s+(?:registry\s+)?login\b[^\n]{0,120}?\s(?:-p|--password)[\s=]+" + _FLAG_VALUE), "registry login password"),
+    (re.compile(r"curl\b[^\n]{0,200}?\s(?:-u|--user)[\s=]+[\"']?[^\s:\"']{1,64}:([^\s\"']{3,200})"), "curl user:password"),
     (re.compile(r"redis-cli\b[^\n]{0,120}?\s(?:-a|--pass)\s+" + _FLAG_VALUE), "redis-cli password"),
     (re.compile(r"mysql(?:dump|admin|sh)?\b[^\n]{0,120}?\s-p[\"']?([^\s\"']{3,200})"), "mysql password"),
-    (
-        re.compile(r"(?:mongo|mongosh|mongodump)\b[^\n]{0,120}?\s(?:-p|--password)[\s=]+" + _FLAG_VALUE),
-        "mongo password",
-    ),
+    (re.compile(r"(?:mongo|mongosh|mongodump)\b[^\n]{0,120}?\s(?:-p|--password)[\s=]+" + _FLAG_VALUE), "mongo password"),
     (re.compile(r"htpasswd\s+-\w*b\w*\s+\S{1,200}\s+\S{1,64}\s+" + _FLAG_VALUE), "htpasswd password"),
-    (
-        _Folded(
-            r"key\s*=\s*[\"'][\w.:\-]{0,40}(?:password|passwd|pwd|secret|token|apikey|api_key)[\"']\s+value\s*=\s*[\"']([^\"']{4,200})"
-        ),
-        "config password attribute",
-    ),
+    (_Folded(r"key\s*=\s*[\"'][\w.:\-]{0,40}(?:password|passwd|pwd|secret|token|apikey|api_key)[\"']\s+value\s*=\s*[\"']([^\"']{4,200})"), "config password attribute"),
 )
+# fmt: on
 
 
 _CHECKS: tuple[Callable[[str], SecretFinding | None], ...] = (
-    _private_key,
-    _formats,
-    _jwt,
-    _headers,
-    _near,
-    _urls,
-    _assignments,
-)
+    _private_key, _formats, _jwt, _headers, _near, _urls, _assignments,
+)  # fmt: skip
 
 
 # -- disguises -----------------------------------------------------------------------------------------

@@ -1,10 +1,8 @@
 """The five memory tools as plain functions over plain data (docs/design.md: Scopes, Tools and error codes).
 
-Nothing here knows about MCP: `MemoryService.call(name, arguments, ctx)` takes the raw JSON arguments
-of a `tools/call` and the call's context (whose project, which client) and returns a `ToolResult`
-(text for the model, structured data for programs, an error flag). Every invalid argument comes back
-as a spec error code with a Chinese message that says how to fix it; no exception escapes `call`.
-Front doors (stdio, HTTP, the human CLI, the web API) only adapt this.
+`MemoryService.call(name, arguments, ctx)` takes a `tools/call`'s raw JSON arguments and the call's
+context and returns a `ToolResult`; an invalid argument is a spec error code with a Chinese message
+that says how to fix it, and no exception escapes `call`. Nothing here knows about MCP.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ import operator
 import traceback
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dsh_memory_mcp.config import Settings
@@ -52,7 +50,6 @@ from dsh_memory_mcp.service.validate import (
     TOPK_DEFAULT,
     TOPK_MAX,
     content_arg,
-    first_of,
     importance_arg,
     integer_arg,
     is_blank,
@@ -72,19 +69,14 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.search.vectors import VectorAnswer, VectorChannel
     from dsh_memory_mcp.store.shared import SharedStore
 
-__all__ = ["MemoryService", "ToolResult"]
-
 log = logging.getLogger("dsh_memory_mcp.service.tools")
 
-#: A save names live memories this close in meaning (`MemoryService._similar`). Measured with the
-#: bundled model (multilingual-e5-small): same-meaning pairs in one or two languages scored 0.86–0.98
-#: and corrections of one fact (pnpm → yarn, docker compose → kubernetes) 0.91–0.96, while the best
-#: unrelated record stayed ≤ 0.89 (one outlier) and mostly ≤ 0.65.
+#: A save names live memories this close in meaning (`MemoryService._similar`): with the bundled
+#: model, same-meaning pairs and corrections of one fact score ≥ 0.86, unrelated records mostly ≤ 0.65.
 SIMILAR_SCORE = 0.9
 SIMILAR_JACCARD = 0.8
 SIMILAR_TOP_K = 3
-#: Seconds a save's similarity check may wait for its embedding (a search gets 0.3 s; a save that
-#: can give less answers without naming near-duplicates in meaning).
+#: Seconds a save's similarity check may wait for its embedding (past it, the save names none).
 SIMILAR_BUDGET = 1.0
 
 
@@ -102,16 +94,6 @@ class MemoryService:
     clock: Callable[[], int] = now_ms
     #: Where each call is counted while it runs; background work (the warm-up) gives way to it.
     foreground: Foreground = FOREGROUND
-    _handlers: dict[str, Callable[[Mapping[str, Any], CallContext], ToolResult]] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self._handlers = {
-            "memory_save": self.memory_save,
-            "memory_search": self.memory_search,
-            "memory_list": self.memory_list,
-            "memory_get": self.memory_get,
-            "memory_forget": self.memory_forget,
-        }
 
     @property
     def default_context(self) -> CallContext:
@@ -124,12 +106,12 @@ class MemoryService:
 
     def call(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext | None = None) -> ToolResult:
         """Run one tool; never raises. Unknown names → UNKNOWN_TOOL, bugs → INTERNAL_ERROR."""
-        handler = self._handlers.get(name)
-        if handler is None:
+        if name not in TOOL_NAMES:
             return error_result(
                 "UNKNOWN_TOOL",
                 msg("没有名为 {name!r} 的工具。可用工具:{value}。", name=name, value=", ".join(TOOL_NAMES)),
             )
+        handler: Callable[[Mapping[str, Any], CallContext], ToolResult] = getattr(self, name)  # a tool is its method
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, Mapping):
@@ -240,12 +222,9 @@ class MemoryService:
         return ToolResult(text=text, structured=structured)
 
     def _similar(self, scope: str, record: Record) -> list[dict[str, Any]]:
-        """Live memories of `scope` whose meaning nearly duplicates `record` (not itself), best first.
-
-        With vectors: the search's relevance score (`0.5 + 0.5·P(relevant)`, the model's calibrated
-        gate) ≥ `SIMILAR_SCORE`; without: lexical near-identity (token sets, Jaccard ≥ `SIMILAR_JACCARD`).
-        The search hides superseded and expired records, so only what still ranks is named.
-        """
+        """Live memories of `scope` whose meaning nearly duplicates `record` (not itself), best first:
+        with vectors, a relevance score ≥ `SIMILAR_SCORE`; without, token-set Jaccard ≥ `SIMILAR_JACCARD`.
+        Superseded and expired records never rank, so they are never named."""
         hits, vector = self._search(record.content[:QUERY_MAX_CHARS], [scope], SIMILAR_TOP_K + 1, SIMILAR_BUDGET)
         vectors_used = vector is not None and vector.state == "used"
         mine = set(scoring.tokenize(record.content))
@@ -267,7 +246,7 @@ class MemoryService:
     def memory_search(self, args: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         query, query_cut = query_arg(args.get("query"))
         top_k = integer_arg(
-            first_of(args, "topK", "top_k", "topk"),
+            next((args[key] for key in ("topK", "top_k", "topk") if args.get(key) is not None), None),
             name="topK",
             low=1,
             high=TOPK_MAX,
@@ -294,12 +273,7 @@ class MemoryService:
                 + meta_line(hit.record)
                 for hit in hits
             ]
-            text = (
-                f"找到 {len(hits)} 条记忆(检索范围:{labels})\n\n"
-                + "\n\n".join(blocks)
-                + "\n\n"
-                + ctx.style.full_content_hint
-            )
+            text = "\n\n".join([f"找到 {len(hits)} 条记忆(检索范围:{labels})", *blocks, ctx.style.full_content_hint])
         structured: dict[str, Any] = {"ok": True, "count": len(records), "scopes": scopes, "records": records}
         if vector is not None:
             structured["vector"] = {"state": vector.state}
@@ -336,12 +310,7 @@ class MemoryService:
     def memory_get(self, args: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         raw = args.get("ids", args.get("id"))
         items = string_list(raw) if raw is not None else None
-        keys: list[str] = []
-        if items is not None:
-            for item in items:
-                key = item.strip()
-                if key and key not in keys:
-                    keys.append(key)
+        keys = [key for key in dict.fromkeys(item.strip() for item in items or []) if key]
         if not keys:
             raise InvalidArgument(
                 msg(
@@ -355,42 +324,38 @@ class MemoryService:
         offset = integer_arg(args.get("offset"), name="offset", low=0, high=10**12, default=0, code="TOOL_ERROR")
         limit = max(GET_CONTENT_CHARS, self.settings.max_content)
         matches = self.store.find([k for k in keys if len(k) >= PREFIX_MIN])
-        records: list[Record] = []
+        found: dict[str, Record] = {}
         missing: list[str] = []
-        seen: set[str] = set()
         for key in keys:
             hits = matches.get(key, []) if len(key) >= PREFIX_MIN else []
             if not hits:
                 missing.append(key)
             for record in hits:
-                if record.id not in seen:
-                    seen.add(record.id)
-                    records.append(record)
+                found.setdefault(record.id, record)
+        records = list(found.values())
         now = self.clock()
-        # Parsed once per record: a 20 MB line written by another program was parsed three times.
-        sources = [r.data.get("source") for r in records]
         blocks = []
-        for r, source in zip(records, sources, strict=True):
+        out = []
+        for r in records:
+            source = r.data.get("source")  # parsed once: another program's line may be megabytes
             flag = "(已被取代/过期,检索中不再出现)" if r.is_expired(now) else ""
             part = r.content[offset : offset + limit]
             blocks.append(
-                f"{ctx.style.head(r)} id={r.id}{flag}\n{part}\n{meta_line(r)}{source_line(r, source)}"
+                f"{ctx.style.head(r)} id={r.id}{flag}\n{part}\n{meta_line(r)}{source_line(source)}"
                 + part_note(r, offset, limit, ctx.style)
             )
-        parts = [f"找到 {len(records)} 条记忆" + ("\n\n" + "\n\n".join(blocks) if blocks else "")]
-        if missing:
-            short = [k for k in missing if len(k) < PREFIX_MIN]
-            parts.append("未找到:" + ", ".join(missing))
-            if short:
-                parts.append(f"提示:id 前缀至少 {PREFIX_MIN} 位({', '.join(short)} 太短)。")
-        out = []
-        for r, source in zip(records, sources, strict=True):
             entry = record_dict(r, max_chars=limit, offset=offset, paged=True)
             if isinstance(source, dict):
                 entry["source"] = source
             if r.expired_at is not None:
                 entry["expiredAt"] = r.expired_at
             out.append(entry)
+        parts = [f"找到 {len(records)} 条记忆" + ("\n\n" + "\n\n".join(blocks) if blocks else "")]
+        if missing:
+            short = [k for k in missing if len(k) < PREFIX_MIN]
+            parts.append("未找到:" + ", ".join(missing))
+            if short:
+                parts.append(f"提示:id 前缀至少 {PREFIX_MIN} 位({', '.join(short)} 太短)。")
         return ToolResult(
             text="\n\n".join(parts),
             structured={"ok": True, "count": len(out), "records": out, "missing": missing},
@@ -414,8 +379,7 @@ class MemoryService:
             removed = self._forget_id(ident.strip(), erased)
         else:
             target = self._forget_scope(args, ctx)
-            confirmed = _confirm_arg(args.get("confirm"))
-            if not confirmed:
+            if not _confirm_arg(args.get("confirm")):
                 preview = self._forget_preview(target, str(query).strip(), ctx)
                 if preview is not None:
                     return preview
@@ -547,23 +511,16 @@ def list_result(
     return ToolResult(text=text, structured=structured)
 
 
-_UPDATED = operator.attrgetter("updated_at")
-
-
 def _list_order(record: Record) -> tuple[int, str]:
     return (-record.updated_at, record.id)
 
 
 def newest(found: list[Record], limit: int) -> list[Record]:
-    """``sorted(found, key=_list_order)[:limit]`` — newest first, ties by id — without sorting all.
-
-    A list at 100k records spent ~90 ms sorting every record (and left the heap fragmented by
-    their sort keys) to show 20. The `limit` largest update times are found in C instead; only
-    the records at least as new as the last of them can be among the first `limit`.
-    """
+    """``sorted(found, key=_list_order)[:limit]`` — newest first, ties by id — without sorting all:
+    only the records at least as new as the `limit`-th newest can be among the first `limit`."""
     if len(found) <= limit:
         return sorted(found, key=_list_order)
-    cutoff = heapq.nlargest(limit, found, key=_UPDATED)[-1].updated_at
+    cutoff = heapq.nlargest(limit, found, key=operator.attrgetter("updated_at"))[-1].updated_at
     candidates = [r for r in found if r.updated_at >= cutoff]
     candidates.sort(key=_list_order)
     return candidates[:limit]
@@ -601,14 +558,11 @@ def _stack(exc: BaseException, arguments: Mapping[str, Any]) -> str:
 
 def _internal_error_text(name: str, exc: Exception) -> str:
     """What an internal fault may have done: honest about writes, never claiming "nothing changed"."""
-    where = "详情(调用栈)已写入服务端日志(stderr 与日志文件)。"
     if name in _READ_ONLY:
-        return (
-            f"{name} 执行时发生内部错误({type(exc).__name__}),这是本服务的缺陷,不是参数问题。"
-            f"这是只读操作,记忆内容不会被改动;可以换个说法重试。{where}"
-        )
+        effect = "这是只读操作,记忆内容不会被改动;可以换个说法重试。"
+    else:
+        effect = "写入可能已经完成,也可能没有:重试前先用 memory_search 或 memory_get 核实,避免重复或误删。"
     return (
         f"{name} 执行时发生内部错误({type(exc).__name__}),这是本服务的缺陷,不是参数问题。"
-        "写入可能已经完成,也可能没有:重试前先用 memory_search 或 memory_get 核实,避免重复或误删。"
-        f"{where}"
+        f"{effect}详情(调用栈)已写入服务端日志(stderr 与日志文件)。"
     )

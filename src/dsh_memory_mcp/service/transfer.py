@@ -1,16 +1,11 @@
 """Export and import of memories, for every front door (the CLI's export/import, the web page).
 
-* Export gives every record line of the chosen scopes exactly as stored (`Record.raw`), so a
-  backup restores byte for byte; corrupt lines stay in the store and are reported, not exported.
-* Import reads JSONL: our own records (``id``/``scope``/``content``: kept whole, original id and
-  scope) or the reference memory server's knowledge graph (``entity``/``relation`` lines, or one
-  ``read_graph`` object), which become ``fact`` memories in one target scope.
-* `plan_import` only parses; `apply_import(..., dry_run=True)` counts exactly what the real
-  import would add (the store's own insert rules, evaluated without writing).
-* Every memory an import would add passes `memory_save`'s own checks (`service.validate`:
-  `content_arg`, `tags_arg`, `refuse_secrets` unless secrets are allowed): one that fails is
-  *refused* with the code (`CONTENT_EMPTY`, `CONTENT_TOO_LONG`, `TAGS_INVALID`,
-  `CONTENT_SECRET`), reported per line, never written; the others still import.
+* Export gives every record line exactly as stored (`Record.raw`); corrupt lines are reported.
+* Import reads our own records (kept whole: id and scope) or the reference memory server's
+  knowledge graph (``entity``/``relation`` lines, or one ``read_graph`` object), which become
+  ``fact`` memories in one target scope. `apply_import(..., dry_run=True)` counts exactly what the
+  real import would add. A memory that fails `memory_save`'s own checks is refused with its code,
+  reported per line, never written; the others still import.
 """
 
 from __future__ import annotations
@@ -32,33 +27,11 @@ from dsh_memory_mcp.texts import msg
 if TYPE_CHECKING:
     from dsh_memory_mcp.store.shared import SharedStore
 
-__all__ = [
-    "IMPORT_TAG",
-    "RELATION_TAG",
-    "Checks",
-    "ExportPart",
-    "ImportOutcome",
-    "ImportPlan",
-    "ImportPlanner",
-    "Problem",
-    "Refusal",
-    "apply_import",
-    "export_scopes",
-    "plan_import",
-    "relpath",
-    "unattributed_files",
-]
-
 #: Tag on every memory made from the reference memory server's knowledge graph.
 IMPORT_TAG = "mcp-memory-import"
 RELATION_TAG = "relation"
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def relpath(store: SharedStore, path: str) -> str:
-    """A store file's path relative to the store directory, with forward slashes."""
-    return store.layout.relpath(path)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -85,7 +58,9 @@ def export_scopes(store: SharedStore, wanted: Sequence[str]) -> Iterator[ExportP
             if isinstance(line, Record):
                 chunk.append(line.raw + "\n")
             else:
-                corrupt.append(msg("{relpath} 第 {lineno} 行", relpath=relpath(store, snap.path), lineno=line.lineno))
+                corrupt.append(
+                    msg("{relpath} 第 {lineno} 行", relpath=store.layout.relpath(snap.path), lineno=line.lineno)
+                )
         yield ExportPart(scope, "".join(chunk), len(chunk), tuple(corrupt))
 
 
@@ -175,10 +150,6 @@ class ImportPlan:
     #: knowledge-graph memories that repeat an earlier line of the same file
     duplicates: int = 0
 
-    @property
-    def bad(self) -> int:
-        return len(self.problems)
-
 
 @dataclass(frozen=True)
 class ImportOutcome:
@@ -260,7 +231,7 @@ def apply_import(
         by_scope[scope] = (done, here_existing)
         added += done
         existing += here_existing
-    return ImportOutcome(added, existing, plan.bad, by_scope, dry_run, refused=len(plan.refused))
+    return ImportOutcome(added, existing, len(plan.problems), by_scope, dry_run, refused=len(plan.refused))
 
 
 def _preview(text: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Mapping
 from typing import Any
 
 from dsh_memory_mcp.errors import InvalidArgument
@@ -35,22 +34,25 @@ def is_blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
+def _number(value: Any) -> float | None:
+    """A finite number, or a string that spells one; None for anything else (booleans included)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip():
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    return value if isinstance(value, float) and math.isfinite(value) else None
+
+
 def integer_arg(value: Any, *, name: str, low: int, high: int, default: int, code: str) -> int:
     if value is None:
         return default
-    number: float | None = None
-    if isinstance(value, bool):
-        number = None
-    elif isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value.is_integer()):
-        number = value
-    elif isinstance(value, str) and value.strip():
-        try:
-            parsed = float(value.strip())
-        except ValueError:
-            parsed = math.nan
-        if math.isfinite(parsed) and parsed.is_integer():
-            number = parsed
-    if number is None or not low <= number <= high:
+    number = _number(value)
+    if number is None or not low <= number <= high or number != int(number):
         raise InvalidArgument(
             msg(
                 "{name} 必须是 {low}~{high} 之间的整数(收到 {show});省略时默认 {default}。",
@@ -68,37 +70,27 @@ def integer_arg(value: Any, *, name: str, low: int, high: int, default: int, cod
 def importance_arg(value: Any) -> float | None:
     if value is None:
         return None
-    number: float | None = None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
-    elif isinstance(value, str) and value.strip():
-        try:
-            number = float(value.strip())
-        except ValueError:
-            number = None
-    if number is None or not math.isfinite(number) or not 0.0 <= number <= 1.0:
+    number = _number(value)
+    if number is None or not 0.0 <= number <= 1.0:
         raise InvalidArgument(
             msg("importance 必须是 0~1 之间的数字(收到 {show});不确定时省略即可。", show=show(value)),
             code="IMPORTANCE_RANGE",
         )
-    return number
+    return float(number)
 
 
 def string_list(value: Any) -> list[str] | None:
     """A list of strings from a list, a JSON-encoded list, or one string; `None` if not possible."""
     if isinstance(value, str):
         text = value.strip()
-        if text.startswith("["):
-            try:
-                decoded = json.loads(text)
-            except ValueError:
-                decoded = None
-            if isinstance(decoded, list):
-                value = decoded
-            else:
-                return [text]
-        else:
+        if not text.startswith("["):
             return [text] if text else []
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return [text]
+        if not isinstance(value, list):
+            return [text]
     if not isinstance(value, list):
         return None
     out: list[str] = []
@@ -201,13 +193,6 @@ def query_arg(value: Any) -> tuple[str, bool]:
     if len(query) > QUERY_MAX_CHARS:
         return query[:QUERY_MAX_CHARS], True
     return query, False
-
-
-def first_of(args: Mapping[str, Any], *names: str) -> Any:
-    for name in names:
-        if name in args and args[name] is not None:
-            return args[name]
-    return None
 
 
 def refuse_secrets(content: str, tags: list[str]) -> None:
