@@ -13,7 +13,7 @@ from typing import Any
 
 from dsh_memory_mcp import texts
 from dsh_memory_mcp.cli.output import PROG
-from dsh_memory_mcp.service.render import RESULT_CONTENT_CHARS, excerpt, fmt_time, project_name, scope_label, snippet
+from dsh_memory_mcp.service.render import FOR_MODEL, RESULT_CONTENT_CHARS, excerpt, fmt_time, project_name, snippet
 
 #: Where the current project came from (`service.render.PROJECT_SOURCES` in English).
 SOURCES = {
@@ -38,7 +38,7 @@ def _from(scope: str, project: str | None, source: str | None) -> str:
 def _labels(scopes: Sequence[Any], project: str | None, source: str | None, full: bool) -> str:
     """The scopes of a header: a project by its folder's name, or under ``--long`` (`full`) its whole path."""
     names = [str(scope) for scope in scopes]
-    return ", ".join((scope_label(s) if full else project_name(s)) + _from(s, project, source) for s in names)
+    return ", ".join((FOR_MODEL.label(s) if full else project_name(s)) + _from(s, project, source) for s in names)
 
 
 def _meta(record: Mapping[str, Any], *, full_id: bool = False, client: str | None = None) -> str:
