@@ -93,14 +93,12 @@ def warm_up(service: MemoryService, *, every_scope: bool = False) -> threading.T
             if every_scope:
                 scopes = list(dict.fromkeys([*scopes, *service.store.discover_scopes()]))
             # What a save needs first (the records and dedupe index of the scope it writes by
-            # default), then every scope read, then the indexes a search needs.
+            # default), then each scope's records and index in turn: those a bare search reads
+            # (global for every host of serve) before the rest.
             fg.pause()
             snap = service.store.snapshot(write, yield_to=fg)
             fg.pause()
             snapshots.content_index(snap)
-            for scope in scopes[1:]:
-                fg.pause()
-                service.store.snapshot(scope, yield_to=fg)
             for scope in scopes:
                 started = time.monotonic()
                 snap, steps = _index_in_steps(functools.partial(service.store.snapshot, scope, yield_to=fg), fg)
