@@ -95,34 +95,6 @@ from typing import Any, Protocol
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL, scope_rank
 
-__all__ = [
-    "BM25_B",
-    "BM25_K1",
-    "CACHE_KEY",
-    "GLOBAL_THRESHOLD",
-    "IDF_PRIOR_RECORDS",
-    "MIN_COSINE",
-    "PREVIOUS_CACHE_KEY",
-    "SCOPE_THRESHOLD",
-    "STOP_WORDS",
-    "WEAK_ONLY_THRESHOLD",
-    "Hit",
-    "LexicalIndex",
-    "SnapshotLike",
-    "fuse",
-    "idf",
-    "importance_factor",
-    "index_for",
-    "is_stop_word",
-    "is_weak_token",
-    "lexical_threshold",
-    "query_has_tokens",
-    "query_tokens",
-    "rank",
-    "stem",
-    "tokenize",
-]
-
 #: Key of the lexical index in `snapshot.cache`.
 CACHE_KEY = "lexical"
 #: Optional key where a store may put the previous file version's index (see `index_for`).
@@ -999,10 +971,7 @@ def fuse(lexical: float, vector: float | None) -> float:
     (`search.calibration`). So a record both channels found beats one either found alone; a
     vector neighbour that barely stands out from the query's background (P near 0) adds almost
     nothing and never outranks a strong lexical hit; the vector channel's confident best
-    candidate stays above a pile of weak lexical hits that only share a name. Adding the two
-    (the previous fusion) let weak lexical hits that were also weak vector candidates, a
-    conversation's usual case, outrank the vector channel's right answer; ``max(lexical,
-    cosine)`` before it handed the list to whichever channel's scale sat higher.
+    candidate stays above a pile of weak lexical hits that only share a name.
     """
     lexical = max(0.0, min(1.0, lexical))
     if vector is None:
