@@ -86,7 +86,7 @@ import threading
 import unicodedata
 from array import array
 from bisect import bisect_left
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -94,34 +94,6 @@ from typing import Any, Protocol
 
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL, scope_rank
-
-__all__ = [
-    "BM25_B",
-    "BM25_K1",
-    "CACHE_KEY",
-    "GLOBAL_THRESHOLD",
-    "IDF_PRIOR_RECORDS",
-    "MIN_COSINE",
-    "PREVIOUS_CACHE_KEY",
-    "SCOPE_THRESHOLD",
-    "STOP_WORDS",
-    "WEAK_ONLY_THRESHOLD",
-    "Hit",
-    "LexicalIndex",
-    "SnapshotLike",
-    "fuse",
-    "idf",
-    "importance_factor",
-    "index_for",
-    "is_stop_word",
-    "is_weak_token",
-    "lexical_threshold",
-    "query_has_tokens",
-    "query_tokens",
-    "rank",
-    "stem",
-    "tokenize",
-]
 
 #: Key of the lexical index in `snapshot.cache`.
 CACHE_KEY = "lexical"
@@ -191,7 +163,8 @@ _CJK_RANGES = (
 )
 # `[^\W_]` is exactly `str.isalnum()` for str patterns; CJK is carved out so it gets bigrams.
 _ALNUM = f"[^\\W_{_CJK_RANGES}]"
-_TOKEN_RE = re.compile(f"(?P<cjk>[{_CJK_RANGES}]+)|(?P<word>{_ALNUM}+(?:[-_./\\\\]{_ALNUM}+)*)")
+# Words first: the two never start on the same character, and most matches are words (faster).
+_TOKEN_RE = re.compile(f"(?P<word>{_ALNUM}+(?:[-_./\\\\]{_ALNUM}+)*)|(?P<cjk>[{_CJK_RANGES}]+)")
 _JOINERS_RE = re.compile(r"[-_./\\]")
 _CJK_CHAR_RE = re.compile(f"[{_CJK_RANGES}]")
 
@@ -220,10 +193,11 @@ def _camel_parts(word: str) -> list[str]:
 
 
 _stems: dict[str, str] = {}
+_words: dict[str, tuple[str, ...]] = {}
 _stem_lock = threading.Lock()
 _stemmer: Any = None
-#: The stem memo is cleared when it reaches this many words (a vocabulary is far smaller).
-MAX_MEMO_STEMS = 200_000
+#: Each memo (stems, words' tokens) is cleared at this many words (a vocabulary is far smaller).
+MAX_MEMO_WORDS = 200_000
 
 
 def stem(word: str) -> str:
@@ -246,20 +220,37 @@ def stem(word: str) -> str:
 
                 _stemmer = snowballstemmer.stemmer("english")
             out = _stemmer.stemWord(word)
-    if len(_stems) >= MAX_MEMO_STEMS:
+    if len(_stems) >= MAX_MEMO_WORDS:
         _stems.clear()
     _stems[word] = out
     return out
 
 
-def _word_tokens(word: str, out: list[str]) -> None:
-    """A word that has joiners or is lowerCamel: itself, its (stemmed) parts and their camel pieces."""
-    out.append(word.casefold())
-    pieces = _JOINERS_RE.split(word)
-    for piece in pieces if len(pieces) > 1 else ():
-        out.append(stem(piece.casefold()))
-    for piece in pieces:
-        out.extend(stem(part.casefold()) for part in _camel_parts(piece))
+def _word_tokens(word: str) -> tuple[str, ...]:
+    """The tokens of a word as written: a plain word's stem; a word that has joiners or is
+    lowerCamel gives itself, its (stemmed) parts and their camel pieces.
+
+    Memoised as written (so a plain word costs one look-up), next to `stem`'s memo of the
+    parts: ``ops-1234`` and ``ops-1235`` are two words with one stemmed part.
+    """
+    found = _words.get(word)
+    if found is not None:
+        return found
+    folded = word.casefold()
+    if word.isalnum() and (word.islower() or not word[:1].islower()):
+        found = (stem(folded),)  # a plain word: no joiners, not lowerCamel
+    else:
+        out = [folded]
+        pieces = _JOINERS_RE.split(word)
+        for piece in pieces if len(pieces) > 1 else ():
+            out.append(stem(piece.casefold()))
+        for piece in pieces:
+            out.extend(stem(part.casefold()) for part in _camel_parts(piece))
+        found = tuple(out)
+    if len(_words) >= MAX_MEMO_WORDS:
+        _words.clear()
+    _words[word] = found
+    return found
 
 
 def tokenize(text: str) -> list[str]:
@@ -274,22 +265,18 @@ def tokenize(text: str) -> list[str]:
 def _tokenize(text: str) -> tuple[list[str], int]:
     """`tokenize`'s tokens and how many of them are single CJK characters (weak tokens)."""
     out: list[str] = []
-    append = out.append
     extend = out.extend
-    stems = _stems
+    words = _words
     weak = 0
     # This loop runs once per word of every record when an index is built, hence the inlining.
-    for run, word in _TOKEN_RE.findall(unicodedata.normalize("NFKC", text)):
+    for word, run in _TOKEN_RE.findall(unicodedata.normalize("NFKC", text)):
         if run:
             if len(run) > 1:
                 extend(map(str.__add__, run, run[1:]))  # adjacent bigrams
             extend(run)
             weak += len(run)
-        elif word.isalnum() and (word.islower() or not word[:1].islower()):
-            folded = word.casefold()  # a plain word: no joiners, not lowerCamel
-            append(stems.get(folded) or stem(folded))
         else:
-            _word_tokens(word, out)
+            extend(words.get(word) or _word_tokens(word))
     return out, weak
 
 
@@ -339,6 +326,10 @@ def importance_factor(importance: float | None) -> float:
     if importance is None or not math.isfinite(importance):
         return 1.0
     return 1.0 + 0.5 * (min(1.0, max(0.0, importance)) - 0.5)
+
+
+#: Records `_Tables._add_texts` indexes per pass: bounds its temporary arrays (~40 bytes a token).
+_BATCH = 4096
 
 
 class _Tables:
@@ -396,67 +387,61 @@ class _Tables:
     def grow(self, recs: Sequence[Record], start: int, *, texts: bool = True) -> None:
         """Index ``recs[start:]`` as positions ``start…`` (lock held). `texts` False: the postings
         already hold them (a rewrite that kept every text), only the per-record tables grow."""
-        postings, tfs, length = self.postings, self.tf, self.length
+        if texts:
+            for lo in range(start, len(recs), _BATCH):
+                self._add_texts(recs, lo, min(len(recs), lo + _BATCH))
         first = self.first
-        if texts and not postings and len(recs) - start > 64:
-            self._fill(recs, start)  # a whole build: lists first, arrays at the end (faster)
-            texts = False
-        for pos, record in enumerate(recs[start:], start):
-            if texts:
-                tokens, weak = _tokenize(_indexed_text(record))
-                counts = Counter(tokens)
-                for token, count in counts.items():
-                    plist = postings.get(token)
-                    if plist is None:
-                        if count > 1:
-                            tfs[token] = array("B", (min(count, 255),))
-                        postings[token] = array("I", (pos,))
-                    else:
-                        plist.append(pos)  # before its tf: a reader zips the two, cut at its own n
-                        counts_of = tfs.get(token)
-                        if counts_of is not None:
-                            counts_of.append(min(count, 255))
-                        elif count > 1:
-                            grown = array("B", bytes([1]) * (len(plist) - 1))
-                            grown.append(min(count, 255))
-                            tfs[token] = grown
-                length.append(max(1, len(tokens) - weak))
-            if first is not None:
+        if first is not None:
+            for pos, record in enumerate(recs[start:], start):
                 _note_id(first, self.duplicates, record.id, pos)
         self.size = len(recs)
         self.rows = recs
 
-    def _fill(self, recs: Sequence[Record], start: int) -> None:
-        """The text tables of ``recs[start:]`` into empty ones (the per-record ones are `grow`'s)."""
-        # Arrays from the start, not lists turned into arrays at the end: the lists (8 bytes a
-        # posting and an int object per record) were a peak of ~35 MB over the index at 67k records.
-        lists: defaultdict[str, array[int]] = defaultdict(_positions)
-        # token → [(index in its posting list, tf)] for tf > 1: repeats are rare, so the tf
-        # arrays are made of ones in C and only these places are set.
-        # Kept as two arrays per token (places, counts), not a list of tuples: at 50k records there
-        # are ~200k repeats, and their tuples were a ~20 MB peak that stayed as fragmented RSS.
-        repeats: dict[str, tuple[array[int], array[int]]] = {}
+    def _add_texts(self, recs: Sequence[Record], lo: int, hi: int) -> None:
+        """Append positions ``lo…hi-1`` (the records' tokens) to the postings, tf and length tables.
+
+        Only tokenizing is per token in Python: tokens become numbers in C (`vocab`), numpy
+        sorts them into (token, position) order and counts repeats, and each posting list grows by
+        its whole run at once. A list's positions are appended before its tf: a reader zips the
+        two, cut at its own n.
+        """
+        np = _numpy()
+        vocab: defaultdict[str, int] = defaultdict()
+        vocab.default_factory = vocab.__len__  # a new token gets the next number
+        number = vocab.__getitem__
+        ids = array("I")
+        sizes = array("I")
         length = self.length
-        for pos, record in enumerate(recs[start:], start):
+        for record in islice(recs, lo, hi):
             tokens, weak = _tokenize(_indexed_text(record))
+            ids.extend(map(number, tokens))
+            sizes.append(len(tokens))
             length.append(max(1, len(tokens) - weak))
-            distinct = set(tokens)
-            for token in distinct:
-                lists[token].append(pos)
-            if len(distinct) != len(tokens):  # some token repeats: note where its tf is not 1
-                for token, count in Counter(tokens).items():
-                    if count > 1:
-                        found = repeats.get(token)
-                        if found is None:
-                            found = repeats[token] = (array("I"), array("B"))
-                        found[0].append(len(lists[token]) - 1)
-                        found[1].append(min(count, 255))
-        for token, (places, values) in repeats.items():
-            counts = array("B", bytes([1]) * len(lists[token]))
-            for i, count in zip(places, values, strict=True):
-                counts[i] = count
-            self.tf[token] = counts
-        self.postings.update(lists)
+        span = hi - lo
+        pairs = np.frombuffer(ids, dtype=np.uint32).astype(np.int64) * span  # token · span + record
+        pairs += np.repeat(np.arange(span), np.frombuffer(sizes, dtype=np.uint32))
+        pairs.sort()
+        new = np.ones(len(pairs), dtype=bool)  # the first of each run of one (token, record) pair
+        new[1:] = pairs[1:] != pairs[:-1]
+        at = np.flatnonzero(new)
+        tf = np.minimum(np.diff(at, append=len(pairs)), 255).astype(np.uint8)
+        token, pos = np.divmod(pairs[at], span)
+        positions = memoryview((pos + lo).astype(np.uint32).tobytes())
+        starts = np.searchsorted(token, np.arange(len(vocab))).tolist()  # where token i's run starts
+        bounds, counts = [*starts, len(token)], memoryview(tf.tobytes())
+        repeated = set(token[tf > 1].tolist())
+        postings, tfs = self.postings, self.tf
+        for i, word in enumerate(vocab):
+            a, b = bounds[i], bounds[i + 1]
+            plist = postings.get(word)
+            if plist is None:
+                plist = postings[word] = array("I")
+            plist.frombytes(positions[4 * a : 4 * b])
+            counts_of = tfs.get(word)
+            if counts_of is None and i in repeated:
+                counts_of = tfs[word] = array("B", b"\x01" * (len(plist) - (b - a)))
+            if counts_of is not None:
+                counts_of.frombytes(counts[a:b])
 
     def ids(self, recs: Sequence[Record]) -> dict[str, int]:
         """`first`, built now if it was not (`recs`: the records the tables cover)."""
@@ -492,7 +477,7 @@ _TIME_LIMIT = 1 << 62
 
 
 def _numpy() -> Any:
-    """numpy, imported on the first search (~100 ms): a process that never searches never loads it."""
+    """numpy, imported by the first index build (~100 ms): a process that never searches never loads it."""
     import numpy
 
     return numpy
@@ -551,10 +536,6 @@ class _Columns:
         )
         self.arrays = arrays
         self.filled = n
-
-
-def _positions() -> array[int]:
-    return array("I")
 
 
 def _note_id(first: dict[str, int], duplicates: dict[str, list[int]], rid: str, pos: int) -> None:
@@ -990,10 +971,7 @@ def fuse(lexical: float, vector: float | None) -> float:
     (`search.calibration`). So a record both channels found beats one either found alone; a
     vector neighbour that barely stands out from the query's background (P near 0) adds almost
     nothing and never outranks a strong lexical hit; the vector channel's confident best
-    candidate stays above a pile of weak lexical hits that only share a name. Adding the two
-    (the previous fusion) let weak lexical hits that were also weak vector candidates, a
-    conversation's usual case, outrank the vector channel's right answer; ``max(lexical,
-    cosine)`` before it handed the list to whichever channel's scale sat higher.
+    candidate stays above a pile of weak lexical hits that only share a name.
     """
     lexical = max(0.0, min(1.0, lexical))
     if vector is None:
