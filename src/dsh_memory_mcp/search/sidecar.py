@@ -51,16 +51,6 @@ def warn_unusable(path: str, exc: OSError) -> None:
     )
 
 
-def _read_all(fd: int, start: int = 0) -> bytes:
-    os.lseek(fd, start, os.SEEK_SET)
-    parts: list[bytes] = []
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return b"".join(parts)
-        parts.append(chunk)
-
-
 def format_header(header: Header) -> str:
     model_id, dims = header
     return f"#{model_id}\t{dims}\n"
@@ -168,7 +158,7 @@ def read(path: str, *, start: int = 0, header: Header | None = None) -> SidecarR
         return None
     try:
         st = os.fstat(fd)
-        data = _read_all(fd, start)
+        data = fileio.read_from(fd, start)
     except OSError:
         return None
     finally:
@@ -294,7 +284,7 @@ def remove_ids(path: str, ids: Iterable[str]) -> Removal | None:
     except FileNotFoundError:
         return None
     try:
-        data = _read_all(fd)
+        data = fileio.read_from(fd)
     finally:
         os.close(fd)
     header = _header_of(data)

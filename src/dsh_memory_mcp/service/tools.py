@@ -12,7 +12,6 @@ import heapq
 import logging
 import operator
 import traceback
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -63,6 +62,7 @@ from dsh_memory_mcp.service.validate import (
 from dsh_memory_mcp.store.foreground import FOREGROUND, Foreground
 from dsh_memory_mcp.store.locks import call_deadline
 from dsh_memory_mcp.store.records import Record, now_ms
+from dsh_memory_mcp.store.shared import fold
 from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
@@ -431,12 +431,12 @@ class MemoryService:
         return scope, self._forget_matches(scope, str(args["query"]).strip())
 
     def _forget_matches(self, scope: str, query: str) -> list[Record]:
-        needle = _fold(query)
+        needle = fold(query)
         if not needle:
             return []
         now = self.clock()
         records = self.store.snapshot(scope).records
-        matches = [r for r in records if not r.is_expired(now) and needle in _fold(r.content)]
+        matches = [r for r in records if not r.is_expired(now) and needle in fold(r.content)]
         matches.sort(key=lambda r: (-r.updated_at, r.id))
         return matches
 
@@ -524,12 +524,6 @@ def newest(found: list[Record], limit: int) -> list[Record]:
     candidates = [r for r in found if r.updated_at >= cutoff]
     candidates.sort(key=_list_order)
     return candidates[:limit]
-
-
-def _fold(text: str) -> str:
-    """NFKC and lower case, exactly as `SharedStore.delete_matching` compares (so the preview
-    lists the records a confirmed call would delete)."""
-    return unicodedata.normalize("NFKC", text).lower()
 
 
 def _confirm_arg(value: Any) -> bool:

@@ -422,13 +422,9 @@ class Journal:
                 return False
             if st.st_size <= start:
                 return st.st_size == start  # shorter: not the file we read
-            os.lseek(fd, start, os.SEEK_SET)
-            chunks = []
-            while chunk := os.read(fd, 1 << 20):
-                chunks.append(chunk)
+            data = fileio.read_from(fd, start)
         finally:
             os.close(fd)
-        data = b"".join(chunks)
         end = data.rfind(b"\n") + 1  # a line still being written (or torn by a crash) waits
         pos = 0
         for raw in data[:end].split(b"\n")[:-1] if end else ():
