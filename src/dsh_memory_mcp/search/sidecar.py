@@ -20,14 +20,13 @@ import base64
 import binascii
 import logging
 import os
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from dsh_memory_mcp.store import fileio
+from dsh_memory_mcp.store import fileio, redact
 
 #: `(model_id, dims)`: what the first line declares.
 Header = tuple[str, int]
@@ -36,17 +35,12 @@ Matrix = npt.NDArray[np.float32]
 _HEADER_PROBE = 512
 
 log = logging.getLogger("dsh_memory_mcp.search.sidecar")
-_warned: set[str] = set()
-_warned_lock = threading.Lock()
+_warned = redact.Once()
 
 
 def warn_unusable(path: str, exc: OSError) -> None:
     """WARNING the first time a sidecar path turns out to be no regular file, DEBUG after."""
-    with _warned_lock:
-        first = path not in _warned
-        if first and len(_warned) < 1000:
-            _warned.add(path)
-    (log.warning if first else log.debug)(
+    (log.warning if _warned.first(path) else log.debug)(
         "vector: 向量文件 %s 不可用(%s),该范围只用词法检索", path, exc.strerror or exc
     )
 
