@@ -784,7 +784,7 @@ IMPORT_CHUNK = 256 * 1024
 
 def _plan(call: Call, data: bytes) -> transfer.ImportPlan:
     """`transfer.plan_import` of `data` fed in pieces, with `Progress` (reading is most of an import's time)."""
-    planner = transfer.ImportPlanner(transfer.Checks.of(call.settings))
+    planner = transfer.ImportPlanner(call.settings)
     bar = Progress(call.err, t("导入"), counts=False)
     view = memoryview(data)
     for start in range(0, len(data), IMPORT_CHUNK):
