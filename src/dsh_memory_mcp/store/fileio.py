@@ -222,9 +222,10 @@ def write_target(path: str) -> str:
     return target
 
 
-def private_dirs(directory: str) -> None:
+def private_dirs(directory: str, created: Callable[[str], None] | None = None) -> None:
     """Create `directory` and its missing parents 0o700 whatever the umask (`os.makedirs` gives
-    the parents 0o777 minus the umask: 0o777 under umask 000). Existing ones are left as they are.
+    the parents 0o777 minus the umask: 0o777 under umask 000), calling `created` on each one made.
+    Existing ones are left as they are.
     """
     missing = []
     current = os.path.abspath(directory)
@@ -240,6 +241,8 @@ def private_dirs(directory: str) -> None:
         except FileExistsError:
             continue
         os.chmod(path, 0o700)  # the umask may have taken bits away; it cannot have added any
+        if created is not None:
+            created(path)
 
 
 def new_tmp(path: str) -> tuple[int, str]:
