@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dsh_memory_mcp.config import LOOPBACK_HOSTS
 from dsh_memory_mcp.transports import serve_file
-
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 State = Literal["ok", "unauthorized", "down", "foreign"]
 
@@ -43,7 +42,7 @@ def health(url: str, headers: Mapping[str, str], timeout: float = 2.0) -> Health
 def _key(url: str) -> tuple[str, str, int | None, str]:
     parts = urllib.parse.urlsplit(url)
     host = (parts.hostname or "").lower()
-    if host in _LOOPBACK:
+    if host in LOOPBACK_HOSTS:
         host = "loopback"
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
