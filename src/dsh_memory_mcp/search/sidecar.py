@@ -217,10 +217,9 @@ def append(path: str, header: Header, entries: Sequence[tuple[str, npt.ArrayLike
         os.lseek(fd, 0, os.SEEK_SET)
         if _header_of(os.read(fd, _HEADER_PROBE)) != header:
             return False
-        # O_APPEND: the write goes to the end whatever the file offset is.
-        written = os.write(fd, payload)
-        if written != len(payload):  # never seen for regular files; finish the line rather than leave half
-            os.write(fd, payload[written:])
+        # O_APPEND: the write goes to the end whatever the file offset is; a short write (never seen
+        # for regular files) is finished rather than leaving half a line.
+        fileio.write_all(fd, payload)
         return True
     finally:
         os.close(fd)
