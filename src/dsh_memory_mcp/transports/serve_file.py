@@ -229,13 +229,12 @@ def _create_exclusive(path: str, content: bytes) -> bool:
 
 def _raw(path: str) -> bytes | None:
     """The bytes at `path` when it is a regular file (never blocks on a FIFO, never follows a link)."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        fd = os.open(path, flags)
+        fd = fileio.open_regular(path, follow=False)
     except OSError:
         return None
     try:
-        return os.read(fd, _MAX_BYTES + 1) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        return os.read(fd, _MAX_BYTES + 1)
     except OSError:
         return None
     finally:
