@@ -43,7 +43,7 @@ MODULES: dict[str, str] = {
     "config": "Settings/VectorSettings resolved from flags and env; creates nothing",
     "store.records": "JSONL line <-> Record/CorruptLine; byte-exact round trip",
     "store.scopes": "scope keys, custom-name rules, path normalisation, file names",
-    "store.redact": "log previews that show a line's shape (keys, id), never memory text",
+    "store.redact": "log previews that show a line's shape (keys, id), never memory text; warn once per key",
     "store.fileio": "crash-safe replacement of a file",
     "store.clock": "Clock: the time waiting code reads and waits on (SYSTEM, or a test's)",
     "store.foreground": "calls in flight (Foreground) and the pause background work gives way to them with",

@@ -19,10 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.requests import Request
 
+from dsh_memory_mcp.config import Settings
 from dsh_memory_mcp.service import transfer
 from dsh_memory_mcp.transports import import_stream
 
-CHECKS = transfer.Checks(max_content=2_000, allow_secrets=False)
+CHECKS = Settings(store_dir="", project_dir="", max_content=2_000, allow_secrets=False)
 LIMIT = 4 << 20
 
 _LINES = [

@@ -623,9 +623,10 @@ def _scope_by_name(call: Call, service: MemoryService, value: str, *, creating: 
     on_disk = service.store.discover_scopes()
     if name in on_disk or name in service.store.read_aliases():
         return value
-    projects = [s for s in on_disk if s.startswith("project:")]
+    from dsh_memory_mcp.service.render import project_name
+
     folder = name.casefold()
-    matches = [s for s in projects if os.path.basename(s[len("project:") :].rstrip("/\\")).casefold() == folder]
+    matches = [s for s in on_disk if s.startswith("project:") and project_name(s).casefold() == folder]
     if len(matches) == 1:
         return matches[0]
     if matches:
@@ -637,8 +638,6 @@ def _scope_by_name(call: Call, service: MemoryService, value: str, *, creating: 
         )
     if creating:
         return value
-    from dsh_memory_mcp.service.render import project_name
-
     known = ", ".join(project_name(s) for s in on_disk) or "-"
     raise _Done(call.usage(t("没有叫 {name} 的作用域;现有:{known}", name=word, known=known)))
 
@@ -784,7 +783,7 @@ IMPORT_CHUNK = 256 * 1024
 
 def _plan(call: Call, data: bytes) -> transfer.ImportPlan:
     """`transfer.plan_import` of `data` fed in pieces, with `Progress` (reading is most of an import's time)."""
-    planner = transfer.ImportPlanner(transfer.Checks.of(call.settings))
+    planner = transfer.ImportPlanner(call.settings)
     bar = Progress(call.err, t("导入"), counts=False)
     view = memoryview(data)
     for start in range(0, len(data), IMPORT_CHUNK):

@@ -13,6 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Iterator
+from typing import Literal
 
 from dsh_memory_mcp import config, errors
 from dsh_memory_mcp.cli.logs import log
@@ -49,6 +50,26 @@ _SDK_DEPENDENCIES = frozenset(
 )
 
 
+def _parent(path: str) -> str:
+    return os.path.dirname(os.path.normpath(path)) or os.curdir
+
+
+def store_obstacle(path: str) -> tuple[Literal["file", "ancestor", "parent"], str] | None:
+    """What on disk keeps `path` from being (or becoming) the store directory, looking only:
+    ``("file", path)`` it is a file; ``("ancestor", a)`` its nearest existing ancestor `a` is a file;
+    ``("parent", p)`` its parent `p` is missing (only the last level is created). None otherwise."""
+    if os.path.lexists(path) and not os.path.isdir(path):
+        return "file", path
+    if os.path.isdir(path):
+        return None
+    parent = ancestor = _parent(path)
+    while not os.path.lexists(ancestor) and os.path.dirname(ancestor) != ancestor:
+        ancestor = os.path.dirname(ancestor)
+    if os.path.lexists(ancestor) and not os.path.isdir(ancestor):
+        return "ancestor", ancestor
+    return ("parent", parent) if not os.path.isdir(parent) else None
+
+
 def explain_store_problem(path: str, error: BaseException | None = None) -> str | None:
     """Why `path` cannot serve as the store directory, in Chinese; None when nothing specific is found.
 
@@ -59,19 +80,16 @@ def explain_store_problem(path: str, error: BaseException | None = None) -> str 
         drive = os.path.splitdrive(path)[0]
         if drive and len(drive) == 2 and drive[1] == ":" and not os.path.exists(drive + os.sep):
             return t("盘符 {drive} 不存在(这台机器上没有这个盘)", drive=drive.upper())
-        if os.path.lexists(path) and not os.path.isdir(path):
-            return t("路径已存在,但它是个文件,不是目录:{path}", path=path)
-        parent = os.path.dirname(os.path.normpath(path)) or os.curdir
-        if not os.path.isdir(path):
-            ancestor = parent
-            while not os.path.lexists(ancestor) and os.path.dirname(ancestor) != ancestor:
-                ancestor = os.path.dirname(ancestor)
-            if os.path.lexists(ancestor) and not os.path.isdir(ancestor):
-                return t("路径中的 {path} 是个文件,不是目录", path=ancestor)
-            if not os.path.isdir(parent):
-                return t("父目录不存在:{path}", path=parent)
+        found = store_obstacle(path)
+        if found is not None:
+            kind, where = found
+            if kind == "file":
+                return t("路径已存在,但它是个文件,不是目录:{path}", path=where)
+            if kind == "ancestor":
+                return t("路径中的 {path} 是个文件,不是目录", path=where)
+            return t("父目录不存在:{path}", path=where)
         code = getattr(error, "errno", None)
-        target = path if os.path.isdir(path) else parent
+        target = path if os.path.isdir(path) else _parent(path)
         if code in (errno.EACCES, errno.EPERM):
             return t("没有写入权限:{path}", path=target)
         if code == errno.EROFS:

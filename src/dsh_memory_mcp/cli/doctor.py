@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from dsh_memory_mcp import __version__, config
+from dsh_memory_mcp.cli.diagnostics import store_obstacle
 from dsh_memory_mcp.cli.messages import N_, shown, t
 from dsh_memory_mcp.cli.output import PROG
 from dsh_memory_mcp.config import DEPENDENCIES, SDK_REQUIREMENT
@@ -293,7 +294,9 @@ def check_store(settings: config.Settings) -> Iterator[Check]:
 
 def _store_failure(store: str) -> tuple[str, str] | None:
     """Why the store directory cannot be used or created (detail, fix), or None."""
-    if os.path.lexists(store) and not os.path.isdir(store):
+    found = store_obstacle(store)
+    kind, where = found if found is not None else ("", "")
+    if kind == "file":
         return t("{path} 已存在,但它是个文件,不是目录", path=store), t(
             "用 --store-dir / DSH_MEMORY_STORE_DIR 指向一个目录"
         )
@@ -302,14 +305,11 @@ def _store_failure(store: str) -> tuple[str, str] | None:
             return None
         fix = t("给当前用户写权限(如 chmod u+w {path}),或用 --store-dir / DSH_MEMORY_STORE_DIR 换一个目录", path=store)
         return t("{path} 没有写入权限", path=store), fix
-    parent = os.path.dirname(store) or os.curdir
-    ancestor = parent
-    while not os.path.lexists(ancestor) and os.path.dirname(ancestor) != ancestor:
-        ancestor = os.path.dirname(ancestor)
-    if os.path.lexists(ancestor) and not os.path.isdir(ancestor):
-        detail = t("{path} 不存在,且路径中的 {ancestor} 是个文件,不是目录", path=store, ancestor=ancestor)
+    if kind == "ancestor":
+        detail = t("{path} 不存在,且路径中的 {ancestor} 是个文件,不是目录", path=store, ancestor=where)
         return detail, t("用 --store-dir / DSH_MEMORY_STORE_DIR 指向一个可用的目录")
-    if not os.path.isdir(parent):
+    parent = os.path.dirname(store) or os.curdir
+    if kind == "parent":
         detail = t("{path} 不存在,父目录 {parent} 也不存在(启动时只会建最后一级)", path=store, parent=parent)
         fix = t(
             "先创建父目录(mkdir -p {parent}),或用 --store-dir / DSH_MEMORY_STORE_DIR 指向已存在的位置", parent=parent

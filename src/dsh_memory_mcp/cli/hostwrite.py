@@ -210,22 +210,6 @@ def _dress(fd: int, old: Snapshot | None, *, secret: bool, creator: tuple[int, i
             raise ForeignOwner(t("无法保持它的属组(gid {gid}),没有改动", gid=old.gid)) from exc
 
 
-def _makedirs(directory: str, creator: tuple[int, int] | None) -> None:
-    """Create `directory` (0700) and any missing parents, each given to `creator` when set."""
-    missing = []
-    current = os.path.abspath(directory)
-    while not os.path.isdir(current):
-        missing.append(current)
-        parent = os.path.dirname(current)
-        if parent == current:
-            break
-        current = parent
-    for path in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(path, 0o700)
-            _give(path, creator)
-
-
 # --------------------------------------------------------------------------------------------
 # The edit
 # --------------------------------------------------------------------------------------------
@@ -303,7 +287,7 @@ def replace_config(
                 return Replaced(False, None, attempt, expected.data if expected is not None else None)
             if backup is None and start is not None and expected is not None:
                 backup = _write_backup(target, start, backup_name)
-            _makedirs(os.path.dirname(target) or ".", creator)
+            fileio.private_dirs(os.path.dirname(target) or ".", lambda made: _give(made, creator))
             fd, tmp = fileio.new_tmp(target)
             try:
                 fileio.write_all(fd, new)

@@ -16,7 +16,7 @@ from dsh_memory_mcp.cli.output import (
     EXIT_OK,
     EXIT_USAGE,
     PREFIX,
-    harden_stderr,
+    harden,
     write_stderr_lines,
     write_stdout,
 )
@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None, *, serve: ServeFn | None = None) -> 
     `dsh_memory_mcp.transports.mcp_server.serve` is imported lazily, only when the server actually
     starts, and `main` then owns the process (signal handling through interpreter shutdown).
     """
-    harden_stderr()
+    harden(sys.stderr)
     words = list(sys.argv[1:] if argv is None else argv)
     try:
         invocation = parse_args(words)

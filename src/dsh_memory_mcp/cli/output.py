@@ -97,9 +97,10 @@ def write_stderr_lines(lines: Sequence[str], prefix: str = PREFIX) -> None:
         pass
 
 
-def harden_stderr() -> None:
-    """A console that cannot encode 中文 or emoji must not turn a diagnostic into a traceback."""
-    reconfigure = getattr(sys.stderr, "reconfigure", None)
+def harden(stream: IO[str] | None) -> None:
+    """A console that cannot encode 中文 or emoji must not turn a line into a traceback: it gets
+    backslash escapes instead (still valid inside JSON strings)."""
+    reconfigure = getattr(stream, "reconfigure", None)
     if reconfigure is not None:
         try:
             reconfigure(errors="backslashreplace")

@@ -6,16 +6,13 @@ config holds. Standard library only, no proxy (the URLs are usually loopback), s
 
 from __future__ import annotations
 
-import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-_MAX_BYTES = 64 * 1024
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+from dsh_memory_mcp.config import LOOPBACK_HOSTS
+from dsh_memory_mcp.transports import serve_file
 
 State = Literal["ok", "unauthorized", "down", "foreign"]
 
@@ -30,32 +27,14 @@ class Health:
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
-def health_url(url: str) -> str:
-    """The ``/health`` next to a serve's ``…/mcp`` URL."""
-    parts = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, "/health", "", ""))
-
-
 def health(url: str, headers: Mapping[str, str], timeout: float = 2.0) -> Health:
     """``GET /health`` of the serve at `url` (its ``/mcp`` URL) with `headers`."""
-    request = urllib.request.Request(health_url(url), headers=dict(headers))
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(request, timeout=timeout) as response:
-            body = response.read(_MAX_BYTES)
-            status = response.status
-    except urllib.error.HTTPError as exc:
-        if exc.code in (401, 403):
-            return Health("unauthorized", f"HTTP {exc.code}")
-        return Health("foreign", f"HTTP {exc.code}")
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return Health("down", str(reason))
-    try:
-        data = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        data = None
-    if status == 200 and isinstance(data, dict) and data.get("name") == "dsh-memory-mcp" and data.get("ok") is True:
+    status, data, why = serve_file.get_health(url, headers, timeout)
+    if status is None:
+        return Health("down", why)
+    if status in (401, 403):
+        return Health("unauthorized", why)
+    if status == 200 and serve_file.is_serve(data):
         return Health("ok", "", data)
     return Health("foreign", f"HTTP {status}")
 
@@ -63,7 +42,7 @@ def health(url: str, headers: Mapping[str, str], timeout: float = 2.0) -> Health
 def _key(url: str) -> tuple[str, str, int | None, str]:
     parts = urllib.parse.urlsplit(url)
     host = (parts.hostname or "").lower()
-    if host in _LOOPBACK:
+    if host in LOOPBACK_HOSTS:
         host = "loopback"
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)

@@ -14,7 +14,7 @@ from typing import Protocol, TextIO, cast
 from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import diagnostics, logs
 from dsh_memory_mcp.cli.messages import N_, shown, t
-from dsh_memory_mcp.cli.output import EXIT_STARTUP, PipeSafe, describe, flush_std, write_stderr_lines
+from dsh_memory_mcp.cli.output import EXIT_STARTUP, PipeSafe, describe, flush_std, harden, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Command, Invocation, Option
 
 #: Exit code of a subcommand interrupted by Ctrl+C (the shell convention, 128 + SIGINT).
@@ -35,13 +35,7 @@ def _run_guarded(name: str, invocation: Invocation, load: Callable[[], Body]) ->
     # A human command prints its own results; only the store's and vector channel's warnings
     # (corrupt lines, backend trouble) come through the logger.
     logs.log.setLevel(logging.DEBUG if debug else logging.WARNING)
-    reconfigure = getattr(sys.stdout, "reconfigure", None)
-    if reconfigure is not None:
-        # A console that cannot encode 中文 gets \uXXXX escapes (still valid inside JSON strings).
-        try:
-            reconfigure(errors="backslashreplace")
-        except (ValueError, OSError, TypeError):  # pragma: no cover
-            pass
+    harden(sys.stdout)
     try:
         settings = config.resolve_settings(store_dir=invocation.store_dir, project_dir=invocation.project_dir)
         if settings.warnings:

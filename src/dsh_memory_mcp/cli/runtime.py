@@ -26,6 +26,7 @@ from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, flush_std, write_st
 from dsh_memory_mcp.cli.parser import Invocation
 from dsh_memory_mcp.cli.views import SOURCES
 from dsh_memory_mcp.service.render import PROJECT_SOURCES
+from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.texts import pair
 
 #: After serve() is over, how long interpreter shutdown may wait for leftover non-daemon threads
@@ -103,9 +104,7 @@ class StdinRelay:
                     continue
                 if not data:
                     break
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(self._sink, view) :]
+                fileio.write_all(self._sink, data)
         except (OSError, ValueError):
             pass
         finally:

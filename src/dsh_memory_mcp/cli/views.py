@@ -13,7 +13,15 @@ from typing import Any
 
 from dsh_memory_mcp import texts
 from dsh_memory_mcp.cli.output import PROG
-from dsh_memory_mcp.service.render import FOR_MODEL, RESULT_CONTENT_CHARS, excerpt, fmt_time, project_name, snippet
+from dsh_memory_mcp.service.render import (
+    FOR_MODEL,
+    RESULT_CONTENT_CHARS,
+    excerpt,
+    meta_line,
+    percent,
+    project_name,
+    snippet,
+)
 
 #: Where the current project came from (`service.render.PROJECT_SOURCES` in English).
 SOURCES = {
@@ -39,25 +47,6 @@ def _labels(scopes: Sequence[Any], project: str | None, source: str | None, full
     """The scopes of a header: a project by its folder's name, or under ``--long`` (`full`) its whole path."""
     names = [str(scope) for scope in scopes]
     return ", ".join((FOR_MODEL.label(s) if full else project_name(s)) + _from(s, project, source) for s in names)
-
-
-def _meta(record: Mapping[str, Any], *, full_id: bool = False, client: str | None = None) -> str:
-    parts = [f"id={record['id'] if full_id else record['shortId']}"]
-    tags = record.get("tags") or []
-    if tags:
-        parts.append("tags=" + ",".join(str(t) for t in tags))
-    importance = record.get("importance")
-    if isinstance(importance, (int, float)) and not isinstance(importance, bool):
-        parts.append(f"importance={importance:.2f}")
-    parts.append(f"updated={fmt_time(int(record.get('updatedAt') or 0))}")
-    if client:
-        parts.append(f"client={client}")
-    return "  " + " ".join(parts)
-
-
-def _percent(score: Any) -> int:
-    """A score as the page shows it: 0–100, capped."""
-    return round(min(1.0, max(0.0, float(score or 0))) * 100)
 
 
 def _head(record: Mapping[str, Any], full: bool) -> str:
@@ -94,7 +83,7 @@ def list_text(
     if not records:
         return f"No {what}memories (scopes: {labels})"
     blocks = [
-        f"{_head(r, full)} {excerpt(str(r.get('content') or ''))}\n{_meta(r, client=clients.get(str(r['id'])))}"
+        f"{_head(r, full)} {excerpt(str(r.get('content') or ''))}\n{meta_line(r, client=clients.get(str(r['id'])))}"
         for r in records
     ]
     noun = f"{what}memory" if total == 1 else f"{what}memories"
@@ -112,8 +101,8 @@ def search_text(
         text = f"No matching memories (searched: {labels})"
     else:
         blocks = [
-            f"[relevance {_percent(r.get('score'))}%] {_head(r, full)} "
-            f"{excerpt(str(r.get('content') or ''))}\n{_meta(r)}"
+            f"[relevance {percent(float(r.get('score') or 0))}%] {_head(r, full)} "
+            f"{excerpt(str(r.get('content') or ''))}\n{meta_line(r)}"
             for r in records
         ]
         text = (
@@ -135,7 +124,7 @@ def get_text(structured: Mapping[str, Any], *, prefix_min: int, full: bool) -> s
     blocks = []
     for r in structured.get("records") or []:
         flag = " (superseded/expired: no longer found by search)" if r.get("expiredAt") is not None else ""
-        block = f"{_head(r, full)} id={r['id']}{flag}\n{r.get('content') or ''}\n{_meta(r)}"
+        block = f"{_head(r, full)} id={r['id']}{flag}\n{r.get('content') or ''}\n{meta_line(r)}"
         origin = r.get("source")
         if isinstance(origin, Mapping):
             parts = [str(v) for v in (origin.get("origin"), origin.get("client")) if isinstance(v, str) and v]
@@ -187,7 +176,7 @@ def confirm_text(structured: Mapping[str, Any], *, limit: int) -> str:
         "nothing was forgotten, in case this is a mistake. To forget them all, run the same command again with "
         "--confirm (what matches then is forgotten); to forget only some, forget them by id."
     )
-    blocks = [f"{_head(r, True)} {snippet(str(r.get('content') or ''))}\n{_meta(r)}" for r in records]
+    blocks = [f"{_head(r, True)} {snippet(str(r.get('content') or ''))}\n{meta_line(r)}" for r in records]
     return head + "\n\nWould be forgotten:\n\n" + "\n\n".join(blocks)
 
 

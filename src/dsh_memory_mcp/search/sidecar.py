@@ -20,14 +20,13 @@ import base64
 import binascii
 import logging
 import os
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from dsh_memory_mcp.store import fileio
+from dsh_memory_mcp.store import fileio, redact
 
 #: `(model_id, dims)`: what the first line declares.
 Header = tuple[str, int]
@@ -36,29 +35,14 @@ Matrix = npt.NDArray[np.float32]
 _HEADER_PROBE = 512
 
 log = logging.getLogger("dsh_memory_mcp.search.sidecar")
-_warned: set[str] = set()
-_warned_lock = threading.Lock()
+_warned = redact.Once()
 
 
 def warn_unusable(path: str, exc: OSError) -> None:
     """WARNING the first time a sidecar path turns out to be no regular file, DEBUG after."""
-    with _warned_lock:
-        first = path not in _warned
-        if first and len(_warned) < 1000:
-            _warned.add(path)
-    (log.warning if first else log.debug)(
+    (log.warning if _warned.first(path) else log.debug)(
         "vector: 向量文件 %s 不可用(%s),该范围只用词法检索", path, exc.strerror or exc
     )
-
-
-def _read_all(fd: int, start: int = 0) -> bytes:
-    os.lseek(fd, start, os.SEEK_SET)
-    parts: list[bytes] = []
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return b"".join(parts)
-        parts.append(chunk)
 
 
 def format_header(header: Header) -> str:
@@ -168,7 +152,7 @@ def read(path: str, *, start: int = 0, header: Header | None = None) -> SidecarR
         return None
     try:
         st = os.fstat(fd)
-        data = _read_all(fd, start)
+        data = fileio.read_from(fd, start)
     except OSError:
         return None
     finally:
@@ -233,10 +217,9 @@ def append(path: str, header: Header, entries: Sequence[tuple[str, npt.ArrayLike
         os.lseek(fd, 0, os.SEEK_SET)
         if _header_of(os.read(fd, _HEADER_PROBE)) != header:
             return False
-        # O_APPEND: the write goes to the end whatever the file offset is.
-        written = os.write(fd, payload)
-        if written != len(payload):  # never seen for regular files; finish the line rather than leave half
-            os.write(fd, payload[written:])
+        # O_APPEND: the write goes to the end whatever the file offset is; a short write (never seen
+        # for regular files) is finished rather than leaving half a line.
+        fileio.write_all(fd, payload)
         return True
     finally:
         os.close(fd)
@@ -294,7 +277,7 @@ def remove_ids(path: str, ids: Iterable[str]) -> Removal | None:
     except FileNotFoundError:
         return None
     try:
-        data = _read_all(fd)
+        data = fileio.read_from(fd)
     finally:
         os.close(fd)
     header = _header_of(data)

@@ -34,6 +34,7 @@ from dsh_memory_mcp.search.queries import PendingQuery, QueryEmbedder
 from dsh_memory_mcp.search.writes import SAVE_BATCH, SidecarWriter, WriteQueue
 from dsh_memory_mcp.store.clock import SYSTEM, Clock
 from dsh_memory_mcp.store.records import Record, now_ms
+from dsh_memory_mcp.store.redact import Once
 from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
@@ -133,10 +134,10 @@ class VectorChannel:
         self._queries = QueryEmbedder(self._embed_query, self._backend.embedding_failed, QUERY_BUDGET)
         #: Searches whose vector half was skipped, by kind of reason (stats, tests).
         self.skips: dict[str, int] = {}
-        self._skip_warned: set[str] = set()
+        self._skip_warned = Once()
         #: Worker restarts after an unexpected error, since start.
         self.restarts = 0
-        self._seen_errors: set[tuple[str, str, str]] = set()
+        self._seen_errors = Once(limit=100)
 
     def _embed_query(self, query: str, timeout: float) -> list[float]:
         client = self._backend.client
@@ -289,8 +290,7 @@ class VectorChannel:
     def _skipped(self, reason: str, kind: str) -> VectorAnswer:
         """A skipped vector half: said in the answer, and once per kind of reason on stderr."""
         self.skips[kind] = self.skips.get(kind, 0) + 1
-        if kind not in self._skip_warned:
-            self._skip_warned.add(kind)
+        if self._skip_warned.first(kind):
             self._log.warning("vector: 本次检索只用了词法(%s);同类情况之后只计数,不再提示", reason)
         return VectorAnswer({}, "skipped", reason)
 
@@ -316,12 +316,9 @@ class VectorChannel:
 
     def _unexpected(self, what: str, exc: BaseException, detail: str = "") -> None:
         """Log an unexpected error at WARNING (with its traceback) the first time, DEBUG after."""
-        signature = (what, type(exc).__name__, str(exc)[:200])
-        if signature in self._seen_errors:
+        if not self._seen_errors.first((what, type(exc).__name__, str(exc)[:200])):
             self._log.debug("%s%s:%s", what, detail, exc)
             return
-        if len(self._seen_errors) < 100:
-            self._seen_errors.add(signature)
         self._log.warning("%s%s(%s: %s)", what, detail, type(exc).__name__, exc, exc_info=exc)
 
     def record_saved(self, scope: str, record: Record) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +66,7 @@ class TextStyle:
     def score(self, value: float) -> str:
         """A search hit's score at the start of its block."""
         if self.percent_scores:
-            return f"[相关度 {round(min(1.0, max(0.0, value)) * 100)}%]"
+            return f"[相关度 {percent(value)}%]"
         return f"[{value:.4f}]"
 
     def head(self, record: Record) -> str:
@@ -99,6 +100,11 @@ def error_result(code: str, message: str) -> ToolResult:
     """A coded error: `错误 CODE:message` for the model, `{ok: false, code, message}` for programs."""
     text = f"错误 {code}:{message}"
     return ToolResult(text=text, structured={"ok": False, "code": code, "message": message}, is_error=True)
+
+
+def percent(score: float) -> int:
+    """A score as the page shows it: 0–100, capped."""
+    return round(min(1.0, max(0.0, score)) * 100)
 
 
 def fmt_time(ms: int) -> str:
@@ -225,13 +231,16 @@ def excerpt(content: str) -> str:
     return "\n    ".join(out)
 
 
-def meta_line(record: Record, *, client: str | None = None) -> str:
-    parts = [f"id={record.short_id}"]
-    if record.tags:
-        parts.append("tags=" + ",".join(record.tags))
-    if record.importance is not None:
-        parts.append(f"importance={record.importance:.2f}")
-    parts.append(f"updated={fmt_time(record.updated_at)}")
+def meta_line(record: Mapping[str, Any], *, client: str | None = None) -> str:
+    """The line under a record's block, from its `record_dict` (the CLI's views get only that)."""
+    parts = [f"id={record['shortId']}"]
+    tags = record.get("tags") or []
+    if tags:
+        parts.append("tags=" + ",".join(str(tag) for tag in tags))
+    importance = record.get("importance")
+    if isinstance(importance, (int, float)) and not isinstance(importance, bool):
+        parts.append(f"importance={importance:.2f}")
+    parts.append(f"updated={fmt_time(int(record.get('updatedAt') or 0))}")
     if client:
         parts.append(f"client={client}")
     return "  " + " ".join(parts)

@@ -12,7 +12,6 @@ import heapq
 import logging
 import operator
 import traceback
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -63,6 +62,7 @@ from dsh_memory_mcp.service.validate import (
 from dsh_memory_mcp.store.foreground import FOREGROUND, Foreground
 from dsh_memory_mcp.store.locks import call_deadline
 from dsh_memory_mcp.store.records import Record, now_ms
+from dsh_memory_mcp.store.shared import fold
 from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
@@ -270,8 +270,8 @@ class MemoryService:
         else:
             blocks = [
                 f"{ctx.style.score(hit.score)} {ctx.style.head(hit.record)} {ctx.style.excerpt(hit.record.content)}\n"
-                + meta_line(hit.record)
-                for hit in hits
+                + meta_line(rec)
+                for hit, rec in zip(hits, records, strict=True)
             ]
             text = "\n\n".join([f"找到 {len(hits)} 条记忆(检索范围:{labels})", *blocks, ctx.style.full_content_hint])
         structured: dict[str, Any] = {"ok": True, "count": len(records), "scopes": scopes, "records": records}
@@ -340,11 +340,11 @@ class MemoryService:
             source = r.data.get("source")  # parsed once: another program's line may be megabytes
             flag = "(已被取代/过期,检索中不再出现)" if r.is_expired(now) else ""
             part = r.content[offset : offset + limit]
+            entry = record_dict(r, max_chars=limit, offset=offset, paged=True)
             blocks.append(
-                f"{ctx.style.head(r)} id={r.id}{flag}\n{part}\n{meta_line(r)}{source_line(source)}"
+                f"{ctx.style.head(r)} id={r.id}{flag}\n{part}\n{meta_line(entry)}{source_line(source)}"
                 + part_note(r, offset, limit, ctx.style)
             )
-            entry = record_dict(r, max_chars=limit, offset=offset, paged=True)
             if isinstance(source, dict):
                 entry["source"] = source
             if r.expired_at is not None:
@@ -431,12 +431,12 @@ class MemoryService:
         return scope, self._forget_matches(scope, str(args["query"]).strip())
 
     def _forget_matches(self, scope: str, query: str) -> list[Record]:
-        needle = _fold(query)
+        needle = fold(query)
         if not needle:
             return []
         now = self.clock()
         records = self.store.snapshot(scope).records
-        matches = [r for r in records if not r.is_expired(now) and needle in _fold(r.content)]
+        matches = [r for r in records if not r.is_expired(now) and needle in fold(r.content)]
         matches.sort(key=lambda r: (-r.updated_at, r.id))
         return matches
 
@@ -455,8 +455,11 @@ class MemoryService:
         )
         # The structured message is the tools' for every reader; the text says how this reader confirms.
         result = error_result("CONFIRM_REQUIRED", message)
-        listing = "\n\n".join(f"{ctx.style.head(r)} {snippet(r.content)}\n{meta_line(r)}" for r in matches)
-        result.structured.update(scope=scope, count=len(matches), records=[record_dict(r) for r in matches])
+        records = [record_dict(r) for r in matches]
+        listing = "\n\n".join(
+            f"{ctx.style.head(r)} {snippet(r.content)}\n{meta_line(d)}" for r, d in zip(matches, records, strict=True)
+        )
+        result.structured.update(scope=scope, count=len(matches), records=records)
         head = result.text.replace(FOR_MODEL.confirm_hint, ctx.style.confirm_hint)
         text = f"{head}\n\n将被删除的记忆:\n\n{listing}"
         return ToolResult(text=text, structured=result.structured, is_error=True)
@@ -496,16 +499,17 @@ def list_result(
     """`memory_list`'s answer for the records `shown` of `total`; `more` replaces its note on the rest."""
     labels = ", ".join(ctx.style.label(s, ctx.project, ctx.project_source) for s in scopes)
     what = f"{ctx.style.kind_gap}{kind} 类" if kind else ""
+    listed = [record_dict(r, max_chars=RESULT_CONTENT_CHARS) for r in shown]
     if not shown:
         text = f"没有{what}记忆(范围:{labels})"
     else:
         blocks = [
-            f"{ctx.style.head(r)} {ctx.style.excerpt(r.content)}\n{meta_line(r, client=client_of(r))}" for r in shown
+            f"{ctx.style.head(r)} {ctx.style.excerpt(r.content)}\n{meta_line(d, client=client_of(r))}"
+            for r, d in zip(shown, listed, strict=True)
         ]
         if more is None:
             more = f",仅显示最新 {len(shown)} 条(调大 limit 可看更多)" if total > len(shown) else ""
         text = f"共 {total} 条{what}记忆(范围:{labels};按最近更新排序{more})\n\n" + "\n\n".join(blocks)
-    listed = [record_dict(r, max_chars=RESULT_CONTENT_CHARS) for r in shown]
     text += truncation_note(sum(1 for r in listed if r.get("truncated")))
     structured = {"ok": True, "count": len(shown), "total": total, "scopes": list(scopes), "records": listed}
     return ToolResult(text=text, structured=structured)
@@ -524,12 +528,6 @@ def newest(found: list[Record], limit: int) -> list[Record]:
     candidates = [r for r in found if r.updated_at >= cutoff]
     candidates.sort(key=_list_order)
     return candidates[:limit]
-
-
-def _fold(text: str) -> str:
-    """NFKC and lower case, exactly as `SharedStore.delete_matching` compares (so the preview
-    lists the records a confirmed call would delete)."""
-    return unicodedata.normalize("NFKC", text).lower()
 
 
 def _confirm_arg(value: Any) -> bool:

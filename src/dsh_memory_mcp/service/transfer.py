@@ -113,29 +113,6 @@ class Refusal:
         )
 
 
-@dataclass(frozen=True)
-class Checks:
-    """`memory_save`'s limits, as the import applies them (from `Settings`)."""
-
-    max_content: int
-    allow_secrets: bool
-
-    @classmethod
-    def of(cls, settings: Settings) -> Checks:
-        return cls(max_content=settings.max_content, allow_secrets=settings.allow_secrets)
-
-    def problem(self, content: Any, tags: Any) -> InvalidArgument | None:
-        """The error `memory_save` would give for this content and these tags, or None."""
-        try:
-            text = content_arg(content, max_chars=self.max_content)
-            tag_list = tags_arg(tags)
-            if not self.allow_secrets:
-                refuse_secrets(text, tag_list)
-        except InvalidArgument as exc:
-            return exc
-        return None
-
-
 @dataclass
 class ImportPlan:
     """What an import file holds, parsed; nothing written."""
@@ -165,9 +142,9 @@ class ImportOutcome:
     refused: int = 0
 
 
-def plan_import(data: bytes, checks: Checks) -> ImportPlan:
+def plan_import(data: bytes, settings: Settings) -> ImportPlan:
     """Parse an import file: records, knowledge-graph memories, the skipped lines and the refused."""
-    planner = ImportPlanner(checks)
+    planner = ImportPlanner(settings)
     planner.feed(data)
     return planner.finish()
 
@@ -176,9 +153,9 @@ class ImportPlanner:
     """`plan_import` for a file that arrives in pieces (an HTTP body): `feed` bytes in any chunking,
     each line is planned as soon as it is complete, so the file is never held whole; `finish` once."""
 
-    def __init__(self, checks: Checks) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.plan = ImportPlan()
-        self._checks = checks
+        self._settings = settings
         self._lineno = 0
         self._tail = bytearray()
 
@@ -192,14 +169,14 @@ class ImportPlanner:
             else:
                 raw = data[start:end]
             self._lineno += 1
-            _plan_line(self.plan, self._lineno, raw, self._checks)
+            _plan_line(self.plan, self._lineno, raw, self._settings)
             start = end + 1
         self._tail += data[start:]
 
     def finish(self) -> ImportPlan:
         """The plan, with the last line (the one after the last newline, usually empty) planned too."""
         self._lineno += 1
-        _plan_line(self.plan, self._lineno, bytes(self._tail), self._checks)
+        _plan_line(self.plan, self._lineno, bytes(self._tail), self._settings)
         self._tail.clear()
         return self.plan
 
@@ -238,14 +215,26 @@ def _preview(text: str) -> str:
     return text if len(text) <= 80 else text[:80] + "…"
 
 
-def _plan_line(plan: ImportPlan, lineno: int, raw: bytes, checks: Checks) -> None:
+def _save_problem(settings: Settings, content: Any, tags: Any) -> InvalidArgument | None:
+    """The error `memory_save` (with the limits in `settings`) would give for this content and these tags, or None."""
+    try:
+        text = content_arg(content, max_chars=settings.max_content)
+        tag_list = tags_arg(tags)
+        if not settings.allow_secrets:
+            refuse_secrets(text, tag_list)
+    except InvalidArgument as exc:
+        return exc
+    return None
+
+
+def _plan_line(plan: ImportPlan, lineno: int, raw: bytes, settings: Settings) -> None:
     text = raw.decode("utf-8", "replace")
 
     def bad(why: str) -> None:
         plan.problems.append(Problem(lineno, why, _preview(text)))
 
     def refused(content: Any, tags: Any) -> bool:
-        error = checks.problem(content, tags)
+        error = _save_problem(settings, content, tags)
         if error is None:
             return False
         # The preview of a refused credential must not echo it: only the code and the message.

@@ -222,9 +222,10 @@ def write_target(path: str) -> str:
     return target
 
 
-def private_dirs(directory: str) -> None:
+def private_dirs(directory: str, created: Callable[[str], None] | None = None) -> None:
     """Create `directory` and its missing parents 0o700 whatever the umask (`os.makedirs` gives
-    the parents 0o777 minus the umask: 0o777 under umask 000). Existing ones are left as they are.
+    the parents 0o777 minus the umask: 0o777 under umask 000), calling `created` on each one made.
+    Existing ones are left as they are.
     """
     missing = []
     current = os.path.abspath(directory)
@@ -240,6 +241,8 @@ def private_dirs(directory: str) -> None:
         except FileExistsError:
             continue
         os.chmod(path, 0o700)  # the umask may have taken bits away; it cannot have added any
+        if created is not None:
+            created(path)
 
 
 def new_tmp(path: str) -> tuple[int, str]:
@@ -336,7 +339,7 @@ def commit(
         _swapped_out(tmp, path, old, old_seen)
     if old is not None:
         try:
-            late = _tail(old, done)  # appended to the old inode between the check and the rename
+            late = read_from(old, done)  # appended to the old inode between the check and the rename
         finally:
             os.close(old)
         if late:
@@ -394,7 +397,7 @@ def _swapped_out(tmp: str, path: str, old: int | None, seen: bytes) -> None:
         mine = os.fstat(old) if old is not None else None
         if mine is not None and (got.st_dev, got.st_ino) != (mine.st_dev, mine.st_ino):
             known = set(seen.split(b"\n"))
-            theirs = b"".join(raw + b"\n" for raw in _tail(fd, 0).split(b"\n") if raw.strip() and raw not in known)
+            theirs = b"".join(raw + b"\n" for raw in read_from(fd).split(b"\n") if raw.strip() and raw not in known)
             if theirs:
                 _append_durably(path, theirs)
                 _warn_foreign(path, len(theirs))
@@ -413,12 +416,12 @@ def _append_durably(path: str, data: bytes) -> None:
         os.close(out)
 
 
-def _tail(fd: int, start: int) -> bytes:
-    """The bytes of `fd` from `start` to its end."""
+def read_from(fd: int, start: int = 0) -> bytes:
+    """The bytes of `fd` from `start` to its end (moves the descriptor's offset; `os.pread` is POSIX only)."""
+    os.lseek(fd, start, os.SEEK_SET)
     chunks = []
-    while chunk := os.pread(fd, 1 << 20, start):
+    while chunk := os.read(fd, 1 << 20):
         chunks.append(chunk)
-        start += len(chunk)
     return b"".join(chunks)
 
 
@@ -440,7 +443,7 @@ def _settle(path: str, tmp_fd: int, old: int | None, seen: bytes) -> bytes:
             raise Changed(errno.ESTALE, msg("写入期间文件被替换"), path)
         if now.st_size <= len(seen):
             return seen
-        extra = _tail(old, len(seen))  # appended while we compared: carried as well
+        extra = read_from(old, len(seen))  # appended while we compared: carried as well
         write_all(tmp_fd, extra)
         _warn_foreign(path, len(extra))
         seen += extra
@@ -463,7 +466,7 @@ def _carry(path: str, tmp_fd: int, read: Read) -> tuple[int | None, bytes]:
         st = os.fstat(old)
         if (read.ino and (st.st_dev, st.st_ino) != (read.dev, read.ino)) or st.st_size < read.size:
             raise Changed(errno.ESTALE, msg("写入期间文件被替换"), path)
-        data = _tail(old, 0)
+        data = read_from(old)
         if not read.same(data[: read.size]):
             raise Changed(errno.ESTALE, msg("写入期间文件被改动"), path)
         extra = data[read.size :]

@@ -30,6 +30,7 @@ from typing import Any
 
 from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.records import JSON_WS, SCAN, now_ms
+from dsh_memory_mcp.store.redact import Once
 from dsh_memory_mcp.texts import msg
 
 logger = logging.getLogger("dsh_memory_mcp.store.journal")
@@ -136,8 +137,7 @@ class Journal:
         self._seq = 0
         self._appends = 0
         self._pruned_day = ""
-        self._warned: set[str] = set()
-        self._warn_lock = threading.Lock()
+        self._warned = Once()
         self._due = False
         # For `saved_since`: per scope, its saved ids in journal order; the epoch changes on a reset.
         self._order: dict[str, list[str]] = {}
@@ -244,11 +244,8 @@ class Journal:
         raise OSError(errno.ENOSPC, msg("写入日志没有可用的分段文件"), self.dir)
 
     def _warn_once(self, path: str, exc: OSError) -> None:
-        with self._warn_lock:
-            if path in self._warned:
-                return
-            self._warned.add(path)
-        logger.warning("写入日志分段 %s 不可用(%s),已跳过;请删除或移走它", path, exc.strerror or exc)
+        if self._warned.first(path):
+            logger.warning("写入日志分段 %s 不可用(%s),已跳过;请删除或移走它", path, exc.strerror or exc)
 
     def _segments(self) -> list[str]:
         try:
@@ -422,13 +419,9 @@ class Journal:
                 return False
             if st.st_size <= start:
                 return st.st_size == start  # shorter: not the file we read
-            os.lseek(fd, start, os.SEEK_SET)
-            chunks = []
-            while chunk := os.read(fd, 1 << 20):
-                chunks.append(chunk)
+            data = fileio.read_from(fd, start)
         finally:
             os.close(fd)
-        data = b"".join(chunks)
         end = data.rfind(b"\n") + 1  # a line still being written (or torn by a crash) waits
         pos = 0
         for raw in data[:end].split(b"\n")[:-1] if end else ():

@@ -9,6 +9,8 @@ value of ``"id"`` stay; other strings become ``"…"``, runs of letters outside 
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Hashable
 
 #: How long a preview may be (after redaction).
 PREVIEW_CHARS = 80
@@ -46,3 +48,22 @@ def redacted(text: str, limit: int = PREVIEW_CHARS) -> str:
     result = "".join(out)
     cut = len(text) > _SCAN_CHARS or len(result) > limit
     return result[:limit] + ("…" if cut else "")
+
+
+class Once:
+    """Which keys were already warned about, so a repeated condition logs at WARNING once (thread-safe).
+    At most `limit` keys are kept: past that, every new key counts as new each time (memory stays bounded)."""
+
+    def __init__(self, limit: int = 1000) -> None:
+        self._seen: set[Hashable] = set()
+        self._lock = threading.Lock()
+        self._limit = limit
+
+    def first(self, key: Hashable) -> bool:
+        """Whether `key` was not seen before (and remember it)."""
+        with self._lock:
+            if key in self._seen:
+                return False
+            if len(self._seen) < self._limit:
+                self._seen.add(key)
+            return True

@@ -93,8 +93,9 @@ def _holds(snap: ScopeSnapshot, data: bytes) -> bool:
     return raws == [records.line_bytes(line) for line in snap.lines]
 
 
-def _fold(text: str) -> str:
-    """NFKC and lower case: how `delete_matching` compares (full-width ＡＢＣ matches abc)."""
+def fold(text: str) -> str:
+    """NFKC and lower case: how `delete_matching` (and `memory_forget`'s preview of it) compares
+    (full-width ＡＢＣ matches abc)."""
     return unicodedata.normalize("NFKC", text).lower()
 
 
@@ -842,10 +843,10 @@ class SharedStore:
 
         One transaction. An empty `substring` removes nothing (it would match everything).
         """
-        needle = _fold(substring)
+        needle = fold(substring)
         if not needle:
             return []
-        return self._remove(scope, lambda rec, now: not rec.is_expired(now) and needle in _fold(rec.content), erased)
+        return self._remove(scope, lambda rec, now: not rec.is_expired(now) and needle in fold(rec.content), erased)
 
     def _remove(
         self, scope: str, doomed: Callable[[Record, int], bool], erased: list[Record] | None = None

@@ -68,18 +68,6 @@ def _cannot_write(path: str, exc: OSError) -> StoreError:
     )
 
 
-def _read_at(fd: int, offset: int, n: int) -> bytes:
-    """`n` bytes at `offset` (fewer at the end of the file); portable `os.pread`."""
-    os.lseek(fd, offset, os.SEEK_SET)
-    out = b""
-    while len(out) < n:
-        chunk = os.read(fd, n - len(out))
-        if not chunk:
-            break
-        out += chunk
-    return out
-
-
 class Probe:
     """Wraps the chunks of a rewrite, keeping their first and last `keep` bytes and newline count."""
 
@@ -152,7 +140,7 @@ def append_bytes(
             os.close(fd)
             return st, False, False
         size = st.st_size
-        torn = size > 0 and _read_at(fd, size - 1, 1) != b"\n"
+        torn = size > 0 and fileio.read_from(fd, size - 1)[:1] != b"\n"
         payload = b"\n" + data if torn else data
         # The lock's ownership check (`LockManager.verify`), right before the bytes go out.
         fileio.check_guards()

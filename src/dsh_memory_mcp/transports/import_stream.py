@@ -24,7 +24,8 @@ import anyio
 import anyio.to_thread
 from starlette.requests import Request
 
-from dsh_memory_mcp.service.transfer import Checks, ImportPlan, ImportPlanner
+from dsh_memory_mcp.config import Settings
+from dsh_memory_mcp.service.transfer import ImportPlan, ImportPlanner
 from dsh_memory_mcp.texts import msg
 
 #: Members other than ``data``/``text`` (scope, dryRun, whatever else a client sends), in all.
@@ -73,8 +74,8 @@ class ImportUpload:
 class _TextSink:
     """``text``: the string's UTF-8 bytes (a lone surrogate kept as such, so its line is reported)."""
 
-    def __init__(self, checks: Checks) -> None:
-        self.planner = ImportPlanner(checks)
+    def __init__(self, settings: Settings) -> None:
+        self.planner = ImportPlanner(settings)
 
     def write(self, data: bytes) -> None:
         self.planner.feed(data)
@@ -86,8 +87,8 @@ class _TextSink:
 class _Base64Sink:
     """``data``: `base64.b64decode(validate=True)`'s rule, decoded four characters at a time."""
 
-    def __init__(self, checks: Checks) -> None:
-        self.planner = ImportPlanner(checks)
+    def __init__(self, settings: Settings) -> None:
+        self.planner = ImportPlanner(settings)
         self.pending = bytearray()
         self.padding = 0
         self.bad = False
@@ -137,8 +138,8 @@ _Sink = _TextSink | _Base64Sink | _Discard
 class _ObjectReader:
     """An incremental reader of one JSON object whose ``data``/``text`` strings are streamed to sinks."""
 
-    def __init__(self, checks: Checks, limit: int) -> None:
-        self.checks = checks
+    def __init__(self, settings: Settings, limit: int) -> None:
+        self.settings = settings
         self.limit = limit
         self.size = 0
         self.utf8 = codecs.getincrementaldecoder("utf-8")("surrogatepass")
@@ -299,11 +300,11 @@ class _ObjectReader:
         self.members[key] = True  # a string; its content goes to the sink
         if key == "data":
             self.sinks.pop("text", None)  # data wins: stop planning the text
-            self.sink = self.sinks["data"] = _Base64Sink(self.checks)
+            self.sink = self.sinks["data"] = _Base64Sink(self.settings)
         elif "data" in self.sinks:
             self.sink = _Discard()
         else:
-            self.sink = self.sinks["text"] = _TextSink(self.checks)
+            self.sink = self.sinks["text"] = _TextSink(self.settings)
 
     def _stream_string(self, eof: bool) -> bool:
         buf, pos, sink = self.buf, self.pos, self.sink
@@ -385,12 +386,12 @@ async def body_chunks(request: Request, limit: int) -> AsyncIterator[bytes]:
         yield chunk
 
 
-async def read_import(request: Request, limit: int, checks: Checks) -> ImportUpload:
+async def read_import(request: Request, limit: int, settings: Settings) -> ImportUpload:
     """Read `request`'s body (at most `limit` bytes) as an import request, planning its file as it arrives.
 
     :raises RequestRefused: 413 over the limit, 400 ``BAD_JSON``.
     """
-    reader = _ObjectReader(checks, limit)
+    reader = _ObjectReader(settings, limit)
     batch = bytearray()
     async for chunk in body_chunks(request, limit):
         batch += chunk

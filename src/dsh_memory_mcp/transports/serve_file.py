@@ -18,9 +18,9 @@ import os
 import stat
 import sys
 import time
-import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.layout import SERVE_FILE, StoreLayout
@@ -229,13 +229,12 @@ def _create_exclusive(path: str, content: bytes) -> bool:
 
 def _raw(path: str) -> bytes | None:
     """The bytes at `path` when it is a regular file (never blocks on a FIFO, never follows a link)."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        fd = os.open(path, flags)
+        fd = fileio.open_regular(path, follow=False)
     except OSError:
         return None
     try:
-        return os.read(fd, _MAX_BYTES + 1) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        return os.read(fd, _MAX_BYTES + 1)
     except OSError:
         return None
     finally:
@@ -263,27 +262,46 @@ def release(store_dir: str, info: ServeInfo) -> None:
             os.unlink(path)
 
 
-def health_url(info: ServeInfo) -> str:
-    """``GET`` this with the bearer token: 200 and ``{"ok": true, "name": "dsh-memory-mcp", …}`` from a live serve."""
-    parts = urllib.parse.urlsplit(info.url)
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, "/health", "", ""))
+def get_health(url: str, headers: Mapping[str, str], timeout: float) -> tuple[int | None, Any, str]:
+    """``GET`` the ``/health`` next to a serve's ``…/mcp`` `url` with `headers`, no proxy (serve URLs
+    are usually loopback): `(status, body as JSON or None, why)`; status None and `why` when nothing
+    answered.
+    A live serve answers 200 and ``{"ok": true, "name": "dsh-memory-mcp", …}`` (`is_serve`).
 
+    :raises ValueError: `url` cannot be requested at all (not an http(s) URL).
+    """
+    import urllib.error  # lazily: ~20 ms the relay's cold start only pays when it probes
+    import urllib.parse
+    import urllib.request
 
-def health(info: ServeInfo, timeout: float = 1.0) -> dict[str, Any] | None:
-    """What `GET /health` with the file's token answers (no proxy), when it is a live `serve`'s
-    answer — and, when it names a pid, `info`'s pid — else None."""
-    import urllib.request  # lazily: ~20 ms the relay's cold start only pays when it probes
-
-    request = urllib.request.Request(health_url(info), headers={"Authorization": f"Bearer {info.token}"})
+    parts = urllib.parse.urlsplit(url)
+    health_url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, "/health", "", ""))
+    request = urllib.request.Request(health_url, headers=dict(headers))
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(request, timeout=timeout) as response:
-            if response.status != 200:
-                return None
-            data = json.loads(response.read(_MAX_BYTES).decode("utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not (isinstance(data, dict) and data.get("name") == "dsh-memory-mcp" and data.get("ok") is True):
+            body = response.read(_MAX_BYTES)
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code, None, f"HTTP {exc.code}"
+    except (OSError, ValueError) as exc:
+        return None, None, str(getattr(exc, "reason", exc))
+    try:
+        return status, json.loads(body.decode("utf-8")), ""
+    except ValueError:
+        return status, None, ""
+
+
+def is_serve(data: Any) -> TypeGuard[dict[str, Any]]:
+    """Whether a ``/health`` body is a live dsh-memory-mcp serve's."""
+    return isinstance(data, dict) and data.get("name") == "dsh-memory-mcp" and data.get("ok") is True
+
+
+def health(info: ServeInfo, timeout: float = 1.0) -> dict[str, Any] | None:
+    """What `GET /health` with the file's token answers, when it is a live `serve`'s answer — and,
+    when it names a pid, `info`'s pid — else None."""
+    status, data, _ = get_health(info.url, {"Authorization": f"Bearer {info.token}"}, timeout)
+    if status != 200 or not is_serve(data):
         return None
     pid = data.get("pid")
     if isinstance(pid, int) and not isinstance(pid, bool) and pid != info.pid:

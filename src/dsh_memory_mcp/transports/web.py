@@ -693,8 +693,7 @@ class _Web:
     async def import_(self, request: Request) -> Response:
         # The file is planned line by line as the body arrives, one import at a time (a memory bound).
         async with import_stream.one_import_at_a_time():
-            checks = transfer.Checks.of(self.service.settings)
-            upload = await import_stream.read_import(request, IMPORT_MAX_BYTES, checks)
+            upload = await import_stream.read_import(request, IMPORT_MAX_BYTES, self.service.settings)
             return await run_in_threadpool(self._import_planned, upload)
 
     def _import_planned(self, upload: import_stream.ImportUpload) -> Response:
