@@ -799,12 +799,14 @@ class LexicalIndex:
         for token in skip:  # only tops up the records found above
             k = dfs[token]
             plist = np.frombuffer(postings[token][:k], dtype=np.uintc)
-            where = np.searchsorted(plist, candidates)
-            inside = where < k
-            where = where[inside]
-            matched = plist[where] == candidates[inside]
-            at = candidates[inside][matched]
-            where = where[matched]
+            if dense:  # which postings are candidates: a pass over the list, not a search per candidate
+                where = np.flatnonzero(seen[plist])
+            else:
+                where = np.searchsorted(plist, candidates)
+                inside = where < k
+                where = where[inside]
+                where = where[plist[where] == candidates[inside]]
+            at = plist[where]
             counts = tfs.get(token)
             tf = None if counts is None else np.frombuffer(counts[:k], dtype=np.uint8)[where]
             note(token, at, weights[token], np.ones(len(at), np.uint8) if tf is None else tf, length[at])

@@ -719,11 +719,12 @@ class SharedStore:
             if existing is not None:
                 return lines, SaveResult(existing, True, superseded)
             merged: list[str] = []
-            for i, line in enumerate(lines if lines is not None else snap.lines):
-                if isinstance(line, Record) and line.id in merges and not line.is_expired(now):
-                    lines = lines if lines is not None else list(snap.lines)
-                    lines[i] = line.with_changes(expiredAt=now - 1, updatedAt=now)
-                    merged.append(line.id)
+            if merges:  # only a keep-one save: the scan is O(scope) inside the lock
+                for i, line in enumerate(lines if lines is not None else snap.lines):
+                    if isinstance(line, Record) and line.id in merges and not line.is_expired(now):
+                        lines = lines if lines is not None else list(snap.lines)
+                        lines[i] = line.with_changes(expiredAt=now - 1, updatedAt=now)
+                        merged.append(line.id)
             expired.extend(merged)
             record = records.new_record(
                 scope=scope,
