@@ -246,6 +246,35 @@ def test_handshake_http_sessions_that_declare_roots_and_close_at_once_leave_no_t
     assert "Traceback" not in err and "Unexpected ASGI message" not in err, err[-3000:]
 
 
+def test_the_sdk_traceback_of_an_already_closed_session_is_dropped_even_inside_an_exception_group():
+    """The SDK's task group wraps the closed-session error ("SSE response error"); any other error stays."""
+    import logging
+
+    import dsh_memory_mcp.transports.http  # noqa: F401  (installs the filter on the SDK's logger)
+
+    sdk = logging.getLogger("mcp.server.streamable_http")
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    sdk.addHandler(handler)
+    try:
+        for name, exc in (
+            ("bare", anyio.ClosedResourceError()),
+            ("grouped", BaseExceptionGroup("tg", [anyio.ClosedResourceError()])),
+            ("nested", BaseExceptionGroup("tg", [BaseExceptionGroup("in", [anyio.BrokenResourceError()])])),
+            ("other", BaseExceptionGroup("tg", [ValueError("real bug")])),
+            ("mixed", BaseExceptionGroup("tg", [anyio.ClosedResourceError(), ValueError("real bug")])),
+            ("plain", ValueError("real bug")),
+        ):
+            try:
+                raise exc
+            except BaseException:
+                sdk.error(name, exc_info=True)
+    finally:
+        sdk.removeHandler(handler)
+    assert seen == ["other", "mixed", "plain"]
+
+
 def test_server_json_is_registry_metadata_for_this_package():
     import base64
     import tomllib

@@ -278,12 +278,17 @@ _ANSWER_JSON: contextvars.ContextVar[bool] = contextvars.ContextVar("dsh_answer_
 
 
 class _ClosedSessionNoise(logging.Filter):
-    """Drops the SDK's "Error handling POST request" traceback when the session had already closed
-    (a client that opened one and left at once)."""
+    """Drops the SDK's "Error handling POST request" / "SSE response error" traceback when the
+    session had already closed (a client that opened one and left at once), also when the SDK's
+    task group wraps that error in an exception group."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError))
+        closed = (anyio.ClosedResourceError, anyio.BrokenResourceError)
+        if isinstance(exc, BaseExceptionGroup):
+            matched, rest = exc.split(closed)
+            return matched is None or rest is not None  # kept unless every error in it is the closed session
+        return not isinstance(exc, closed)
 
 
 _SDK_HTTP_LOG = logging.getLogger("mcp.server.streamable_http")
