@@ -295,6 +295,24 @@ def is_weak_token(token: str) -> bool:
     return len(token) == 1 and _CJK_CHAR_RE.match(token) is not None
 
 
+#: Two texts are near-identical when the Jaccard similarity of their `near_tokens` is at least this
+#: (a save names such a memory, the duplicates view groups them).
+NEAR_JACCARD = 0.8
+#: `LexicalIndex.near` compares at most this many candidates exactly (the best of the prefix filter).
+NEAR_CANDIDATES = 32
+
+
+def near_tokens(text: str) -> frozenset[str]:
+    """The tokens a near-duplicate check compares: `tokenize`'s, without single CJK characters
+    (which any two Chinese texts share)."""
+    return frozenset(t for t in tokenize(text) if not is_weak_token(t))
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    shared = len(a & b)
+    return shared / max(1, len(a) + len(b) - shared)
+
+
 def is_stop_word(token: str) -> bool:
     """An English function word (`STOP_WORDS`): scores in the share, never a hit on its own."""
     return token in STOP_WORDS
@@ -701,6 +719,25 @@ class LexicalIndex:
         np = _numpy()
         at, strength = self._score_arrays(np, self._columns(np), tokens, threshold=threshold)
         return dict(zip(at.tolist(), strength.tolist(), strict=True))
+
+    def near(self, text: str, threshold: float = NEAR_JACCARD) -> list[tuple[int, float]]:
+        """(position, Jaccard) of the records whose `near_tokens` are at least `threshold` similar to
+        `text`'s, most similar first. A set that similar must contain one of `text`'s rarest
+        ``n − ⌈threshold·n⌉ + 1`` tokens (the all-pairs-similarity prefix bound): only records that
+        do are candidates, and the `NEAR_CANDIDATES` that share most of those tokens are compared.
+        Cost: the postings of a few rare tokens, not a ranked search of the whole text."""
+        mine = near_tokens(text)
+        if not mine:
+            return []
+        rarest = sorted(mine, key=lambda t: (self.df(t), t))[: len(mine) - math.ceil(threshold * len(mine)) + 1]
+        candidates = sorted(self.scores(rarest, threshold=0.0).items(), key=lambda kv: -kv[1])
+        found = []
+        for pos, _strength in candidates[:NEAR_CANDIDATES]:
+            similarity = jaccard(mine, near_tokens(self.records[pos].content))
+            if similarity >= threshold:
+                found.append((pos, similarity))
+        found.sort(key=lambda pair: -pair[1])
+        return found
 
     def _columns(self, np: Any) -> _Columns:
         """The per-record columns, filled up to this index's records."""

@@ -2,8 +2,8 @@
 
 Agents save the same fact twice in other words ("Use pnpm, not npm" / "use pnpm not npm!").
 `groups` finds, within one scope, the live memories whose texts are near-identical: the Jaccard
-similarity of their token sets (the search's own tokenizer, `scoring.tokenize`, without single CJK
-characters, which any two Chinese texts share) is at least `JACCARD_MIN` ("lexical"). With the
+similarity of their token sets (`scoring.near_tokens`) is at least `scoring.NEAR_JACCARD` ("lexical"),
+the rule a save's similarity check uses too. With the
 vector channel on, two whose stored vectors have a cosine of at least `COSINE_MIN` are linked too
 ("meaning"): the same fact in other words. Pairs are linked into groups (connected components);
 a group with a link in meaning only says so. The same fact in another language scores below that
@@ -37,9 +37,8 @@ from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.texts import msg
 
-#: Two memories are near-duplicates when their token sets' Jaccard similarity is at least this.
-JACCARD_MIN = 0.8
-#: …or when their stored vectors' cosine is. Not the save's `SIMILAR_SCORE` (a calibrated score of a
+#: Two memories are near-duplicates when their texts are (`scoring.NEAR_JACCARD`) or when their
+#: stored vectors' cosine is at least this. Not the save's `SIMILAR_SCORE` (a calibrated score of a
 #: query embedding): record vectors of the bundled model sit at 0.85–0.95 for related but different
 #: facts and at 0.96–0.99 for the same fact reworded in one language (measured, tests/test_duplicates.py).
 COSINE_MIN = 0.955
@@ -52,17 +51,12 @@ class Group(NamedTuple):
     records: list[Record]
 
 
-def tokens(text: str) -> frozenset[str]:
-    """The tokens a near-duplicate check compares: the search's, without single CJK characters."""
-    return frozenset(t for t in scoring.tokenize(text) if not scoring.is_weak_token(t))
-
-
-def groups(service: MemoryService, scope: str, threshold: float = JACCARD_MIN) -> list[Group]:
+def groups(service: MemoryService, scope: str, threshold: float = scoring.NEAR_JACCARD) -> list[Group]:
     """The groups (two or more) of near-duplicates among the live records of `scope`; the groups
     with the most recently updated member first."""
     now = service.clock()
     records = [r for r in service.store.snapshot(scope).records if not r.is_expired(now)]
-    sets = [tokens(r.content) for r in records]
+    sets = [scoring.near_tokens(r.content) for r in records]
     df = Counter(t for s in sets for t in s)
     parent = list(range(len(records)))
 

@@ -74,7 +74,6 @@ log = logging.getLogger("dsh_memory_mcp.service.tools")
 #: A save names live memories this close in meaning (`MemoryService._similar`): with the bundled
 #: model, same-meaning pairs and corrections of one fact score ≥ 0.86, unrelated records mostly ≤ 0.65.
 SIMILAR_SCORE = 0.9
-SIMILAR_JACCARD = 0.8
 SIMILAR_TOP_K = 3
 #: Seconds a save's similarity check may wait for its embedding (past it, the save names none).
 SIMILAR_BUDGET = 1.0
@@ -222,26 +221,29 @@ class MemoryService:
         return ToolResult(text=text, structured=structured)
 
     def _similar(self, scope: str, record: Record) -> list[dict[str, Any]]:
-        """Live memories of `scope` whose meaning nearly duplicates `record` (not itself), best first:
-        with vectors, a relevance score ≥ `SIMILAR_SCORE`; without, token-set Jaccard ≥ `SIMILAR_JACCARD`.
-        Superseded and expired records never rank, so they are never named."""
-        hits, vector = self._search(record.content[:QUERY_MAX_CHARS], [scope], SIMILAR_TOP_K + 1, SIMILAR_BUDGET)
-        vectors_used = vector is not None and vector.state == "used"
-        mine = set(scoring.tokenize(record.content))
-        found = []
-        for hit in hits:
-            if hit.record.id == record.id:
-                continue
-            if vectors_used:
-                score = hit.cosine or 0.0
-                near = score >= SIMILAR_SCORE
-            else:
-                theirs = set(scoring.tokenize(hit.record.content))
-                score = len(mine & theirs) / max(1, len(mine | theirs))
-                near = score >= SIMILAR_JACCARD
-            if near:
-                found.append({"id": hit.record.id, "shortId": hit.record.short_id, "score": round(score, 4)})
-        return found[:SIMILAR_TOP_K]
+        """Live memories of `scope` that nearly duplicate `record` (not itself), closest first, at most
+        `SIMILAR_TOP_K`: near-identical texts (`scoring.NEAR_JACCARD`, the duplicates view's rule) and,
+        with vectors, a relevance score ≥ `SIMILAR_SCORE` for `record` as a query. Superseded and
+        expired records are never named."""
+        snapshot = self.store.snapshot(scope)
+        index = scoring.index_for(snapshot)
+        now = self.clock()
+        close: dict[str, tuple[Record, float]] = {}
+        for pos, similarity in index.near(record.content):
+            other = index.records[pos]
+            if other.id != record.id and not other.is_expired(now):
+                close.setdefault(other.id, (other, similarity))
+        if self.vectors is not None:
+            answer = self.vectors.search(record.content[:QUERY_MAX_CHARS], [snapshot], budget=SIMILAR_BUDGET)
+            for rid, score in answer.scores.items():
+                if score < SIMILAR_SCORE or rid == record.id or rid in close:
+                    continue
+                for pos in index.positions_of(rid):
+                    other = index.records[pos]
+                    if not other.is_expired(now):
+                        close[rid] = (other, score)
+        ranked = sorted(close.values(), key=lambda pair: -pair[1])[:SIMILAR_TOP_K]
+        return [{"id": r.id, "shortId": r.short_id, "score": round(score, 4)} for r, score in ranked]
 
     def memory_search(self, args: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         query, query_cut = query_arg(args.get("query"))
