@@ -299,13 +299,13 @@ def is_weak_token(token: str) -> bool:
 #: (a save names such a memory, the duplicates view groups them).
 NEAR_JACCARD = 0.8
 #: `LexicalIndex.near` compares at most this many candidates exactly (the best of the prefix filter).
-NEAR_CANDIDATES = 32
+NEAR_CANDIDATES = 16
 
 
 def near_tokens(text: str) -> frozenset[str]:
     """The tokens a near-duplicate check compares: `tokenize`'s, without single CJK characters
     (which any two Chinese texts share)."""
-    return frozenset(t for t in tokenize(text) if not is_weak_token(t))
+    return frozenset(t for t in tokenize(text) if len(t) > 1 or not _CJK_CHAR_RE.match(t))
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -720,19 +720,34 @@ class LexicalIndex:
         at, strength = self._score_arrays(np, self._columns(np), tokens, threshold=threshold)
         return dict(zip(at.tolist(), strength.tolist(), strict=True))
 
-    def near(self, text: str, threshold: float = NEAR_JACCARD) -> list[tuple[int, float]]:
-        """(position, Jaccard) of the records whose `near_tokens` are at least `threshold` similar to
-        `text`'s, most similar first. A set that similar must contain one of `text`'s rarest
-        ``n − ⌈threshold·n⌉ + 1`` tokens (the all-pairs-similarity prefix bound): only records that
-        do are candidates, and the `NEAR_CANDIDATES` that share most of those tokens are compared.
-        Cost: the postings of a few rare tokens, not a ranked search of the whole text."""
+    def near(self, text: str, now: int, threshold: float = NEAR_JACCARD) -> list[tuple[int, float]]:
+        """(position, Jaccard) of the live records whose `near_tokens` are at least `threshold`
+        similar to `text`'s, most similar first.
+
+        A set that similar must contain one of `text`'s rarest ``n − ⌈threshold·n⌉ + 1`` tokens (the
+        all-pairs-similarity prefix bound) and have at least ``threshold·n`` tokens (a record's
+        length is at least its number of distinct tokens): only records that pass both are
+        candidates, and the `NEAR_CANDIDATES` sharing most of those tokens are compared. The cost
+        is the postings of a few rare tokens, not a ranked search of the whole text.
+        """
         mine = near_tokens(text)
         if not mine:
             return []
         rarest = sorted(mine, key=lambda t: (self.df(t), t))[: len(mine) - math.ceil(threshold * len(mine)) + 1]
-        candidates = sorted(self.scores(rarest, threshold=0.0).items(), key=lambda kv: -kv[1])
+        np = _numpy()
+        n = self._n
+        # Slices are copies: a view would stop a writer appending to the live posting list.
+        parts = [np.frombuffer(p[: _visible(p, n)], dtype=np.uint32) for t in rarest if (p := self._postings.get(t))]
+        if not parts:
+            return []
+        at, shared = np.unique(np.concatenate(parts), return_counts=True)
+        length, _factor, _recency, expiry = self._columns(np).arrays
+        keep = (length[at] >= threshold * len(mine)) & (expiry[at] >= now)
+        at, shared = at[keep], shared[keep]
+        if len(at) > NEAR_CANDIDATES:
+            at = at[np.argpartition(-shared, NEAR_CANDIDATES)[:NEAR_CANDIDATES]]
         found = []
-        for pos, _strength in candidates[:NEAR_CANDIDATES]:
+        for pos in at.tolist():
             similarity = jaccard(mine, near_tokens(self.records[pos].content))
             if similarity >= threshold:
                 found.append((pos, similarity))

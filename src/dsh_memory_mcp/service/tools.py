@@ -229,9 +229,9 @@ class MemoryService:
         index = scoring.index_for(snapshot)
         now = self.clock()
         close: dict[str, tuple[Record, float]] = {}
-        for pos, similarity in index.near(record.content):
+        for pos, similarity in index.near(record.content, now):
             other = index.records[pos]
-            if other.id != record.id and not other.is_expired(now):
+            if other.id != record.id:
                 close.setdefault(other.id, (other, similarity))
         if self.vectors is not None:
             answer = self.vectors.search(record.content[:QUERY_MAX_CHARS], [snapshot], budget=SIMILAR_BUDGET)
