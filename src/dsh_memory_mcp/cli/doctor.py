@@ -1,12 +1,8 @@
-"""`dsh-memory-mcp doctor`: is this machine set up right? One line per check, in Chinese.
+"""`dsh-memory-mcp doctor`: is this machine set up right? One line per check.
 
-Interpreter, SDK and dependencies, the store directory and its health, serve and relaying, the
-host configs (a real ``GET /health`` for URL entries), the vector setup and sidecar headers.
-
-Read-only by design: it creates and writes nothing and never spawns a process. The only network
-traffic goes to the configured endpoint, ``127.0.0.1:<port>``, the serve ``serve.json`` names and
-the URLs host configs name, with short timeouts. The SDK is located, never imported; httpx and
-numpy are imported lazily, only when there is something to probe or read.
+Read-only: it creates and writes nothing and never spawns a process. The only network traffic goes
+to the embedding endpoint or port, the serve ``serve.json`` names and the URLs host configs name,
+with short timeouts. The SDK is located, never imported; httpx and numpy only when needed.
 """
 
 from __future__ import annotations

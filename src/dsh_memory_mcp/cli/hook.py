@@ -21,7 +21,7 @@ import socket
 import sys
 import time
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from dsh_memory_mcp import __version__, config
@@ -237,14 +237,8 @@ def _search(settings: config.Settings, prompt: str) -> list[dict[str, Any]]:
         structured = found.get("structuredContent") if isinstance(found, dict) else None
         records = structured.get("records") if isinstance(structured, dict) else None
         return [r for r in records if isinstance(r, dict)] if isinstance(records, list) else []
-    service, ctx = _direct(settings)
-    from dsh_memory_mcp.service.compose import close_service
-
-    try:
-        result = service.call("memory_search", arguments, ctx)
-    finally:
-        close_service(service)
-    records = (result.structured or {}).get("records")
+    with _direct(settings) as (service, ctx):
+        records = (service.call("memory_search", arguments, ctx).structured or {}).get("records")
     return list(records) if isinstance(records, list) else []
 
 
@@ -254,30 +248,29 @@ def _digest(settings: config.Settings) -> str:
         instructions = found.get("instructions") if isinstance(found, dict) else None
         # The instructions are the usage guidance (one paragraph), then the digest.
         return instructions.partition("\n\n")[2] if isinstance(instructions, str) else ""
-    service, ctx = _direct(settings)
     from dsh_memory_mcp.service import digest
-    from dsh_memory_mcp.service.compose import close_service
 
-    try:
+    with _direct(settings) as (service, ctx):
         cache = digest.DigestCache(digest.default_cache_dir(), settings.store_dir)
         return cache.get(service.store, ctx.project, service.clock())
-    finally:
-        close_service(service)
 
 
-def _direct(settings: config.Settings) -> tuple[Any, Any]:
+@contextlib.contextmanager
+def _direct(settings: config.Settings) -> Iterator[tuple[Any, Any]]:
     """The store opened read-only and lexical only (a hook must not start an embedding server)."""
     import dataclasses
 
-    from dsh_memory_mcp.service.compose import open_service
+    from dsh_memory_mcp.service.compose import close_service, open_service
     from dsh_memory_mcp.service.context import default_context
 
     if not os.path.isdir(settings.store_dir):
         raise FileNotFoundError(settings.store_dir)
     quiet = dataclasses.replace(settings, vector=config.VectorSettings(enabled=False))
     service = open_service(quiet, prepare=False, read_only=True)
-    ctx = dataclasses.replace(default_context(quiet), client=CLIENT, record_access=False)
-    return service, ctx
+    try:
+        yield service, dataclasses.replace(default_context(quiet), client=CLIENT, record_access=False)
+    finally:
+        close_service(service)
 
 
 # ----------------------------------------------------------------------------------------------

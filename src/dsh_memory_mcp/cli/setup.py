@@ -1,12 +1,8 @@
-"""`dsh-memory-mcp setup [HOST…] [--store-dir DIR] [--dry-run] [--remove] [--url URL]`.
+"""`dsh-memory-mcp setup [HOST…] [--dry-run] [--remove] [--url URL]` and `setup --serve`.
 
-Writes our entry into each host's user-level config file (`hosts` knows where and in which shape):
-the absolute path of the running executable, ``--store-dir <store>``, and nothing that pins
-``--project``. With no HOST, every host found on this machine; a named host is written even when
-its config file does not exist yet. The rules (a text splice by `confedit`, re-parsed before writing;
-idempotent; a backup first; a compare-and-swap by `hostwrite`; ``--remove`` the exact reverse) are
-docs/design.md's "Host configs". Hosts with hooks (`hosts.HOOK_FILES`) also get
-``dsh-memory-mcp hook session-start|prompt`` in their hook lists under the same rules.
+Writes our entry (this executable's absolute path and ``--store-dir <store>``, never ``--project``)
+into each host's user-level config file, and our hooks into the hook files of `hosts.HOOK_FILES`.
+With no HOST, every host found on this machine. The rules are docs/design.md's "Host configs".
 """
 
 from __future__ import annotations
