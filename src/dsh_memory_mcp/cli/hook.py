@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import re
@@ -279,7 +280,7 @@ def _direct(settings: config.Settings) -> Iterator[tuple[Any, Any]]:
 
 def _from_serve(settings: config.Settings, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
     """`serve`'s result for one 2026-07-28 request, or None when no trusted live serve answers."""
-    from dsh_memory_mcp.transports import serve_file
+    from dsh_memory_mcp.transports import relay_wire, serve_file
     from dsh_memory_mcp.transports.call_facts import PROJECT_HEADER, PROJECT_SOURCE_HEADER, encode_project
 
     info, _why = serve_file.read(settings.store_dir)
@@ -289,26 +290,25 @@ def _from_serve(settings: config.Settings, method: str, params: dict[str, Any]) 
     if url.scheme != "http" or not url.hostname:
         return None
     meta = {
-        "io.modelcontextprotocol/protocolVersion": _MODERN,
+        relay_wire.PROTOCOL_VERSION_META_KEY: _MODERN,
         "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": CLIENT, "version": __version__},
     }
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}})
+    request = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
     headers = {
         "Authorization": f"Bearer {info.token}",
         "Content-Type": "application/json",
         "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": _MODERN,
-        "Mcp-Method": method,
+        **relay_wire.routing_headers(relay_wire.Message("request", request), _MODERN),
         PROJECT_HEADER: encode_project(settings.project_dir),
         PROJECT_SOURCE_HEADER: settings.project_source,
     }
-    if method == "tools/call":
-        headers["Mcp-Name"] = str(params["name"])
-    status, content_type, payload = _post(url, headers, body.encode("utf-8"))
+    status, content_type, payload = _post(url, headers, json.dumps(request).encode("utf-8"))
     if status != 200:
         return None
-    message = _json_rpc(payload, content_type)
+    if content_type.startswith("text/event-stream"):
+        payload = next(relay_wire.read_sse(io.BytesIO(payload)), b"null")
+    message = json.loads(payload)
     result = message.get("result") if isinstance(message, dict) else None
     return result if isinstance(result, dict) else None
 
@@ -361,16 +361,6 @@ def _unchunk(data: bytes) -> bytes:
         out += data[:size]
         data = data[size + 2 :]
     return bytes(out)
-
-
-def _json_rpc(payload: bytes, content_type: str) -> Any:
-    text = payload.decode("utf-8")
-    if content_type.startswith("text/event-stream"):
-        for line in text.splitlines():
-            if line.startswith("data:") and line[5:].strip():
-                return json.loads(line[5:])
-        return None
-    return json.loads(text)
 
 
 if __name__ == "__main__":
