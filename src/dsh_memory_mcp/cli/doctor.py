@@ -678,13 +678,13 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
 # -- hosts: which ones start us, with which executable and which store ---------------------
 
 
-def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str = sys.platform) -> Iterator[Check]:
+def check_hosts(settings: config.Settings, env: Mapping[str, str]) -> Iterator[Check]:
     """One line per configured host entry; flags a missing executable and a store unlike the others'."""
     from collections import Counter
 
     from dsh_memory_mcp.cli import hosts
 
-    entries, broken = hosts.configured(env, platform)
+    entries, broken = hosts.configured(env, sys.platform)
     for host, path, why in broken:
         fix = t("修好这个文件,或运行 {prog} setup {id}", id=host.id)
         yield Check("warn", t("宿主 {host}", host=host.name), f"{path} {shown(why)}", fix)

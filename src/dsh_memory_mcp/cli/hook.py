@@ -93,7 +93,6 @@ def run_hook(
     *,
     store_dir: str | None = None,
     project_dir: str | None = None,
-    env: Mapping[str, str] | None = None,
 ) -> str:
     """Read the host's JSON, print what it adds to the context; returns that text ("" for nothing)."""
     if event not in EVENTS:
@@ -104,7 +103,7 @@ def run_hook(
     data = json.loads(raw.decode("utf-8"))
     if not isinstance(data, dict):
         return ""
-    env = config.environ() if env is None else env
+    env = config.environ()
     settings = config.resolve_settings(store_dir=store_dir, project_dir=project_dir, env=env, cwd=_workspace(data))
     budget = settings.hook_budget
     session = _session_file(data)

@@ -227,7 +227,6 @@ class Configured:
     path: str
     name: str
     command: str | None
-    args: tuple[str, ...]
     url: str | None
     store: str | None
     #: The HTTP headers a URL entry sends (``headers`` / Codex's ``http_headers``; Codex's
@@ -304,7 +303,6 @@ def read_entries(host: Host, path: str, text: str, env: Mapping[str, str] | None
                 path=path,
                 name=name,
                 command=command if isinstance(command, str) else None,
-                args=tuple(a for a in entry.get("args") or [] if isinstance(a, str)),
                 url=url if isinstance(url, str) else None,
                 store=entry_store(entry),
                 headers=headers,
