@@ -625,9 +625,7 @@ def check_calibration(settings: config.Settings, active: _Active) -> list[Check]
 
 def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
     store = settings.store_dir
-    if not os.path.isdir(store):
-        return []
-    files = StoreLayout.at(store).vec_files()
+    files = StoreLayout.at(store).vec_files()  # none in a store that is missing or not a directory
     title = t("向量文件")
     if not files:
         return []
