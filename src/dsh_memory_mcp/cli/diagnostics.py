@@ -1,9 +1,6 @@
-"""Start-up diagnostics: why the server (or a subcommand) could not start, in actionable Chinese.
-
-Start-up failures are diagnostics on stderr, exit 1, never a bare traceback (``DSH_MEMORY_DEBUG=1``
-adds it): an unusable store directory (drive missing, a file in the way, no permission, read-only,
-disk full), a missing or broken SDK or dependency (with the pip line that fixes it), or an
-unexpected error. Everything here reads the filesystem at most; nothing is created.
+"""Start-up diagnostics: why the server (or a subcommand) could not start and what fixes it (an
+unusable store directory, a missing or broken SDK or dependency, an unexpected error). Reads the
+filesystem at most; creates nothing.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""`dsh-memory-mcp doctor`: is this machine set up right? One line per check, in Chinese.
+"""`dsh-memory-mcp doctor`: is this machine set up right? One line per check.
 
-Interpreter, SDK and dependencies, the store directory and its health, serve and relaying, the
-host configs (a real ``GET /health`` for URL entries), the vector setup and sidecar headers.
-
-Read-only by design: it creates and writes nothing and never spawns a process. The only network
-traffic goes to the configured endpoint, ``127.0.0.1:<port>``, the serve ``serve.json`` names and
-the URLs host configs name, with short timeouts. The SDK is located, never imported; httpx and
-numpy are imported lazily, only when there is something to probe or read.
+Read-only: it creates and writes nothing and never spawns a process. The only network traffic goes
+to the embedding endpoint or port, the serve ``serve.json`` names and the URLs host configs name,
+with short timeouts. The SDK is located, never imported; httpx and numpy only when needed.
 """
 
 from __future__ import annotations
@@ -629,9 +625,7 @@ def check_calibration(settings: config.Settings, active: _Active) -> list[Check]
 
 def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
     store = settings.store_dir
-    if not os.path.isdir(store):
-        return []
-    files = StoreLayout.at(store).vec_files()
+    files = StoreLayout.at(store).vec_files()  # none in a store that is missing or not a directory
     title = t("向量文件")
     if not files:
         return []
@@ -682,13 +676,13 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
 # -- hosts: which ones start us, with which executable and which store ---------------------
 
 
-def check_hosts(settings: config.Settings, env: Mapping[str, str], platform: str = sys.platform) -> Iterator[Check]:
+def check_hosts(settings: config.Settings, env: Mapping[str, str]) -> Iterator[Check]:
     """One line per configured host entry; flags a missing executable and a store unlike the others'."""
     from collections import Counter
 
     from dsh_memory_mcp.cli import hosts
 
-    entries, broken = hosts.configured(env, platform)
+    entries, broken = hosts.configured(env, sys.platform)
     for host, path, why in broken:
         fix = t("修好这个文件,或运行 {prog} setup {id}", id=host.id)
         yield Check("warn", t("宿主 {host}", host=host.name), f"{path} {shown(why)}", fix)

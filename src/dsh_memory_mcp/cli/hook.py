@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import re
@@ -21,7 +22,7 @@ import socket
 import sys
 import time
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from dsh_memory_mcp import __version__, config
@@ -92,7 +93,6 @@ def run_hook(
     *,
     store_dir: str | None = None,
     project_dir: str | None = None,
-    env: Mapping[str, str] | None = None,
 ) -> str:
     """Read the host's JSON, print what it adds to the context; returns that text ("" for nothing)."""
     if event not in EVENTS:
@@ -103,7 +103,7 @@ def run_hook(
     data = json.loads(raw.decode("utf-8"))
     if not isinstance(data, dict):
         return ""
-    env = config.environ() if env is None else env
+    env = config.environ()
     settings = config.resolve_settings(store_dir=store_dir, project_dir=project_dir, env=env, cwd=_workspace(data))
     budget = settings.hook_budget
     session = _session_file(data)
@@ -237,14 +237,8 @@ def _search(settings: config.Settings, prompt: str) -> list[dict[str, Any]]:
         structured = found.get("structuredContent") if isinstance(found, dict) else None
         records = structured.get("records") if isinstance(structured, dict) else None
         return [r for r in records if isinstance(r, dict)] if isinstance(records, list) else []
-    service, ctx = _direct(settings)
-    from dsh_memory_mcp.service.compose import close_service
-
-    try:
-        result = service.call("memory_search", arguments, ctx)
-    finally:
-        close_service(service)
-    records = (result.structured or {}).get("records")
+    with _direct(settings) as (service, ctx):
+        records = (service.call("memory_search", arguments, ctx).structured or {}).get("records")
     return list(records) if isinstance(records, list) else []
 
 
@@ -254,30 +248,29 @@ def _digest(settings: config.Settings) -> str:
         instructions = found.get("instructions") if isinstance(found, dict) else None
         # The instructions are the usage guidance (one paragraph), then the digest.
         return instructions.partition("\n\n")[2] if isinstance(instructions, str) else ""
-    service, ctx = _direct(settings)
     from dsh_memory_mcp.service import digest
-    from dsh_memory_mcp.service.compose import close_service
 
-    try:
+    with _direct(settings) as (service, ctx):
         cache = digest.DigestCache(digest.default_cache_dir(), settings.store_dir)
         return cache.get(service.store, ctx.project, service.clock())
-    finally:
-        close_service(service)
 
 
-def _direct(settings: config.Settings) -> tuple[Any, Any]:
+@contextlib.contextmanager
+def _direct(settings: config.Settings) -> Iterator[tuple[Any, Any]]:
     """The store opened read-only and lexical only (a hook must not start an embedding server)."""
     import dataclasses
 
-    from dsh_memory_mcp.service.compose import open_service
+    from dsh_memory_mcp.service.compose import close_service, open_service
     from dsh_memory_mcp.service.context import default_context
 
     if not os.path.isdir(settings.store_dir):
         raise FileNotFoundError(settings.store_dir)
     quiet = dataclasses.replace(settings, vector=config.VectorSettings(enabled=False))
     service = open_service(quiet, prepare=False, read_only=True)
-    ctx = dataclasses.replace(default_context(quiet), client=CLIENT, record_access=False)
-    return service, ctx
+    try:
+        yield service, dataclasses.replace(default_context(quiet), client=CLIENT, record_access=False)
+    finally:
+        close_service(service)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -286,7 +279,7 @@ def _direct(settings: config.Settings) -> tuple[Any, Any]:
 
 def _from_serve(settings: config.Settings, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
     """`serve`'s result for one 2026-07-28 request, or None when no trusted live serve answers."""
-    from dsh_memory_mcp.transports import serve_file
+    from dsh_memory_mcp.transports import relay_wire, serve_file
     from dsh_memory_mcp.transports.call_facts import PROJECT_HEADER, PROJECT_SOURCE_HEADER, encode_project
 
     info, _why = serve_file.read(settings.store_dir)
@@ -296,26 +289,25 @@ def _from_serve(settings: config.Settings, method: str, params: dict[str, Any]) 
     if url.scheme != "http" or not url.hostname:
         return None
     meta = {
-        "io.modelcontextprotocol/protocolVersion": _MODERN,
+        relay_wire.PROTOCOL_VERSION_META_KEY: _MODERN,
         "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": CLIENT, "version": __version__},
     }
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}})
+    request = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
     headers = {
         "Authorization": f"Bearer {info.token}",
         "Content-Type": "application/json",
         "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": _MODERN,
-        "Mcp-Method": method,
+        **relay_wire.routing_headers(relay_wire.Message("request", request), _MODERN),
         PROJECT_HEADER: encode_project(settings.project_dir),
         PROJECT_SOURCE_HEADER: settings.project_source,
     }
-    if method == "tools/call":
-        headers["Mcp-Name"] = str(params["name"])
-    status, content_type, payload = _post(url, headers, body.encode("utf-8"))
+    status, content_type, payload = _post(url, headers, json.dumps(request).encode("utf-8"))
     if status != 200:
         return None
-    message = _json_rpc(payload, content_type)
+    if content_type.startswith("text/event-stream"):
+        payload = next(relay_wire.read_sse(io.BytesIO(payload)), b"null")
+    message = json.loads(payload)
     result = message.get("result") if isinstance(message, dict) else None
     return result if isinstance(result, dict) else None
 
@@ -368,16 +360,6 @@ def _unchunk(data: bytes) -> bytes:
         out += data[:size]
         data = data[size + 2 :]
     return bytes(out)
-
-
-def _json_rpc(payload: bytes, content_type: str) -> Any:
-    text = payload.decode("utf-8")
-    if content_type.startswith("text/event-stream"):
-        for line in text.splitlines():
-            if line.startswith("data:") and line[5:].strip():
-                return json.loads(line[5:])
-        return None
-    return json.loads(text)
 
 
 if __name__ == "__main__":

@@ -122,51 +122,43 @@ def _app_dir(env: Mapping[str, str], platform: str) -> str:
     return env.get("XDG_CONFIG_HOME") or _join(platform, home, ".config")
 
 
+#: Where each other host keeps its user config: its directories (first found preferred; ``~`` the
+#: home directory, ``@`` `_app_dir`), the file in them, the environment variables that move the
+#: directory and the file.
+_PLACES: dict[str, tuple[tuple[str, ...], str, str, str]] = {
+    "claude-desktop": (("@/Claude",), "claude_desktop_config.json", "", ""),
+    "cursor": (("~/.cursor",), "mcp.json", "", ""),
+    "vscode": (("@/Code/User",), "mcp.json", "", ""),
+    "codex": (("~/.codex",), "config.toml", "CODEX_HOME", ""),
+    "trae": (("@/Trae CN/User", "@/Trae/User"), "mcp.json", "", ""),
+    "workbuddy": (("~/.workbuddy",), "mcp.json", "", ""),
+    "zcode": (("~/.zcode",), "cli/config.json", "", ""),
+    "windsurf": (("~/.codeium/windsurf",), "mcp_config.json", "", ""),
+    "cline": (("~/.cline",), "data/settings/cline_mcp_settings.json", "", "CLINE_MCP_SETTINGS_PATH"),
+    "gemini": (("~/.gemini",), "settings.json", "", ""),
+    "copilot": (("~/.copilot",), "mcp-config.json", "COPILOT_HOME", ""),
+}
+
+
 def candidates(host: Host, env: Mapping[str, str], platform: str) -> list[tuple[str, str]]:
     """`(config file, marker)` pairs, preferred first: the host counts as installed when the
     marker (a directory, or the file itself) exists."""
     home = home_dir(env, platform)
-    j = _join
-    p = platform
-    if host.id == "claude-code":
+    if host.id == "claude-code":  # the file lives beside its directory, not in it
         base = env.get("CLAUDE_CONFIG_DIR")
         if base:
-            return [(j(p, base, ".claude.json"), base)]
-        path = j(p, home, ".claude.json")
-        return [(path, j(p, home, ".claude")), (path, path)]
-    if host.id == "claude-desktop":
-        base = j(p, _app_dir(env, p), "Claude")
-        return [(j(p, base, "claude_desktop_config.json"), base)]
-    if host.id == "cursor":
-        return [(j(p, home, ".cursor", "mcp.json"), j(p, home, ".cursor"))]
-    if host.id == "vscode":
-        base = j(p, _app_dir(env, p), "Code", "User")
-        return [(j(p, base, "mcp.json"), base)]
-    if host.id == "codex":
-        base = env.get("CODEX_HOME") or j(p, home, ".codex")
-        return [(j(p, base, "config.toml"), base)]
-    if host.id == "trae":
-        out = []
-        for flavour in ("Trae CN", "Trae"):
-            base = j(p, _app_dir(env, p), flavour, "User")
-            out.append((j(p, base, "mcp.json"), base))
-        return out
-    if host.id == "workbuddy":
-        return [(j(p, home, ".workbuddy", "mcp.json"), j(p, home, ".workbuddy"))]
-    if host.id == "zcode":
-        return [(j(p, home, ".zcode", "cli", "config.json"), j(p, home, ".zcode"))]
-    if host.id == "windsurf":
-        base = j(p, home, ".codeium", "windsurf")
-        return [(j(p, base, "mcp_config.json"), base)]
-    if host.id == "cline":
-        path = env.get("CLINE_MCP_SETTINGS_PATH") or j(p, home, ".cline", "data", "settings", "cline_mcp_settings.json")
-        return [(path, j(p, home, ".cline"))]
-    if host.id == "gemini":
-        return [(j(p, home, ".gemini", "settings.json"), j(p, home, ".gemini"))]
-    if host.id == "copilot":
-        base = env.get("COPILOT_HOME") or j(p, home, ".copilot")
-        return [(j(p, base, "mcp-config.json"), base)]
-    raise KeyError(host.id)  # pragma: no cover - every host above has its paths
+            return [(_join(platform, base, ".claude.json"), base)]
+        path = _join(platform, home, ".claude.json")
+        return [(path, _join(platform, home, ".claude")), (path, path)]
+    dirs, file, dir_env, file_env = _PLACES[host.id]
+    out = []
+    for where in dirs:
+        root, *parts = where.split("/")
+        base = (dir_env and env.get(dir_env)) or _join(
+            platform, home if root == "~" else _app_dir(env, platform), *parts
+        )
+        out.append(((file_env and env.get(file_env)) or _join(platform, base, *file.split("/")), base))
+    return out
 
 
 def found(host: Host, env: Mapping[str, str], platform: str) -> list[str]:
@@ -235,7 +227,6 @@ class Configured:
     path: str
     name: str
     command: str | None
-    args: tuple[str, ...]
     url: str | None
     store: str | None
     #: The HTTP headers a URL entry sends (``headers`` / Codex's ``http_headers``; Codex's
@@ -266,10 +257,18 @@ def entry_store(entry: Mapping[str, Any]) -> str | None:
 
 
 def load(host: Host, text: str) -> Any:
-    """A config file's document (`{}` when empty); raises `confedit.ConfigSyntaxError` / ValueError."""
-    if host.format == "toml":
-        return load_toml(text) if text.strip() else {}
-    return confedit.parse_json(text)
+    """A config file's document (`{}` when empty); raises `confedit.ConfigSyntaxError` / ValueError
+    (TOML that is invalid or nests deeper than the interpreter's recursion limit included)."""
+    if host.format == "json":
+        return confedit.parse_json(text)
+    import tomllib
+
+    try:
+        return tomllib.loads(text) if text.strip() else {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(t("不是合法的 TOML:{error}", error=exc)) from exc
+    except RecursionError as exc:
+        raise ValueError(t("不是合法的 TOML:{error}", error=t("嵌套太深"))) from exc
 
 
 def servers(host: Host, document: Any) -> Mapping[str, Any]:
@@ -304,27 +303,12 @@ def read_entries(host: Host, path: str, text: str, env: Mapping[str, str] | None
                 path=path,
                 name=name,
                 command=command if isinstance(command, str) else None,
-                args=tuple(a for a in entry.get("args") or [] if isinstance(a, str)),
                 url=url if isinstance(url, str) else None,
                 store=entry_store(entry),
                 headers=headers,
             )
         )
     return out
-
-
-def load_toml(text: str) -> dict[str, Any]:
-    """Parse TOML with the standard library; ValueError when it is not valid TOML or nests deeper
-    than the interpreter's recursion limit (``a = [[[[…`` 100,000 deep)."""
-    import tomllib
-
-    try:
-        document: dict[str, Any] = tomllib.loads(text)
-        return document
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(t("不是合法的 TOML:{error}", error=exc)) from exc
-    except RecursionError as exc:
-        raise ValueError(t("不是合法的 TOML:{error}", error=t("嵌套太深"))) from exc
 
 
 def executable_problem(command: str | None, env: Mapping[str, str]) -> str | None:

@@ -70,10 +70,9 @@ class Replaced:
     restarts: int
     #: The file's bytes right after our swap, read again: not ours → the host rewrote it at once.
     after: bytes | None
-    created: bool = False
 
 
-def _snapshot_fd(fd: int, path: str) -> Snapshot:
+def _snapshot_fd(fd: int) -> Snapshot:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
         raise ValueError(t("不是普通文件"))
@@ -104,7 +103,7 @@ def read_snapshot(path: str) -> Snapshot | None:
     except FileNotFoundError:
         return None
     try:
-        return _snapshot_fd(fd, path)
+        return _snapshot_fd(fd)
     finally:
         os.close(fd)
 
@@ -309,7 +308,7 @@ def replace_config(
                 continue
             fileio.fsync_dir(os.path.dirname(target) or ".")
             after = read_snapshot(target)
-            return Replaced(True, backup, attempt, after.data if after is not None else None, created=start is None)
+            return Replaced(True, backup, attempt, after.data if after is not None else None)
     except BaseException:
         _drop(backup)
         raise
@@ -361,9 +360,9 @@ def _swap(target: str, tmp: str, expected: Snapshot | None, fd: int, written: by
             # An in-place writer may also have opened the path while our file was there and
             # written into it (or be about to): that file is at the tmp's name again, to be
             # unlinked. What such a writer wrote is the host's newest edit: plan again from it.
-            mine = _snapshot_fd(fd, tmp)
+            mine = _snapshot_fd(fd)
             if mine.data != written:
-                mine = _settled(fd, tmp, mine)
+                mine = _settled(fd, mine)
                 if mine.data:
                     return _Moved(read_snapshot(target), base=mine.data)
             return _Moved(read_snapshot(target))
@@ -381,13 +380,13 @@ def _checked_replace(target: str, tmp: str, expected: Snapshot) -> _Moved | None
     except FileNotFoundError:
         return _Moved(None)
     try:
-        held = _snapshot_fd(fd, target)
+        held = _snapshot_fd(fd)
         if not expected.same_version(held):
             return _Moved(held)
         fileio.replace(tmp, target)
-        old = _snapshot_fd(fd, target)
+        old = _snapshot_fd(fd)
         if not expected.same_version(old):
-            old = _settled(fd, target, old)
+            old = _settled(fd, old)
     finally:
         os.close(fd)
     if expected.same_version(old):
@@ -397,13 +396,13 @@ def _checked_replace(target: str, tmp: str, expected: Snapshot) -> _Moved | None
     return _Moved(mine, base=old.data)
 
 
-def _settled(fd: int, path: str, seen: Snapshot) -> Snapshot:
+def _settled(fd: int, seen: Snapshot) -> Snapshot:
     """The held file once a writer caught in it has finished (unchanged for 20 ms, at most
     `SETTLE_SECONDS`): its bytes are the host's newest edit."""
     deadline = time.monotonic() + SETTLE_SECONDS
     while time.monotonic() < deadline:
         time.sleep(0.02)
-        now = _snapshot_fd(fd, path)
+        now = _snapshot_fd(fd)
         if now.same_version(seen):
             return now
         seen = now

@@ -1,8 +1,4 @@
-"""Command line entry point: argv → the stdio server or a human subcommand (docs/design.md: Command line).
-
-The pieces: `parser` (argv, help texts), `registry` (the subcommand table `COMMANDS`), `runtime`
-(signals, stdin relay, running the server), `logs`, `diagnostics`, `output`.
-"""
+"""Command line entry point: argv → the stdio server (`runtime`) or a human subcommand (`registry`)."""
 
 from __future__ import annotations
 
@@ -31,18 +27,9 @@ def parse_args(argv: Sequence[str]) -> Invocation:
     return parser.parse_args(argv, COMMANDS)
 
 
-def help_text() -> str:
-    """The `--help` text; its first line is `dsh-memory-mcp X.Y.Z — …`."""
-    return parser.help_text(COMMANDS)
-
-
 def main(argv: Sequence[str] | None = None, *, serve: ServeFn | None = None) -> int:
-    """Run the command line; returns the exit code (the caller `sys.exit`s it).
-
-    `serve` is a seam for tests of start-up diagnostics; by default the real
-    `dsh_memory_mcp.transports.mcp_server.serve` is imported lazily, only when the server actually
-    starts, and `main` then owns the process (signal handling through interpreter shutdown).
-    """
+    """Run the command line; returns the exit code. `serve` replaces the stdio server (tests of
+    start-up diagnostics); the real one is imported only when the server starts."""
     harden(sys.stderr)
     words = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -60,7 +47,7 @@ def main(argv: Sequence[str] | None = None, *, serve: ServeFn | None = None) -> 
         return EXIT_USAGE
     if invocation.help:
         command = COMMANDS.get(invocation.command) if invocation.command is not None else None
-        write_stdout(parser.command_help_text(command) if command is not None else help_text())
+        write_stdout(parser.command_help_text(command) if command is not None else parser.help_text(COMMANDS))
         return EXIT_OK
     if invocation.version:
         write_stdout(parser.version_text())

@@ -146,7 +146,7 @@ def _kept_token(store_dir: str, *, rotate: bool) -> str | None:
     from dsh_memory_mcp.cli import serve_token
 
     try:
-        kept = serve_token.rotate(store_dir) if rotate else serve_token.keep(store_dir)
+        kept = serve_token.keep(store_dir, rotate=rotate)
     except OSError as exc:
         write_stderr_lines(
             [

@@ -97,19 +97,14 @@ def _write(store_dir: str, token: str) -> str:
     return path
 
 
-def keep(store_dir: str) -> KeptToken:
-    """The kept token of `store_dir`, made (and written) on first use or when the file is unusable.
+def keep(store_dir: str, *, rotate: bool = False) -> KeptToken:
+    """The kept token of `store_dir`, made (and written) on first use, when the file is unusable, or
+    with `rotate` (``serve --new-token``) in place of the old one.
 
     :raises OSError: the state dir cannot be written (serve then cannot promise a lasting token).
     """
-    token, why = read(store_dir)
+    token, why = (None, "") if rotate else read(store_dir)
     if token is not None:
         return KeptToken(token, path_for(store_dir))
     fresh = secrets.token_urlsafe(32)
     return KeptToken(fresh, _write(store_dir, fresh), replaced_because=why, created=True)
-
-
-def rotate(store_dir: str) -> KeptToken:
-    """A new kept token for `store_dir`, replacing the old one (``serve --new-token``)."""
-    fresh = secrets.token_urlsafe(32)
-    return KeptToken(fresh, _write(store_dir, fresh), created=True)

@@ -1,10 +1,6 @@
 """`serve` as a login service: a systemd user unit (Linux), a launchd agent (macOS) or a Task Scheduler
-task (Windows), where its file goes, and the commands that load and unload it.
-
-`spec` is pure (platform, environment and the command line in, text out) so each OS's file can be
-generated and checked anywhere; `setup --serve` writes it and runs its commands. The token needs no
-place here: serve keeps its own (`serve_token`); a user-set ``DSH_MEMORY_TOKEN`` goes in the unit's
-optional environment file (Linux) or the agent's environment.
+task (Windows), its file and the commands that load and unload it. `spec` is pure, so each OS's file
+can be checked anywhere; `setup --serve` writes it. No token here: serve keeps its own (`serve_token`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""`dsh-memory-mcp setup [HOST…] [--store-dir DIR] [--dry-run] [--remove] [--url URL]`.
+"""`dsh-memory-mcp setup [HOST…] [--dry-run] [--remove] [--url URL]` and `setup --serve`.
 
-Writes our entry into each host's user-level config file (`hosts` knows where and in which shape):
-the absolute path of the running executable, ``--store-dir <store>``, and nothing that pins
-``--project``. With no HOST, every host found on this machine; a named host is written even when
-its config file does not exist yet. The rules (a text splice by `confedit`, re-parsed before writing;
-idempotent; a backup first; a compare-and-swap by `hostwrite`; ``--remove`` the exact reverse) are
-docs/design.md's "Host configs". Hosts with hooks (`hosts.HOOK_FILES`) also get
-``dsh-memory-mcp hook session-start|prompt`` in their hook lists under the same rules.
+Writes our entry (this executable's absolute path and ``--store-dir <store>``, never ``--project``)
+into each host's user-level config file, and our hooks into the hook files of `hosts.HOOK_FILES`.
+With no HOST, every host found on this machine. The rules are docs/design.md's "Host configs".
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ import shutil
 import sys
 import urllib.parse
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -26,14 +22,11 @@ from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import confedit, hosts, hostwrite
 from dsh_memory_mcp.cli.hosts import SERVER_NAME, Host
 from dsh_memory_mcp.cli.messages import N_, t
-from dsh_memory_mcp.cli.output import PROG
+from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_USAGE, PROG
 from dsh_memory_mcp.cli.parser import Invocation, control_char
 from dsh_memory_mcp.store import fileio
 
-EXIT_OK = 0
 EXIT_FAIL = 1
-EXIT_USAGE = 2
-
 TOKEN_ENV = "DSH_MEMORY_TOKEN"
 MASK = N_("<令牌已隐藏>")
 
@@ -180,10 +173,7 @@ def _entry(
     about = {"host": host.name, "path": path}
     unchanged = t("没有 dsh-memory 条目,无需移除") if ours is None else t("已是最新,未改动")
     try:
-        if dry_run:
-            outcome = plan(host, path, ours)
-        else:
-            written = write(host, path, ours, secret=secret)
+        outcome, written = _apply(path, lambda read: plan(host, read, ours), secret=secret, dry_run=dry_run)
     except hostwrite.Busy as exc:
         out.write(t("❌ {host}:{path} {problem} ⇒ 关掉 {host} 后再运行一次\n", problem=exc, **about))
         return False
@@ -196,7 +186,7 @@ def _entry(
         else:
             out.write(t("❌ {host}:{path} {problem},没有改动\n", problem=hosts.describe_problem(exc), **about))
         return False
-    if dry_run:
+    if written is None:
         if outcome.after == (outcome.before or ""):
             out.write(f"= {host.name}:{path} {unchanged}\n")
         else:
@@ -208,7 +198,7 @@ def _entry(
         return True
     redone = t("(写入时 {host} 改写了 {n} 次,已按它的最新内容重做)", host=host.name, n=written.restarts)
     redone = redone if written.restarts else ""
-    if not written.kept:
+    if not _entry_as_planned(host, written.after, outcome):
         what = t("dsh-memory 条目又回来了") if ours is None else t("dsh-memory 条目没有留下")
         out.write(
             t(
@@ -219,14 +209,13 @@ def _entry(
             )
         )
         return False
-    saved = t("(原文件备份为 {backup})", backup=written.backup) if written.backup else t("(新建)")
     done = t("已移除 dsh-memory") if ours is None else t("已写入")
     restart = t(host.restart)
     out.write(
         t(
             "✅ {host}:{done} {path}{saved}{redone}{note} ⇒ {restart}后生效\n",
             done=done,
-            saved=saved,
+            saved=_saved(written),
             redone=redone,
             note=note,
             restart=restart,
@@ -384,15 +373,10 @@ def _ours(host: Host, document: Any) -> Any:
     return hosts.servers(host, document).get(SERVER_NAME)
 
 
-def plan(host: Host, path: str, ours: Mapping[str, Any] | None) -> Outcome:
-    """The file's text with our entry set to `ours` (merged with what the user added), or removed
-    (`ours` None). Raises ValueError (incl. `confedit.ConfigSyntaxError`) when the file cannot be
-    edited safely; nothing is written here."""
-    return plan_text(host, hosts.read_config(path), ours)
-
-
-def plan_text(host: Host, read: tuple[str, bool] | None, ours: Mapping[str, Any] | None) -> Outcome:
-    """`plan` on a file's (text, BOM) as read (None: no file)."""
+def plan(host: Host, read: tuple[str, bool] | None, ours: Mapping[str, Any] | None) -> Outcome:
+    """A config file's (text, BOM) as read (None: no file) with our entry set to `ours` (merged with
+    what the user added), or removed (`ours` None). Raises ValueError (incl.
+    `confedit.ConfigSyntaxError`) when the file cannot be edited safely."""
     before, bom = read if read is not None else (None, False)
     text = before or ""
     old_doc = hosts.load(host, text)
@@ -427,36 +411,29 @@ def plan_text(host: Host, read: tuple[str, bool] | None, ours: Mapping[str, Any]
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Written:
-    """What `write` did to one file."""
-
-    changed: bool
-    backup: str | None
-    #: Times the edit started over because the host rewrote the file meanwhile.
-    restarts: int
-    #: Our entry is in the file as planned right after the write (False: the host rewrote it at once).
-    kept: bool
-
-
-def write(host: Host, path: str, ours: Mapping[str, Any] | None, *, secret: bool) -> Written:
-    """Plan and write one file as a compare-and-swap (`hostwrite.replace_config`): planned again
-    from the newest bytes whenever the host changed the file, the old bytes backed up, owner,
-    group and mode kept. Raises what `replace_config` raises."""
+def _apply(
+    path: str, plan: Callable[[tuple[str, bool] | None], Outcome], *, secret: bool, dry_run: bool
+) -> tuple[Outcome, hostwrite.Replaced | None]:
+    """`plan` one file and (unless `dry_run`: then no `Replaced`) write it as a compare-and-swap
+    (`hostwrite.replace_config`): planned again from the newest bytes whenever the host changed the
+    file, the old bytes backed up, owner, group and mode kept. Raises what `replace_config` raises."""
+    if dry_run:
+        return plan(hosts.read_config(path)), None
     planned: list[Outcome] = []
 
     def make(raw: bytes | None) -> bytes | None:
-        outcome = plan_text(host, hosts.decode_config(raw) if raw is not None else None, ours)
+        outcome = plan(hosts.decode_config(raw) if raw is not None else None)
         planned.append(outcome)
         if outcome.after == (outcome.before or ""):
             return None
         return (b"\xef\xbb\xbf" if outcome.bom else b"") + outcome.after.encode("utf-8")
 
     done = hostwrite.replace_config(path, make, secret=secret, backup_name=_backup_name)
-    kept = True
-    if done.changed:
-        kept = _entry_as_planned(host, done.after, planned[-1])
-    return Written(done.changed, done.backup, done.restarts, kept)
+    return planned[-1], done
+
+
+def _saved(done: hostwrite.Replaced) -> str:
+    return t("(原文件备份为 {backup})", backup=done.backup) if done.backup else t("(新建)")
 
 
 def _backup_name(target: str) -> str:
@@ -512,47 +489,42 @@ def _shell(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
+def _plan_hooks(host: Host, read: tuple[str, bool] | None, argv: Sequence[str] | None) -> Outcome:
+    before, bom = read if read is not None else ("", False)
+    after = hook_text(host, before, argv)
+    if argv is not None and before.strip() and confedit.parse_json(after) == confedit.parse_json(before):
+        after = before  # ours already there, as they would be written (only their place could move)
+    return Outcome(before if read is not None else None, after, bom)
+
+
 def _hooks(host: Host, path: str, argv: Sequence[str] | None, out: TextIO, *, dry_run: bool) -> bool:
     """Install (or, `argv` None, remove) our hooks in `host`'s hook file; False when it failed."""
     spec = hosts.hook_file(host)
     assert spec is not None
     events = "/".join(event for event, _ in spec.events)
-    planned: list[tuple[str, str]] = []
-
-    def make(raw: bytes | None) -> bytes | None:
-        before, bom = hosts.decode_config(raw) if raw is not None else ("", False)
-        after = hook_text(host, before, argv)
-        if argv is not None and before.strip() and confedit.parse_json(after) == confedit.parse_json(before):
-            return None  # ours already there, as they would be written (only their place could move)
-        planned.append((before, after))
-        return None if after == before else (b"\xef\xbb\xbf" if bom else b"") + after.encode("utf-8")
-
     about = {"host": host.name, "path": path}
     unchanged = t("= {host}:{path} 钩子已是最新,未改动\n", **about)
     absent = t("= {host}:{path} 没有我们的钩子,无需移除\n", **about)
+    if argv is None and not dry_run and not os.path.lexists(path):
+        out.write(absent)
+        return True
     try:
-        if dry_run:
-            read = hosts.read_config(path)
-            make(read[0].encode("utf-8") if read is not None else None)
-            if not planned or planned[-1][0] == planned[-1][1]:
-                out.write(unchanged)
-            else:
-                out.write(t("~ {host}:{path} 钩子将被修改:\n", **about))
-                before, after = planned[-1]
-                out.write(_diff(path, Outcome(before if read is not None else None, after, False, None), None))
-            return True
-        if argv is None and not os.path.lexists(path):
-            out.write(absent)
-            return True
-        done = hostwrite.replace_config(path, make, secret=False, backup_name=_backup_name)
+        outcome, done = _apply(path, lambda read: _plan_hooks(host, read, argv), secret=False, dry_run=dry_run)
     except (OSError, ValueError) as exc:
         out.write(t("❌ {host}:钩子 {path} {problem},没有改动\n", problem=hosts.describe_problem(exc), **about))
         return False
+    if done is None:
+        if outcome.after == (outcome.before or ""):
+            out.write(unchanged)
+        else:
+            out.write(t("~ {host}:{path} 钩子将被修改:\n", **about))
+            out.write(_diff(path, outcome, None))
+        return True
     if not done.changed:
         out.write(absent if argv is None else unchanged)
         return True
-    saved = t("(原文件备份为 {backup})", backup=done.backup) if done.backup else t("(新建)")
     what = t("已移除") if argv is None else t("已写入")
+    saved = _saved(done)
     out.write(t("✅ {host}:{done} 钩子 {events} {path}{saved}\n", done=what, events=events, saved=saved, **about))
     return True
 
