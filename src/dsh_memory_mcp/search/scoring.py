@@ -746,8 +746,13 @@ class LexicalIndex:
         at, shared = at[keep], shared[keep]
         if len(at) > NEAR_CANDIDATES:
             at = at[np.argpartition(-shared, NEAR_CANDIDATES)[:NEAR_CANDIDATES]]
+        lists = [p for t in mine if (p := self._postings.get(t))]
         found = []
         for pos in at.tolist():
+            # How many of `text`'s tokens the record has bounds the similarity from above: most
+            # candidates fail that without being tokenized.
+            if sum(1 for p in lists if (i := bisect_left(p, pos)) < len(p) and p[i] == pos) < threshold * len(mine):
+                continue
             similarity = jaccard(mine, near_tokens(self.records[pos].content))
             if similarity >= threshold:
                 found.append((pos, similarity))
