@@ -15,7 +15,7 @@ from dsh_memory_mcp.cli import main as cli
 from dsh_memory_mcp.errors import StoreError
 from dsh_memory_mcp.service import trash
 from dsh_memory_mcp.service.compose import close_service, open_service
-from dsh_memory_mcp.store.records import new_record
+from dsh_memory_mcp.store.records import new_record, now_ms
 from dsh_memory_mcp.store.shared import SharedStore
 from dsh_memory_mcp.store.trash import DAY_MS
 from tests.helpers.mcp_session import memory_session
@@ -29,7 +29,7 @@ def _bytes_everywhere(root: Path) -> bytes:
 
 def _seed(store: SharedStore, scope: str = "global", content: str = SECRET) -> str:
     """A record with history: created 20 days ago, used 7 times, written by claude-code."""
-    now = store._clock()
+    now = now_ms()
     old = new_record(scope=scope, content=content, source={"origin": "explicit", "client": "claude-code"})
     old = old.with_changes(createdAt=now - 20 * DAY_MS, accessCount=7)
     assert store.insert(scope, [old]) == (1, 0)
@@ -75,9 +75,9 @@ def test_cli_forget_moves_to_the_trash_and_recover_trash_brings_it_back_with_its
     (back,) = json.loads(capsys.readouterr().out)["restored"]
     assert back["id"] == rid and back["deduped"] is False
     fresh = SharedStore(str(store_dir))
-    (live,) = [r for r in fresh.snapshot("global").records if not r.is_expired(fresh._clock())]
+    (live,) = [r for r in fresh.snapshot("global").records if not r.is_expired(now_ms())]
     assert live.content == SECRET and live.access_count == 7
-    assert live.created_at < store._clock() - 19 * DAY_MS
+    assert live.created_at < now_ms() - 19 * DAY_MS
     assert live.data["source"] == {"origin": "explicit", "client": "claude-code"}
     assert fresh.journal.live_entry("global", live.id) is not None  # journalled like any save
     assert fresh.trash.entries(30) == []
