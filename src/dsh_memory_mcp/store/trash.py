@@ -117,7 +117,7 @@ class Trash:
         ids = {r.id for r in removed}
 
         def change(kept: list[Line], now: int) -> list[Line]:
-            out = [line for line in kept if (entry := entry_of(line)) is None or entry.record.id not in ids]
+            out = [line for line in kept if (old := entry_of(line)) is None or old.record.id not in ids]
             for record in removed:
                 entry: dict[str, Any] = {"id": record.id, "scope": record.scope, "trashedAt": now}
                 if client:
