@@ -1609,6 +1609,7 @@ function askForget(records) {
   const days = (state.overview && state.overview.trashDays) || 0;
   $("confirm-hint").textContent = days ? t("forget.hintTrash", { days }) : t("forget.hint");
   $("confirm-ok").textContent = days ? t("forget.toTrash", { days }) : t("forget.ok");
+  $("confirm-ok").className = days ? "primary" : "danger"; // undoable: not the red button
   $("confirm-purge").hidden = !days;
   $("confirm-dialog").showModal();
   $("confirm-cancel").focus();
