@@ -178,3 +178,18 @@ def test_a_trash_file_that_is_a_symlink_or_fifo_is_a_coded_error_and_nothing_is_
         store.delete_ids([rid], keep=lambda removed: store.trash.add(removed, None, 30))
     assert "回收站文件" in str(caught.value)
     assert [r.id for r in store.snapshot("global").records] == [rid]  # still live: nothing lost
+
+
+def test_an_english_terminal_says_where_the_memory_went_and_lists_the_trash_in_english(
+    store, store_dir, monkeypatch, capsys
+):
+    monkeypatch.setenv("LANG", "en_US.UTF-8")
+    rid = _seed(store)
+    assert _cli(store_dir, "forget", rid) == 0
+    out = capsys.readouterr().out
+    assert "Moved to the trash for 30 days" in out and f"recover --trash {rid[:8]}" in out
+    assert _cli(store_dir, "recover", "--trash") == 0
+    assert "In the trash: 1 (each kept 30 days" in capsys.readouterr().out
+    assert _cli(store_dir, "recover", "--trash", "--empty", "--yes") == 0
+    assert capsys.readouterr().out == "Trash emptied: 1 deleted for good\n"
+    assert _cli(store_dir, "recover", "deadbeef") == 2  # ids only with --trash
