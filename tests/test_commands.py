@@ -322,11 +322,17 @@ def test_get_walks_a_long_memory_part_by_part_with_the_offset_the_output_names(
 
 def test_forget_by_positional_id_by_flag_and_by_query(store: SharedStore, project: Path) -> None:
     ids = seed(store, project)
-    by_position = run(project, "forget", ids["docker"][:8])
-    assert (by_position.returncode, by_position.stdout) == (0, f"已删除 1 条记忆 {ids['docker'][:8]} @ global\n")
+    # A person's forget goes to the trash (`DSH_MEMORY_TRASH_DAYS`, 30) and says how to restore it.
+    short = ids["docker"][:8]
+    by_position = run(project, "forget", short)
+    assert (by_position.returncode, by_position.stdout) == (
+        0,
+        f"已删除 1 条记忆 {short} @ global\n已移到回收站,保留 30 天:可在网页的「回收站」恢复,"
+        f"或运行 `dsh-memory-mcp recover --trash {short}`\n",
+    )
     by_flag = json.loads(run(project, "forget", "--id", ids["custom"], "--json").stdout)
-    assert by_flag == {"ok": True, "deleted": 1, "ids": [ids["custom"]]}
-    by_query = run(project, "forget", "--query", "UV FOR")  # current project, NFKC + any case
+    assert by_flag == {"ok": True, "deleted": 1, "ids": [ids["custom"]], "trashDays": 30}
+    by_query = run(project, "forget", "--query", "UV FOR", "--purge")  # current project, NFKC + any case
     assert by_query.stdout == f"已删除 1 条记忆 {ids['uv'][:8]} @ project:{project} [来自 DSH_MEMORY_PROJECT]\n"
     left = {r.id for s in store.discover_scopes() for r in store.snapshot(s).records}
     assert left == {ids["old"], ids["new"], ids["foreign"]}

@@ -191,6 +191,7 @@ LANDS = {
     "DSH_MEMORY_EMBED_POOLING": (_V, lambda v: v.pooling),
     "DSH_MEMORY_TOUCH_INTERVAL_SECS": (_S, lambda s: s.touch_interval),
     "DSH_MEMORY_FORGET_CONFIRM_OVER": (_S, lambda s: s.forget_confirm_over),
+    "DSH_MEMORY_TRASH_DAYS": (_S, lambda s: s.trash_days),
     "DSH_MEMORY_MAX_CONTENT": (_S, lambda s: s.max_content),
     "DSH_MEMORY_ALLOW_SECRETS": (_S, lambda s: s.allow_secrets),
     "DSH_MEMORY_DEBUG": (_S, lambda s: s.debug),

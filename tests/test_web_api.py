@@ -50,6 +50,7 @@ READS = [
     "/api/export",
     "/api/activity",
     "/api/duplicates",
+    "/api/trash",
 ]
 WRITES = [
     "/api/forget",
@@ -58,6 +59,8 @@ WRITES = [
     "/api/memories/00000000/edit",
     "/api/recover",
     "/api/duplicates/keep",
+    "/api/trash/restore",
+    "/api/trash/purge",
     "/api/login-code",
 ]
 DAY = 86_400_000
@@ -672,6 +675,27 @@ def test_the_pages_search_ranks_exactly_as_memory_search_and_marks_the_querys_te
     rest = client.get("/api/memories", params={"q": "数据库迁移", "scope": scope, "offset": 20, "limit": 20}).json()
     assert len(rest["records"]) == 5 and not {r["id"] for r in rest["records"]} & {r["id"] for r in page["records"]}
     assert {"数据", "库迁", "迁移"} <= set(page["terms"])
+
+
+def test_a_page_delete_goes_to_the_trash_restores_and_purges_under_the_same_checks(
+    server: WebServer, client: httpx.Client
+):
+    scope = "web-trash-api"
+    ident = saved(server, scope, "回收站接口测试")
+    r = post(client, "/api/forget", {"ids": [ident]})
+    assert r.status_code == 200 and r.json()["trashDays"] == 30 and r.json()["ids"] == [ident]
+    listed = client.get("/api/trash").json()
+    assert listed["days"] == 30 and ident in {e["id"] for e in listed["entries"]}
+    refused = post(client, "/api/trash/purge", {"all": True}, Origin="http://127.0.0.1:1")
+    assert refused.status_code == 403 and ident in {e["id"] for e in client.get("/api/trash").json()["entries"]}
+    back = post(client, "/api/trash/restore", {"ids": [ident[:8]]}).json()
+    [row] = back["restored"]
+    assert row["id"] == ident and row["deduped"] is False and row["scope"] == scope
+    assert [r["content"] for r in on_disk(server, scope).values()] == ["回收站接口测试"]
+    gone = post(client, "/api/forget", {"ids": [row["restoredAs"]], "purge": True}).json()
+    assert "trashDays" not in gone and on_disk(server, scope) == {}
+    assert row["restoredAs"] not in {e["id"] for e in client.get("/api/trash").json()["entries"]}
+    assert post(client, "/api/trash/purge", {"ids": []}).json()["code"] == "IDS_EMPTY"
 
 
 def test_forgetting_a_selection_removes_exactly_those_ids(server: WebServer, client: httpx.Client):

@@ -905,10 +905,90 @@ def test_recover_previews_what_the_recover_command_would_and_restores_after_a_co
     assert path.read_bytes() == before
     page.click("#recover-open")
     page.wait_for_selector("#recover-dialog[open]")
+    watch_text(page, "#recover-progress span")
     page.click("#recover-ok")
     page.wait_for_selector("#toast:has-text('已恢复 1 条')")
+    # One request whose time is the server's: an indeterminate bar while it works, then the count.
+    page.wait_for_selector("#recover-progress:has-text('恢复 100% · 完成')")
+    assert page.evaluate("window.seen")[0] == "恢复 · 正在处理…"
+    assert "已恢复 1 条" in page.inner_text("#recover-text")
     assert lost in on_disk(server, scope)
     page.wait_for_selector("#recover-open", state="detached")
+    page.click("#recover-cancel")
+
+
+# -- the trash --------------------------------------------------------------------------------------
+
+
+def test_a_deleted_memory_waits_in_the_trash_and_comes_back_with_its_created_date(
+    page: Any, server: WebServer, shots: Path
+):
+    scope = "web-browser-trash"
+    created = int(time.time() * 1000) - 20 * DAY
+    old = new_record(
+        scope=scope,
+        content="回收站里能找回的一条\n第二行",
+        source={"origin": "explicit", "client": "cursor/2.1"},
+        now=created,
+    )
+    inserted(server, scope, [old])
+    fresh(page)
+    open_scope(page, scope)
+    card(page, old.id).locator("[data-role=forget]").click()
+    page.wait_for_selector("#confirm-dialog[open]")
+    assert page.inner_text("#confirm-ok") == "移到回收站(保留 30 天,可恢复)"
+    assert page.is_visible("#confirm-purge") and "可在「回收站」恢复" in page.inner_text("#confirm-hint")
+    page.click("#confirm-ok")
+    card(page, old.id).wait_for(state="detached")
+    assert old.id not in on_disk(server, scope)
+    page.wait_for_selector("#toast:has-text('已移到回收站 1 条')")
+
+    page.click("#trash-open")
+    page.wait_for_selector("#trash-dialog[open]")
+    item = page.locator(f'#trash-items li[data-id="{old.id}"]')
+    assert "回收站里能找回的一条" in item.inner_text() and "第二行" not in item.inner_text()
+    assert f"{scope} · 删除于 " in item.inner_text()
+    assert item.locator("[data-role=restore]").get_attribute("aria-label") == "恢复:回收站里能找回的一条"
+    page.screenshot(path=str(shots / "trash.png"))
+    item.locator("[data-role=restore]").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#toast:has-text('已恢复 1 条')")
+    item.wait_for(state="detached")
+    page.click("#trash-close")
+    [back] = on_disk(server, scope).values()
+    assert back["content"] == old.content and back["createdAt"] == created
+    assert back["source"] == {"origin": "explicit", "client": "cursor/2.1"}
+    card(page, back["id"]).wait_for()
+
+
+def test_delete_forever_and_empty_trash_leave_the_text_in_no_file(page: Any, server: WebServer):
+    scope = "web-browser-purge"
+    now = saved(server, scope, "立即永久删除的一条")
+    later = [saved(server, scope, f"先进回收站再彻底删除 {i}") for i in range(3)]
+    fresh(page)
+    open_scope(page, scope)
+    card(page, now).locator("[data-role=forget]").click()
+    page.click("#confirm-purge")
+    card(page, now).wait_for(state="detached")
+    for ident in later:
+        card(page, ident).locator("input[type=checkbox]").check()
+    page.click("#forget-selected")
+    page.click("#confirm-ok")
+    card(page, later[0]).wait_for(state="detached")
+    page.click("#trash-open")
+    page.wait_for_selector("#trash-dialog[open]")
+    assert page.locator(f'#trash-items li[data-id="{now}"]').count() == 0  # "delete forever" skipped the trash
+    page.locator(f'#trash-items li[data-id="{later[0]}"] [data-role=purge]').click()
+    page.wait_for_selector(f'#trash-items li[data-id="{later[0]}"]', state="detached")
+    page.click("#trash-empty")
+    assert "再点一次确认清空" in page.inner_text("#trash-empty")
+    assert page.locator(f'#trash-items li[data-id="{later[1]}"]').count() == 1  # one click empties nothing
+    page.click("#trash-empty")
+    page.wait_for_selector("#toast:has-text('已彻底删除')")  # with what other tests left there
+    page.wait_for_selector("#trash-text:has-text('回收站是空的')")
+    page.click("#trash-close")
+    everything = b"".join(p.read_bytes() for p in server.store_dir.rglob("*") if p.is_file())
+    assert "永久删除的一条".encode() not in everything and "再彻底删除".encode() not in everything
 
 
 # -- import, export ------------------------------------------------------------------------------

@@ -260,6 +260,18 @@ VARIABLES: tuple[EnvVar, ...] = (
         ),
     ),
     EnvVar(
+        "DSH_MEMORY_TRASH_DAYS",
+        "int",
+        30,
+        "人在网页或命令行删除的记忆移到回收站保留这么多天,可恢复;0 = 不用回收站,直接彻底删除",
+        "server",
+        bounds=(0, 36_500),
+        en=(
+            "memories a person deletes on the page or the CLI stay restorable in the trash for this many days; "
+            "0 = no trash, deleted for good at once"
+        ),
+    ),
+    EnvVar(
         "DSH_MEMORY_MAX_CONTENT",
         "int",
         20_000,
@@ -639,6 +651,7 @@ class Settings:
     project_source: Literal["flag", "env", "host", "cwd"] = "cwd"
     touch_interval: int = _default("DSH_MEMORY_TOUCH_INTERVAL_SECS")
     forget_confirm_over: int = _default("DSH_MEMORY_FORGET_CONFIRM_OVER")
+    trash_days: int = _default("DSH_MEMORY_TRASH_DAYS")
     digest: bool = True
     relay: bool = True
     hook_budget: int = _default("DSH_MEMORY_HOOK_BUDGET")
@@ -763,6 +776,7 @@ def resolve_settings(
         project_source=source,
         touch_interval=read("DSH_MEMORY_TOUCH_INTERVAL_SECS", env, problems),
         forget_confirm_over=read("DSH_MEMORY_FORGET_CONFIRM_OVER", env, problems),
+        trash_days=read("DSH_MEMORY_TRASH_DAYS", env, problems),
         digest=read("DSH_MEMORY_DIGEST", env, problems),
         relay=read("DSH_MEMORY_RELAY", env, problems),
         hook_budget=read("DSH_MEMORY_HOOK_BUDGET", env, problems),

@@ -477,7 +477,8 @@ def cmd_forget(call: Call) -> int:
             if settled is not None:
                 return settled
             args["confirm"] = True
-        result = _tool(call, service, "memory_forget", args)
+        ctx = _terminal(call, service)
+        result = service.call("memory_forget", args, ctx if call.flag("purge") else ctx.for_person(CLI_CLIENT))
         return _show(call, result, lambda: views.forget_text(result.structured, ident=ident, query=call.opt("query")))
 
 
@@ -912,6 +913,12 @@ def cmd_stats(call: Call) -> int:
 
 
 def cmd_recover(call: Call) -> int:
+    if call.flag("trash") or call.flag("empty"):
+        from dsh_memory_mcp.cli.trash import cmd_trash
+
+        return cmd_trash(call)
+    if call.args:
+        return call.usage(t("recover 只在 --trash 时接 id(从回收站恢复):recover --trash ID …"))
     dry_run = call.flag("dry_run")
     with _service(call, create=False) as service:
         with contextlib.suppress(OSError):  # unreadable: `recover` says nothing is missing, as before

@@ -158,6 +158,10 @@ _LIST_OFFSET = Option(("--offset",), "offset", True, "N", N_("跳过最新的 N 
 _SINCE = Option(("--since",), "since", True, "DATE", N_("只看这天以来更新的:YYYY-MM-DD(本地日期)或 7d(最近 7 天)"))
 _LONG = Option(("--long",), "long", help=N_("项目写成完整路径(缺省只写文件夹名)"))
 _HISTORY = Option(("--history",), "history", help=N_("同时列出每条记忆的各个版本(新 → 旧)"))
+_PURGE = Option(("--purge",), "purge", help=N_("彻底删除,不经回收站(不能恢复)"))
+_TRASH = Option(("--trash",), "trash", help=N_("回收站:列出人删除的记忆;给出 ID 则恢复它们(保留历史)"))
+_EMPTY = Option(("--empty",), "empty", help=N_("与 --trash 同用:清空回收站(彻底删除,需 --yes 或在终端上回答 y)"))
+_YES = Option(("--yes",), "confirm", help=N_("不再询问,确认清空回收站"))
 _FORGET_DRY_RUN = Option(("--dry-run",), "dry_run", help=N_("只列出 --query 会删除哪些记忆,不删除"))
 _NO_PAGER = Option(("--no-pager",), "no_pager", help=N_("不用分页程序(缺省:终端上比一屏长的结果交给 $PAGER,或 less)"))
 _TO = Option(
@@ -259,16 +263,18 @@ _BUILTIN: tuple[Command, ...] = (
         N_("删除记忆"),
         _runner("forget"),
         accepts_args=True,
-        extra_options=(_ID, _QUERY, _SCOPE, _PATH, _CONFIRM, _FORGET_DRY_RUN, _JSON),
+        extra_options=(_ID, _QUERY, _SCOPE, _PATH, _CONFIRM, _FORGET_DRY_RUN, _PURGE, _JSON),
         usage=(
-            "forget ID [--json]",
-            "forget --id ID [--json]",
-            N_("forget --query 文本 [--scope SCOPE | --path DIR] [--dry-run | --yes] [--json]"),
+            "forget ID [--purge] [--json]",
+            "forget --id ID [--purge] [--json]",
+            N_("forget --query 文本 [--scope SCOPE | --path DIR] [--dry-run | --yes] [--purge] [--json]"),
         ),
         details=N_(
             "与 memory_forget 工具相同:按 id 删一条(任意作用域),或按内容子串在一个作用域内批量删除\n"
             "(缺省当前项目;不能用 all)。--query 先列出匹配的记忆;--dry-run 到此为止。匹配多于 1 条时\n"
-            "需要 --yes(在终端上也可以回答 y),否则什么都不删并以 1 退出;确认后删除那时仍匹配的记忆。"
+            "需要 --yes(在终端上也可以回答 y),否则什么都不删并以 1 退出;确认后删除那时仍匹配的记忆。\n"
+            "删除的记忆移到回收站,保留 DSH_MEMORY_TRASH_DAYS 天(缺省 30),recover --trash 查看与恢复;\n"
+            "--purge 不经回收站、彻底删除。"
         ),
     ),
     Command(
@@ -374,19 +380,30 @@ _BUILTIN: tuple[Command, ...] = (
         "recover",
         N_("恢复被不加锁的写入者覆盖掉的记忆(按写入日志原样恢复)"),
         _runner("recover"),
+        accepts_args=True,
         extra_options=(
             Option(("--dry-run",), "dry_run", help=N_("只列出会恢复哪些记忆,不写任何文件")),
             _SCOPE,
             _PATH,
+            _TRASH,
+            _EMPTY,
+            _YES,
+            _LONG,
             _NO_PAGER,
             _JSON,
         ),
-        usage=("recover [--dry-run] [--scope SCOPE | --path DIR] [--json]",),
+        usage=(
+            "recover [--dry-run] [--scope SCOPE | --path DIR] [--json]",
+            "recover --trash [ID …] [--json]",
+            "recover --trash --empty [--yes] [--json]",
+        ),
         details=N_(
             "本服务每次确认的保存、取代、删除都先记入记忆库里的写入日志(.journal/)。不加锁、整份重写文件的\n"
             "写入者(如用旧快照覆盖文件的 DSH 插件)可能把它们抹掉;recover 在作用域锁内把「确认保存过、从未被本服务\n"
             "删除或取代、如今不在文件里」的记录按写入时的原样追加回去。被删除或取代的记录永远不会被带回。\n"
-            "缺省处理所有作用域。stats 与 doctor 会报告有多少条可恢复。"
+            "缺省处理所有作用域。stats 与 doctor 会报告有多少条可恢复。\n"
+            "--trash:人(网页、forget 命令)删除的记忆在回收站里保留 DSH_MEMORY_TRASH_DAYS 天;recover --trash\n"
+            "列出它们,recover --trash ID … 恢复(创建时间、使用次数与来源保留),--empty 清空。"
         ),
     ),
     Command(

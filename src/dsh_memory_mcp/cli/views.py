@@ -161,7 +161,13 @@ def forget_text(structured: Mapping[str, Any], *, ident: str | None, query: str 
     """``memory_forget``: what was forgotten, or why nothing was."""
     ids = [str(i) for i in structured.get("ids") or []]
     if ids:
-        return f"Forgot {_plural(len(ids), 'memory', 'memories')}: " + ", ".join(i[:8] for i in ids)
+        text = f"Forgot {_plural(len(ids), 'memory', 'memories')}: " + ", ".join(i[:8] for i in ids)
+        if structured.get("trashDays"):
+            text += (
+                f"\nMoved to the trash for {structured['trashDays']} days: restore on the page's trash or with "
+                f"`dsh-memory-mcp recover --trash {' '.join(i[:8] for i in ids)}`"
+            )
+        return text
     if ident is not None:
         return f"Nothing forgotten: no memory with the id {ident.strip()}"
     return f"Nothing forgotten: no memory in the scope contains {str(query or '').strip()!r}"

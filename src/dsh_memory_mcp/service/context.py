@@ -35,6 +35,9 @@ class CallContext:
     record_access: bool = True
     #: Who reads the answer's text: a model (`FOR_MODEL`) or a person at a terminal (`FOR_TERMINAL`).
     style: TextStyle = FOR_MODEL
+    #: Whether `memory_forget` keeps what it removes in the trash (`Settings.trash_days`): a person's
+    #: forget (the page, the CLI) is undoable; an agent's scrubs the text at once.
+    trash: bool = False
 
     @property
     def project(self) -> str:
@@ -51,6 +54,10 @@ class CallContext:
         """This context for a person reading the answer at a terminal (the human CLI); projects by
         their folder's name unless `full_paths`."""
         return replace(self, style=replace(FOR_TERMINAL, folder_names=not full_paths))
+
+    def for_person(self, client: str) -> CallContext:
+        """This context for a person's own call (`client`: the page or the CLI): forgets go to the trash."""
+        return replace(self, client=client, trash=True)
 
     def with_client(self, client: str | None) -> CallContext:
         return replace(self, client=client)

@@ -8,6 +8,7 @@ that says how to fix it, and no exception escapes `call`. Nothing here knows abo
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import logging
 import operator
@@ -67,7 +68,7 @@ from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.search.vectors import VectorAnswer, VectorChannel
-    from dsh_memory_mcp.store.shared import SharedStore
+    from dsh_memory_mcp.store.shared import Keep, SharedStore
 
 log = logging.getLogger("dsh_memory_mcp.service.tools")
 
@@ -375,10 +376,14 @@ class MemoryService:
                 msg("需要 id(精确 id 或至少 8 位前缀)或 query(内容子串)之一,告诉我删哪条。"), code="TARGET_REQUIRED"
             )
         erased: list[Record] = []  # records an unlocked writer had erased from their file already
+        days = self.settings.trash_days if ctx.trash else 0
+        keep: Keep | None = None
+        if days > 0:
+            keep = functools.partial(self.store.trash.add, client=ctx.client, days=days)
         if has_id:
             if not isinstance(ident, str):
                 raise InvalidArgument(msg("id 必须是字符串(收到 {show})。", show=show(ident)), code="TARGET_REQUIRED")
-            removed = self._forget_id(ident.strip(), erased)
+            removed = self._forget_id(ident.strip(), erased, keep)
         else:
             target = self._forget_scope(args, ctx)
             if not _confirm_arg(args.get("confirm")):
@@ -387,8 +392,9 @@ class MemoryService:
                     return preview
             # Confirmed (or few enough): delete what matches *now*, inside the lock — the preview is
             # not a reservation; a record saved since then that matches goes too (documented).
-            removed = self.store.delete_matching(target, str(query).strip(), erased=erased)
+            removed = self.store.delete_matching(target, str(query).strip(), erased=erased, keep=keep)
         ids = [r.id for r in removed]
+        structured: dict[str, Any] = {"ok": True, "deleted": len(ids), "ids": ids}
         if removed:
             text = f"已删除 {len(removed)} 条记忆 " + ", ".join(
                 f"{r.short_id} @ {r.scope}" + (source_note(ctx.project_source) if r.scope == ctx.project else "")
@@ -399,12 +405,18 @@ class MemoryService:
                     f"\n其中 {', '.join(r.short_id for r in erased)} 已不在记忆文件中(被其他程序覆盖时抹去):"
                     "已从写入日志中删除,recover 不会再恢复它"
                 )
+            if keep is not None:
+                structured["trashDays"] = days
+                text += (
+                    f"\n已移到回收站,保留 {days} 天:可在网页的「回收站」恢复,"
+                    f"或运行 `dsh-memory-mcp recover --trash {' '.join(r.short_id for r in removed)}`"
+                )
             digest.scrub(removed)
         elif has_id:
             text = f"没有删除任何记忆:未找到 id {str(ident).strip()}"
         else:
             text = f"没有删除任何记忆:作用域内没有内容包含 {str(query).strip()!r} 的记忆"
-        return ToolResult(text=text, structured={"ok": True, "deleted": len(ids), "ids": ids})
+        return ToolResult(text=text, structured=structured)
 
     def _forget_scope(self, args: Mapping[str, Any], ctx: CallContext) -> str:
         """The one scope a forget by query works in (`memory_forget`'s rules; never all)."""
@@ -466,7 +478,7 @@ class MemoryService:
         text = f"{head}\n\n将被删除的记忆:\n\n{listing}"
         return ToolResult(text=text, structured=result.structured, is_error=True)
 
-    def _forget_id(self, key: str, erased: list[Record]) -> list[Record]:
+    def _forget_id(self, key: str, erased: list[Record], keep: Keep | None) -> list[Record]:
         if len(key) < PREFIX_MIN:
             raise InvalidArgument(
                 msg("id 至少需要 {prefix_min} 位(收到 {key!r})。", prefix_min=PREFIX_MIN, key=key),
@@ -487,7 +499,7 @@ class MemoryService:
             )
         if not unique:
             return []
-        return self.store.delete_ids(list(unique), erased=erased)
+        return self.store.delete_ids(list(unique), erased=erased, keep=keep)
 
 
 def list_result(

@@ -18,6 +18,8 @@ from dsh_memory_mcp.texts import Text, msg
 ALIASES_FILE = "scopes.json"
 #: The `serve` process's address file.
 SERVE_FILE = "serve.json"
+#: What a person deleted, restorable for a while (`store.trash`); also the name of its lock.
+TRASH_FILE = "trash.jsonl"
 PROJECTS_DIR = "projects"
 LOCKS_DIR = ".locks"
 SCOPE_SUFFIX = ".jsonl"
@@ -58,6 +60,10 @@ class StoreLayout:
     @property
     def serve_path(self) -> str:
         return os.path.join(self.root, SERVE_FILE)
+
+    @property
+    def trash_path(self) -> str:
+        return os.path.join(self.root, TRASH_FILE)
 
     def scope_path(self, scope: str) -> str:
         """Absolute path of the scope's JSONL file (it may not exist)."""

@@ -32,6 +32,7 @@ from dsh_memory_mcp.store.records import CorruptLine, Line, Record
 from dsh_memory_mcp.store.snapshots import ScopeSnapshot as ScopeSnapshot
 from dsh_memory_mcp.store.snapshots import SnapshotCache
 from dsh_memory_mcp.store.touches import TouchBuffer
+from dsh_memory_mcp.store.trash import Trash
 from dsh_memory_mcp.texts import msg
 
 logger = logging.getLogger("dsh_memory_mcp.store.shared")
@@ -48,6 +49,8 @@ class Append:
 
 #: What a transaction's `mutate` returns to write: every line (a rewrite), or an `Append`.
 Change = list[Line] | Append
+#: Given the records a removal takes out, before they leave the file (a person's forget: the trash).
+Keep = Callable[[list[Record]], None]
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,7 @@ class SharedStore:
             self._apply_touches, clock=clock, delay=touch_delay, interval=touch_interval, timing=timing
         )
         self._aliases = AliasFile(self.layout, self._locks.hold)
+        self.trash = Trash(self.layout, self._locks.hold, clock)
         self.journal = Journal(self.root)
         self._checked: dict[str, _Checked] = {}  # scope → the version last checked for losses
         self._reported_missing: set[tuple[str, frozenset[str]]] = set()
@@ -677,6 +681,7 @@ class SharedStore:
         supersedes: str | None = None,
         source: Mapping[str, Any] | None = None,
         merges: Sequence[str] = (),
+        restored: Record | None = None,
     ) -> SaveResult:
         """Append a record to `scope`, unless a live record there other than the one superseded has
         the same ``content.strip()`` (then it is returned, ``deduped=True``).
@@ -685,7 +690,8 @@ class SharedStore:
         scope) gets ``expiredAt = now − 1`` and ``updatedAt = now``, deduped or not: in the same
         transaction when it is in `scope`, else in a second one afterwards (never two locks at
         once). `merges`: more live records of `scope` hidden the same way and named in the new
-        record's ``merged``. Arguments are validated by the tools layer, not here.
+        record's ``merged``. `restored`: a deleted record brought back from the trash, whose history
+        the new record carries as an edit's does. Arguments are validated by the tools layer, not here.
         """
         target: tuple[str, Record] | None = None
         if supersedes:
@@ -712,7 +718,7 @@ class SharedStore:
             lines: list[Line] | None = None
             expired.clear()
             # The version replaced, as read now when it lives here: its history goes on (`new_record`).
-            prior = target[1] if target is not None else None
+            prior = target[1] if target is not None else restored
             if target is not None and target[0] == scope:
                 lines, superseded, expired[:] = self._expiry(scope, snap, target[1].id, now)
                 prior = superseded or prior
@@ -821,10 +827,13 @@ class SharedStore:
         text = hit.content.strip()
         return lines, hit, [hit.id, *(r.id for r in erased if r.id != hit.id and r.content.strip() == text)]
 
-    def delete_ids(self, ids: Sequence[str], *, erased: list[Record] | None = None) -> list[Record]:
+    def delete_ids(
+        self, ids: Sequence[str], *, erased: list[Record] | None = None, keep: Keep | None = None
+    ) -> list[Record]:
         """Remove the records with these full ids, wherever they are (one transaction per scope);
         return what was removed. Erased ones (`_erased`), and erased copies of a removed text, are
         removed in the journal (`recover` never brings them back), returned and added to `erased`.
+        `keep` gets what each scope's transaction removes, inside its lock before the file changes.
         """
         wanted = set(ids)
         if not wanted:
@@ -835,22 +844,30 @@ class SharedStore:
             if any(r.id in wanted for r in self.snapshot(scope).records) or any(
                 self.journal.live_entry(scope, rid) is not None for rid in wanted
             ):
-                removed.extend(self._remove(scope, lambda rec, _now: rec.id in wanted, erased))
+                removed.extend(self._remove(scope, lambda rec, _now: rec.id in wanted, erased, keep))
         return removed
 
-    def delete_matching(self, scope: str, substring: str, *, erased: list[Record] | None = None) -> list[Record]:
+    def delete_matching(
+        self, scope: str, substring: str, *, erased: list[Record] | None = None, keep: Keep | None = None
+    ) -> list[Record]:
         """Remove the live records of `scope` whose content contains `substring` (NFKC, any case),
-        erased ones included (as `delete_ids`).
+        erased ones included, `keep` called (as `delete_ids`).
 
         One transaction. An empty `substring` removes nothing (it would match everything).
         """
         needle = fold(substring)
         if not needle:
             return []
-        return self._remove(scope, lambda rec, now: not rec.is_expired(now) and needle in fold(rec.content), erased)
+        return self._remove(
+            scope, lambda rec, now: not rec.is_expired(now) and needle in fold(rec.content), erased, keep
+        )
 
     def _remove(
-        self, scope: str, doomed: Callable[[Record, int], bool], erased: list[Record] | None = None
+        self,
+        scope: str,
+        doomed: Callable[[Record, int], bool],
+        erased: list[Record] | None = None,
+        keep: Keep | None = None,
     ) -> list[Record]:
         """Remove the records `doomed` picks, and the erased ones (`_erased`) it picks or that hold
         the text of a removed one: their removal is journalled, so `recover` never brings them back.
@@ -859,16 +876,18 @@ class SharedStore:
 
         def mutate(snap: ScopeSnapshot) -> tuple[Change | None, list[Record]]:
             now = self._clock()
-            keep: list[Line] = []
+            left: list[Line] = []
             gone: list[Record] = []
             for line in snap.lines:
                 if isinstance(line, Record) and doomed(line, now):
                     gone.append(line)
                 else:
-                    keep.append(line)
+                    left.append(line)
             texts = {r.content.strip() for r in gone}
             lost[:] = [r for r in self._erased(scope, snap) if doomed(r, now) or r.content.strip() in texts]
-            return (keep if gone else None), gone + lost
+            if keep is not None and (gone or lost):
+                keep(gone + lost)  # before the file changes: a crash leaves them live, never lost
+            return (left if gone else None), gone + lost
 
         def notify(gone: list[Record]) -> None:
             if self.on_delete is None or not gone:

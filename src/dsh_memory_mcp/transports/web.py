@@ -34,7 +34,7 @@ from starlette.routing import BaseRoute, Route
 
 from dsh_memory_mcp import __version__
 from dsh_memory_mcp.errors import DshMemoryError
-from dsh_memory_mcp.service import browse, duplicates, health, history, transfer
+from dsh_memory_mcp.service import browse, duplicates, health, history, transfer, trash
 from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.render import ToolResult
 from dsh_memory_mcp.service.tools import MemoryService
@@ -420,6 +420,7 @@ class _Web:
                 "vanished": self.vanished(),
                 "importMaxBytes": IMPORT_MAX_BYTES // 2,
                 "contentMax": self.service.settings.max_content,
+                "trashDays": self.service.settings.trash_days,
             }
         )
 
@@ -634,21 +635,33 @@ class _Web:
             return _tool_error(result)
         return _json({**result.structured, "message": result.text})
 
-    def forget(self, request: Request, body: dict[str, Any]) -> Response:
+    @staticmethod
+    def ids_of(body: dict[str, Any]) -> list[str] | Response:
+        """A write's ``ids`` (non-empty, at most `_FORGET_MAX`), stripped and unique; or the error."""
         ids = body.get("ids")
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i.strip() for i in ids):
             return _error(400, "IDS_EMPTY", msg("ids 必须是非空的 id 数组。"))
         if len(ids) > _FORGET_MAX:
             return _error(400, "IDS_TOO_MANY", msg("一次最多删除 {limit} 条。", limit=_FORGET_MAX))
+        return list(dict.fromkeys(i.strip() for i in ids))
+
+    def forget(self, request: Request, body: dict[str, Any]) -> Response:
+        """A person's delete: to the trash (`trash`), or for good with ``purge: true``."""
+        ids = self.ids_of(body)
+        if isinstance(ids, Response):
+            return ids
+        ctx = self.context() if body.get("purge") is True else self.context().for_person(WEB_CLIENT)
         deleted: list[str] = []
         missing: list[str] = []
-        for ident in dict.fromkeys(i.strip() for i in ids):
-            result = self.call("memory_forget", {"id": ident})
+        trash_days = 0
+        for ident in ids:
+            result = self.service.call("memory_forget", {"id": ident}, ctx)
             if result.is_error:
                 if deleted:  # report what already happened along with the failure
                     return _json({**result.structured, "deleted": len(deleted), "ids": deleted}, 500)
                 return _tool_error(result)
             gone = [str(i) for i in result.structured["ids"]]
+            trash_days = result.structured.get("trashDays", trash_days)
             if gone:
                 deleted.extend(gone)
             else:
@@ -656,7 +669,47 @@ class _Web:
         message = msg("已删除 {count} 条记忆", count=len(deleted))
         if missing:
             message = msg("已删除 {count} 条记忆;{gone} 条已不存在", count=len(deleted), gone=len(missing))
-        return _json({"ok": True, "deleted": len(deleted), "ids": deleted, "missing": missing, "message": message})
+        out = {"ok": True, "deleted": len(deleted), "ids": deleted, "missing": missing, "message": message}
+        return _json({**out, "trashDays": trash_days} if trash_days else out)
+
+    def trash_list(self, request: Request) -> Response:
+        """The trash, newest first: each deleted memory by its first line, scope and when it was deleted."""
+        rows = [
+            {
+                "id": e.record.id,
+                "shortId": e.record.short_id,
+                "scope": e.scope,
+                "kind": e.record.kind,
+                "line": _first_line(e.record.content),
+                "createdAt": e.record.created_at,
+                "trashedAt": e.trashed_at,
+            }
+            for e in trash.entries(self.service)
+        ]
+        return _json({"ok": True, "days": self.service.settings.trash_days, "total": len(rows), "entries": rows})
+
+    def trash_restore(self, request: Request, body: dict[str, Any]) -> Response:
+        """Bring trashed memories back (`trash.restore`: history kept; a text live again dedupes)."""
+        ids = self.ids_of(body)
+        if isinstance(ids, Response):
+            return ids
+        done, missing = trash.restore(self.service, ids, self.context().for_person(WEB_CLIENT))
+        restored = [
+            {"id": r.entry.record.id, "restoredAs": r.record.id, "scope": r.record.scope, "deduped": r.deduped}
+            for r in done
+        ]
+        return _json({"ok": True, "restored": restored, "missing": missing})
+
+    def trash_purge(self, request: Request, body: dict[str, Any]) -> Response:
+        """Delete trashed memories for good: ``ids``, or ``all: true`` (empty the trash)."""
+        if body.get("all") is True:
+            gone, missing = trash.purge(self.service, None)
+        else:
+            ids = self.ids_of(body)
+            if isinstance(ids, Response):
+                return ids
+            gone, missing = trash.purge(self.service, ids)
+        return _json({"ok": True, "purged": len(gone), "ids": [e.record.id for e in gone], "missing": missing})
 
     def recover(self, request: Request, body: dict[str, Any]) -> Response:
         """The store's own `recover` (the `recover` command's): ``dryRun`` (default) previews."""
@@ -795,6 +848,9 @@ def web_routes(service: MemoryService, token: str, *, checks: PageChecks) -> lis
         ("/api/duplicates", web.api(web.duplicates), "GET"),
         ("/api/duplicates/keep", web.api(web.keep, writes=True), "POST"),
         ("/api/recover", web.api(web.recover, writes=True), "POST"),
+        ("/api/trash", web.api(web.trash_list), "GET"),
+        ("/api/trash/restore", web.api(web.trash_restore, writes=True), "POST"),
+        ("/api/trash/purge", web.api(web.trash_purge, writes=True), "POST"),
         ("/api/import", web.api(web.import_, writes=True), "POST"),
     ]
     return [Route(path, web.guarded(endpoint), methods=[method]) for path, endpoint, method in table]

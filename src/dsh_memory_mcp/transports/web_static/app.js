@@ -353,11 +353,17 @@ function sendWithProgress(path, init, onUpload) {
 }
 
 // `done` of `total` bytes in a `.progress` box (a <progress> and a text): the percent, and the time
-// left once a second has passed; without a total, the bytes so far.
+// left once a second has passed; without a total, the bytes so far; `done` null: the server is
+// working and cannot say how far it is (an indeterminate bar).
 function showProgress(box, label, done, total, started) {
   box.hidden = false;
   const bar = box.querySelector("progress");
   const text = box.querySelector("span");
+  if (done === null) {
+    bar.removeAttribute("value");
+    text.textContent = t("progress.busy", { label });
+    return;
+  }
   if (!total) {
     bar.removeAttribute("value");
     text.textContent = t("progress.size", { label, size: fmtSize(done) });
@@ -1599,30 +1605,116 @@ function askForget(records) {
   const shown = records.slice(0, 8).map((r) => el("li", { text: t("common.paren", { a: snippet(r.content, 80), b: r.shortId }) }));
   if (records.length > 8) shown.push(el("li", { text: t("forget.more", { n: records.length - 8 }) }));
   $("confirm-items").replaceChildren(...shown);
+  // A person's delete goes to the trash (the server's DSH_MEMORY_TRASH_DAYS); "delete forever" skips it.
+  const days = (state.overview && state.overview.trashDays) || 0;
+  $("confirm-hint").textContent = days ? t("forget.hintTrash", { days }) : t("forget.hint");
+  $("confirm-ok").textContent = days ? t("forget.toTrash", { days }) : t("forget.ok");
+  $("confirm-ok").className = days ? "primary" : "danger"; // undoable: not the red button
+  $("confirm-purge").hidden = !days;
   $("confirm-dialog").showModal();
   $("confirm-cancel").focus();
 }
 
-async function doForget() {
+async function doForget(purge) {
   const records = state.pendingForget;
   state.pendingForget = [];
   $("confirm-dialog").close();
   if (!records.length) return;
-  const data = await api("/api/forget", { method: "POST", body: { ids: records.map((r) => r.id) } });
+  const data = await api("/api/forget", { method: "POST", body: { ids: records.map((r) => r.id), purge } });
   if (!data.ok) {
     toast(data.message || t("error.forget"), true);
     return;
   }
   for (const r of records) state.selected.delete(r.id);
   if ($("detail-dialog").open) $("detail-dialog").close();
-  toast(data.missing && data.missing.length ? t("forget.doneMissing", { n: data.deleted, m: data.missing.length }) : t("forget.done", { n: data.deleted }));
+  if (data.trashDays && !(data.missing && data.missing.length)) toast(t("forget.trashed", { n: data.deleted, days: data.trashDays }));
+  else toast(data.missing && data.missing.length ? t("forget.doneMissing", { n: data.deleted, m: data.missing.length }) : t("forget.done", { n: data.deleted }));
   await refreshAll();
   $("memory-list").focus();
+}
+
+// -- trash --------------------------------------------------------------------------------------
+
+// What people deleted on the page or with the CLI's forget, restorable until the server's
+// DSH_MEMORY_TRASH_DAYS are up: restore (history kept) or delete for good, one by one or all.
+async function openTrash() {
+  const data = await api("/api/trash");
+  if (!data.ok) {
+    toast(data.message || t("trash.error"), true);
+    return;
+  }
+  const empty = $("trash-empty");
+  empty.disabled = data.total === 0;
+  empty.dataset.armed = "";
+  empty.textContent = t("trash.empty");
+  $("trash-text").textContent = !data.days ? t("trash.off") : data.total ? t("trash.text", { n: data.total, days: data.days }) : t("trash.none");
+  $("trash-items").replaceChildren(
+    ...data.entries.map((r) =>
+      el(
+        "li",
+        { "data-id": r.id },
+        el("p", { class: "content", text: r.line }),
+        el(
+          "p",
+          { class: "meta" },
+          el("span", { text: t("trash.meta", { scope: scopeInfo(r.scope).name, trashed: fmtTime(r.trashedAt), created: fmtTime(r.createdAt), id: r.shortId }) }),
+          el("button", {
+            type: "button",
+            class: "small",
+            "data-role": "restore",
+            "aria-label": t("trash.restoreAria", { text: snippet(r.line) }),
+            text: t("trash.restore"),
+            onclick: () => trashAction("/api/trash/restore", { ids: [r.id] }),
+          }),
+          el("button", {
+            type: "button",
+            class: "small danger",
+            "data-role": "purge",
+            "aria-label": t("trash.purgeAria", { text: snippet(r.line) }),
+            text: t("trash.purge"),
+            onclick: () => trashAction("/api/trash/purge", { ids: [r.id] }),
+          }),
+        ),
+      ),
+    ),
+  );
+  const dialog = $("trash-dialog");
+  if (!dialog.open) dialog.showModal();
+  if (!dialog.contains(document.activeElement) || document.activeElement === document.body) $("trash-close").focus();
+}
+
+async function trashAction(path, body) {
+  const data = await api(path, { method: "POST", body });
+  if (!data.ok) {
+    toast(data.message || t("trash.error"), true);
+    return;
+  }
+  if (data.restored) {
+    const twice = data.restored.find((r) => r.deduped);
+    toast(twice ? t("trash.deduped", { id: twice.restoredAs.slice(0, 8) }) : t("trash.restored", { n: data.restored.length }));
+  } else {
+    toast(t("trash.purged", { n: data.purged }));
+  }
+  await refreshAll();
+  await openTrash();
+  $("trash-close").focus();
+}
+
+// Emptying the trash asks twice: the first click turns the button into its own confirmation.
+function emptyTrash() {
+  const button = $("trash-empty");
+  if (!button.dataset.armed) {
+    button.dataset.armed = "1";
+    button.textContent = t("trash.emptyConfirm", { n: $("trash-items").children.length });
+    return;
+  }
+  trashAction("/api/trash/purge", { all: true });
 }
 
 // -- recover ------------------------------------------------------------------------------------
 
 async function askRecover() {
+  $("recover-progress").hidden = true;
   const data = await api("/api/recover", { method: "POST", body: { dryRun: true } });
   if (!data.ok) {
     toast(data.message || t("error.recover"), true);
@@ -1649,13 +1741,20 @@ async function askRecover() {
   $("recover-cancel").focus();
 }
 
+// One request whose time is the server's work: an indeterminate bar while it runs, then the count.
 async function doRecover() {
-  $("recover-dialog").close();
+  const box = $("recover-progress");
+  const label = t("progress.recover");
+  $("recover-ok").disabled = true;
+  showProgress(box, label, null, 0, Date.now());
   const data = await api("/api/recover", { method: "POST", body: { dryRun: false } });
+  progressDone(box, label, data.ok);
   if (!data.ok) {
     toast(data.message || t("error.recover"), true);
     return;
   }
+  $("recover-text").textContent = t("recover.done", { n: data.total });
+  $("recover-items").replaceChildren();
   toast(t("recover.done", { n: data.total }));
   await refreshAll();
 }
@@ -1956,9 +2055,13 @@ function wire() {
     state.pendingForget = [];
     $("confirm-dialog").close();
   });
-  $("confirm-ok").addEventListener("click", doForget);
+  $("confirm-ok").addEventListener("click", () => doForget(false));
+  $("confirm-purge").addEventListener("click", () => doForget(true));
   $("dups-open").addEventListener("click", openDuplicates);
   $("dups-close").addEventListener("click", () => $("dups-dialog").close());
+  $("trash-open").addEventListener("click", openTrash);
+  $("trash-empty").addEventListener("click", emptyTrash);
+  $("trash-close").addEventListener("click", () => $("trash-dialog").close());
   $("recover-cancel").addEventListener("click", () => $("recover-dialog").close());
   $("recover-ok").addEventListener("click", doRecover);
   $("export-link").addEventListener("click", () => {
