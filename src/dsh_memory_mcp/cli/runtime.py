@@ -24,10 +24,8 @@ from dsh_memory_mcp.cli import diagnostics, logs
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, flush_std, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Invocation
-from dsh_memory_mcp.cli.views import SOURCES
 from dsh_memory_mcp.service.render import PROJECT_SOURCES
 from dsh_memory_mcp.store import fileio
-from dsh_memory_mcp.texts import pair
 
 #: After serve() is over, how long interpreter shutdown may wait for leftover non-daemon threads
 #: before the process exits anyway (see `arm_exit_watchdog`).
@@ -306,7 +304,7 @@ def log_settings(settings: config.Settings) -> None:
         "project = %s(project 作用域 = project:%s;来源:%s)",
         settings.project_dir,
         settings.project_dir,
-        pair(PROJECT_SOURCES[settings.project_source], SOURCES[settings.project_source]),
+        PROJECT_SOURCES[settings.project_source],
     )
     _cli_log.info("默认保存作用域 = %s", settings.default_save_scope)
     if settings.store_dir_is_default:

@@ -15,6 +15,7 @@ from dsh_memory_mcp import texts
 from dsh_memory_mcp.cli.output import PROG
 from dsh_memory_mcp.service.render import (
     FOR_MODEL,
+    PROJECT_SOURCES,
     RESULT_CONTENT_CHARS,
     excerpt,
     meta_line,
@@ -23,16 +24,6 @@ from dsh_memory_mcp.service.render import (
     snippet,
 )
 
-#: Where the current project came from (`service.render.PROJECT_SOURCES` in English).
-SOURCES = {
-    "flag": "--project",
-    "env": "DSH_MEMORY_PROJECT",
-    "host": "the host's workspace variable",
-    "roots": "the client's roots",
-    "relay": "relay",
-    "cwd": "the working directory",
-}
-
 
 def _plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
@@ -40,7 +31,9 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
 
 def _from(scope: str, project: str | None, source: str | None) -> str:
     """`` [from …]`` after the current project (where it came from); nothing after any other scope."""
-    return f" [from {SOURCES.get(source, source)}]" if scope == project and source is not None else ""
+    if scope != project or source is None:
+        return ""
+    return f" [from {texts.english(PROJECT_SOURCES.get(source, source))}]"
 
 
 def _labels(scopes: Sequence[Any], project: str | None, source: str | None, full: bool) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh_memory_mcp.store.records import Record
+from dsh_memory_mcp.texts import pair
 
 SNIPPET_CHARS = 160
 #: The most lines of a record a terminal list or search shows (`excerpt`).
@@ -113,14 +114,14 @@ def fmt_time(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
 
 
-#: Where the current project came from, as answers name it.
+#: Where the current project came from, as answers name it (with the English CLI's words).
 PROJECT_SOURCES = {
-    "flag": "--project",
-    "env": "DSH_MEMORY_PROJECT",
-    "host": "宿主的工作区变量",
-    "roots": "客户端 roots",
-    "relay": "relay",
-    "cwd": "工作目录",
+    "flag": pair("--project", "--project"),
+    "env": pair("DSH_MEMORY_PROJECT", "DSH_MEMORY_PROJECT"),
+    "host": pair("宿主的工作区变量", "the host's workspace variable"),
+    "roots": pair("客户端 roots", "the client's roots"),
+    "relay": pair("relay", "relay"),
+    "cwd": pair("工作目录", "the working directory"),
 }
 
 
