@@ -22,6 +22,7 @@ from dsh_memory_mcp.service.render import (
     percent,
     project_name,
     snippet,
+    source_line,
 )
 
 
@@ -118,12 +119,7 @@ def get_text(structured: Mapping[str, Any], *, prefix_min: int, full: bool) -> s
     for r in structured.get("records") or []:
         flag = " (superseded/expired: no longer found by search)" if r.get("expiredAt") is not None else ""
         block = f"{_head(r, full)} id={r['id']}{flag}\n{r.get('content') or ''}\n{meta_line(r)}"
-        origin = r.get("source")
-        if isinstance(origin, Mapping):
-            parts = [str(v) for v in (origin.get("origin"), origin.get("client")) if isinstance(v, str) and v]
-            if parts:
-                block += "\n  source: " + " · ".join(parts)
-        block += _part_note(r)
+        block += source_line(r.get("source"), "source: ") + _part_note(r)
         blocks.append(block)
     count = len(blocks)
     parts = [f"Found {_plural(count, 'memory', 'memories')}" + ("\n\n" + "\n\n".join(blocks) if blocks else "")]

@@ -93,12 +93,8 @@ def writer_of(record: Record) -> Writer:
 
 
 def writers(snapshot: ScopeSnapshot) -> tuple[Writer, ...]:
-    """The `Writer` of each of the snapshot's records (same order), kept in the snapshot's cache.
-
-    Finding the client parses a record's whole line; the previous version's table
-    (`snapshots.carry_forward`) gives the rows of the records it shares with this one, so an
-    append or a touch parses only the lines it changed.
-    """
+    """The `Writer` of each of the snapshot's records (same order), kept in the snapshot's cache;
+    rows shared with the previous version's table (`snapshots.carry_forward`) are not parsed again."""
     cache = snapshot.cache
     records = snapshot.records
     cached = cache.get(WRITERS_KEY)

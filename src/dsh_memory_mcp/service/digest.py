@@ -1,10 +1,8 @@
 """Memory that reaches the model unasked: the `instructions` text returned at `initialize`.
 
-Several hosts put a server's `instructions` into the system prompt, so a short digest of the user's
-standing memories — rules, preferences, decisions and anything with importance ≥ 0.8, from global
-and the current project — reaches the model without a `memory_search`. Bounded (`DIGEST_CHARS`),
-most important and most used first, never an expired or superseded record, content as stored.
-`DSH_MEMORY_DIGEST=off` leaves the usage guidance alone.
+Hosts put `instructions` into the system prompt, so a bounded digest of the standing memories of
+global and the current project (rules, preferences, decisions, importance ≥ 0.8; never an expired
+record) reaches the model without a `memory_search`.
 """
 
 from __future__ import annotations
@@ -111,13 +109,9 @@ def instructions(digest: str) -> str:
 
 
 class DigestCache:
-    """The last digest per (store, project), on disk, valid while the scope files are unchanged.
-
-    Computing one parses global and the project, which delays the `initialize` answer; so the text
-    is kept in `<dir>/<sha1>.json` with the files' identities (the store's own cache key) and the
-    first future `expiredAt` (a record expiring makes it stale). The server refreshes the entry at
-    exit (`refresh`), so the next start hits unless another writer changed the files meanwhile.
-    Best effort: any failure falls back to computing.
+    """The last digest per (store, project) in `<dir>/<sha1>.json`, valid while the scope files'
+    identities are unchanged and no record has expired since: computing one parses global and the
+    project, which would delay the `initialize` answer. Best effort: any failure computes it.
     """
 
     def __init__(self, directory: str | None, store_dir: str) -> None:

@@ -247,14 +247,10 @@ def meta_line(record: Mapping[str, Any], *, client: str | None = None) -> str:
     return "  " + " ".join(parts)
 
 
-def source_line(source: Any) -> str:
+def source_line(source: Any, label: str = "来源:") -> str:
     """`\n  来源:explicit · claude-code/1.2.0`: a record's parsed ``source`` field (provenance) for
-    full views; "" without one."""
-    if not isinstance(source, dict) or not source:
+    full views (`label`: the English CLI's word); "" without one."""
+    if not isinstance(source, Mapping):
         return ""
-    origin = source.get("origin")
-    parts = [str(origin)] if isinstance(origin, str) and origin else []
-    client = source.get("client")
-    if isinstance(client, str) and client:
-        parts.append(client)
-    return "\n  来源:" + " · ".join(parts) if parts else ""
+    parts = [value for value in (source.get("origin"), source.get("client")) if isinstance(value, str) and value]
+    return f"\n  {label}" + " · ".join(parts) if parts else ""
