@@ -293,9 +293,7 @@ def card(record: Record, *, score: float | None = None, writer: Writer | None = 
     wrote it, when it was created and last used, and what it replaced."""
     out = record_dict(record, score=score, max_chars=RESULT_CONTENT_CHARS)
     data = record.data
-    out["createdAt"] = record.created_at
-    out["lastAccessedAt"] = record.last_accessed_at
-    out["accessCount"] = record.access_count
+    out.update(createdAt=record.created_at, lastAccessedAt=record.last_accessed_at, accessCount=record.access_count)
     source = data.get("source")
     out["source"] = source if isinstance(source, dict) else None
     who = writer if writer is not None else writer_of(record)

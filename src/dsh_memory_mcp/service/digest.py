@@ -156,11 +156,10 @@ class DigestCache:
         return text
 
 
-def scrub(removed: Iterable[Record], directory: str | None = None) -> None:
-    """Delete the cached digests (`DigestCache`, default `default_cache_dir`) that show one of the
-    `removed` records: a forgotten memory's text must not linger in the user's state dir (the
-    next start computes the digest afresh). Best effort, like the cache itself."""
-    directory = directory if directory is not None else default_cache_dir()
+def scrub(removed: Iterable[Record]) -> None:
+    """Delete the cached digests (`DigestCache` in `default_cache_dir`) that show one of the `removed`
+    records: a forgotten memory's text must not linger in the user's state dir. Best effort."""
+    directory = default_cache_dir()
     marks = [f"(id {r.short_id})" for r in removed]
     try:
         names = os.listdir(directory) if directory is not None and marks else []
