@@ -349,11 +349,8 @@ def _start(invocation: Invocation, serve: ServeFn | None, started: StartedFlag, 
 def _try_relay(invocation: Invocation, settings: config.Settings, guard: SignalGuard) -> int | None:
     """Relay to the `serve` that `<store>/serve.json` names, if it answers; None → start directly.
     Decided before the SDK is imported, so a relayed start costs a fraction of a direct one."""
-    if invocation.no_relay:
-        _cli_log.info("连接方式 = direct(--no-relay)")
-        return None
-    if not settings.relay:
-        _cli_log.info("连接方式 = direct(DSH_MEMORY_RELAY=off)")
+    if invocation.no_relay or not settings.relay:
+        _cli_log.info("连接方式 = direct(%s)", "--no-relay" if invocation.no_relay else "DSH_MEMORY_RELAY=off")
         return None
     from dsh_memory_mcp.transports import relay
 
