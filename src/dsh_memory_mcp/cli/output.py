@@ -67,18 +67,13 @@ class PipeSafe:
 
 
 def write_stdout(text: str) -> None:
-    stream = sys.stdout
-    if stream is None:  # pragma: no cover - pythonw
+    """``--help``/``--version``: on a console that cannot encode 中文, to a reader that went away."""
+    if sys.stdout is None:  # pragma: no cover - pythonw
         return
-    try:
-        try:
-            stream.write(text)
-        except UnicodeEncodeError:
-            encoding = stream.encoding or "ascii"
-            stream.write(text.encode(encoding, "backslashreplace").decode(encoding, "replace"))
-        stream.flush()
-    except BrokenPipeError:
-        detach(stream)  # `--help | head -3`: the reader is gone
+    harden(sys.stdout)
+    stream = PipeSafe(sys.stdout)
+    stream.write(text)
+    stream.flush()
 
 
 def write_stderr_lines(lines: Sequence[str], prefix: str = PREFIX) -> None:
