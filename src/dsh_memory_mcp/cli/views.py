@@ -8,7 +8,7 @@ Memory content, ids, scopes and paths are shown as they are; coded errors' messa
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dsh_memory_mcp import texts
@@ -48,6 +48,11 @@ def _head(record: Mapping[str, Any], full: bool) -> str:
     return f"({scope if full else project_name(scope)} · {record['kind']})"
 
 
+def _block(r: Mapping[str, Any], full: bool, cut: Callable[[str], str] = excerpt, client: str | None = None) -> str:
+    """A record's head, what `cut` keeps of its content, and its meta line."""
+    return f"{_head(r, full)} {cut(str(r.get('content') or ''))}\n{meta_line(r, client=client)}"
+
+
 def _cut_note(records: Sequence[Mapping[str, Any]]) -> str:
     cut = sum(1 for r in records if r.get("truncated"))
     if not cut:
@@ -76,10 +81,7 @@ def list_text(
     what = f"{kind} " if kind else ""
     if not records:
         return f"No {what}memories (scopes: {labels})"
-    blocks = [
-        f"{_head(r, full)} {excerpt(str(r.get('content') or ''))}\n{meta_line(r, client=clients.get(str(r['id'])))}"
-        for r in records
-    ]
+    blocks = [_block(r, full, client=clients.get(str(r["id"]))) for r in records]
     noun = f"{what}memory" if total == 1 else f"{what}memories"
     head = f"{total} {noun} (scopes: {labels}; newest first{more})"
     return head + "\n\n" + "\n\n".join(blocks) + _cut_note(records)
@@ -94,11 +96,7 @@ def search_text(
     if not records:
         text = f"No matching memories (searched: {labels})"
     else:
-        blocks = [
-            f"[relevance {percent(float(r.get('score') or 0))}%] {_head(r, full)} "
-            f"{excerpt(str(r.get('content') or ''))}\n{meta_line(r)}"
-            for r in records
-        ]
+        blocks = [f"[relevance {percent(float(r.get('score') or 0))}%] " + _block(r, full) for r in records]
         text = (
             f"Found {_plural(len(records), 'memory', 'memories')} (searched: {labels})\n\n"
             + "\n\n".join(blocks)
@@ -165,7 +163,7 @@ def confirm_text(structured: Mapping[str, Any], *, limit: int) -> str:
         "nothing was forgotten, in case this is a mistake. To forget them all, run the same command again with "
         "--confirm (what matches then is forgotten); to forget only some, forget them by id."
     )
-    blocks = [f"{_head(r, True)} {snippet(str(r.get('content') or ''))}\n{meta_line(r)}" for r in records]
+    blocks = [_block(r, True, snippet) for r in records]
     return head + "\n\nWould be forgotten:\n\n" + "\n\n".join(blocks)
 
 
