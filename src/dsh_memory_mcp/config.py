@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from dsh_memory_mcp.texts import Text, msg, pair
+from dsh_memory_mcp.texts import msg, pair
 
 #: The runtime dependencies as pip requirements, quoted by the CLI's import diagnostics and by
 #: `doctor`. pyproject.toml is the source of truth; tests/test_config.py checks they agree.
@@ -468,6 +468,7 @@ def read(name: str, env: Mapping[str, str] | None = None, problems: list[str] | 
     fit its kind → its default, with one Chinese line appended to `problems`."""
     var = _BY_NAME[name]
     raw = _env(environ() if env is None else env, name)
+    problems = [] if problems is None else problems
     if raw is None:
         return var.default
     if var.kind in ("path", "text"):
@@ -476,26 +477,22 @@ def read(name: str, env: Mapping[str, str] | None = None, problems: list[str] | 
         return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
     if var.kind in ("on", "off"):
         word = raw.lower()
-        if word in ON_WORDS:
-            return True
-        if word in OFF_WORDS:
-            return False
-        _warn(
-            problems,
+        if word in ON_WORDS or word in OFF_WORDS:
+            return word in ON_WORDS
+        problems.append(
             msg(
                 "{name}={raw!r} 不是开关值(开:1/true/yes/on,关:0/false/no/off/disabled),已忽略,按缺省({default})",
                 name=name,
                 raw=raw,
                 default=pair(var.shown_default, var.shown_default_en),
-            ),
+            )
         )
         return var.default
     if var.kind == "choice":
         if raw.lower() in var.choices:
             return raw.lower()
-        _warn(
-            problems,
-            msg("{name}={raw!r} 不是 {choices} 之一,已忽略", name=name, raw=raw, choices="/".join(var.choices)),
+        problems.append(
+            msg("{name}={raw!r} 不是 {choices} 之一,已忽略", name=name, raw=raw, choices="/".join(var.choices))
         )
         return var.default
     assert var.bounds is not None
@@ -506,17 +503,12 @@ def read(name: str, env: Mapping[str, str] | None = None, problems: list[str] | 
         number = math.nan
     if math.isfinite(number) and low <= number <= high:
         return number
-    fields = {"name": name, "raw": raw, "low": _num(low), "high": _num(high)}
+    default = pair(var.shown_default, var.shown_default_en) if var.default is None else _num(var.default)
+    fields = {"name": name, "raw": raw, "low": _num(low), "high": _num(high), "default": default}
     if var.kind == "int":
-        default = pair(var.shown_default, var.shown_default_en) if var.default is None else var.default
-        line = msg("{name}={raw!r} 不是 {low}~{high} 之间的整数,已忽略,改用缺省值 {default}", **fields, default=default)
+        problems.append(msg("{name}={raw!r} 不是 {low}~{high} 之间的整数,已忽略,改用缺省值 {default}", **fields))
     else:
-        line = msg(
-            "{name}={raw!r} 不是 {low}~{high} 之间的数字,已忽略,改用缺省值 {default}",
-            **fields,
-            default=_num(var.default),
-        )
-    _warn(problems, line)
+        problems.append(msg("{name}={raw!r} 不是 {low}~{high} 之间的数字,已忽略,改用缺省值 {default}", **fields))
     return var.default
 
 
@@ -524,11 +516,6 @@ def _num(value: object) -> str:
     """A number as people write it: 1000000, 0.1, 604800 (never 1e+06)."""
     assert isinstance(value, (int, float))
     return str(int(value)) if float(value).is_integer() else f"{value}"
-
-
-def _warn(problems: list[str] | None, line: Text) -> None:
-    if problems is not None:
-        problems.append(line)
 
 
 def env_table_markdown() -> str:

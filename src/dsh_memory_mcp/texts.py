@@ -975,8 +975,6 @@ EN: dict[str, str] = {
     "ℹ️ 未指定 --store-dir / DSH_MEMORY_STORE_DIR,使用默认目录:%s": "ℹ️ no --store-dir / DSH_MEMORY_STORE_DIR given: the default directory is used: %s",
     "⇒ 请确认它与 DSH 记忆插件的 storeDir 是同一个目录,否则两边看到的是两份互不相通的记忆。": "⇒ make sure it is the DSH memory plugin's storeDir, or each side sees its own separate memories.",
     "stdin 已关闭,正常退出": "stdin closed: normal exit",
-    "连接方式 = direct(--no-relay)": "connection = direct (--no-relay)",
-    "连接方式 = direct(DSH_MEMORY_RELAY=off)": "connection = direct (DSH_MEMORY_RELAY=off)",
     "连接方式 = direct(%s)": "connection = direct (%s)",
     "❌ 启动失败:无法监听 %s:%d(%s)": "❌ start-up failed: cannot listen on %s:%d (%s)",
     "⇒ 换一个端口:%s serve --port <端口>(0 = 任取空闲端口),或停掉占用它的程序": "⇒ use another port: %s serve --port <port> (0 = any free port), or stop the program that holds it",

@@ -1,9 +1,6 @@
-"""What the command line itself writes: the stderr prefix, exit codes, stdout/stderr writes that survive
-a console that cannot encode 中文 and a reader that went away (``--help | head``), and what a person
-at a terminal gets on top: colour (`colour_wanted`, `paint`) and a pager (`pager_command`, `page`).
-Off a terminal neither: the bytes are plain.
-
-stdout belongs to MCP: only ``--help``/``--version`` and the human subcommands write there.
+"""What the command line itself writes: exit codes, stdout/stderr writes that survive a console that
+cannot encode 中文 and a reader that went away (``--help | head``), and at a terminal only, colour and
+a pager. stdout belongs to MCP: only ``--help``/``--version`` and the human subcommands write there.
 """
 
 from __future__ import annotations
@@ -38,10 +35,9 @@ def detach(stream: IO[Any]) -> None:
 
 
 class PipeSafe:
-    """A text stream whose reader may go away: after the first `BrokenPipeError` it detaches the
-    descriptor and swallows every later write, so a command (``setup --dry-run | head -3``) runs to
-    its end and exits with its own code. `broken` says whether that happened. `buffer` is the raw
-    binary stream, which still raises (``export`` must know its output was cut)."""
+    """A text stream whose reader may go away: after the first `BrokenPipeError` it detaches and
+    swallows every later write, so a command (``setup --dry-run | head -3``) runs to its end and
+    exits with its own code. `buffer`, the raw stream, still raises (``export`` must know)."""
 
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
@@ -71,18 +67,13 @@ class PipeSafe:
 
 
 def write_stdout(text: str) -> None:
-    stream = sys.stdout
-    if stream is None:  # pragma: no cover - pythonw
+    """``--help``/``--version``: on a console that cannot encode 中文, to a reader that went away."""
+    if sys.stdout is None:  # pragma: no cover - pythonw
         return
-    try:
-        try:
-            stream.write(text)
-        except UnicodeEncodeError:
-            encoding = stream.encoding or "ascii"
-            stream.write(text.encode(encoding, "backslashreplace").decode(encoding, "replace"))
-        stream.flush()
-    except BrokenPipeError:
-        detach(stream)  # `--help | head -3`: the reader is gone
+    harden(sys.stdout)
+    stream = PipeSafe(sys.stdout)
+    stream.write(text)
+    stream.flush()
 
 
 def write_stderr_lines(lines: Sequence[str], prefix: str = PREFIX) -> None:
@@ -164,9 +155,8 @@ def _sgr(code: str) -> Callable[[re.Match[str]], str]:
 
 
 def paint(text: str, colour: bool) -> str:
-    """A result for a terminal: controls made visible, and with `colour` the parts a reader looks
-    for — the scope · kind head, the relevance, the id, markdown headings, **bold** and `code`,
-    the notes dimmed. The words are the same as without colour."""
+    """A result for a terminal: controls made visible, and with `colour` the parts a reader looks for
+    marked (head, relevance, id, markdown, notes dimmed). The words are the same as without colour."""
     text = _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     if not colour:
         return text

@@ -1,10 +1,6 @@
-"""Running the stdio server and owning its process: signals, the stdin relay, a clean exit.
-
-SIGINT/SIGTERM while the server runs end it cleanly with exit 0: the first signal closes the
-server's input through a pipe this process relays (`StdinRelay`), exactly as when the host closes
-stdin; a stop that hangs escalates (`SignalGuard`). After serve() returns, a watchdog makes sure
-leftover threads cannot keep a dead server alive (`arm_exit_watchdog`). The SDK is imported only
-here, lazily, when the server actually starts (`load_serve`).
+"""Running the stdio server and owning its process: SIGINT/SIGTERM end it cleanly with exit 0
+(`StdinRelay`, `SignalGuard`), leftover threads cannot keep a dead server alive (`arm_exit_watchdog`),
+and the SDK is imported only when the server actually starts (`load_serve`).
 """
 
 from __future__ import annotations
@@ -24,10 +20,8 @@ from dsh_memory_mcp.cli import diagnostics, logs
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.cli.output import EXIT_OK, EXIT_STARTUP, flush_std, write_stderr_lines
 from dsh_memory_mcp.cli.parser import Invocation
-from dsh_memory_mcp.cli.views import SOURCES
 from dsh_memory_mcp.service.render import PROJECT_SOURCES
 from dsh_memory_mcp.store import fileio
-from dsh_memory_mcp.texts import pair
 
 #: After serve() is over, how long interpreter shutdown may wait for leftover non-daemon threads
 #: before the process exits anyway (see `arm_exit_watchdog`).
@@ -56,11 +50,9 @@ _SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handle
 class StdinRelay:
     """Feeds the server's stdin (fd 0) from the real stdin through a pipe this process owns.
 
-    Why: the SDK reads stdin in a worker thread that cancellation cannot interrupt, so while the
-    host (or a terminal) keeps stdin open, neither Ctrl+C nor SIGTERM could end the event loop.
-    With the relay, a signal closes our pipe: the server sees end of input, exactly as when the
-    host closes stdin, and shuts down through its normal path (its `finally` stops children and
-    flushes pending writes). POSIX only (`select` on the real stdin).
+    The SDK reads stdin in a thread that cancellation cannot interrupt, so while the host keeps stdin
+    open no signal could end the event loop; closing our pipe instead ends the input, and the server
+    shuts down through its normal path, as when the host closes stdin. POSIX only (`select`).
     """
 
     def __init__(self, source: int, sink: int, wake_r: int, wake_w: int) -> None:
@@ -123,12 +115,9 @@ class StdinRelay:
 
 
 class SignalGuard:
-    """SIGINT and SIGTERM while the server runs: a clean stop, exit code 0.
-
-    1st signal: end the server's stdin through the relay (graceful, like the host closing the
-    pipe); without a relay, or if that has not finished after `STOP_ESCALATION_SECONDS`:
-    KeyboardInterrupt in the main thread (caught around serve → exit 0). A 3rd signal, or
-    `HARD_EXIT_SECONDS` after the 1st, ends the process at once.
+    """SIGINT and SIGTERM while the server runs: a clean stop, exit code 0. The 1st ends stdin
+    through the relay; without one, or after `STOP_ESCALATION_SECONDS`, KeyboardInterrupt in the
+    main thread. A 3rd signal, or `HARD_EXIT_SECONDS` after the 1st, ends the process at once.
     """
 
     def __init__(self) -> None:
@@ -141,18 +130,15 @@ class SignalGuard:
         self._previous = _on_stop_signals(self._handle)
 
     def restore(self) -> None:
-        self.cancel_escalation()
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
         for sig, previous in self._previous.items():
             try:
                 signal.signal(sig, previous)
             except (ValueError, OSError, TypeError):  # pragma: no cover
                 pass
         self._previous.clear()
-
-    def cancel_escalation(self) -> None:
-        for timer in self._timers:
-            timer.cancel()
-        self._timers.clear()
 
     def _later(self, seconds: float, action: Callable[..., object], *args: object) -> None:
         timer = threading.Timer(seconds, action, args=args)
@@ -213,13 +199,10 @@ def _quiet_late_signals(code: int) -> None:
 
 
 def arm_exit_watchdog(code: int, grace: float = EXIT_GRACE_SECONDS) -> None:
-    """Make sure the process really exits after serve() returned (a safety net).
-
-    Interpreter shutdown waits for every non-daemon thread; one that never ends (the SDK's stdin
-    reader when we were interrupted without the relay, e.g. on Windows, or a stuck worker) would
-    keep a dead server alive forever. A daemon thread waits for the main thread to finish
-    (interpreter shutdown has begun), gives leftover threads `grace` seconds, then `os._exit`s.
-    Inert while the main thread lives (tests calling `main()` in-process are unaffected).
+    """Make sure the process really exits after serve() returned: interpreter shutdown waits for
+    every non-daemon thread, and one that never ends (the SDK's stdin reader without the relay, a
+    stuck worker) would keep a dead server alive. Once the main thread has finished, leftover
+    threads get `grace` seconds, then `os._exit`. Inert while the main thread lives.
     """
     main_thread = threading.main_thread()
 
@@ -306,7 +289,7 @@ def log_settings(settings: config.Settings) -> None:
         "project = %s(project 作用域 = project:%s;来源:%s)",
         settings.project_dir,
         settings.project_dir,
-        pair(PROJECT_SOURCES[settings.project_source], SOURCES[settings.project_source]),
+        PROJECT_SOURCES[settings.project_source],
     )
     _cli_log.info("默认保存作用域 = %s", settings.default_save_scope)
     if settings.store_dir_is_default:
@@ -365,14 +348,9 @@ def _start(invocation: Invocation, serve: ServeFn | None, started: StartedFlag, 
 
 def _try_relay(invocation: Invocation, settings: config.Settings, guard: SignalGuard) -> int | None:
     """Relay to the `serve` that `<store>/serve.json` names, if it answers; None → start directly.
-
-    Decided before the SDK is imported, so a relayed start costs a fraction of a direct one.
-    """
-    if invocation.no_relay:
-        _cli_log.info("连接方式 = direct(--no-relay)")
-        return None
-    if not settings.relay:
-        _cli_log.info("连接方式 = direct(DSH_MEMORY_RELAY=off)")
+    Decided before the SDK is imported, so a relayed start costs a fraction of a direct one."""
+    if invocation.no_relay or not settings.relay:
+        _cli_log.info("连接方式 = direct(%s)", "--no-relay" if invocation.no_relay else "DSH_MEMORY_RELAY=off")
         return None
     from dsh_memory_mcp.transports import relay
 

@@ -8,30 +8,22 @@ Memory content, ids, scopes and paths are shown as they are; coded errors' messa
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dsh_memory_mcp import texts
 from dsh_memory_mcp.cli.output import PROG
 from dsh_memory_mcp.service.render import (
     FOR_MODEL,
+    PROJECT_SOURCES,
     RESULT_CONTENT_CHARS,
     excerpt,
     meta_line,
     percent,
     project_name,
     snippet,
+    source_line,
 )
-
-#: Where the current project came from (`service.render.PROJECT_SOURCES` in English).
-SOURCES = {
-    "flag": "--project",
-    "env": "DSH_MEMORY_PROJECT",
-    "host": "the host's workspace variable",
-    "roots": "the client's roots",
-    "relay": "relay",
-    "cwd": "the working directory",
-}
 
 
 def _plural(n: int, one: str, many: str | None = None) -> str:
@@ -40,7 +32,9 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
 
 def _from(scope: str, project: str | None, source: str | None) -> str:
     """`` [from …]`` after the current project (where it came from); nothing after any other scope."""
-    return f" [from {SOURCES.get(source, source)}]" if scope == project and source is not None else ""
+    if scope != project or source is None:
+        return ""
+    return f" [from {texts.english(PROJECT_SOURCES.get(source, source))}]"
 
 
 def _labels(scopes: Sequence[Any], project: str | None, source: str | None, full: bool) -> str:
@@ -52,6 +46,11 @@ def _labels(scopes: Sequence[Any], project: str | None, source: str | None, full
 def _head(record: Mapping[str, Any], full: bool) -> str:
     scope = str(record["scope"])
     return f"({scope if full else project_name(scope)} · {record['kind']})"
+
+
+def _block(r: Mapping[str, Any], full: bool, cut: Callable[[str], str] = excerpt, client: str | None = None) -> str:
+    """A record's head, what `cut` keeps of its content, and its meta line."""
+    return f"{_head(r, full)} {cut(str(r.get('content') or ''))}\n{meta_line(r, client=client)}"
 
 
 def _cut_note(records: Sequence[Mapping[str, Any]]) -> str:
@@ -82,10 +81,7 @@ def list_text(
     what = f"{kind} " if kind else ""
     if not records:
         return f"No {what}memories (scopes: {labels})"
-    blocks = [
-        f"{_head(r, full)} {excerpt(str(r.get('content') or ''))}\n{meta_line(r, client=clients.get(str(r['id'])))}"
-        for r in records
-    ]
+    blocks = [_block(r, full, client=clients.get(str(r["id"]))) for r in records]
     noun = f"{what}memory" if total == 1 else f"{what}memories"
     head = f"{total} {noun} (scopes: {labels}; newest first{more})"
     return head + "\n\n" + "\n\n".join(blocks) + _cut_note(records)
@@ -100,11 +96,7 @@ def search_text(
     if not records:
         text = f"No matching memories (searched: {labels})"
     else:
-        blocks = [
-            f"[relevance {percent(float(r.get('score') or 0))}%] {_head(r, full)} "
-            f"{excerpt(str(r.get('content') or ''))}\n{meta_line(r)}"
-            for r in records
-        ]
+        blocks = [f"[relevance {percent(float(r.get('score') or 0))}%] " + _block(r, full) for r in records]
         text = (
             f"Found {_plural(len(records), 'memory', 'memories')} (searched: {labels})\n\n"
             + "\n\n".join(blocks)
@@ -125,12 +117,7 @@ def get_text(structured: Mapping[str, Any], *, prefix_min: int, full: bool) -> s
     for r in structured.get("records") or []:
         flag = " (superseded/expired: no longer found by search)" if r.get("expiredAt") is not None else ""
         block = f"{_head(r, full)} id={r['id']}{flag}\n{r.get('content') or ''}\n{meta_line(r)}"
-        origin = r.get("source")
-        if isinstance(origin, Mapping):
-            parts = [str(v) for v in (origin.get("origin"), origin.get("client")) if isinstance(v, str) and v]
-            if parts:
-                block += "\n  source: " + " · ".join(parts)
-        block += _part_note(r)
+        block += source_line(r.get("source"), "source: ") + _part_note(r)
         blocks.append(block)
     count = len(blocks)
     parts = [f"Found {_plural(count, 'memory', 'memories')}" + ("\n\n" + "\n\n".join(blocks) if blocks else "")]
@@ -182,7 +169,7 @@ def confirm_text(structured: Mapping[str, Any], *, limit: int) -> str:
         "nothing was forgotten, in case this is a mistake. To forget them all, run the same command again with "
         "--confirm (what matches then is forgotten); to forget only some, forget them by id."
     )
-    blocks = [f"{_head(r, True)} {snippet(str(r.get('content') or ''))}\n{meta_line(r)}" for r in records]
+    blocks = [_block(r, True, snippet) for r in records]
     return head + "\n\nWould be forgotten:\n\n" + "\n\n".join(blocks)
 
 

@@ -93,12 +93,8 @@ def writer_of(record: Record) -> Writer:
 
 
 def writers(snapshot: ScopeSnapshot) -> tuple[Writer, ...]:
-    """The `Writer` of each of the snapshot's records (same order), kept in the snapshot's cache.
-
-    Finding the client parses a record's whole line; the previous version's table
-    (`snapshots.carry_forward`) gives the rows of the records it shares with this one, so an
-    append or a touch parses only the lines it changed.
-    """
+    """The `Writer` of each of the snapshot's records (same order), kept in the snapshot's cache;
+    rows shared with the previous version's table (`snapshots.carry_forward`) are not parsed again."""
     cache = snapshot.cache
     records = snapshot.records
     cached = cache.get(WRITERS_KEY)
@@ -297,9 +293,7 @@ def card(record: Record, *, score: float | None = None, writer: Writer | None = 
     wrote it, when it was created and last used, and what it replaced."""
     out = record_dict(record, score=score, max_chars=RESULT_CONTENT_CHARS)
     data = record.data
-    out["createdAt"] = record.created_at
-    out["lastAccessedAt"] = record.last_accessed_at
-    out["accessCount"] = record.access_count
+    out.update(createdAt=record.created_at, lastAccessedAt=record.last_accessed_at, accessCount=record.access_count)
     source = data.get("source")
     out["source"] = source if isinstance(source, dict) else None
     who = writer if writer is not None else writer_of(record)

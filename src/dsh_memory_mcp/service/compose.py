@@ -25,14 +25,10 @@ log = logging.getLogger("dsh_memory_mcp.service.compose")
 def open_service(settings: Settings, *, prepare: bool = True, read_only: bool = False, warm: str = "") -> MemoryService:
     """The store and, when `settings.vector.enabled`, a vector channel (not started), wired together.
 
-    :param prepare: create and check the store directory (the server; write commands). Read-only
-        commands pass False so that looking at a store that does not exist creates nothing.
-    :param read_only: the vector channel writes nothing under the store (no backfill, no sidecar
-        writes, calibration kept in memory): the human read commands (search, list, get…).
-    :param warm: ``"default"`` (a stdio server: the scopes a bare search reads) or ``"all"``
-        (`serve`: every scope on disk): read them and build their indexes in a background
-        thread from now on, so the first search does not pay for the cold read (`warm_up`).
-        A stdio server's store also says once when a scope is past `config.DIRECT_LIMIT`.
+    :param prepare: create and check the store directory; False: looking at a missing store creates nothing.
+    :param read_only: the vector channel writes nothing under the store (the human read commands).
+    :param warm: ``"default"`` (a stdio server, which also warns past `config.DIRECT_LIMIT`) or ``"all"``
+        (`serve`): `warm_up` those scopes in the background so the first search skips the cold read.
     :raises StoreError: `prepare` and the store directory cannot be created or written.
     """
     from dsh_memory_mcp.store.shared import SharedStore
@@ -69,12 +65,9 @@ WARM_CHUNK = 1024
 def warm_up(service: MemoryService, *, every_scope: bool = False) -> threading.Thread:
     """Read scopes and build their lexical indexes in a daemon thread (the server's start).
 
-    It gives way to tool calls (`service.foreground`): it pauses before each scope, between the
-    pieces of a read and between chunks of an index build while a call runs, so a lock holder
-    never shares the GIL with it. It holds no lock across a pause: a call that needs a scope it
-    was reading has it read on (`SnapshotCache.load`), one that needs an index extends the chunks
-    built so far (`scoring.index_for`). Failures are only logged: the call that needs the scope
-    reports them.
+    It pauses for tool calls (`service.foreground`) before each scope and between the pieces of a
+    read or an index build, so a lock holder never shares the GIL with it, and holds no lock across
+    a pause: a call reads on, or extends the chunks built so far. Failures are only logged.
     """
 
     def run() -> None:
@@ -90,9 +83,7 @@ def warm_up(service: MemoryService, *, every_scope: bool = False) -> threading.T
             scopes = list(dict.fromkeys([write, *resolver.read_scopes(None, None)]))
             if every_scope:
                 scopes = list(dict.fromkeys([*scopes, *service.store.discover_scopes()]))
-            # What a save needs first (the records and dedupe index of the scope it writes by
-            # default), then each scope's records and index in turn: those a bare search reads
-            # (global for every host of serve) before the rest.
+            # What a save needs first (its default scope's dedupe index), then each scope in turn.
             fg.pause()
             snap = service.store.snapshot(write, yield_to=fg)
             fg.pause()
@@ -117,13 +108,9 @@ def warm_up(service: MemoryService, *, every_scope: bool = False) -> threading.T
 
 
 def _index_in_steps(current: Callable[[], ScopeSnapshot], fg: Foreground) -> tuple[ScopeSnapshot, int]:
-    """`scoring.index_for` of the scope's newest version (`current()`), built `WARM_CHUNK`
-    records at a time with a pause between; the version indexed and the steps taken.
-
-    Each chunk extends the previous prefix's index, kept where `index_for` looks for a previous
-    version's index, so a call (or the next version of the file) extends what was built so far.
-    The builds import numpy and the last step (`index_for`) fills the columns the search reads,
-    so the first search pays neither.
+    """`scoring.index_for` of the scope's newest version (`current()`), built `WARM_CHUNK` records at
+    a time with a pause between; the version indexed and the steps taken. Each chunk's index is kept
+    where `index_for` looks for a previous version's, so a call extends what was built so far.
     """
     from dsh_memory_mcp.search import scoring
     from dsh_memory_mcp.store.snapshots import Rows

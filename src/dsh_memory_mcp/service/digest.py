@@ -1,10 +1,8 @@
 """Memory that reaches the model unasked: the `instructions` text returned at `initialize`.
 
-Several hosts put a server's `instructions` into the system prompt, so a short digest of the user's
-standing memories — rules, preferences, decisions and anything with importance ≥ 0.8, from global
-and the current project — reaches the model without a `memory_search`. Bounded (`DIGEST_CHARS`),
-most important and most used first, never an expired or superseded record, content as stored.
-`DSH_MEMORY_DIGEST=off` leaves the usage guidance alone.
+Hosts put `instructions` into the system prompt, so a bounded digest of the standing memories of
+global and the current project (rules, preferences, decisions, importance ≥ 0.8; never an expired
+record) reaches the model without a `memory_search`.
 """
 
 from __future__ import annotations
@@ -111,13 +109,9 @@ def instructions(digest: str) -> str:
 
 
 class DigestCache:
-    """The last digest per (store, project), on disk, valid while the scope files are unchanged.
-
-    Computing one parses global and the project, which delays the `initialize` answer; so the text
-    is kept in `<dir>/<sha1>.json` with the files' identities (the store's own cache key) and the
-    first future `expiredAt` (a record expiring makes it stale). The server refreshes the entry at
-    exit (`refresh`), so the next start hits unless another writer changed the files meanwhile.
-    Best effort: any failure falls back to computing.
+    """The last digest per (store, project) in `<dir>/<sha1>.json`, valid while the scope files'
+    identities are unchanged and no record has expired since: computing one parses global and the
+    project, which would delay the `initialize` answer. Best effort: any failure computes it.
     """
 
     def __init__(self, directory: str | None, store_dir: str) -> None:
@@ -162,11 +156,10 @@ class DigestCache:
         return text
 
 
-def scrub(removed: Iterable[Record], directory: str | None = None) -> None:
-    """Delete the cached digests (`DigestCache`, default `default_cache_dir`) that show one of the
-    `removed` records: a forgotten memory's text must not linger in the user's state dir (the
-    next start computes the digest afresh). Best effort, like the cache itself."""
-    directory = directory if directory is not None else default_cache_dir()
+def scrub(removed: Iterable[Record]) -> None:
+    """Delete the cached digests (`DigestCache` in `default_cache_dir`) that show one of the `removed`
+    records: a forgotten memory's text must not linger in the user's state dir. Best effort."""
+    directory = default_cache_dir()
     marks = [f"(id {r.short_id})" for r in removed]
     try:
         names = os.listdir(directory) if directory is not None and marks else []

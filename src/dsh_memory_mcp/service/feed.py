@@ -1,10 +1,6 @@
-"""Prompts and resources: the other two ways MCP puts memory in front of the model.
-
-Prompts (slash commands in most hosts): `recall` (topic) → a user message carrying the top
-memories for the topic; `remember` (what) → guidance to save it well. Resources (@-mentions):
-`memory://global`, `memory://project`, the templates `memory://scope/{scope}` and
-`memory://record/{id}`. Every text is the tools' own rendering (`memory_search`, `memory_list`,
-`memory_get`), so a memory reads the same wherever the model meets it. Transport-free.
+"""Prompts (slash commands) and resources (@-mentions): the other two ways MCP puts memory in front
+of the model. Every text is the tools' own rendering, so a memory reads the same wherever the model
+meets it. Transport-free.
 """
 
 from __future__ import annotations

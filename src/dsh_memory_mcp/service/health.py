@@ -1,8 +1,7 @@
 """The store's numbers for people: records, expired, corrupt lines, vectors per scope (CLI stats, web page).
 
-Read-only and cheap enough for a page that asks every few seconds: the snapshots are the store's
-cached ones, and a ``.vec`` file is read as text (no numpy). `store_version` is cheaper still: the
-identities of the store's files, so a page can tell "something changed" without reading anything.
+Read-only and cheap enough for a page that asks every few seconds: the store's cached snapshots, and
+``.vec`` files read as text (no numpy).
 """
 
 from __future__ import annotations
@@ -48,8 +47,6 @@ def sidecar_stats(store: SharedStore, path: str, live_ids: set[str]) -> dict[str
     """Header and counts of a ``.vec`` file, read as text (no numpy): None when there is none."""
     file = store.layout.relpath(path)
     try:
-        # open_regular: a FIFO or a link to a device in place of the sidecar is an error here,
-        # never a hang or an endless read.
         with open(fileio.open_regular(path), "rb") as fh:
             data = fh.read()
     except FileNotFoundError:

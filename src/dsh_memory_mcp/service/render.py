@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh_memory_mcp.store.records import Record
+from dsh_memory_mcp.texts import pair
 
 SNIPPET_CHARS = 160
 #: The most lines of a record a terminal list or search shows (`excerpt`).
@@ -113,14 +114,14 @@ def fmt_time(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
 
 
-#: Where the current project came from, as answers name it.
+#: Where the current project came from, as answers name it (with the English CLI's words).
 PROJECT_SOURCES = {
-    "flag": "--project",
-    "env": "DSH_MEMORY_PROJECT",
-    "host": "宿主的工作区变量",
-    "roots": "客户端 roots",
-    "relay": "relay",
-    "cwd": "工作目录",
+    "flag": pair("--project", "--project"),
+    "env": pair("DSH_MEMORY_PROJECT", "DSH_MEMORY_PROJECT"),
+    "host": pair("宿主的工作区变量", "the host's workspace variable"),
+    "roots": pair("客户端 roots", "the client's roots"),
+    "relay": pair("relay", "relay"),
+    "cwd": pair("工作目录", "the working directory"),
 }
 
 
@@ -246,14 +247,10 @@ def meta_line(record: Mapping[str, Any], *, client: str | None = None) -> str:
     return "  " + " ".join(parts)
 
 
-def source_line(source: Any) -> str:
+def source_line(source: Any, label: str = "来源:") -> str:
     """`\n  来源:explicit · claude-code/1.2.0`: a record's parsed ``source`` field (provenance) for
-    full views; "" without one."""
-    if not isinstance(source, dict) or not source:
+    full views (`label`: the English CLI's word); "" without one."""
+    if not isinstance(source, Mapping):
         return ""
-    origin = source.get("origin")
-    parts = [str(origin)] if isinstance(origin, str) and origin else []
-    client = source.get("client")
-    if isinstance(client, str) and client:
-        parts.append(client)
-    return "\n  来源:" + " · ".join(parts) if parts else ""
+    parts = [value for value in (source.get("origin"), source.get("client")) if isinstance(value, str) and value]
+    return f"\n  {label}" + " · ".join(parts) if parts else ""

@@ -35,40 +35,60 @@ _SCOPE_DOC = (
 )
 
 
+def _typed(type_name: str, description: str | None = None, **keywords: Any) -> dict[str, Any]:
+    """A property: its JSON type, its other keywords (`enum`, `minimum`, `default`…), then its description."""
+    out: dict[str, Any] = {"type": type_name, **keywords}
+    if description is not None:
+        out["description"] = description
+    return out
+
+
 def _nullable(type_name: str) -> dict[str, Any]:
     """`T or null` as `anyOf` branches: a `type` array is legal JSON Schema but less portable (the
     Inspector flags it; single-`type` dialects such as Gemini's reject or drop it)."""
-    return {"anyOf": [{"type": type_name}, {"type": "null"}]}
+    return {"anyOf": [_typed(type_name), _typed("null")]}
+
+
+def _strings(description: str | None = None, **keywords: Any) -> dict[str, Any]:
+    return _typed("array", description, items=_typed("string"), **keywords)
 
 
 _RECORD_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "id": {"type": "string"},
-        "shortId": {"type": "string", "description": "id 的前 8 位"},
-        "score": {"type": "number", "description": "相关度,4 位小数(仅检索)"},
-        "scope": {"type": "string"},
-        "kind": {"type": "string", "enum": list(KINDS)},
-        "content": {"type": "string"},
-        "tags": {"type": "array", "items": {"type": "string"}},
+        "id": _typed("string"),
+        "shortId": _typed("string", "id 的前 8 位"),
+        "score": _typed("number", "相关度,4 位小数(仅检索)"),
+        "scope": _typed("string"),
+        "kind": _typed("string", enum=list(KINDS)),
+        "content": _typed("string"),
+        "tags": _strings(),
         "importance": _nullable("number"),
-        "updatedAt": {"type": "integer", "description": "毫秒时间戳"},
-        "expiredAt": {"type": "integer"},
-        "truncated": {
-            "type": "boolean",
-            "description": "内容过长,只带了一部分(检索/列表:前 2000 字,全文用 memory_get;"
-            "memory_get:超过 20000 字的分段)",
-        },
-        "contentChars": {"type": "integer", "description": "被截断或分段时:全文的字符数"},
-        "contentOffset": {"type": "integer", "description": "memory_get 分段时:这一段从第几个字符开始(0 起)"},
-        "nextOffset": {"type": "integer", "description": "memory_get 分段且后面还有时:下一段的 offset"},
-        "source": {
-            "type": "object",
-            "description": "出处(仅 memory_get):origin,以及写入它的客户端 client = name/version",
-        },
+        "updatedAt": _typed("integer", "毫秒时间戳"),
+        "expiredAt": _typed("integer"),
+        "truncated": _typed(
+            "boolean",
+            "内容过长,只带了一部分(检索/列表:前 2000 字,全文用 memory_get;memory_get:超过 20000 字的分段)",
+        ),
+        "contentChars": _typed("integer", "被截断或分段时:全文的字符数"),
+        "contentOffset": _typed("integer", "memory_get 分段时:这一段从第几个字符开始(0 起)"),
+        "nextOffset": _typed("integer", "memory_get 分段且后面还有时:下一段的 offset"),
+        "source": _typed("object", "出处(仅 memory_get):origin,以及写入它的客户端 client = name/version"),
     },
     "required": ["id", "shortId", "scope", "kind", "content", "tags", "importance", "updatedAt"],
 }
+
+
+def _records(description: str | None = None) -> dict[str, Any]:
+    return _typed("array", description, items=_RECORD_SCHEMA)
+
+
+def _input(properties: dict[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
+    """A tool's inputSchema: an object of `properties`, `required` listed only when some are."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return schema
 
 
 #: The error shape every tool returns with `isError: true` (`render.error_result`).
@@ -91,10 +111,10 @@ def _out(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
-            "ok": {"type": "boolean", "description": "true:成功;false:出错,见 code 与 message"},
+            "ok": _typed("boolean", "true:成功;false:出错,见 code 与 message"),
             **properties,
-            "code": {"type": "string", "description": "错误码(仅出错时),如 TOPK_RANGE"},
-            "message": {"type": "string", "description": "错误说明与修正方法(仅出错时)"},
+            "code": _typed("string", "错误码(仅出错时),如 TOPK_RANGE"),
+            "message": _typed("string", "错误说明与修正方法(仅出错时)"),
         },
         "required": ["ok"],
         "anyOf": [
@@ -120,47 +140,35 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "KIND_INVALID, IMPORTANCE_RANGE, PATH_INVALID, PATH_SCOPE_CONFLICT, SCOPE_INVALID, SCOPE_NOT_WRITABLE, "
             "SCOPE_NAME_INVALID, SCOPE_NAME_TAKEN, LOCK_TIMEOUT, STORE_ERROR, INTERNAL_ERROR."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "content": {
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "一句自包含的陈述,脱离上下文也能读懂;最多 20000 字符,不要含密钥/口令。",
-                },
-                "scope": {"type": "string", "description": _SCOPE_DOC + "。默认 global;all 不可写。"},
-                "path": {"type": "string", "description": "工作区目录;给出则写入 project:<该目录>。"},
-                "kind": {"type": "string", "enum": list(KINDS), "default": "note", "description": "记忆种类"},
-                "tags": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "default": [],
-                    "description": "自由标签,最多 32 个,每个 ≤ 64 字符",
-                },
-                "importance": {"type": "number", "minimum": 0, "maximum": 1, "description": "重要度 0~1,可省略"},
-                "supersedes": {"type": "string", "description": "被本条取代的旧记忆 id(或 8 位前缀)"},
+        input_schema=_input(
+            {
+                "content": _typed(
+                    "string", "一句自包含的陈述,脱离上下文也能读懂;最多 20000 字符,不要含密钥/口令。", minLength=1
+                ),
+                "scope": _typed("string", _SCOPE_DOC + "。默认 global;all 不可写。"),
+                "path": _typed("string", "工作区目录;给出则写入 project:<该目录>。"),
+                "kind": _typed("string", "记忆种类", enum=list(KINDS), default="note"),
+                "tags": _strings("自由标签,最多 32 个,每个 ≤ 64 字符", default=[]),
+                "importance": _typed("number", "重要度 0~1,可省略", minimum=0, maximum=1),
+                "supersedes": _typed("string", "被本条取代的旧记忆 id(或 8 位前缀)"),
             },
-            "required": ["content"],
-        },
+            ["content"],
+        ),
         output_schema=_out(
             {
-                "id": {"type": "string"},
-                "deduped": {"type": "boolean"},
-                "scope": {"type": "string"},
-                "kind": {"type": "string"},
+                "id": _typed("string"),
+                "deduped": _typed("boolean"),
+                "scope": _typed("string"),
+                "kind": _typed("string"),
                 "superseded": _nullable("string"),
                 "similar": {
                     "type": "array",
                     "description": "与本条意思几乎相同的已有记忆(若本条是对它的更正,请用 supersedes 取代它)",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "id": {"type": "string"},
-                            "shortId": {"type": "string"},
-                            "score": {"type": "number"},
-                        },
-                        "required": ["id", "shortId", "score"],
-                    },
+                    "items": _typed(
+                        "object",
+                        properties={"id": _typed("string"), "shortId": _typed("string"), "score": _typed("number")},
+                        required=["id", "shortId", "score"],
+                    ),
                 },
             },
             ["id", "deduped", "scope", "kind"],
@@ -179,34 +187,26 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "comes truncated). A query over 1,000 characters is cut. Errors: QUERY_EMPTY, TOPK_RANGE, "
             "SCOPE_INVALID, PATH_INVALID, PATH_SCOPE_CONFLICT, INTERNAL_ERROR."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "query": {
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "关键词或一句话描述(超过 1000 字符只用前 1000)",
-                },
-                "scope": {
-                    "type": "string",
-                    "description": _SCOPE_DOC + ";all 或 * = 所有作用域。默认当前项目 + global。",
-                },
-                "path": {"type": "string", "description": "只检索该工作区(project:<目录>)"},
-                "topK": {"type": "integer", "minimum": 1, "maximum": TOPK_MAX, "default": TOPK_DEFAULT},
+        input_schema=_input(
+            {
+                "query": _typed("string", "关键词或一句话描述(超过 1000 字符只用前 1000)", minLength=1),
+                "scope": _typed("string", _SCOPE_DOC + ";all 或 * = 所有作用域。默认当前项目 + global。"),
+                "path": _typed("string", "只检索该工作区(project:<目录>)"),
+                "topK": _typed("integer", minimum=1, maximum=TOPK_MAX, default=TOPK_DEFAULT),
             },
-            "required": ["query"],
-        },
+            ["query"],
+        ),
         output_schema=_out(
             {
-                "count": {"type": "integer"},
-                "scopes": {"type": "array", "items": {"type": "string"}},
-                "records": {"type": "array", "items": _RECORD_SCHEMA},
+                "count": _typed("integer"),
+                "scopes": _strings(),
+                "records": _records(),
                 "vector": {
                     "type": "object",
                     "description": "向量检索这次是否参与:used 参与;skipped 被跳过(reason 说明原因);off 未启用",
                     "properties": {
-                        "state": {"type": "string", "enum": ["used", "skipped", "off"]},
-                        "reason": {"type": "string"},
+                        "state": _typed("string", enum=["used", "skipped", "off"]),
+                        "reason": _typed("string"),
                     },
                     "required": ["state"],
                 },
@@ -225,23 +225,17 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "scope: current project + global; scope='all' lists every scope. limit 1-200 (default 50). Errors: "
             "KIND_INVALID, LIMIT_RANGE, SCOPE_INVALID, PATH_INVALID, PATH_SCOPE_CONFLICT, INTERNAL_ERROR."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "scope": {"type": "string", "description": _SCOPE_DOC + ";all = 所有作用域。默认当前项目 + global。"},
-                "path": {"type": "string", "description": "只列出该工作区(project:<目录>)"},
-                "kind": {"type": "string", "enum": list(KINDS), "description": "只列出这一种"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX, "default": LIMIT_DEFAULT},
-                "client": {"type": "string", "description": "只列出该客户端写入的记忆(source.client 包含此文本)"},
-            },
-        },
-        output_schema=_out(
+        input_schema=_input(
             {
-                "count": {"type": "integer"},
-                "total": {"type": "integer"},
-                "scopes": {"type": "array", "items": {"type": "string"}},
-                "records": {"type": "array", "items": _RECORD_SCHEMA},
-            },
+                "scope": _typed("string", _SCOPE_DOC + ";all = 所有作用域。默认当前项目 + global。"),
+                "path": _typed("string", "只列出该工作区(project:<目录>)"),
+                "kind": _typed("string", "只列出这一种", enum=list(KINDS)),
+                "limit": _typed("integer", minimum=1, maximum=LIMIT_MAX, default=LIMIT_DEFAULT),
+                "client": _typed("string", "只列出该客户端写入的记忆(source.client 包含此文本)"),
+            }
+        ),
+        output_schema=_out(
+            {"count": _typed("integer"), "total": _typed("integer"), "scopes": _strings(), "records": _records()},
             ["count", "scopes", "records"],
         ),
         read_only=True,
@@ -257,30 +251,25 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "records) comes in parts: truncated, contentChars and nextOffset; pass offset=nextOffset for the next "
             "part. Errors: IDS_EMPTY, TOOL_ERROR (bad offset), INTERNAL_ERROR."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "ids": {
-                    "type": "array",
-                    "items": {"type": "string", "minLength": 1},
-                    "minItems": 1,
-                    "description": f"完整 id 或至少 8 位前缀;自动去重,最多取前 {IDS_MAX} 个",
-                },
-                "offset": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "default": 0,
-                    "description": "从内容的第几个字符开始(0 起);超长记录分段取回时传上一段的 nextOffset",
-                },
-            },
-            "required": ["ids"],
-        },
-        output_schema=_out(
+        input_schema=_input(
             {
-                "count": {"type": "integer"},
-                "records": {"type": "array", "items": _RECORD_SCHEMA},
-                "missing": {"type": "array", "items": {"type": "string"}},
+                "ids": _typed(
+                    "array",
+                    f"完整 id 或至少 8 位前缀;自动去重,最多取前 {IDS_MAX} 个",
+                    items=_typed("string", minLength=1),
+                    minItems=1,
+                ),
+                "offset": _typed(
+                    "integer",
+                    "从内容的第几个字符开始(0 起);超长记录分段取回时传上一段的 nextOffset",
+                    minimum=0,
+                    default=0,
+                ),
             },
+            ["ids"],
+        ),
+        output_schema=_out(
+            {"count": _typed("integer"), "records": _records(), "missing": _strings()},
             ["count", "records", "missing"],
         ),
         read_only=True,
@@ -298,30 +287,24 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "TARGET_REQUIRED, TARGET_AMBIGUOUS, CONFIRM_REQUIRED, SCOPE_NOT_WRITABLE, SCOPE_INVALID, LOCK_TIMEOUT, "
             "STORE_ERROR, INTERNAL_ERROR."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "id": {"type": "string", "description": "要删除的记忆 id 或至少 8 位前缀(与 query 二选一)"},
-                "query": {"type": "string", "description": "按内容子串批量删除(与 id 二选一)"},
-                "scope": {"type": "string", "description": "query 删除的作用域;默认当前项目;不可为 all"},
-                "path": {"type": "string", "description": "query 删除限定到该工作区"},
-                "confirm": {
-                    "type": "boolean",
-                    "description": "query 匹配超过 3 条(可配置)时,看过 CONFIRM_REQUIRED 返回的列表后设为 true 才删除",
-                },
-            },
-        },
+        input_schema=_input(
+            {
+                "id": _typed("string", "要删除的记忆 id 或至少 8 位前缀(与 query 二选一)"),
+                "query": _typed("string", "按内容子串批量删除(与 id 二选一)"),
+                "scope": _typed("string", "query 删除的作用域;默认当前项目;不可为 all"),
+                "path": _typed("string", "query 删除限定到该工作区"),
+                "confirm": _typed(
+                    "boolean", "query 匹配超过 3 条(可配置)时,看过 CONFIRM_REQUIRED 返回的列表后设为 true 才删除"
+                ),
+            }
+        ),
         output_schema=_out(
             {
-                "deleted": {"type": "integer"},
-                "ids": {"type": "array", "items": {"type": "string"}},
-                "scope": {"type": "string", "description": "CONFIRM_REQUIRED:按 query 匹配的作用域"},
-                "count": {"type": "integer", "description": "CONFIRM_REQUIRED:匹配的条数(什么都没删)"},
-                "records": {
-                    "type": "array",
-                    "items": _RECORD_SCHEMA,
-                    "description": "CONFIRM_REQUIRED:将被删除的记忆;确认后带 confirm: true 再调用",
-                },
+                "deleted": _typed("integer"),
+                "ids": _strings(),
+                "scope": _typed("string", "CONFIRM_REQUIRED:按 query 匹配的作用域"),
+                "count": _typed("integer", "CONFIRM_REQUIRED:匹配的条数(什么都没删)"),
+                "records": _records("CONFIRM_REQUIRED:将被删除的记忆;确认后带 confirm: true 再调用"),
             },
             ["deleted", "ids"],
         ),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from dsh_memory_mcp.errors import InvalidArgument, ScopeError
 from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.validate import ALL_SCOPES, is_blank, show
-from dsh_memory_mcp.store.scopes import GLOBAL, normalise_custom_name, normalise_path, project_key
+from dsh_memory_mcp.store.scopes import GLOBAL, normalise_custom_name, project_key
 from dsh_memory_mcp.texts import msg
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class ScopeResolver:
             path = text[len("project:") :].strip()
             if not path:
                 raise ScopeError(msg("作用域 'project:' 后面需要工作区路径。"), code="SCOPE_INVALID")
-            return f"project:{normalise_path(path, self.ctx.project_dir)}"
+            return project_key(path, self.ctx.project_dir)
         name = normalise_custom_name(text)
         alias = self.store.read_aliases().get(name)
         return alias if alias else name
@@ -89,7 +89,7 @@ class ScopeResolver:
         if low == "project":
             return key
         if low.startswith("project:"):
-            other = f"project:{normalise_path(scope[len('project:') :], self.ctx.project_dir)}"
+            other = project_key(scope[len("project:") :], self.ctx.project_dir)
             if other != key:
                 raise InvalidArgument(
                     msg(

@@ -1,18 +1,9 @@
-"""Credentials in text: `find_secret(text)` names the first credential it sees, or None.
-
-`memory_save` refuses content that carries one (`CONTENT_SECRET`; docs/design.md says what counts).
-Rules, tuned on a labelled corpus (`tests/helpers/secret_corpus.py`) for precision (a false refusal
-costs the user a memory) and recall (a miss leaks a secret):
-
-* issuer formats (`_FORMATS`): tokens whose shape names their issuer, private keys with a body, JWTs;
-* issuer formats that need a word nearby (`_NEAR`), such as a 40-character AWS secret key;
-* URLs and connection strings with a password, and values of credential keys (``password``,
-  ``api_key``, ``密码``…) after ``=``, ``:``, ``is``, ``是``…, including prose and command lines.
-
-Disguises are undone first (`_views`): every rule also runs over the text as read (``\\u`` escapes
-decoded, invisible characters dropped, NFKC), and the issuer formats over it with a token's line
-break joined. Linear time: every pattern is a literal prefix with bounded repetitions, or is tried
-only at the positions of an anchor word. Pure standard library; no state.
+"""Credentials in text: `find_secret(text)` names the first credential it sees, or None (docs/design.md
+says what counts). Tuned on a labelled corpus (`tests/helpers/secret_corpus.py`) for precision (a false
+refusal costs the user a memory) and recall (a miss leaks a secret). Rules: issuer formats (`_FORMATS`),
+formats that need a word nearby (`_NEAR`), URLs and connection strings with a password, values of
+credential keys (`_assignments`); each runs over the text as written and as read (`_views`). Linear
+time: every pattern is a literal prefix with bounded repetitions, or is tried only at an anchor word.
 """
 
 from __future__ import annotations

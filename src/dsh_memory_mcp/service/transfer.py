@@ -271,28 +271,24 @@ def _plan_line(plan: ImportPlan, lineno: int, raw: bytes, settings: Settings) ->
         assert isinstance(record, Record)
         plan.ours.setdefault(record.scope, []).append(record)
         return
-    kind = obj.get("type")
-    if kind == "entity" or kind == "relation":
-        item = _graph_memory(obj)
-        if isinstance(item, str):
-            bad(item)
-            return
-        _refuse_empty(plan, lineno, obj)
-        _add_graph(plan, [m for m in item if not refused(*m)])
-        return
-    if isinstance(obj.get("entities"), list) or isinstance(obj.get("relations"), list):
-        # A whole graph in one object (the reference server's read_graph answer).
+    # (type named by a whole graph, entry): a line of its own, or a read_graph answer's entries.
+    entries: list[tuple[str | None, Any]] = []
+    if obj.get("type") in ("entity", "relation"):
+        entries.append((None, obj))
+    elif isinstance(obj.get("entities"), list) or isinstance(obj.get("relations"), list):
         for key, typ in (("entities", "entity"), ("relations", "relation")):
             items = obj.get(key)
             for entry in items if isinstance(items, list) else []:
-                made = _graph_memory({"type": typ, **entry}) if isinstance(entry, dict) else msg("不是对象")
-                if isinstance(made, str):
-                    bad(msg("中的一个 {typ}{made}", typ=typ, made=made))
-                    continue
-                _refuse_empty(plan, lineno, {"type": typ, **entry})
-                _add_graph(plan, [m for m in made if not refused(*m)])
-        return
-    bad(msg("既不是记忆记录(id/scope/content),也不是知识图谱的 entity / relation"))
+                entries.append((typ, {"type": typ, **entry} if isinstance(entry, dict) else None))
+    else:
+        bad(msg("既不是记忆记录(id/scope/content),也不是知识图谱的 entity / relation"))
+    for whole, entry in entries:
+        made = _graph_memory(entry) if entry is not None else msg("不是对象")
+        if isinstance(made, str):
+            bad(made if whole is None else msg("中的一个 {typ}{made}", typ=whole, made=made))
+            continue
+        _refuse_empty(plan, lineno, entry)
+        _add_graph(plan, [m for m in made if not refused(*m)])
 
 
 def _refuse_empty(plan: ImportPlan, lineno: int, obj: Mapping[str, Any]) -> None:
