@@ -19,9 +19,7 @@ import math
 import os
 import random
 import socket
-import sys
 import threading
-import time
 import uuid
 import weakref
 from collections.abc import Iterator
@@ -260,7 +258,7 @@ def _marker_identity(path: str) -> tuple[int, int, int] | None:
 def _remove_entry(path: str, seen: _Seen) -> None:
     """Remove what is at a lock path: a file or link by unlink, an (empty) directory by rmdir."""
     if seen.regular:
-        _unlink(path)
+        fileio.unlink(path)
         return
     try:
         os.unlink(path)
@@ -539,7 +537,7 @@ class LockManager:
                     "锁文件 %s 在持有期间被其他进程当作陈旧锁清除了(持有超过 %g 秒?)", held.path, self.stale_after
                 )
                 return
-            _unlink(held.path)
+            fileio.unlink(held.path)
         except OSError as exc:
             # Never mask the caller's own outcome; a marker left behind is broken as stale later.
             logger.warning("无法删除锁文件 %s:%s", held.path, exc.strerror or exc)
@@ -651,7 +649,7 @@ class LockManager:
             with contextlib.suppress(OSError):
                 again = os.lstat(breaker)
                 if (again.st_dev, again.st_ino) == (breaker_st.st_dev, breaker_st.st_ino):
-                    _unlink(breaker)
+                    fileio.unlink(breaker)
 
     def _clear_stale_breaker(self, breaker: str) -> None:
         """Remove a ``.break`` entry whose creator evidently died while breaking (never followed)."""
@@ -695,17 +693,3 @@ class LockManager:
             ),
             code="DEADLINE",
         )
-
-
-def _unlink(path: str) -> None:
-    """Unlink, retrying briefly where an open reader blocks deletion (Windows sharing rules)."""
-    for attempt in range(50):
-        try:
-            os.unlink(path)
-            return
-        except FileNotFoundError:
-            return
-        except PermissionError:
-            if sys.platform != "win32" or attempt == 49:
-                raise
-            time.sleep(0.01)
