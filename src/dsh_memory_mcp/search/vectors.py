@@ -2,17 +2,11 @@
 Search, Embedding backend).
 
 It answers which records pass the model's relevance gate and how likely each is to be relevant
-(`search.calibration`), and keeps the `.vec` sidecars filled through `search.backend`,
-`search.matrices`, `search.writes` and `search.backfill`. Off, slow or dead must never cost the
-caller anything: off or unconfigured, every method is a no-op and numpy and httpx are not
-imported; not ready, a search gets ``{}`` at once; slow, it answers lexically after its budget;
-dead, the breaker stops requests.
-
-Read-only (``read_only=True``, the human read commands) writes nothing under the store: no
-backfill, no embed-on-save or delete hook, and a missing calibration is kept in memory only.
-
-All network and spawn work happens on one long-lived worker thread: PR_SET_PDEATHSIG fires when
-the *spawning thread* exits, so a short-lived thread would take llama-server down with it.
+(`search.calibration`), and keeps the `.vec` sidecars filled (`search.backend`, `matrices`,
+`writes`, `backfill`). Off or unconfigured, every method is a no-op and numpy and httpx are not
+imported; not ready, a search gets ``{}`` at once; slow, it answers lexically after its budget.
+Read-only (the human read commands) writes nothing under the store. All network and spawn work
+runs on one long-lived worker thread: PR_SET_PDEATHSIG fires when the *spawning thread* exits.
 """
 
 from __future__ import annotations
@@ -268,13 +262,9 @@ class VectorChannel:
         return self.start_query(query, budget=budget).finish(snapshots)
 
     def start_query(self, query: str, *, budget: float | None = None) -> PendingSearch:
-        """Start embedding `query` now (its search collects it with `finish` after the lexical half).
-
-        The budget is `search.queries`' adaptive one unless given (evaluations pass more). Never
-        raises; when the vector half cannot take part the answer says why (off, not ready — a
-        search arriving during the first probe waits for it within its budget —, breaker open,
-        over budget, busy, failed).
-        """
+        """Start embedding `query` now (its search collects it with `finish` after the lexical half),
+        within `search.queries`' adaptive budget unless given. Never raises; when the vector half
+        cannot take part the answer says why (a search during the first probe waits for it)."""
         if not self._active:
             return PendingSearch(self, query, None, VectorAnswer({}, "off"), time.monotonic(), 0.0)
         t0 = time.monotonic()
@@ -436,11 +426,9 @@ class VectorChannel:
 
     def reembed(self, scopes: Sequence[str], progress: Callable[[int, int], None] | None = None) -> int:
         """Rewrite the sidecars of `scopes` whole under their scope locks, one fresh vector per live
-        record (a scope with nothing to embed and no sidecar gets none); the count written.
-
-        When the channel was not started, the backend is brought up on the calling thread (which
-        may spawn llama-server: `close` stops it); the worker is never started. `progress(done,
-        total)` is called before the first batch and after each one.
+        record (a scope with nothing to embed and no sidecar gets none); the count written. A
+        channel not started brings the backend up on the calling thread (`close` stops what it
+        spawned). `progress(done, total)` is called before the first batch and after each one.
 
         :raises EmbeddingUnavailable: vectors off or unconfigured, the backend cannot be reached,
             embedding keeps failing, or the model's width changed during the rebuild.

@@ -212,9 +212,11 @@ class _Held:
     ino: int
     nonce: str
 
-    @property
-    def identity(self) -> tuple[int, int, bytes]:
-        return self.dev, self.ino, self.content
+    def still_ours(self) -> bool:
+        """Whether the marker at `path` is still the one we wrote (not broken as stale and replaced)."""
+        current = _read_marker(self.path)
+        mine = (self.dev, self.ino, self.content)
+        return current is not None and current.regular and (current.dev, current.ino, current.content) == mine
 
 
 def _read_marker(path: str) -> _Seen | None:
@@ -406,12 +408,9 @@ class LockManager:
     def verify(self, held: _Held) -> None:
         """Raise `LockLost` unless the marker at `held.path` is still the one we wrote (before each
         commit inside `hold`: a holder broken while it stalled must not write over the next one's work)."""
-        try:
-            current = _read_marker(held.path)
-        except OSError:
-            current = None
-        if current is not None and current.regular and (current.dev, current.ino, current.content) == held.identity:
-            return
+        with contextlib.suppress(OSError):
+            if held.still_ours():
+                return
         logger.warning("锁文件 %s 在持有期间已不属于本进程(被当作陈旧锁清除?),本次写入不提交", held.path)
         raise LockLost(
             msg(
@@ -531,8 +530,7 @@ class LockManager:
     def _release_file(self, held: _Held) -> None:
         """Remove our marker, but only if it is still ours (it may have been broken as stale)."""
         try:
-            current = _read_marker(held.path)
-            if current is None or not current.regular or (current.dev, current.ino, current.content) != held.identity:
+            if not held.still_ours():
                 logger.warning(
                     "锁文件 %s 在持有期间被其他进程当作陈旧锁清除了(持有超过 %g 秒?)", held.path, self.stale_after
                 )

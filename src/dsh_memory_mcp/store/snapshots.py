@@ -168,6 +168,17 @@ class ScopeSnapshot:
         """The file does not end with a newline: its last line is unfinished (a crashed writer)."""
         return bool(self.tail) and not self.tail.endswith(b"\n")
 
+    def grew_into(self, identity: Identity) -> bool:
+        """Whether `identity` may be this version grown by appends (the same inode, longer); never
+        for a version that is torn or was not read from a file."""
+        return (
+            self.identity is not None
+            and bool(self.tail)
+            and not self.torn
+            and self.identity[:2] == identity[:2]
+            and identity[2] > self.identity[2]
+        )
+
 
 _Found = Record | tuple[Record, ...]
 
@@ -781,7 +792,7 @@ class SnapshotCache:
         for _ in range(MAX_REREADS):
             st = _stat_of(path)
             if st is None:
-                return self._remember(path, scope or "", None, [])
+                return self._remember(path, scope or "", None)
             identity = stat_identity(st)
             cached = self.get(path)
             if cached is not None and (scope is None or cached.scope == scope):
@@ -818,10 +829,7 @@ class SnapshotCache:
                     raise unreadable(path, exc) from exc
                 if read is not None:
                     self.stats["parses"] += 1
-                    snap = self._remember(
-                        path, scope, read.identity, read.lines, head=read.head, tail=read.tail, newlines=read.newlines
-                    )
-                    return snap
+                    return self._remember(path, scope, read)
         # The file kept changing under us (an unlocked writer): use one plain read, uncached.
         try:
             with open(fileio.open_regular(path), "rb") as f:
@@ -836,26 +844,14 @@ class SnapshotCache:
         the same inode, longer, its first and last `PROBE_BYTES` up to the old length unchanged (a
         rewrite changing a line's length fails the end probe). A torn `old` is re-read whole.
         """
-        if (
-            old.identity is None
-            or not old.tail
-            or old.torn
-            or old.identity[:2] != identity[:2]
-            or identity[2] <= old.identity[2]
-        ):
+        if not old.grew_into(identity):
             return None
         with self._extending:
             current = self.get(old.path)
             if current is not None and current.scope == old.scope and current is not old:
                 if current.identity == identity:
                     return current  # another thread extended it to this very version meanwhile
-                if (
-                    current.identity is not None
-                    and current.tail
-                    and not current.torn
-                    and current.identity[:2] == identity[:2]
-                    and old.identity[2] < current.identity[2] < identity[2]
-                ):
+                if current.identity is not None and old.grew_into(current.identity) and current.grew_into(identity):
                     old = current  # extend the newest version, not a copy of an older one
             read = self._read_tail(old)
             if read is None:
@@ -888,24 +884,19 @@ class SnapshotCache:
         except OSError:
             return None  # let the full read report it
 
-    def _remember(
-        self,
-        path: str,
-        scope: str | None,
-        identity: Identity | None,
-        lines: list[Line],
-        *,
-        head: bytes = b"",
-        tail: bytes = b"",
-        newlines: int = 0,
-    ) -> ScopeSnapshot:
+    def _remember(self, path: str, scope: str | None, read: _Read | None) -> ScopeSnapshot:
+        """Cache the version `read` whole (None: no file), unless another thread cached it meanwhile."""
+        identity = read.identity if read is not None else None
         if scope is None:
-            scope = self.scope_of(path, lines)
+            scope = self.scope_of(path, read.lines if read is not None else [])
         with self._lock:
             cached = self._cache.get(path)
             if cached is not None and cached.identity == identity and cached.scope == scope:
                 return cached  # another thread parsed the same version meanwhile: share it
-            snap = make(path, scope, identity, lines, head=head, tail=tail, newlines=newlines)
+            if read is None:
+                snap = make(path, scope, None, [])
+            else:
+                snap = make(path, scope, identity, read.lines, head=read.head, tail=read.tail, newlines=read.newlines)
             carry_forward(cached, snap)
             self._store(snap)
             return snap
