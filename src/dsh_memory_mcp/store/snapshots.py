@@ -91,9 +91,6 @@ class Rows(Sequence[Any]):
     def __iter__(self) -> Iterator[Any]:
         return itertools.islice(self._items, self._n)
 
-    def __reversed__(self) -> Iterator[Any]:
-        return (self._items[i] for i in range(self._n - 1, -1, -1))
-
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Rows):
             if other._items is self._items:
