@@ -516,10 +516,6 @@ class LexicalIndex:
         self._n = len(records)
         self._total_length = total_length
 
-    @property
-    def _postings(self) -> dict[str, array[int]]:
-        return self._tables.postings
-
     @classmethod
     def build(cls, records: Sequence[Record], previous: LexicalIndex | None = None) -> LexicalIndex:
         """Index the content and tags of `records` (each distinct token once per record, with its tf).
@@ -572,21 +568,6 @@ class LexicalIndex:
         """How many records of this scope contain `token`."""
         plist = self._tables.postings.get(token)
         return 0 if plist is None else _visible(plist, self._n)
-
-    def tf(self, token: str, pos: int) -> int:
-        """How often `token` occurs in the record at `pos` (0 when it does not)."""
-        plist = self._tables.postings.get(token)
-        if plist is None or pos >= self._n:
-            return 0
-        i = bisect_left(plist, pos)
-        if i == len(plist) or plist[i] != pos:
-            return 0
-        counts = self._tables.tf.get(token)
-        return 1 if counts is None else counts[i]
-
-    def length(self, pos: int) -> int:
-        """The record's length in tokens, single CJK characters not counted (BM25's ``dl``)."""
-        return self._tables.length[pos]
 
     @property
     def average_length(self) -> float:
