@@ -868,7 +868,7 @@ class SnapshotCache:
         assert old.identity is not None
         old_size = old.identity[2]
         try:
-            with open(old.path, "rb") as f:
+            with open(fileio.open_regular(old.path), "rb") as f:
                 st = os.fstat(f.fileno())
                 if (st.st_dev, st.st_ino) != old.identity[:2] or st.st_size <= old_size:
                     return None
