@@ -11,6 +11,7 @@ runs on one long-lived worker thread: PR_SET_PDEATHSIG fires when the *spawning 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -62,20 +63,14 @@ class VectorAnswer:
 
 @dataclass(frozen=True)
 class PendingSearch:
-    """A search's vector half under way (`VectorChannel.start_query`); `finish` gives its answer."""
+    """A search's vector half under way (`VectorChannel.start_query`): `finish(snapshots)` waits for
+    the query vector within what is left of the budget and scores `snapshots`."""
 
-    channel: VectorChannel
-    query: str
-    pending: PendingQuery | None
-    early: VectorAnswer | None
-    t0: float
-    budget: float
+    finish: Callable[[Sequence[ScopeSnapshot]], VectorAnswer]
 
-    def finish(self, snapshots: Sequence[ScopeSnapshot]) -> VectorAnswer:
-        """Wait for the query vector within what is left of the budget and score `snapshots`."""
-        if self.early is not None:
-            return self.early
-        return self.channel._finish(self.query, self.pending, self.t0, self.budget, snapshots)
+    @staticmethod
+    def answered(answer: VectorAnswer) -> PendingSearch:
+        return PendingSearch(lambda _snapshots: answer)
 
 
 class VectorChannel:
@@ -266,16 +261,16 @@ class VectorChannel:
         within `search.queries`' adaptive budget unless given. Never raises; when the vector half
         cannot take part the answer says why (a search during the first probe waits for it)."""
         if not self._active:
-            return PendingSearch(self, query, None, VectorAnswer({}, "off"), time.monotonic(), 0.0)
+            return PendingSearch.answered(VectorAnswer({}, "off"))
         t0 = time.monotonic()
         wait = self._queries.budget() if budget is None else budget
         backend = self._backend
         if not backend.ready.is_set() and not backend.probing.is_set():
-            return PendingSearch(self, query, None, self._skipped(msg("向量后端尚未就绪"), "not-ready"), t0, wait)
+            return PendingSearch.answered(self._skipped(msg("向量后端尚未就绪"), "not-ready"))
         pending = None
         if backend.ready.is_set() and backend.client is not None:
             pending = self._queries.start(query, backend.header(), budget=wait)
-        return PendingSearch(self, query, pending, None, t0, wait)
+        return PendingSearch(functools.partial(self._finish, query, pending, t0, wait))
 
     def _skipped(self, reason: str, kind: str) -> VectorAnswer:
         """A skipped vector half: said in the answer, and once per kind of reason on stderr."""
