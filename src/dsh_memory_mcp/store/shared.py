@@ -615,24 +615,11 @@ class SharedStore:
                 "记忆文件 %s 末行不完整(可能是写入时进程被中止):已另起一行写入,该行原样保留(不会删除)", snap.path
             )
         identity = snapshots.stat_identity(st)
-        written = len(data) + (1 if torn else 0)
-        if snap.identity is not None and expect == snap.identity and identity[2] == snap.identity[2] + written:
-            payload = b"\n" + data if torn else data
+        payload = b"\n" + data if torn else data
+        size = snap.identity[2] if snap.identity is not None else 0  # no file yet: we created it
+        if expect == snap.identity and identity[2] == size + len(payload):
             grown = snapshots.appended(snap, identity, payload, list(new), payload.count(b"\n"))
             self._snapshots.put(grown, carry=False)
-        elif snap.identity is None and identity[2] == written:
-            self._snapshots.put(
-                snapshots.make(
-                    snap.path,
-                    snap.scope,
-                    identity,
-                    list(new),
-                    head=data[: snapshots.PROBE_BYTES],
-                    tail=data[-snapshots.PROBE_BYTES :],
-                    newlines=data.count(b"\n"),
-                    lineage=snap.lineage,
-                )
-            )
         else:
             self._snapshots.drop(snap.path)  # someone else wrote too: the next read extends or re-reads
         return True
