@@ -174,10 +174,7 @@ class Journal:
         if not lines:
             return
         body = "".join(line + "\n" for line in lines).encode("utf-8", "surrogatepass")
-        created = not os.path.isdir(self.dir)
-        fileio.private_dirs(self.dir)
-        if created:
-            fileio.fsync_dir(os.path.dirname(self.dir))
+        fileio.private_dirs(self.dir, lambda made: fileio.fsync_dir(os.path.dirname(made)))
         fd, new_file = self._open_segment()
         # Into a file that may end with a line a failed writer left torn, a leading newline, so
         # ours is never glued to it (checking the last byte first would race with that writer).
