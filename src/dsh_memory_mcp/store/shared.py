@@ -29,6 +29,7 @@ from dsh_memory_mcp.store.journal import Doubt, Entry, Journal
 from dsh_memory_mcp.store.layout import StoreLayout
 from dsh_memory_mcp.store.locks import LockManager
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
+from dsh_memory_mcp.store.redact import Once
 from dsh_memory_mcp.store.snapshots import ScopeSnapshot as ScopeSnapshot
 from dsh_memory_mcp.store.snapshots import SnapshotCache
 from dsh_memory_mcp.store.touches import TouchBuffer
@@ -139,7 +140,7 @@ class SharedStore:
         self._aliases = AliasFile(self.layout, self._locks.hold)
         self.journal = Journal(self.root)
         self._checked: dict[str, _Checked] = {}  # scope → the version last checked for losses
-        self._reported_missing: set[tuple[str, frozenset[str]]] = set()
+        self._reported_missing = Once()
         self._checking: set[str] = set()  # scopes a thread is checking for losses right now
         self.direct_limit = direct_limit
         self._said_direct = False
@@ -323,11 +324,8 @@ class SharedStore:
         return True
 
     def _report_missing(self, scope: str, snap: ScopeSnapshot, lost: list[Entry]) -> None:
-        key = (scope, frozenset(e.id for e in lost))
-        with self._state_lock:
-            if key in self._reported_missing:
-                return
-            self._reported_missing.add(key)
+        if not self._reported_missing.first((scope, frozenset(e.id for e in lost))):
+            return
         logger.warning(
             "作用域 %s 的文件 %s 中少了 %d 条本服务确认保存过、从未删除或取代的记忆(多半是不加锁的写入者"
             "用旧快照整体覆盖了文件)。%s。",

@@ -23,7 +23,7 @@ from dsh_memory_mcp.store import fileio, records, scopes
 from dsh_memory_mcp.store.foreground import Foreground
 from dsh_memory_mcp.store.layout import StoreLayout
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
-from dsh_memory_mcp.store.redact import redacted
+from dsh_memory_mcp.store.redact import Once, redacted
 from dsh_memory_mcp.store.writing import unreadable
 
 if TYPE_CHECKING:
@@ -36,8 +36,8 @@ Identity = tuple[int, int, int, int]
 #: A file that keeps changing while it is read (or written: `SharedStore._locked`) is tried this often.
 MAX_REREADS = 5
 
-_reported: set[tuple[str, str]] = set()
-_reported_lock = threading.Lock()
+#: ``(path, line)`` of the corrupt lines warned about (a scope file is re-read often).
+_reported = Once(limit=100_000)
 
 
 #: Bytes of a discovered file read to learn its scope from its first records (`SnapshotCache.scope_name`).
@@ -331,12 +331,9 @@ def parse(path: str, data: bytes, known: Mapping[bytes, Record] | None = None, l
 
 
 def report_corrupt(path: str, line: CorruptLine) -> None:
-    """Warn once per process per distinct line: a scope file is re-read often."""
-    key = (path, line.raw)
-    with _reported_lock:
-        if key in _reported:
-            return
-        _reported.add(key)
+    """Warn once per process per distinct line."""
+    if not _reported.first((path, line.raw)):
+        return
     # Shape only (keys, punctuation, the id): the log must not carry memory text.
     logger.warning(
         "记忆文件 %s 第 %d 行不是有效记录,已原样保留(不会删除):%d 字符,形如 %s",
