@@ -692,10 +692,6 @@ class SnapshotCache:
     def __len__(self) -> int:
         return len(self._cache)
 
-    @property
-    def cached_records(self) -> int:
-        return self._records
-
     def _store(self, snap: ScopeSnapshot) -> None:
         """Insert `snap` as the latest version of its path and evict past the bounds; holds _lock."""
         old = self._cache.pop(snap.path, None)
