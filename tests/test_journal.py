@@ -14,10 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from dsh_memory_mcp.store.journal import Journal
+from dsh_memory_mcp.store.journal import Entry, Journal
 from dsh_memory_mcp.store.shared import SharedStore
 from tests.conftest import PYTHON, subprocess_env
 from tests.helpers.mcp_session import server_params, stdio_session
+
+
+def _live(journal: Journal, scope: str) -> dict[str, Entry]:
+    return {entry.id: entry for entry in journal.live_entries(scope)[0]}
 
 
 def test_a_saved_record_stays_live_until_it_is_forgotten_or_superseded(tmp_path: Path):
@@ -26,8 +30,8 @@ def test_a_saved_record_stays_live_until_it_is_forgotten_or_superseded(tmp_path:
     journal.removed("global", ["a"], op="forget")
     journal.removed("global", ["b"], op="supersede")
     journal.refresh()
-    assert sorted(journal.live("global")) == ["c"]
-    assert journal.live("global")["c"].line == '{"id":"c"}'
+    assert sorted(_live(journal, "global")) == ["c"]
+    assert _live(journal, "global")["c"].line == '{"id":"c"}'
 
 
 def test_the_journal_is_private_and_one_line_per_entry(tmp_path: Path):
@@ -51,7 +55,7 @@ def test_another_process_sees_what_was_journalled_and_a_torn_last_line_waits(tmp
         f.write(b'{"t":1,"op":"save","scope":"global","id":"x2","line":"{}')  # a writer killed mid-line
     journal = Journal(str(tmp_path))
     journal.refresh()
-    assert sorted(journal.live("global")) == ["x1"]
+    assert sorted(_live(journal, "global")) == ["x1"]
 
 
 def test_old_and_excess_segments_are_pruned_but_never_the_newest(tmp_path: Path):
@@ -66,7 +70,7 @@ def test_old_and_excess_segments_are_pruned_but_never_the_newest(tmp_path: Path)
     assert "20000101.ndjson" not in names
     assert sum((folder / n).stat().st_size for n in names) <= 2000 + 500
     journal.refresh()
-    assert "id-39" in journal.live("global") and "old" not in journal.live("global")
+    assert "id-39" in _live(journal, "global") and "old" not in _live(journal, "global")
 
 
 def test_segments_of_past_days_keep_only_the_saves_that_are_still_live(tmp_path: Path):
@@ -85,7 +89,7 @@ def test_segments_of_past_days_keep_only_the_saves_that_are_still_live(tmp_path:
     assert "pin 1234" not in old and '"kept"' in old
     fresh = Journal(str(tmp_path))
     fresh.refresh()
-    assert sorted(fresh.live("global")) == ["kept", "today"]
+    assert sorted(_live(fresh, "global")) == ["kept", "today"]
 
 
 # -- removed text leaves the journal at once -----------------------------------------------------
@@ -130,7 +134,7 @@ def test_a_superseded_record_keeps_its_text_in_its_scope_file_only(store: Shared
     assert files_holding(store_dir, "旧的说法:部署在周五") == ["global.jsonl"]  # expired there, not in the journal
     journal = Journal(str(store_dir))
     journal.refresh()
-    assert old.id not in journal.live("global")
+    assert old.id not in _live(journal, "global")
     lines = [json.loads(line) for p in (store_dir / ".journal").glob("*.ndjson") for line in p.read_text(encoding="utf-8").split("\n") if line.strip()]
     (scrubbed,) = [item for item in lines if item.get("id") == old.id]
     assert scrubbed["scrubbed"] == "supersede" and "line" not in scrubbed
@@ -216,7 +220,7 @@ def test_a_fifo_at_todays_segment_neither_hangs_saves_nor_keeps_the_server_from_
     assert stderr.count("不可用") == 1 and today_segment(store_dir).name in stderr
     journal = Journal(str(store_dir))
     journal.refresh()
-    assert len(journal.live("global")) == 3  # journalled in the next segment: still protected
+    assert len(_live(journal, "global")) == 3  # journalled in the next segment: still protected
     assert stat.S_ISFIFO(os.lstat(today_segment(store_dir)).st_mode)  # left alone
 
 
@@ -264,7 +268,7 @@ def test_a_directory_or_symlink_at_todays_segment_is_skipped_for_the_next_one(st
     assert outside.read_text(encoding="utf-8") == ""  # never written through the link
     journal = Journal(str(store_dir))
     journal.refresh()
-    assert rid in journal.live("global")
+    assert rid in _live(journal, "global")
 
 
 def test_todays_segment_turned_into_a_directory_after_it_was_written_is_skipped_and_saves_succeed(
@@ -280,5 +284,5 @@ def test_todays_segment_turned_into_a_directory_after_it_was_written_is_skipped_
     assert len(warned) == 1 and "不可用" in warned[0]
     journal = Journal(str(store_dir))
     journal.refresh()
-    assert set(ids) <= set(journal.live("global"))  # journalled in the next segment: still protected
+    assert set(ids) <= set(_live(journal, "global"))  # journalled in the next segment: still protected
     assert segment.is_dir()  # left alone

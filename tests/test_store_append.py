@@ -222,7 +222,7 @@ def test_the_snapshot_cache_is_bounded_and_still_answers_correctly(store_dir):
     for name in names:
         for j in range(20):
             s.save(name, f"{name} record {j}")
-    assert len(s._snapshots) <= 3 and s._snapshots.cached_records <= 50 + 20
+    assert len(s._snapshots) <= 3 and s._snapshots._records <= 50 + 20
     for name in names:
         assert len(s.snapshot(name).records) == 20
     assert s._snapshots.stats["evictions"] > 0

@@ -4,13 +4,11 @@
 Everything here reports trouble as `EmbeddingUnavailable` (never an httpx exception) within the
 caller's budget. This is the only module that imports httpx; it returns plain lists of floats.
 
-Backend shapes: llama-server's ``POST /embedding {"content": [..]}`` answers
-``[{"index": 0, "embedding": [[...]]}]`` (one vector per input when pooled, one per token with
-``--pooling none``; older builds ``{"embedding": [...]}``). ``POST /v1/embeddings {"input": [..]}``
-answers the OpenAI ``{"data": [{"index": 0, "embedding": [...]}]}``, not always normalised (the
-caller normalises). An input longer than the physical batch gives 500 "input (702 tokens) is too
-large…": it is shrunk and retried. ``GET /health`` is refused while nothing listens, 503 while the
-model loads, 200 ``{"status":"ok"}`` once ready.
+Backend shapes: llama-server's ``POST /embedding {"content": [..]}`` answers ``[{"index": 0,
+"embedding": [[...]]}]`` (per token with ``--pooling none``; older builds ``{"embedding": [...]}``);
+``POST /v1/embeddings {"input": [..]}`` the OpenAI ``{"data": [{"index": 0, "embedding": [...]}]}``.
+An input longer than the physical batch gives 500 "input (702 tokens) is too large…" (shrunk and
+retried). ``GET /health``: refused while nothing listens, 503 while loading, 200 once ready.
 """
 
 from __future__ import annotations

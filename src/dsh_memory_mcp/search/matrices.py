@@ -1,10 +1,8 @@
 """The vector channel's search cache: one float32 matrix per scope, kept in step with its sidecar.
 
-A matrix is cached against the sidecar's inode and the byte offset read so far: an append (ours or
-another process's) is picked up by reading just the new tail; only a rewrite (new inode) causes a
-full read. The cache is bounded (least recently used scopes go first, by count and by bytes), so
-a long-lived server that has seen many projects does not keep every matrix forever; an evicted
-scope is simply read again from its sidecar the next time.
+A matrix is cached against the sidecar's inode and the byte offset read so far: an append is read
+as a tail, only a rewrite (new inode) is read whole. Least recently used scopes are evicted past
+a count and a byte bound, and read again from their sidecar when next needed.
 """
 
 from __future__ import annotations

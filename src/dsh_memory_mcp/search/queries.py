@@ -10,6 +10,7 @@ budget is 1.5 × the median of recent durations, between the base budget and `MA
 
 from __future__ import annotations
 
+import functools
 import statistics
 import threading
 import time
@@ -53,36 +54,15 @@ class _Request:
         self.started = time.monotonic()
 
 
+@dataclass(frozen=True)
 class PendingQuery:
-    """A query embedding under way; `result` waits for it within what is left of the budget."""
+    """A query embedding under way: `result()` waits for it within what is left of the budget."""
 
-    def __init__(
-        self, embedder: QueryEmbedder, request: _Request | None, early: Embedded | None, t0: float, budget: float
-    ) -> None:
-        self._embedder = embedder
-        self._request = request
-        self._early = early
-        self._t0 = t0
-        self.budget = budget
+    result: Callable[[], Embedded]
 
-    def result(self) -> Embedded:
-        if self._early is not None:
-            return self._early
-        request = self._request
-        assert request is not None
-        remaining = self.budget - (time.monotonic() - self._t0)
-        if not request.done.wait(max(0.0, remaining)):
-            return Embedded(
-                None,
-                msg(
-                    "查询嵌入超过 {value} ms 预算(后台继续计算,同样的查询再问时直接使用)",
-                    value=f"{self.budget * 1000:.0f}",
-                ),
-                "timeout",
-            )
-        if request.vector is None:
-            return Embedded(None, *self._embedder.describe(request.error))
-        return Embedded(request.vector)
+    @staticmethod
+    def answered(answer: Embedded) -> PendingQuery:
+        return PendingQuery(lambda: answer)
 
 
 class QueryEmbedder:
@@ -127,17 +107,31 @@ class QueryEmbedder:
             if vector is not None:
                 self._cache.move_to_end(key)
                 self.hits += 1
-                return PendingQuery(self, None, Embedded(vector), t0, wait)
+                return PendingQuery.answered(Embedded(vector))
             request = self._in_flight.get(key)
             if request is None:
                 if len(self._in_flight) >= MAX_IN_FLIGHT:
                     busy = Embedded(None, msg("前面的查询嵌入还没算完(嵌入服务很慢),本次没有再排队"), "busy")
-                    return PendingQuery(self, None, busy, t0, wait)
+                    return PendingQuery.answered(busy)
                 request = self._in_flight[key] = _Request()
                 threading.Thread(
                     target=self._run, args=(key, query, request), name="dsh-query-embed", daemon=True
                 ).start()
-        return PendingQuery(self, request, None, t0, wait)
+        return PendingQuery(functools.partial(self._result, request, t0, wait))
+
+    def _result(self, request: _Request, t0: float, budget: float) -> Embedded:
+        if not request.done.wait(max(0.0, budget - (time.monotonic() - t0))):
+            return Embedded(
+                None,
+                msg(
+                    "查询嵌入超过 {value} ms 预算(后台继续计算,同样的查询再问时直接使用)",
+                    value=f"{budget * 1000:.0f}",
+                ),
+                "timeout",
+            )
+        if request.vector is None:
+            return Embedded(None, *self.describe(request.error))
+        return Embedded(request.vector)
 
     def _run(self, key: Hashable, query: str, request: _Request) -> None:
         try:

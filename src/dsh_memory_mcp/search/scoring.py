@@ -1,81 +1,24 @@
 """Search scoring: tokenizer, per-scope lexical index, fusion and the hybrid ranking (docs/design.md: Search).
 
-Pure code over `records.Record`: nothing here reads files, locks or talks to a backend. The store
-hands in snapshots (anything with `.scope`, `.records` and a `.cache` dict that lives as long as the
-file is unchanged); the index built for a snapshot is kept in `snapshot.cache["lexical"]`, so a
-search over an unchanged scope only tokenizes the query and walks the posting lists of its tokens.
+Pure code over `records.Record`: nothing here reads files, locks or talks to a backend. The index
+of a snapshot is kept in `snapshot.cache["lexical"]`, so a search over an unchanged scope only
+tokenizes the query and walks the posting lists of its tokens.
 
-Tokenizer decisions (the same function tokenizes records and queries, so they always agree):
+Tokens (one function for records and queries, so they always agree): NFKC, case-folded. A CJK run
+gives its bigrams (the cheap stand-in for words) and its single characters, which are *weak*
+(`is_weak_token`). A word joined by ``_ - . / \\`` gives the compound (a rare, exact token) and
+every part. camelCase is split only when the word starts lower-case (a code identifier):
+``JavaScript`` stays whole, or ``java`` would be a perfect hit on it. Plain ASCII words of letters
+are stemmed (Snowball English), never compounds, words with digits or other scripts, nor
+`STOP_WORDS`, which never carry a hit on their own.
 
-- Text is NFKC-normalised (full-width ``ＡＢＣ`` and half-width katakana fold to their usual
-  forms) and case-folded (`str.casefold`, lower-casing that also folds ``ß``/``ς``).
-- CJK (Han with its extensions and compatibility ideographs, kana, hangul): every run gives its
-  adjacent bigrams and its single characters. Chinese has no spaces and no dictionary here, so
-  bigrams are the cheap stand-in for words; the single characters let a one-character query
-  (``锁``) find anything, but they are *weak* tokens (see `is_weak_token`): a record matched by
-  single characters alone must clear a higher bar, or every query would hit every record sharing
-  ``的`` or ``用``.
-- Latin/digit words are runs of `str.isalnum()` characters that are not CJK, so Cyrillic, Greek
-  and accented words work and emoji/punctuation are dropped. Words joined by ``_ - . / \\``
-  (``snake_case_name``, ``DSH_MEMORY_STORE_DIR``, ``config/app.toml``, ``v2.4.1``, ``long-term``)
-  give the whole compound *and* every part: the compound is a rare, precise token (an exact
-  identifier query scores 1.0 on the record that has it) and the parts let ``snake`` or
-  ``memory store`` find it.
-- camelCase is split only when the word starts lower-case (``lastLoginAt`` → ``lastloginat``,
-  ``last``, ``login``, ``at``): that shape is a code identifier. A word that starts upper-case
-  (``JavaScript``, ``TypeScript``, ``GitHub``, ``PostgreSQL``) is usually a product name whose
-  parts are false friends — splitting it would make ``java`` a perfect hit on every JavaScript
-  memory — so it stays whole.
-- English words are stemmed (Snowball's English stemmer, `snowballstemmer`): ``supporting``,
-  ``supports`` and ``support`` are one token, so are ``adoption``/``adopted``/``adopt``. A question
-  and the memory that answers it share a word far more often in stemmed form (measured on a
-  long-conversation benchmark: 19.9 % of the questions shared no content word with any evidence turn
-  unstemmed, 13.6 % stemmed). Only plain ASCII words of letters are stemmed — the parts of
-  compounds and camelCase pieces too, never the compound itself (``snake_case_name`` stays an
-  exact identifier) nor words with digits (``v2``, ``sha1``) or other scripts (``café``,
-  ``привет``). `STOP_WORDS` are kept as they are (the stemmer would make ``does`` into ``doe``).
-
-Scoring has two parts (`LexicalIndex.scores`):
-
-- **Whether a record is a hit** is the IDF-weighted *share* of the query's distinct tokens the
-  record contains, against the thresholds (0.12 in global, 0.10 elsewhere, 0.25 for single CJK
-  characters alone); stop words never carry a hit on their own, nor do words *common* to the
-  scope (in over a quarter of its records, ≥ 20 of them: a speaker's name in their conversation)
-  when the query has rarer words the scope knows. This decides relevance only. On the
-  long-conversation evaluation the common-word rule took recall@5 from 0.61 to 0.66 and the
-  results of nothing-relevant questions from 3.3 to 2.1 each, at the cost of 0.02 of recall@10
-  (turns that shared nothing with the question but the name, found by luck in a big tie).
-- **How strong a hit is** (`Hit.lexical`) is BM25 put on the same 0–1 scale: each shared token
-  counts ``idf · tf·(k1+1) / (tf + k1·(1 − b + b·max(dl, avgdl)/avgdl))`` (k1 1.2, b 0.3),
-  divided by the query's total IDF, capped at 1. A token found once counts exactly its share of
-  the query in a record no longer than average; a repeated token counts more (saturating), and
-  a record longer than average has its tokens count less. Shorter records are *not* lifted, as
-  plain BM25 does: a short memory ("Thanks, see you then!") is rarely the informative one, and
-  on the long-conversation evaluation that lift cost more than the normalisation gained.
-  ``dl`` is the record's number of tokens other than single CJK characters (so Chinese and English
-  records have comparable lengths). An exact full match is 1.0.
-
-Global statistics are never stored precomputed: N, ``Σ dl`` (kept as a running total) and each
-token's ``df`` (the length of its posting list) give IDF and avgdl at query time, so an append
-extends the index in O(new records) and nothing is recomputed for the old ones.
-
-IDF is per scope, ``ln(1 + (N + 3 - df + 0.5) / (df + 0.5))``: the BM25/Lucene form, computed as
-if the scope held 3 more records sharing no token with the query. The BM25 form is positive, is
-small for a token found in most records of the scope (``the``, ``的``, the project's own name) and
-largest for query tokens the scope has never seen, which therefore pull a partial match's share
-down — what "share of the query" should mean. The ``ln((N+1)/(df+1)) + 1`` form keeps a floor of 1
-for ubiquitous tokens, so records sharing only ``the``/``is`` with a question clear the threshold
-more often (more noise in the relevance table). The 3-record prior is for tiny scopes: with one
-record every word of it has ``df = N``, and plain BM25 would call that word uninformative, so a
-new user's single memory about pnpm would be missed by "pnpm or yarn". In large scopes the prior
-changes nothing measurable.
-
-English stop words (`STOP_WORDS`: articles, pronouns, auxiliaries, prepositions, question words)
-are tokens like any other for the share, but they are never *strong* and never carry a record on
-their own: a record must share at least one other token with the query to be a hit. Without
-this, "what is the capital of australia" returned five unrelated memories sharing "the", "of" and
-"is" (the BM25 IDF makes such words light, not weightless, and a question is mostly such words).
-The rule is English-only; the Chinese rules (bigrams strong, single characters weak) are unchanged.
+Scores (`LexicalIndex.scores`): whether a record is a hit is the IDF-weighted share of the query's
+distinct tokens it holds, against the thresholds; how strong a hit is, is BM25 on the same 0–1 scale
+(``dl`` counts no single CJK characters, so Chinese and English lengths compare), longer-than-average
+records counting less and shorter ones not lifted. N, ``Σ dl`` and each token's ``df`` give IDF and
+avgdl at query time, so an append extends the index in O(new records). IDF is the BM25 form
+``ln(1 + (N + 3 - df + 0.5) / (df + 0.5))``: light for a token most records hold, and its prior of
+3 token-less records keeps a one-record scope's words from counting for nothing.
 """
 
 from __future__ import annotations
@@ -106,14 +49,12 @@ GLOBAL_THRESHOLD = 0.12
 SCOPE_THRESHOLD = 0.10
 #: A record sharing only single CJK characters with the query needs at least this share.
 WEAK_ONLY_THRESHOLD = 0.25
-#: A strong token found in more than this share of a scope's records (of at least
-#: `COMMON_MIN_RECORDS`) is *common* (see the module docstring and `LexicalIndex.common`).
+#: A strong token in more than this share of a scope of at least `COMMON_MIN_RECORDS` is common (`LexicalIndex.common`).
 COMMON_SHARE = 0.25
 COMMON_MIN_RECORDS = 20
 #: Virtual records added to N in the IDF, so one- or two-record scopes do not zero out their words.
 IDF_PRIOR_RECORDS = 3
-#: English function words that never count as a strong hit nor make a hit on their own (see the
-#: module docstring). Kept small: only words that carry no topic. Tokens are case-folded.
+#: English function words (case-folded) that never count as a strong hit nor make a hit on their own.
 STOP_WORDS = frozenset(
     """
     a an the
@@ -129,11 +70,8 @@ STOP_WORDS = frozenset(
 #: Vector scores below this are noise (the seed's cosine gate), whatever the caller passed; a
 #: vector score is ``0.5 + 0.5·P(relevant)`` (`search.calibration`, `fuse`).
 MIN_COSINE = 0.5
-#: BM25's term-frequency saturation (the usual value) and length normalisation. b is a third of
-#: the usual 0.75, and only records longer than average are normalised (see the module
-#: docstring): on dialogue turns the long ones carry the content and the short ones ("Thanks!")
-#: none, so the usual b, which lifts short records, lost 0.05 of recall@5 on the long-conversation
-#: evaluation, and even the one-sided form lost 0.01–0.02 at b 0.5–0.75.
+#: BM25's term-frequency saturation and length normalisation: b is a third of the usual 0.75 and
+#: only records longer than average are normalised (short dialogue turns rarely carry the content).
 BM25_K1 = 1.2
 BM25_B = 0.3
 
@@ -201,12 +139,8 @@ MAX_MEMO_WORDS = 200_000
 
 
 def stem(word: str) -> str:
-    """The English stem of a case-folded word, or the word itself (see the module docstring).
-
-    Memoised: the Snowball stemmer in pure Python costs ~40 µs a word, a dict look-up far less,
-    and a scope's vocabulary is small next to its word count. The stemmer object keeps state
-    while it works, so calls into it are serialised; memo hits take no lock.
-    """
+    """The English stem of a case-folded word, or the word itself. Memoised (the stemmer costs
+    ~40 µs a word); the stemmer object keeps state while it works, so calls into it are serialised."""
     got = _stems.get(word)
     if got is not None:
         return got
@@ -254,11 +188,7 @@ def _word_tokens(word: str) -> tuple[str, ...]:
 
 
 def tokenize(text: str) -> list[str]:
-    """The tokens of `text` in order of appearance (repeats kept), for records and queries alike.
-
-    Words (English ones stemmed), compounds and their parts, CJK bigrams and single CJK
-    characters; see the module docstring for why each is there.
-    """
+    """The tokens of `text` in order of appearance (repeats kept), for records and queries alike."""
     return _tokenize(text)[0]
 
 
@@ -319,28 +249,18 @@ def is_stop_word(token: str) -> bool:
 
 
 def idf(n_records: int, df: int) -> float:
-    """``ln(1 + (N + 3 - df + 0.5) / (df + 0.5))``: BM25 IDF with a prior of 3 token-less records.
-
-    See the module docstring: small for tokens most records have, never misled by a tiny scope.
-    """
+    """``ln(1 + (N + 3 - df + 0.5) / (df + 0.5))``: BM25 IDF with a prior of 3 token-less records."""
     return math.log(1.0 + (n_records + IDF_PRIOR_RECORDS - df + 0.5) / (df + 0.5))
 
 
 def lexical_threshold(scope: str) -> float:
-    """The share a record needs when it shares a strong token: 0.12 in global, 0.10 elsewhere.
-
-    Global holds everything a user ever saved, so it is the noisiest scope and asks for more.
-    """
+    """The share a record needs when it shares a strong token: global, the noisiest scope, asks for more."""
     return GLOBAL_THRESHOLD if scope == GLOBAL else SCOPE_THRESHOLD
 
 
 def importance_factor(importance: float | None) -> float:
-    """``1 + 0.5·(importance − 0.5)``, 0.75…1.25; 1.0 when absent.
-
-    A record saved without an importance must rank as one saved with the middle value 0.5, so
-    the factor is neutral at 0.5 and absence means 0.5. Values other writers put outside 0–1 are
-    clamped; a non-finite value counts as absent.
-    """
+    """``1 + 0.5·(importance − 0.5)``, 0.75…1.25: neutral at 0.5, which absence (or a non-finite
+    value) means; values outside 0–1 are clamped."""
     if importance is None or not math.isfinite(importance):
         return 1.0
     return 1.0 + 0.5 * (min(1.0, max(0.0, importance)) - 0.5)
@@ -351,16 +271,12 @@ _BATCH = 4096
 
 
 class _Tables:
-    """The append-only tables that the indexes of one scope file's successive versions share.
-
-    A save appends a record; the next search's index is the old one plus that record. Copying
-    every table for it (the postings dict, each grown posting list, the per-record arrays) cost
-    O(scope) per search after every save, and the copies were young garbage for the collector.
-    So the tables only ever grow, in place, and each `LexicalIndex` is a view of their first
-    `n` records: positions at or past its `n` are invisible to it (posting lists are sorted, so
-    a view's part of one is a prefix). Growing needs `lock` and that the grower's view is the
-    newest (`size`); another successor of an older view gets copies (`copied`). A table set a
-    rewrite's index took over (same texts, new records) is `sealed`: it never grows again.
+    """The append-only tables that the indexes of one scope file's successive versions share, so
+    an append costs O(new records), not a copy. They only ever grow, in place, and each
+    `LexicalIndex` is a view of their first `n` records (posting lists are sorted, so a view's part
+    of one is a prefix). Growing needs `lock` and that the grower's view is the newest (`size`);
+    another successor of an older view gets copies (`copied`). A table set a rewrite's index took
+    over (same texts, new records) is `sealed`: it never grows again.
     """
 
     __slots__ = (
@@ -618,10 +534,6 @@ class LexicalIndex:
         self._n = len(records)
         self._total_length = total_length
 
-    @property
-    def _postings(self) -> dict[str, array[int]]:
-        return self._tables.postings
-
     @classmethod
     def build(cls, records: Sequence[Record], previous: LexicalIndex | None = None) -> LexicalIndex:
         """Index the content and tags of `records` (each distinct token once per record, with its tf).
@@ -674,21 +586,6 @@ class LexicalIndex:
         """How many records of this scope contain `token`."""
         plist = self._tables.postings.get(token)
         return 0 if plist is None else _visible(plist, self._n)
-
-    def tf(self, token: str, pos: int) -> int:
-        """How often `token` occurs in the record at `pos` (0 when it does not)."""
-        plist = self._tables.postings.get(token)
-        if plist is None or pos >= self._n:
-            return 0
-        i = bisect_left(plist, pos)
-        if i == len(plist) or plist[i] != pos:
-            return 0
-        counts = self._tables.tf.get(token)
-        return 1 if counts is None else counts[i]
-
-    def length(self, pos: int) -> int:
-        """The record's length in tokens, single CJK characters not counted (BM25's ``dl``)."""
-        return self._tables.length[pos]
 
     @property
     def average_length(self) -> float:
@@ -948,12 +845,8 @@ class LexicalIndex:
 INDEX_CHARS = 20_000
 
 
-def indexed_text(record: Record) -> str:
-    """The text of `record` the lexical index tokenizes (its content, cut to `INDEX_CHARS`, and tags)."""
-    return _indexed_text(record)
-
-
 def _indexed_text(record: Record) -> str:
+    """The text of `record` the lexical index tokenizes (its content, cut to `INDEX_CHARS`, and tags)."""
     tags = record.tags
     content = record.content
     if len(content) > INDEX_CHARS:
@@ -976,14 +869,9 @@ class SnapshotLike(Protocol):
 
 
 def index_for(snapshot: SnapshotLike) -> LexicalIndex:
-    """The snapshot's lexical index, built on first use and kept in `snapshot.cache["lexical"]`.
-
-    The cache lives exactly as long as the file version, so the index is rebuilt only when the
-    scope file changes. A store that replaces a snapshot may seed the new one's cache with the
-    old index under ``"lexical_previous"``; it is then extended rather than rebuilt when the old
-    records are an unchanged prefix (see `LexicalIndex.build`), and dropped once used. Threads
-    asking at once wait for one build (16 sessions' first searches on a fresh `serve` built the
-    same index 16 times).
+    """The snapshot's lexical index, built on first use and kept in `snapshot.cache["lexical"]`
+    (as long as the file version). A previous version's index under ``"lexical_previous"`` is
+    extended (`LexicalIndex.build`) and dropped once used. Threads asking at once wait for one build.
     """
     cache = snapshot.cache
     cached = cache.get(CACHE_KEY)

@@ -3,15 +3,11 @@
 Format (UTF-8, ``\\n`` line ends): ``#<model-id>\\t<dims>``, then per record
 ``<id>\\t<base64 of <dims> little-endian float32, L2-normalised>``.
 
-An append is one ``os.write`` of whole lines on an ``O_APPEND`` descriptor, without a lock:
-concurrent appenders (other MCP instances, DSH) interleave whole lines, and readers consume only
-up to the last newline. Anything that removes or replaces lines rewrites the file (unique tmp,
-``os.replace``) under the scope lock; an append racing that rewrite may be lost, which costs one
-re-embedding by the backfill, never a wrong vector.
-
-Every open goes through `fileio.open_regular`: a FIFO, device or directory in place of a sidecar
-is `fileio.NotRegularFile` at once. `read` and `read_header` treat it as unusable (logged once per
-path); `append`, `write` and `remove_ids` raise it.
+An append is one ``os.write`` of whole lines on an ``O_APPEND`` descriptor, without a lock;
+readers consume only up to the last newline. A removal or replacement rewrites the file under the
+scope lock; an append racing it may be lost (re-embedded by the backfill, never a wrong vector).
+A FIFO, device or directory in place of a sidecar is `fileio.NotRegularFile`: `read` and
+`read_header` treat it as unusable (logged once per path), the writers raise it.
 """
 
 from __future__ import annotations
@@ -140,13 +136,9 @@ class SidecarRead:
 
 
 def read(path: str, *, start: int = 0, header: Header | None = None) -> SidecarRead | None:
-    """Parse the sidecar from byte `start` (0: from the header); `None` if the file is missing.
-
-    Reading a tail (`start > 0`) needs the `header` already known. Lines that do not decode to
-    exactly `dims` floats (truncated, another model's, garbage) are skipped, never fatal: the
-    sidecar is derived data and the backfill re-embeds whatever is missing. A path that is no
-    regular file (FIFO, device, directory) is unusable: `None`, with a WARNING naming it.
-    """
+    """Parse the sidecar from byte `start` (0: from the header, else `header` is the one known);
+    `None` if the file is missing or unusable. Lines that do not decode to exactly `dims` floats are
+    skipped: the sidecar is derived data and the backfill re-embeds whatever is missing."""
     fd = _open_for_reading(path)
     if fd is None:
         return None

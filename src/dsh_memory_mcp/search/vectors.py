@@ -2,21 +2,16 @@
 Search, Embedding backend).
 
 It answers which records pass the model's relevance gate and how likely each is to be relevant
-(`search.calibration`), and keeps the `.vec` sidecars filled through `search.backend`,
-`search.matrices`, `search.writes` and `search.backfill`. Off, slow or dead must never cost the
-caller anything: off or unconfigured, every method is a no-op and numpy and httpx are not
-imported; not ready, a search gets ``{}`` at once; slow, it answers lexically after its budget;
-dead, the breaker stops requests.
-
-Read-only (``read_only=True``, the human read commands) writes nothing under the store: no
-backfill, no embed-on-save or delete hook, and a missing calibration is kept in memory only.
-
-All network and spawn work happens on one long-lived worker thread: PR_SET_PDEATHSIG fires when
-the *spawning thread* exits, so a short-lived thread would take llama-server down with it.
+(`search.calibration`), and keeps the `.vec` sidecars filled (`search.backend`, `matrices`,
+`writes`, `backfill`). Off or unconfigured, every method is a no-op and numpy and httpx are not
+imported; not ready, a search gets ``{}`` at once; slow, it answers lexically after its budget.
+Read-only (the human read commands) writes nothing under the store. All network and spawn work
+runs on one long-lived worker thread: PR_SET_PDEATHSIG fires when the *spawning thread* exits.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -68,20 +63,14 @@ class VectorAnswer:
 
 @dataclass(frozen=True)
 class PendingSearch:
-    """A search's vector half under way (`VectorChannel.start_query`); `finish` gives its answer."""
+    """A search's vector half under way (`VectorChannel.start_query`): `finish(snapshots)` waits for
+    the query vector within what is left of the budget and scores `snapshots`."""
 
-    channel: VectorChannel
-    query: str
-    pending: PendingQuery | None
-    early: VectorAnswer | None
-    t0: float
-    budget: float
+    finish: Callable[[Sequence[ScopeSnapshot]], VectorAnswer]
 
-    def finish(self, snapshots: Sequence[ScopeSnapshot]) -> VectorAnswer:
-        """Wait for the query vector within what is left of the budget and score `snapshots`."""
-        if self.early is not None:
-            return self.early
-        return self.channel._finish(self.query, self.pending, self.t0, self.budget, snapshots)
+    @staticmethod
+    def answered(answer: VectorAnswer) -> PendingSearch:
+        return PendingSearch(lambda _snapshots: answer)
 
 
 class VectorChannel:
@@ -268,24 +257,20 @@ class VectorChannel:
         return self.start_query(query, budget=budget).finish(snapshots)
 
     def start_query(self, query: str, *, budget: float | None = None) -> PendingSearch:
-        """Start embedding `query` now (its search collects it with `finish` after the lexical half).
-
-        The budget is `search.queries`' adaptive one unless given (evaluations pass more). Never
-        raises; when the vector half cannot take part the answer says why (off, not ready — a
-        search arriving during the first probe waits for it within its budget —, breaker open,
-        over budget, busy, failed).
-        """
+        """Start embedding `query` now (its search collects it with `finish` after the lexical half),
+        within `search.queries`' adaptive budget unless given. Never raises; when the vector half
+        cannot take part the answer says why (a search during the first probe waits for it)."""
         if not self._active:
-            return PendingSearch(self, query, None, VectorAnswer({}, "off"), time.monotonic(), 0.0)
+            return PendingSearch.answered(VectorAnswer({}, "off"))
         t0 = time.monotonic()
         wait = self._queries.budget() if budget is None else budget
         backend = self._backend
         if not backend.ready.is_set() and not backend.probing.is_set():
-            return PendingSearch(self, query, None, self._skipped(msg("向量后端尚未就绪"), "not-ready"), t0, wait)
+            return PendingSearch.answered(self._skipped(msg("向量后端尚未就绪"), "not-ready"))
         pending = None
         if backend.ready.is_set() and backend.client is not None:
             pending = self._queries.start(query, backend.header(), budget=wait)
-        return PendingSearch(self, query, pending, None, t0, wait)
+        return PendingSearch(functools.partial(self._finish, query, pending, t0, wait))
 
     def _skipped(self, reason: str, kind: str) -> VectorAnswer:
         """A skipped vector half: said in the answer, and once per kind of reason on stderr."""
@@ -436,11 +421,9 @@ class VectorChannel:
 
     def reembed(self, scopes: Sequence[str], progress: Callable[[int, int], None] | None = None) -> int:
         """Rewrite the sidecars of `scopes` whole under their scope locks, one fresh vector per live
-        record (a scope with nothing to embed and no sidecar gets none); the count written.
-
-        When the channel was not started, the backend is brought up on the calling thread (which
-        may spawn llama-server: `close` stops it); the worker is never started. `progress(done,
-        total)` is called before the first batch and after each one.
+        record (a scope with nothing to embed and no sidecar gets none); the count written. A
+        channel not started brings the backend up on the calling thread (`close` stops what it
+        spawned). `progress(done, total)` is called before the first batch and after each one.
 
         :raises EmbeddingUnavailable: vectors off or unconfigured, the backend cannot be reached,
             embedding keeps failing, or the model's width changed during the rebuild.

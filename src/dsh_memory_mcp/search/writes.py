@@ -1,10 +1,8 @@
 """The vector channel's write queue: embed saved records, append them, drop deleted ones.
 
 A save queues `(scope, id, content)` and returns at once; the worker embeds the queue in batches
-and appends the vectors to the scope's sidecar (creating or re-heading it under the scope lock).
-A delete removes the ids' lines inside the store's scope lock (local file work, no network).
-What the queue still holds at exit is not flushed: the next start's backfill embeds every live
-record that has no vector, so nothing is lost, only embedded later (design.md, Embedding backend).
+and appends to the scope's sidecar. A delete removes the ids' lines inside the store's scope lock.
+The queue is not flushed at exit: the next start's backfill embeds what has no vector.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from typing import Any
 from dsh_memory_mcp.errors import ScopeError, StoreError
 from dsh_memory_mcp.store import fileio, writing
 from dsh_memory_mcp.store.layout import ALIASES_FILE, StoreLayout
+from dsh_memory_mcp.store.redact import Once
 from dsh_memory_mcp.texts import msg
 
 logger = logging.getLogger("dsh_memory_mcp.store.aliases")
@@ -32,7 +33,7 @@ class AliasFile:
     def __init__(self, layout: StoreLayout, hold: Callable[[str], contextlib.AbstractContextManager[None]]) -> None:
         self.path = layout.aliases_path
         self._hold = hold
-        self._reported: set[tuple[object, str]] = set()
+        self._reported = Once()
 
     def _read_raw(self) -> dict[str, Any]:
         """The parsed ``scopes.json``; {} when missing. Raises ValueError/OSError when unusable
@@ -76,9 +77,7 @@ class AliasFile:
                 version: object = (st.st_ino, st.st_size, st.st_mtime_ns)
             except OSError:
                 version = None
-            key = (version, str(exc))
-            if key not in self._reported:
-                self._reported.add(key)
+            if self._reported.first((version, str(exc))):
                 logger.warning("无法读取作用域别名文件 %s,暂按没有别名处理(不会覆盖该文件):%s", self.path, exc)
             return {}
         return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}

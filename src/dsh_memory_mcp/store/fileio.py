@@ -133,16 +133,26 @@ def fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def replace(src: str, dst: str) -> None:
-    """`os.replace`, retried briefly on Windows, where a reader holding `dst` open blocks it."""
+def _shared_retry(action: Callable[[], None]) -> None:
+    """Run `action`, retried briefly on Windows, where an open reader blocks a rename or an unlink."""
     for attempt in range(40):
         try:
-            os.replace(src, dst)
+            action()
             return
         except PermissionError:
             if sys.platform != "win32" or attempt == 39:
                 raise
             time.sleep(0.025)
+
+
+def replace(src: str, dst: str) -> None:
+    _shared_retry(functools.partial(os.replace, src, dst))
+
+
+def unlink(path: str) -> None:
+    """`os.unlink` (nothing there is fine), retried like `replace`."""
+    with contextlib.suppress(FileNotFoundError):
+        _shared_retry(functools.partial(os.unlink, path))
 
 
 def _kind(mode: int) -> str:

@@ -174,10 +174,7 @@ class Journal:
         if not lines:
             return
         body = "".join(line + "\n" for line in lines).encode("utf-8", "surrogatepass")
-        created = not os.path.isdir(self.dir)
-        fileio.private_dirs(self.dir)
-        if created:
-            fileio.fsync_dir(os.path.dirname(self.dir))
+        fileio.private_dirs(self.dir, lambda made: fileio.fsync_dir(os.path.dirname(made)))
         fd, new_file = self._open_segment()
         # Into a file that may end with a line a failed writer left torn, a leading newline, so
         # ours is never glued to it (checking the last byte first would race with that writer).
@@ -458,11 +455,6 @@ class Journal:
             if entry is not None:
                 self._pending.extend((p, scope, rid, item["op"]) for p in entry.places)
 
-    def live(self, scope: str) -> dict[str, Entry]:
-        """Records of `scope` we saved and never removed, as of the last `refresh`."""
-        with self._lock:
-            return dict(self._live.get(scope, {}))
-
     def saved_since(self, scope: str, mark: tuple[int, int]) -> tuple[list[Entry], tuple[int, int]] | None:
         """The live entries of `scope` saved after `mark`, and the new mark; O(what was saved since).
 
@@ -478,7 +470,8 @@ class Journal:
             return found, (self._epoch, len(order))
 
     def live_entries(self, scope: str) -> tuple[list[Entry], tuple[int, int]]:
-        """Every live entry of `scope` (as of the last `refresh`), and the mark they go up to."""
+        """Every entry of `scope` saved and never removed (as of the last `refresh`), and the mark
+        they go up to."""
         with self._lock:
             return list(self._live.get(scope, {}).values()), (self._epoch, len(self._order.get(scope, ())))
 

@@ -19,9 +19,7 @@ import math
 import os
 import random
 import socket
-import sys
 import threading
-import time
 import uuid
 import weakref
 from collections.abc import Iterator
@@ -214,9 +212,11 @@ class _Held:
     ino: int
     nonce: str
 
-    @property
-    def identity(self) -> tuple[int, int, bytes]:
-        return self.dev, self.ino, self.content
+    def still_ours(self) -> bool:
+        """Whether the marker at `path` is still the one we wrote (not broken as stale and replaced)."""
+        current = _read_marker(self.path)
+        mine = (self.dev, self.ino, self.content)
+        return current is not None and current.regular and (current.dev, current.ino, current.content) == mine
 
 
 def _read_marker(path: str) -> _Seen | None:
@@ -260,7 +260,7 @@ def _marker_identity(path: str) -> tuple[int, int, int] | None:
 def _remove_entry(path: str, seen: _Seen) -> None:
     """Remove what is at a lock path: a file or link by unlink, an (empty) directory by rmdir."""
     if seen.regular:
-        _unlink(path)
+        fileio.unlink(path)
         return
     try:
         os.unlink(path)
@@ -408,12 +408,9 @@ class LockManager:
     def verify(self, held: _Held) -> None:
         """Raise `LockLost` unless the marker at `held.path` is still the one we wrote (before each
         commit inside `hold`: a holder broken while it stalled must not write over the next one's work)."""
-        try:
-            current = _read_marker(held.path)
-        except OSError:
-            current = None
-        if current is not None and current.regular and (current.dev, current.ino, current.content) == held.identity:
-            return
+        with contextlib.suppress(OSError):
+            if held.still_ours():
+                return
         logger.warning("锁文件 %s 在持有期间已不属于本进程(被当作陈旧锁清除?),本次写入不提交", held.path)
         raise LockLost(
             msg(
@@ -533,13 +530,12 @@ class LockManager:
     def _release_file(self, held: _Held) -> None:
         """Remove our marker, but only if it is still ours (it may have been broken as stale)."""
         try:
-            current = _read_marker(held.path)
-            if current is None or not current.regular or (current.dev, current.ino, current.content) != held.identity:
+            if not held.still_ours():
                 logger.warning(
                     "锁文件 %s 在持有期间被其他进程当作陈旧锁清除了(持有超过 %g 秒?)", held.path, self.stale_after
                 )
                 return
-            _unlink(held.path)
+            fileio.unlink(held.path)
         except OSError as exc:
             # Never mask the caller's own outcome; a marker left behind is broken as stale later.
             logger.warning("无法删除锁文件 %s:%s", held.path, exc.strerror or exc)
@@ -651,7 +647,7 @@ class LockManager:
             with contextlib.suppress(OSError):
                 again = os.lstat(breaker)
                 if (again.st_dev, again.st_ino) == (breaker_st.st_dev, breaker_st.st_ino):
-                    _unlink(breaker)
+                    fileio.unlink(breaker)
 
     def _clear_stale_breaker(self, breaker: str) -> None:
         """Remove a ``.break`` entry whose creator evidently died while breaking (never followed)."""
@@ -695,17 +691,3 @@ class LockManager:
             ),
             code="DEADLINE",
         )
-
-
-def _unlink(path: str) -> None:
-    """Unlink, retrying briefly where an open reader blocks deletion (Windows sharing rules)."""
-    for attempt in range(50):
-        try:
-            os.unlink(path)
-            return
-        except FileNotFoundError:
-            return
-        except PermissionError:
-            if sys.platform != "win32" or attempt == 49:
-                raise
-            time.sleep(0.01)

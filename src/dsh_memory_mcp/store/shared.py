@@ -29,6 +29,7 @@ from dsh_memory_mcp.store.journal import Doubt, Entry, Journal
 from dsh_memory_mcp.store.layout import StoreLayout
 from dsh_memory_mcp.store.locks import LockManager
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
+from dsh_memory_mcp.store.redact import Once
 from dsh_memory_mcp.store.snapshots import ScopeSnapshot as ScopeSnapshot
 from dsh_memory_mcp.store.snapshots import SnapshotCache
 from dsh_memory_mcp.store.touches import TouchBuffer
@@ -143,7 +144,7 @@ class SharedStore:
         self.trash = Trash(self.layout, self._locks.hold, clock)
         self.journal = Journal(self.root)
         self._checked: dict[str, _Checked] = {}  # scope → the version last checked for losses
-        self._reported_missing: set[tuple[str, frozenset[str]]] = set()
+        self._reported_missing = Once()
         self._checking: set[str] = set()  # scopes a thread is checking for losses right now
         self.direct_limit = direct_limit
         self._said_direct = False
@@ -327,11 +328,8 @@ class SharedStore:
         return True
 
     def _report_missing(self, scope: str, snap: ScopeSnapshot, lost: list[Entry]) -> None:
-        key = (scope, frozenset(e.id for e in lost))
-        with self._state_lock:
-            if key in self._reported_missing:
-                return
-            self._reported_missing.add(key)
+        if not self._reported_missing.first((scope, frozenset(e.id for e in lost))):
+            return
         logger.warning(
             "作用域 %s 的文件 %s 中少了 %d 条本服务确认保存过、从未删除或取代的记忆(多半是不加锁的写入者"
             "用旧快照整体覆盖了文件)。%s。",
@@ -619,24 +617,11 @@ class SharedStore:
                 "记忆文件 %s 末行不完整(可能是写入时进程被中止):已另起一行写入,该行原样保留(不会删除)", snap.path
             )
         identity = snapshots.stat_identity(st)
-        written = len(data) + (1 if torn else 0)
-        if snap.identity is not None and expect == snap.identity and identity[2] == snap.identity[2] + written:
-            payload = b"\n" + data if torn else data
+        payload = b"\n" + data if torn else data
+        size = snap.identity[2] if snap.identity is not None else 0  # no file yet: we created it
+        if expect == snap.identity and identity[2] == size + len(payload):
             grown = snapshots.appended(snap, identity, payload, list(new), payload.count(b"\n"))
             self._snapshots.put(grown, carry=False)
-        elif snap.identity is None and identity[2] == written:
-            self._snapshots.put(
-                snapshots.make(
-                    snap.path,
-                    snap.scope,
-                    identity,
-                    list(new),
-                    head=data[: snapshots.PROBE_BYTES],
-                    tail=data[-snapshots.PROBE_BYTES :],
-                    newlines=data.count(b"\n"),
-                    lineage=snap.lineage,
-                )
-            )
         else:
             self._snapshots.drop(snap.path)  # someone else wrote too: the next read extends or re-reads
         return True

@@ -23,7 +23,7 @@ from dsh_memory_mcp.store import fileio, records, scopes
 from dsh_memory_mcp.store.foreground import Foreground
 from dsh_memory_mcp.store.layout import StoreLayout
 from dsh_memory_mcp.store.records import CorruptLine, Line, Record
-from dsh_memory_mcp.store.redact import redacted
+from dsh_memory_mcp.store.redact import Once, redacted
 from dsh_memory_mcp.store.writing import unreadable
 
 if TYPE_CHECKING:
@@ -36,8 +36,8 @@ Identity = tuple[int, int, int, int]
 #: A file that keeps changing while it is read (or written: `SharedStore._locked`) is tried this often.
 MAX_REREADS = 5
 
-_reported: set[tuple[str, str]] = set()
-_reported_lock = threading.Lock()
+#: ``(path, line)`` of the corrupt lines warned about (a scope file is re-read often).
+_reported = Once(limit=100_000)
 
 
 #: Bytes of a discovered file read to learn its scope from its first records (`SnapshotCache.scope_name`).
@@ -90,9 +90,6 @@ class Rows(Sequence[Any]):
 
     def __iter__(self) -> Iterator[Any]:
         return itertools.islice(self._items, self._n)
-
-    def __reversed__(self) -> Iterator[Any]:
-        return (self._items[i] for i in range(self._n - 1, -1, -1))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Rows):
@@ -167,6 +164,17 @@ class ScopeSnapshot:
     def torn(self) -> bool:
         """The file does not end with a newline: its last line is unfinished (a crashed writer)."""
         return bool(self.tail) and not self.tail.endswith(b"\n")
+
+    def grew_into(self, identity: Identity) -> bool:
+        """Whether `identity` may be this version grown by appends (the same inode, longer); never
+        for a version that is torn or was not read from a file."""
+        return (
+            self.identity is not None
+            and bool(self.tail)
+            and not self.torn
+            and self.identity[:2] == identity[:2]
+            and identity[2] > self.identity[2]
+        )
 
 
 _Found = Record | tuple[Record, ...]
@@ -323,12 +331,9 @@ def parse(path: str, data: bytes, known: Mapping[bytes, Record] | None = None, l
 
 
 def report_corrupt(path: str, line: CorruptLine) -> None:
-    """Warn once per process per distinct line: a scope file is re-read often."""
-    key = (path, line.raw)
-    with _reported_lock:
-        if key in _reported:
-            return
-        _reported.add(key)
+    """Warn once per process per distinct line."""
+    if not _reported.first((path, line.raw)):
+        return
     # Shape only (keys, punctuation, the id): the log must not carry memory text.
     logger.warning(
         "记忆文件 %s 第 %d 行不是有效记录,已原样保留(不会删除):%d 字符,形如 %s",
@@ -687,10 +692,6 @@ class SnapshotCache:
     def __len__(self) -> int:
         return len(self._cache)
 
-    @property
-    def cached_records(self) -> int:
-        return self._records
-
     def _store(self, snap: ScopeSnapshot) -> None:
         """Insert `snap` as the latest version of its path and evict past the bounds; holds _lock."""
         old = self._cache.pop(snap.path, None)
@@ -781,7 +782,7 @@ class SnapshotCache:
         for _ in range(MAX_REREADS):
             st = _stat_of(path)
             if st is None:
-                return self._remember(path, scope or "", None, [])
+                return self._remember(path, scope or "", None)
             identity = stat_identity(st)
             cached = self.get(path)
             if cached is not None and (scope is None or cached.scope == scope):
@@ -818,10 +819,7 @@ class SnapshotCache:
                     raise unreadable(path, exc) from exc
                 if read is not None:
                     self.stats["parses"] += 1
-                    snap = self._remember(
-                        path, scope, read.identity, read.lines, head=read.head, tail=read.tail, newlines=read.newlines
-                    )
-                    return snap
+                    return self._remember(path, scope, read)
         # The file kept changing under us (an unlocked writer): use one plain read, uncached.
         try:
             with open(fileio.open_regular(path), "rb") as f:
@@ -836,26 +834,14 @@ class SnapshotCache:
         the same inode, longer, its first and last `PROBE_BYTES` up to the old length unchanged (a
         rewrite changing a line's length fails the end probe). A torn `old` is re-read whole.
         """
-        if (
-            old.identity is None
-            or not old.tail
-            or old.torn
-            or old.identity[:2] != identity[:2]
-            or identity[2] <= old.identity[2]
-        ):
+        if not old.grew_into(identity):
             return None
         with self._extending:
             current = self.get(old.path)
             if current is not None and current.scope == old.scope and current is not old:
                 if current.identity == identity:
                     return current  # another thread extended it to this very version meanwhile
-                if (
-                    current.identity is not None
-                    and current.tail
-                    and not current.torn
-                    and current.identity[:2] == identity[:2]
-                    and old.identity[2] < current.identity[2] < identity[2]
-                ):
+                if current.identity is not None and old.grew_into(current.identity) and current.grew_into(identity):
                     old = current  # extend the newest version, not a copy of an older one
             read = self._read_tail(old)
             if read is None:
@@ -875,7 +861,7 @@ class SnapshotCache:
         assert old.identity is not None
         old_size = old.identity[2]
         try:
-            with open(old.path, "rb") as f:
+            with open(fileio.open_regular(old.path), "rb") as f:
                 st = os.fstat(f.fileno())
                 if (st.st_dev, st.st_ino) != old.identity[:2] or st.st_size <= old_size:
                     return None
@@ -888,24 +874,19 @@ class SnapshotCache:
         except OSError:
             return None  # let the full read report it
 
-    def _remember(
-        self,
-        path: str,
-        scope: str | None,
-        identity: Identity | None,
-        lines: list[Line],
-        *,
-        head: bytes = b"",
-        tail: bytes = b"",
-        newlines: int = 0,
-    ) -> ScopeSnapshot:
+    def _remember(self, path: str, scope: str | None, read: _Read | None) -> ScopeSnapshot:
+        """Cache the version `read` whole (None: no file), unless another thread cached it meanwhile."""
+        identity = read.identity if read is not None else None
         if scope is None:
-            scope = self.scope_of(path, lines)
+            scope = self.scope_of(path, read.lines if read is not None else [])
         with self._lock:
             cached = self._cache.get(path)
             if cached is not None and cached.identity == identity and cached.scope == scope:
                 return cached  # another thread parsed the same version meanwhile: share it
-            snap = make(path, scope, identity, lines, head=head, tail=tail, newlines=newlines)
+            if read is None:
+                snap = make(path, scope, None, [])
+            else:
+                snap = make(path, scope, identity, read.lines, head=read.head, tail=read.tail, newlines=read.newlines)
             carry_forward(cached, snap)
             self._store(snap)
             return snap
