@@ -634,7 +634,7 @@ class LexicalIndex:
         np = _numpy()
         n = self._n
         # Slices are copies: a view would stop a writer appending to the live posting list.
-        parts = [np.frombuffer(p[: _visible(p, n)], dtype=np.uint32) for t in rarest if (p := self._postings.get(t))]
+        parts = [np.frombuffer(p[: _visible(p, n)], dtype=np.uint32) for t in rarest if (p := self._tables.postings.get(t))]
         if not parts:
             return []
         at, shared = np.unique(np.concatenate(parts), return_counts=True)
@@ -643,7 +643,7 @@ class LexicalIndex:
         at, shared = at[keep], shared[keep]
         if len(at) > NEAR_CANDIDATES:
             at = at[np.argpartition(-shared, NEAR_CANDIDATES)[:NEAR_CANDIDATES]]
-        lists = [p for t in mine if (p := self._postings.get(t))]
+        lists = [p for t in mine if (p := self._tables.postings.get(t))]
         found = []
         for pos in at.tolist():
             # How many of `text`'s tokens the record has bounds the similarity from above: most
