@@ -685,3 +685,44 @@ def test_pruned_scoring_gives_the_same_hits_as_scoring_every_record(
     assert got.keys() == expected.keys()
     for pos, share in expected.items():
         assert got[pos] == pytest.approx(share)
+
+
+def test_a_version_indexed_while_another_thread_grows_the_postings_it_shares_does_not_fail() -> None:
+    # A touch (same texts) hands the postings over to the new version's index; a save based on the
+    # touched-away version then copies them while the new owner grows them with a save of its own
+    # (serve under 16 sessions: "dictionary changed size during iteration").
+    import sys
+    import threading
+
+    base = filler(3000)
+    first = LexicalIndex.build(base)
+    owner = LexicalIndex.build([r.with_changes(accessCount=1) for r in base], first)
+    failures: list[BaseException] = []
+
+    def grow() -> None:
+        index = owner
+        try:
+            for k in range(400):
+                index = LexicalIndex.build([*index.records, rec(f"grown{k} token{k}x and word{k}y")], index)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    def copy() -> None:
+        try:
+            for k in range(60):
+                copied = LexicalIndex.build([*base, rec(f"copied{k}")], first)
+                assert len(copied) == len(base) + 1
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=grow), threading.Thread(target=copy)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures, failures

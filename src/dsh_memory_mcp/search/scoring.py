@@ -393,7 +393,9 @@ class _Tables:
     def copied(self, n: int) -> _Tables:
         """Copies of these tables cut to the first `n` records (a second successor of one version)."""
         out = _Tables()
-        for token, plist in self.postings.items():
+        # A list first: after a touch the postings are shared with the new owner, which may be
+        # adding tokens in another thread (its own lock) while this copies.
+        for token, plist in list(self.postings.items()):
             k = _visible(plist, n)
             if k:
                 out.postings[token] = plist[:k]
