@@ -297,6 +297,7 @@ class _Tables:
         postings: dict[str, array[int]] | None = None,
         tf: dict[str, array[int]] | None = None,
         length: array[int] | None = None,
+        lock: threading.Lock | None = None,
     ) -> None:
         #: token → positions (array of unsigned ints, ascending) of the records containing it.
         self.postings: dict[str, array[int]] = {} if postings is None else postings
@@ -313,7 +314,8 @@ class _Tables:
         #: records continue the same list may go on from there (`LexicalIndex.build`).
         self.rows: Sequence[Record] = ()
         self.sealed = False
-        self.lock = threading.Lock()
+        #: Held to grow or copy them; shared by the tables that share these postings (a handover).
+        self.lock = threading.Lock() if lock is None else lock
         #: The per-record tables as numpy columns for the search (`_Columns`), made on the first
         #: search and extended by what was appended since.
         self.columns: _Columns | None = None
@@ -393,9 +395,7 @@ class _Tables:
     def copied(self, n: int) -> _Tables:
         """Copies of these tables cut to the first `n` records (a second successor of one version)."""
         out = _Tables()
-        # A list first: after a touch the postings are shared with the new owner, which may be
-        # adding tokens in another thread (its own lock) while this copies.
-        for token, plist in list(self.postings.items()):
+        for token, plist in self.postings.items():
             k = _visible(plist, n)
             if k:
                 out.postings[token] = plist[:k]
@@ -563,7 +563,8 @@ class LexicalIndex:
                         if tables.size < n:
                             tables.grow(records, tables.size)
                         return cls(records, tables, records, previous._total_length + sum(tables.length[m:n]))
-                tables = previous._tables.copied(m)  # a successor with other records grew them first
+                with tables.lock:  # a successor with other records grew them first
+                    tables = tables.copied(m)
                 tables.grow(records, m)
                 return cls(records, tables, records, previous._total_length + sum(tables.length[m:n]))
             if _same_texts(old, records):
@@ -573,9 +574,10 @@ class LexicalIndex:
                         shared = shared.copied(m)
                     else:
                         shared.sealed = True  # this index takes the text tables over
-                    tables = _Tables(shared.postings, shared.tf, shared.length)
-                tables.grow(records[:m], 0, texts=False)
-                tables.grow(records, m)
+                    tables = _Tables(shared.postings, shared.tf, shared.length, shared.lock)
+                with tables.lock:
+                    tables.grow(records[:m], 0, texts=False)
+                    tables.grow(records, m)
                 return cls(records, tables, records, sum(tables.length[:n]))
         tables = _Tables()
         tables.grow(records, 0)
@@ -636,7 +638,9 @@ class LexicalIndex:
         np = _numpy()
         n = self._n
         # Slices are copies: a view would stop a writer appending to the live posting list.
-        parts = [np.frombuffer(p[: _visible(p, n)], dtype=np.uint32) for t in rarest if (p := self._tables.postings.get(t))]
+        parts = [
+            np.frombuffer(p[: _visible(p, n)], dtype=np.uint32) for t in rarest if (p := self._tables.postings.get(t))
+        ]
         if not parts:
             return []
         at, shared = np.unique(np.concatenate(parts), return_counts=True)
