@@ -1,12 +1,7 @@
-"""The relay: a stdio MCP server process that forwards its host's messages to a running `serve`
-(docs/design.md: Shared server, relay and their trust rules).
-
-Standard library only (neither the SDK nor numpy: its cold start is a fraction of a direct one's).
-Each host line goes to `POST /mcp`; each message back (a JSON body or SSE events) is checked by
-`relay_wire` and written to stdout. Every request the host sent gets exactly one answer: a reaped
-session (404) is re-opened by replaying the host's `initialize`; a `serve` that is gone or not to be
-believed is replaced by a child `dsh-memory-mcp --no-relay`, to which the `initialize` is replayed
-(its answer swallowed) and every unanswered request sent again.
+"""The relay: a stdio MCP server process that forwards its host's messages to a running `serve`,
+and falls back to a direct child server when serve fails (docs/design.md: Shared server, relay and
+their trust rules). Standard library only (neither the SDK nor numpy: its cold start is a fraction of
+a direct one's); what serve sends back is checked by `relay_wire`.
 """
 
 from __future__ import annotations
@@ -164,9 +159,7 @@ class _Call:
         self.ident = message.data["id"]
         self.key = wire.id_key(self.ident)
         self.method = message.method or ""
-        params = message.data.get("params")
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        token = wire.meta(message.data).get("progressToken")
         self.progress = wire.id_key(token) if token is not None else None
         self.started = time.monotonic()
         self.target = "serve"  # or "child" once serve has been given up on
@@ -186,7 +179,6 @@ class Relay:
         stdin: IO[bytes],
         stdout: IO[bytes],
         log: Callable[[str], None],
-        env: dict[str, str] | None = None,
         deadline: float = DEFAULT_DEADLINE,
     ) -> None:
         self.info = info
@@ -197,7 +189,6 @@ class Relay:
         self.stdin = stdin
         self.stdout = stdout
         self.log = log
-        self.env = env
         #: A tool call unanswered this long is given up on (None: serve has no deadline).
         self.call_bound = deadline + CALL_GRACE if deadline > 0 else None
         self.session_id: str | None = None
@@ -386,29 +377,25 @@ class Relay:
                     if self._take(data, call, sink):
                         answered = True
                         break
-                reusable = answered and _drained(conn, response)
+                clean = answered and _drained(conn, response)
             else:
                 body = wire.read_body(response)
-                reusable = response.isclosed() and not response.will_close
+                clean = response.isclosed() and not response.will_close
                 if status >= 400:
                     body = self._http_error(message, status, body)
                 if body.strip():
                     answered = self._take(body, call, sink)
             if call is not None and not answered and self._owns(call):
                 raise _ServeGone(msg("serve 的应答结束了,却没有这个请求的应答"))
+            reusable = clean  # only a connection whose exchange ended well is kept
         except wire.Misbehaving as bad:
-            reusable = False
             raise _ServeGone(str(bad)) from bad
         except (OSError, http.client.HTTPException) as exc:
-            reusable = False
             if call is not None and not self._owns(call):
                 return
             if isinstance(exc, TimeoutError):
                 raise _ServeGone(msg("serve 长时间没有发来任何数据")) from exc
             raise _ServeGone(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
-        except BaseException:
-            reusable = False
-            raise
         finally:
             self._release(conn, call)
             if not (reusable and self._keep(conn, call)):
@@ -630,7 +617,7 @@ class Relay:
             if self._child is not None or self._child_dead:
                 return
             self.log(msg("serve 不可用({why}),改为直连模式继续服务(记忆库相同)", why=why))
-            env = dict(config.environ() if self.env is None else self.env)
+            env = dict(config.environ())
             env["DSH_MEMORY_RELAY"] = "off"
             try:
                 child = subprocess.Popen(
@@ -766,11 +753,9 @@ class Relay:
             line = raw.strip()
             if not line:
                 continue
-            refusal = _refuse(line)
-            message = wire.parse(line) if refusal is None else None
+            message = wire.parse(line)
             if message is None:
-                # Answered here, like the direct server's input guard: serve would only say 400.
-                self._emit(refusal or wire.rpc_error(None, -32600, "Invalid Request: 不是 JSON-RPC 2.0 消息"))
+                self._emit(_refusal(line))  # answered here, like the direct server's input guard: serve would say 400
                 continue
             if message.kind != "request":
                 if message.method == "notifications/cancelled":
@@ -843,8 +828,8 @@ def _checked(line: bytes) -> wire.Message:
     return message
 
 
-def _refuse(line: bytes) -> bytes | None:
-    """A JSON-RPC error for a host line that is not a JSON-RPC 2.0 message (-32700 / -32600), else None."""
+def _refusal(line: bytes) -> bytes:
+    """The JSON-RPC error (-32700 / -32600) for a host line that is not a JSON-RPC 2.0 message."""
     try:
         message = json.loads(line)
     except (ValueError, RecursionError):
@@ -858,7 +843,7 @@ def _refuse(line: bytes) -> bytes | None:
         return wire.rpc_error(valid_id, -32600, 'Invalid Request: 需要 "jsonrpc": "2.0"')
     if "method" not in message and "result" not in message and "error" not in message:
         return wire.rpc_error(valid_id, -32600, "Invalid Request: 既不是请求也不是响应")
-    return None
+    return wire.rpc_error(None, -32600, "Invalid Request: 不是 JSON-RPC 2.0 消息")
 
 
 def _with_id(line: bytes, new_id: str) -> bytes:

@@ -144,11 +144,16 @@ def read_sse(stream: IO[bytes], limit: int = MAX_MESSAGE_BYTES) -> Iterator[byte
             data.append(value)
 
 
+def meta(data: dict[str, Any]) -> dict[str, Any]:
+    """The `params._meta` object of a JSON-RPC message (empty when there is none)."""
+    params = data.get("params")
+    found = params.get("_meta") if isinstance(params, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
 def modern_version(message: Message) -> str | None:
     """The per-request revision (2026-07-28 or later) a request names in `params._meta`, else None."""
-    params = message.data.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+    version = meta(message.data).get(PROTOCOL_VERSION_META_KEY)
     if isinstance(version, str) and version and version not in HANDSHAKE_VERSIONS:
         return version
     return None
