@@ -82,8 +82,6 @@ class PageChecks:
 #: Extra routes next to `/mcp` (the web page): `factory(service, token, checks=PageChecks) -> routes`.
 RouteFactory = Callable[..., Sequence[BaseRoute]]
 
-_CLIENT_ID = "dsh-memory-mcp"
-
 
 class ServeRefused(Exception):
     """`serve` must not start; `code` is the exit code (1 another serve owns the store, 2 unsafe bind)."""
@@ -106,7 +104,7 @@ class _StaticToken:
 
     async def verify_token(self, token: str) -> AccessToken | None:
         if hmac.compare_digest(token.encode("utf-8", "surrogateescape"), self._token):
-            return AccessToken(token="", client_id=_CLIENT_ID, scopes=[])
+            return AccessToken(token="", client_id="dsh-memory-mcp", scopes=[])
         return None
 
 
@@ -141,9 +139,7 @@ def _wildcard(host: str) -> bool:
 def local_host(bind_host: str) -> str:
     """The name a local client uses to reach `bind_host` (a wildcard bind is reached via 127.0.0.1)."""
     host = bind_host.strip().lower()
-    if _wildcard(host):
-        return "127.0.0.1"
-    return _bracket(host)
+    return "127.0.0.1" if _wildcard(host) else _bracket(host)
 
 
 def security_settings(settings: ServeSettings, port: int, *, user_token: bool) -> TransportSecuritySettings:

@@ -414,10 +414,9 @@ class MemoryServer:
             declared = isinstance(caps, Mapping) and caps.get("roots") is not None
             call, pending = base, declared and base.project_source == "cwd"
         else:
-            found = await self._list_context(ctx)
-            state = self._clients.get(ctx)
-            call = found
-            pending = state.roots and found.project_source == "cwd" and base.project_source == "cwd"
+            call = await self._list_context(ctx)
+            declared = self._clients.get(ctx).roots
+            pending = declared and call.project_source == "cwd" and base.project_source == "cwd"
         t0 = time.perf_counter()
         if _is_http(ctx):  # one event loop serves every session: the parse must not stall it
             text = await anyio.to_thread.run_sync(lambda: self.instructions_for(call, roots_pending=pending))

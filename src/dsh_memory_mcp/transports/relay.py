@@ -43,8 +43,6 @@ CALL_GRACE = 10.0
 DEFAULT_DEADLINE = 300.0
 #: How long opening the session's GET stream may take before the handshake goes on without it.
 GET_OPEN_TIMEOUT = 3.0
-#: The longest stdin line the relay passes on (as the direct server's input guard).
-MAX_LINE_BYTES = 8 * 1024 * 1024
 #: At stdin EOF, in-flight requests get this long to be answered.
 DRAIN_SECONDS = 30.0
 _REPLAY_ID = "dsh-memory-mcp-relay-replay"
@@ -741,13 +739,9 @@ class Relay:
     def run(self) -> int:
         """Relay until stdin ends; then answer what is in flight, close the session, return 0."""
         threading.Thread(target=self._watch, name="relay-watch", daemon=True).start()
-        while True:
-            raw = self.stdin.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                break
-            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                self._skip_line()
-                too_long = f"Invalid Request: 一行超过 {MAX_LINE_BYTES // (1024 * 1024)} MiB"
+        for raw, whole in wire.bounded_lines(self.stdin):
+            if not whole:
+                too_long = f"Invalid Request: 一行超过 {wire.MAX_LINE_BYTES // (1024 * 1024)} MiB"
                 self._emit(wire.rpc_error(None, -32600, too_long))
                 continue
             line = raw.strip()
@@ -779,12 +773,6 @@ class Relay:
                 continue
             threading.Thread(target=self._call, args=(call,), name="relay-call", daemon=True).start()
         return self._finish()
-
-    def _skip_line(self) -> None:
-        while True:
-            chunk = self.stdin.readline(MAX_LINE_BYTES)
-            if not chunk or chunk.endswith(b"\n"):
-                return
 
     def _finish(self) -> int:
         end = time.monotonic() + DRAIN_SECONDS

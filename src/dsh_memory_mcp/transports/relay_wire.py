@@ -27,6 +27,8 @@ NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "
 
 #: The largest message from `serve` the relay passes on (our answers are far smaller).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+#: The longest host line the stdio server and the relay take; a longer one is answered, never held whole.
+MAX_LINE_BYTES = 8 * 1024 * 1024
 
 
 class Misbehaving(Exception):
@@ -96,6 +98,17 @@ def one_line(data: bytes, message: Message) -> bytes:
     if b"\n" in data or b"\r" in data:
         return json.dumps(message.data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return data
+
+
+def bounded_lines(stream: IO[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """`(line, whole)` for each line of `stream`; a line over `MAX_LINE_BYTES` comes as `(its head,
+    False)`, the rest of it read and dropped chunk by chunk."""
+    while raw := stream.readline(MAX_LINE_BYTES + 1):
+        whole = len(raw) <= MAX_LINE_BYTES or raw.endswith(b"\n")
+        rest = raw
+        while not whole and rest and not rest.endswith(b"\n"):
+            rest = stream.readline(MAX_LINE_BYTES)
+        yield raw, whole
 
 
 def read_body(response: IO[bytes], limit: int = MAX_MESSAGE_BYTES) -> bytes:

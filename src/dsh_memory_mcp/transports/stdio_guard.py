@@ -21,10 +21,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from dsh_memory_mcp.transports.relay_wire import MAX_LINE_BYTES, bounded_lines
+
 log = logging.getLogger("dsh_memory_mcp.transports.stdio_guard")
 
-#: A longer input line is answered with -32600 and never held in memory whole.
-MAX_LINE_BYTES = 8 * 1024 * 1024
 #: Deepest nesting of objects/arrays accepted in one message (the SDK's parser stops near 200).
 MAX_DEPTH = 64
 #: How long requests already received may still run after stdin closes.
@@ -172,7 +172,7 @@ def _too_deep(is_request: bool, ident: int | str | None) -> types.JSONRPCError:
 
 
 def _too_long(head: bytes) -> types.JSONRPCError:
-    is_request, ident = _peek_request(head.decode("utf-8", errors="replace"))
+    is_request, ident = _peek_request(head[:_PEEK_BYTES].decode("utf-8", errors="replace"))
     return _error(
         INVALID_REQUEST,
         f"无效请求:一行超过 {MAX_LINE_BYTES // (1024 * 1024)} MB,已丢弃;请缩短参数(content 上限见工具说明)。",
@@ -239,18 +239,9 @@ def _std_streams() -> tuple[BinaryIO, BinaryIO, Callable[[], None]]:
 
 
 async def _read_lines(infile: BinaryIO) -> AsyncIterator[tuple[bytes, bool]]:
-    """(line, whole) pairs; a line over `MAX_LINE_BYTES` comes as (its head, False)."""
-    while True:
-        line = await anyio.to_thread.run_sync(infile.readline, MAX_LINE_BYTES + 1)
-        if not line:
-            return
-        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-            head = line[:_PEEK_BYTES]
-            while line and not line.endswith(b"\n"):  # throw the rest away, chunk by chunk
-                line = await anyio.to_thread.run_sync(infile.readline, MAX_LINE_BYTES)
-            yield head, False
-            continue
-        yield line, True
+    lines = bounded_lines(infile)
+    while (item := await anyio.to_thread.run_sync(next, lines, None)) is not None:
+        yield item
 
 
 @asynccontextmanager
