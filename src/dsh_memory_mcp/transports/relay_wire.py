@@ -1,7 +1,7 @@
 """What the relay reads from `serve` and lets through to the host (standard library only):
-bounded, whole, single-line JSON-RPC (`read_body`, `read_sse`, `parse`, `one_line`), and the
-2026-07-28 routing headers (`routing_headers`). Anything that fails these checks raises
-`Misbehaving`, and the relay treats that `serve` as gone.
+bounded, whole, single-line JSON-RPC (`read_body`, `read_sse`, `parse`, `one_line`); anything else
+raises `Misbehaving`, and the relay treats that `serve` as gone. Shared with serve and the stdio
+server: the 2026-07-28 routing headers (`routing_headers`) and the bounded host line (`bounded_lines`).
 """
 
 from __future__ import annotations
