@@ -92,7 +92,7 @@ MODULES: dict[str, str] = {
     "transports.serve_file": "<store>/serve.json: claim one per store, read with trust checks, probe",
     "transports.call_facts": "per-call facts from HTTP (relay project header, deadline) -> CallContext",
     "transports.relay": "stdio <-> a running serve over Streamable HTTP, stdlib only; direct fallback",
-    "transports.relay_wire": "what the relay reads from serve: bounded SSE/JSON, JSON-RPC checks, era headers",
+    "transports.relay_wire": "what the relay reads from serve: bounded SSE/JSON, JSON-RPC checks; era headers and host lines (shared)",
     "transports.listener": "serve's connections: header/body timeouts, connection cap, per-client limit, NODELAY",
     "transports.access": "who may use serve: token strength, session owner, 401 that names the fix",
     "transports.import_stream": "the page's import body parsed as it arrives into the planner, one at a time",

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import json
 import math
 import secrets
 import string
@@ -18,7 +17,7 @@ from typing import Any
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from starlette.authentication import AuthCredentials
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -199,6 +198,7 @@ OAUTH_PATHS: tuple[str, ...] = (
 
 #: The JSON-RPC error code of a 401 (implementation-defined server error range).
 UNAUTHORIZED_CODE = -32001
+_JSON = "application/json; charset=utf-8"
 
 
 def unauthorized_body(presented: bool) -> dict[str, Any]:
@@ -214,10 +214,6 @@ def unauthorized_body(presented: bool) -> dict[str, Any]:
     }
 
 
-def _json_bytes(data: dict[str, Any]) -> bytes:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
 class RequireToken:
     """Like the SDK's `RequireAuthMiddleware` (no scopes here): a request without the token gets our
     401, whose text says whether a token was sent at all."""
@@ -230,10 +226,10 @@ class RequireToken:
             await self.app(scope, receive, send)
             return
         presented = any(k == b"authorization" for k, _ in scope.get("headers", ()))
-        response = Response(
-            _json_bytes(unauthorized_body(presented)),
+        response = JSONResponse(
+            unauthorized_body(presented),
             status_code=401,
-            media_type="application/json; charset=utf-8",
+            media_type=_JSON,
             headers={"WWW-Authenticate": CHALLENGE if presented else _CHALLENGE_NO_TOKEN, "Cache-Control": "no-store"},
         )
         await response(scope, receive, send)
@@ -244,7 +240,7 @@ async def _no_oauth(request: Request) -> Response:
         "error": "invalid_request",
         "error_description": "这里没有 OAuth(没有授权服务器,也不能注册客户端)。" + _NO_OAUTH + _WHERE,
     }
-    return Response(_json_bytes(body), status_code=404, media_type="application/json; charset=utf-8")
+    return JSONResponse(body, status_code=404, media_type=_JSON)
 
 
 def oauth_routes() -> list[BaseRoute]:

@@ -55,9 +55,6 @@ class ToolGate:
                 self._tg = None
                 tg.cancel_scope.cancel()
 
-    def _deadline(self) -> float:
-        return self.clock.monotonic() + self.deadline_secs if self.deadline_secs > 0 else math.inf
-
     async def run(self, body: Callable[[float | None], Awaitable[T]]) -> T:
         """Run `body(deadline)` under the gate; `deadline` is a monotonic time on `clock`, or None.
 
@@ -66,7 +63,7 @@ class ToolGate:
         """
         if self.closing or self._tg is None:
             raise CallRefused(msg("服务正在退出,这次调用没有执行。请稍后重连后重试。"), code="BUSY")
-        deadline = self._deadline()
+        deadline = self.clock.monotonic() + self.deadline_secs if self.deadline_secs > 0 else math.inf
         self.queued_calls += 1
         try:
             with anyio.move_on_after(deadline - self.clock.monotonic()) as waiting:

@@ -1,11 +1,7 @@
 """`dsh-memory-mcp serve`: the MCP server over Streamable HTTP at `/mcp`, one `MemoryService` shared
-by every session (docs/design.md: Shared server, relay and their trust rules).
-
-Protocol, Host/Origin (421/403) and bearer checks are the SDK's. This module adds the token and Host
-rules (`access`, `security_settings`), one `serve` per store (`serve_file`), the connection edge
-(`listener`), the session cap and the never-initialized rule (`_Sessions`, `_SessionRoom`), the tool
-gate, the answer form (`answers_json`) and the drain on SIGINT/SIGTERM: running calls get up to
-`DRAIN_SECS`, then every session ends, `serve.json` is removed, exit 0.
+by every session (docs/design.md: Shared server, relay and their trust rules). Protocol, Host/Origin
+(421/403) and bearer checks are the SDK's; on SIGINT/SIGTERM running calls get up to `DRAIN_SECS`,
+then every session ends, `serve.json` is removed, exit 0.
 """
 
 from __future__ import annotations
@@ -34,13 +30,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp.shared.inbound import (
-    MCP_METHOD_HEADER,
-    MCP_NAME_HEADER,
-    MCP_PROTOCOL_VERSION_HEADER,
-    NAME_BEARING_METHODS,
-    encode_header_value,
-)
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.types import PROTOCOL_VERSION_META_KEY
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 from sse_starlette.sse import AppStatus
@@ -61,6 +51,7 @@ from dsh_memory_mcp.service.render import error_result
 from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.texts import Text, msg
 from dsh_memory_mcp.transports import access, call_facts, listener, serve_file
+from dsh_memory_mcp.transports import relay_wire as wire
 from dsh_memory_mcp.transports.gate import ToolGate
 from dsh_memory_mcp.transports.mcp_server import MemoryServer, to_result
 from dsh_memory_mcp.transports.sdk_private import SessionLifecycle
@@ -91,8 +82,6 @@ class PageChecks:
 #: Extra routes next to `/mcp` (the web page): `factory(service, token, checks=PageChecks) -> routes`.
 RouteFactory = Callable[..., Sequence[BaseRoute]]
 
-_CLIENT_ID = "dsh-memory-mcp"
-
 
 class ServeRefused(Exception):
     """`serve` must not start; `code` is the exit code (1 another serve owns the store, 2 unsafe bind)."""
@@ -115,7 +104,7 @@ class _StaticToken:
 
     async def verify_token(self, token: str) -> AccessToken | None:
         if hmac.compare_digest(token.encode("utf-8", "surrogateescape"), self._token):
-            return AccessToken(token="", client_id=_CLIENT_ID, scopes=[])
+            return AccessToken(token="", client_id="dsh-memory-mcp", scopes=[])
         return None
 
 
@@ -150,9 +139,7 @@ def _wildcard(host: str) -> bool:
 def local_host(bind_host: str) -> str:
     """The name a local client uses to reach `bind_host` (a wildcard bind is reached via 127.0.0.1)."""
     host = bind_host.strip().lower()
-    if _wildcard(host):
-        return "127.0.0.1"
-    return _bracket(host)
+    return "127.0.0.1" if _wildcard(host) else _bracket(host)
 
 
 def security_settings(settings: ServeSettings, port: int, *, user_token: bool) -> TransportSecuritySettings:
@@ -317,12 +304,7 @@ def answers_json(body: bytes | None, headers: dict[bytes, bytes], *, roots_matte
     one JSON body instead of an SSE stream (docs/design.md: Answer form): yes unless the client
     declares `roots` and they can decide the project (no explicit project for serve or in the
     relay's header). A body that is not a readable `initialize` keeps the SDK's default (SSE)."""
-    if body is None:
-        return False
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
-        return False
+    message = _json_body(body)
     params = message.get("params") if isinstance(message, dict) else None
     if not isinstance(params, dict) or message.get("method") != "initialize":
         return False
@@ -332,6 +314,14 @@ def answers_json(body: bytes | None, headers: dict[bytes, bytes], *, roots_matte
     project = headers.get(call_facts.PROJECT_HEADER_BYTES)
     source = headers.get(call_facts.PROJECT_SOURCE_HEADER.lower().encode("ascii"), b"").strip().lower()
     return project is not None and source != b"cwd"
+
+
+def _json_body(body: bytes | None) -> Any:
+    """The JSON value of a request body held whole (None: not held, or not JSON)."""
+    try:
+        return None if body is None else json.loads(body)
+    except (ValueError, RecursionError):
+        return None
 
 
 async def _held_body(receive: Receive, limit: int) -> tuple[list[Any], bytes | None]:
@@ -400,7 +390,7 @@ class _SessionRoom:
             return
         held, body = await _held_body(receive, MAX_BODY_BYTES)
         receive = _replay(held, receive)
-        extra = modern_routing_headers(body) if body is not None and version is None else None
+        extra = modern_routing_headers(_json_body(body)) if version is None else None
         if extra:  # a 2026-07-28 message without its routing headers (`modern_routing_headers`)
             scope = dict(scope, headers=[*scope["headers"], *extra])
             if extra[0][1].decode("ascii") not in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -518,14 +508,10 @@ class _BadHeaderGuard:
 _VERSION_HEADER_BYTES = MCP_PROTOCOL_VERSION_HEADER.lower().encode("ascii")
 
 
-def modern_routing_headers(body: bytes) -> list[tuple[bytes, bytes]] | None:
+def modern_routing_headers(message: Any) -> list[tuple[bytes, bytes]] | None:
     """The routing headers a 2026-07-28 message implies, for a POST that carried none of them (a stdio
     bridge forwarding a host's lines as they are): from the request's `_meta`, or the latest version
     for a notification without a session. None: leave the request alone."""
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
     if not isinstance(message, dict) or not isinstance(message.get("method"), str):
         return None
     method = message["method"]
@@ -533,20 +519,11 @@ def modern_routing_headers(body: bytes) -> list[tuple[bytes, bytes]] | None:
         if method == "notifications/initialized":
             return None  # a handshake-era client's: the SDK's own answer stands
         return [(_VERSION_HEADER_BYTES, LATEST_MODERN_VERSION.encode("ascii"))]
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+    version = wire.meta(message).get(PROTOCOL_VERSION_META_KEY)
     if method == "initialize" or not isinstance(version, str) or not version.isascii() or not version.isprintable():
         return None
-    headers = [
-        (_VERSION_HEADER_BYTES, version.encode("ascii")),
-        (MCP_METHOD_HEADER.encode("ascii"), encode_header_value(method).encode("ascii")),
-    ]
-    name_key = NAME_BEARING_METHODS.get(method)
-    name = params.get(name_key) if name_key is not None and isinstance(params, dict) else None
-    if isinstance(name, str):
-        headers.append((MCP_NAME_HEADER.encode("ascii"), encode_header_value(name).encode("ascii")))
-    return headers
+    headers = wire.routing_headers(wire.Message("request", message), version)  # the relay's, checked against the SDK
+    return [(name.lower().encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
 
 
 def build_app(

@@ -71,19 +71,6 @@ class ImportUpload:
         return self.members.get("scope")
 
 
-class _TextSink:
-    """``text``: the string's UTF-8 bytes (a lone surrogate kept as such, so its line is reported)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.planner = ImportPlanner(settings)
-
-    def write(self, data: bytes) -> None:
-        self.planner.feed(data)
-
-    def result(self) -> ImportPlan | None:
-        return self.planner.finish()
-
-
 class _Base64Sink:
     """``data``: `base64.b64decode(validate=True)`'s rule, decoded four characters at a time."""
 
@@ -93,7 +80,7 @@ class _Base64Sink:
         self.padding = 0
         self.bad = False
 
-    def write(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> None:
         if self.bad or not data:
             return
         wrong = _NOT_B64.search(data)
@@ -113,7 +100,7 @@ class _Base64Sink:
             self.planner.feed(binascii.a2b_base64(bytes(self.pending[:whole])))
             del self.pending[:whole]
 
-    def result(self) -> ImportPlan | None:
+    def finish(self) -> ImportPlan | None:
         # binascii's rule: a last group of 2 needs "==", of 3 at least one "=", of 1 is never valid;
         # padding after whole groups is ignored.
         left, pad = len(self.pending), self.padding
@@ -125,23 +112,23 @@ class _Base64Sink:
 
 
 class _Discard:
-    def write(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> None:
         pass
 
-    def result(self) -> ImportPlan | None:
+    def finish(self) -> ImportPlan | None:
         return None
 
 
-_Sink = _TextSink | _Base64Sink | _Discard
+#: Where a streamed string's content goes: ``text`` straight to a planner (its UTF-8 bytes, a lone
+#: surrogate kept as such, so its line is reported), ``data`` through base64, a losing one nowhere.
+_Sink = ImportPlanner | _Base64Sink | _Discard
 
 
 class _ObjectReader:
     """An incremental reader of one JSON object whose ``data``/``text`` strings are streamed to sinks."""
 
-    def __init__(self, settings: Settings, limit: int) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.limit = limit
-        self.size = 0
         self.utf8 = codecs.getincrementaldecoder("utf-8")("surrogatepass")
         self.buf = bytearray()
         self.pos = 0
@@ -179,7 +166,7 @@ class _ObjectReader:
                 else msg("请求体不是合法的 JSON。")
             )
         sink = self.sinks.get("data") or self.sinks.get("text")
-        return ImportUpload(plan=None if sink is None else sink.result(), members=self.members)
+        return ImportUpload(plan=None if sink is None else sink.finish(), members=self.members)
 
     # -- the states ----------------------------------------------------------------------------
 
@@ -304,7 +291,7 @@ class _ObjectReader:
         elif "data" in self.sinks:
             self.sink = _Discard()
         else:
-            self.sink = self.sinks["text"] = _TextSink(self.settings)
+            self.sink = self.sinks["text"] = ImportPlanner(self.settings)
 
     def _stream_string(self, eof: bool) -> bool:
         buf, pos, sink = self.buf, self.pos, self.sink
@@ -312,7 +299,7 @@ class _ObjectReader:
             match = _SPECIAL.search(buf, pos)
             end = len(buf) if match is None else match.start()
             if end > pos:
-                sink.write(bytes(buf[pos:end]))
+                sink.feed(bytes(buf[pos:end]))
             pos = end
             if match is None:
                 self.pos = pos
@@ -330,7 +317,7 @@ class _ObjectReader:
             if used == 0:
                 self.pos = pos
                 return False  # the escape goes on in the next chunk
-            sink.write(decoded)
+            sink.feed(decoded)
             pos += used
 
 
@@ -391,7 +378,7 @@ async def read_import(request: Request, limit: int, settings: Settings) -> Impor
 
     :raises RequestRefused: 413 over the limit, 400 ``BAD_JSON``.
     """
-    reader = _ObjectReader(settings, limit)
+    reader = _ObjectReader(settings)
     batch = bytearray()
     async for chunk in body_chunks(request, limit):
         batch += chunk

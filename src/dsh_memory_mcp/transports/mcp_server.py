@@ -15,7 +15,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import anyio
@@ -24,7 +24,7 @@ from mcp.server.caching import CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp.shared.message import ServerMessageMetadata
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from dsh_memory_mcp import __version__, config
@@ -39,6 +39,7 @@ from dsh_memory_mcp.texts import msg
 from dsh_memory_mcp.transports.stdio_guard import guarded_stdio
 
 log = logging.getLogger("dsh_memory_mcp.transports.mcp_server")
+T = TypeVar("T")
 
 #: The usage guidance alone (what `instructions` say with `DSH_MEMORY_DIGEST=off` or an empty digest).
 INSTRUCTIONS = digest.USAGE
@@ -237,7 +238,6 @@ class MemoryServer:
     when it declares `roots`, else the working directory; its client: `clientInfo` `name/version`.
 
     :param base_context: the CallContext a request starts from (default: the service's).
-    :param digest_on: the memory digest in `instructions` (default: `DSH_MEMORY_DIGEST` not off).
     :param digest_cache: where digests are kept between starts (`refresh_digests` at exit).
     """
 
@@ -246,12 +246,11 @@ class MemoryServer:
         service: MemoryService,
         *,
         base_context: Callable[[ServerRequestContext[Any, Any]], CallContext] | None = None,
-        digest_on: bool | None = None,
         digest_cache: digest.DigestCache | None = None,
     ) -> None:
         self.service = service
         self._base = base_context or (lambda _ctx: service.default_context)
-        self.digest_on = bool(config.read("DSH_MEMORY_DIGEST")) if digest_on is None else digest_on
+        self.digest_on = bool(config.read("DSH_MEMORY_DIGEST"))  # the memory digest in `instructions`
         self.digest_cache = digest_cache
         #: The digest keys (project scope key or None) handed out: refreshed at exit.
         self.digest_projects: set[str | None] = set()
@@ -415,10 +414,9 @@ class MemoryServer:
             declared = isinstance(caps, Mapping) and caps.get("roots") is not None
             call, pending = base, declared and base.project_source == "cwd"
         else:
-            found = await self._list_context(ctx)
-            state = self._clients.get(ctx)
-            call = found
-            pending = state.roots and found.project_source == "cwd" and base.project_source == "cwd"
+            call = await self._list_context(ctx)
+            declared = self._clients.get(ctx).roots
+            pending = declared and call.project_source == "cwd" and base.project_source == "cwd"
         t0 = time.perf_counter()
         if _is_http(ctx):  # one event loop serves every session: the parse must not stall it
             text = await anyio.to_thread.run_sync(lambda: self.instructions_for(call, roots_pending=pending))
@@ -468,12 +466,7 @@ class MemoryServer:
         if isinstance(call, types.InputRequiredResult):
             return call
         arguments = {k: str(v) for k, v in (params.arguments or {}).items()}
-        try:
-            description, text = await anyio.to_thread.run_sync(
-                lambda: feed.get_prompt(self.service, params.name, arguments, call)
-            )
-        except feed.FeedError as exc:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"{exc.code}:{exc.message}") from None
+        description, text = await _feed(lambda: feed.get_prompt(self.service, params.name, arguments, call))
         return types.GetPromptResult(
             description=description,
             messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))],
@@ -482,10 +475,7 @@ class MemoryServer:
     async def _list_resources(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListResourcesResult:
         call = await self._list_context(ctx)
         cursor = getattr(params, "cursor", None)
-        try:
-            items, next_cursor = await anyio.to_thread.run_sync(lambda: feed.list_resources(call, self.service, cursor))
-        except feed.FeedError as exc:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"{exc.code}:{exc.message}") from None
+        items, next_cursor = await _feed(lambda: feed.list_resources(call, self.service, cursor))
         return types.ListResourcesResult(
             resources=[
                 types.Resource(uri=i.uri, name=i.name, title=i.title, description=i.description, mime_type="text/plain")
@@ -511,51 +501,25 @@ class MemoryServer:
         if isinstance(call, types.InputRequiredResult):
             return call
         uri = str(params.uri)
-        try:
-            text = await anyio.to_thread.run_sync(lambda: feed.read_resource(self.service, uri, call))
-        except feed.FeedError as exc:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"{exc.code}:{exc.message}", data={"uri": uri}) from None
+        text = await _feed(lambda: feed.read_resource(self.service, uri, call), {"uri": uri})
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type="text/plain", text=text)]
         )
 
 
-#: How long requests already received may still run after stdin closes.
-DRAIN_SECONDS = 30.0
+async def _feed(run: Callable[[], T], data: Any = None) -> T:
+    """`run()` in a worker thread; a `feed.FeedError` becomes an INVALID_PARAMS error (with `data`)."""
+    try:
+        return await anyio.to_thread.run_sync(run)
+    except feed.FeedError as exc:
+        raise MCPError(code=types.INVALID_PARAMS, message=f"{exc.code}:{exc.message}", data=data) from None
 
 
 async def _run_stdio(server: Server[Any]) -> None:
-    """Serve stdio; at end of input, answer every request already received (at most `DRAIN_SECONDS`)
-    before returning: the SDK's loop would cancel requests in flight when stdin closes."""
-    pending: set[Any] = set()
-    # Our transport, not the SDK's stdio_server: every input line gets an answer (stdio_guard).
+    """Serve stdio until stdin ends and the requests already received are answered (`guarded_stdio`)."""
     async with guarded_stdio() as (read, write):
-        in_send, in_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        out_send, out_recv = anyio.create_memory_object_stream[SessionMessage](0)
-
-        async def pump_in() -> None:
-            async with in_send:
-                async for item in read:
-                    if isinstance(item, SessionMessage) and isinstance(item.message, types.JSONRPCRequest):
-                        pending.add(item.message.id)
-                    await in_send.send(item)
-                with anyio.move_on_after(DRAIN_SECONDS):
-                    while pending:
-                        await anyio.sleep(0.01)
-
-        async def pump_out() -> None:
-            # Closing `write` at the end lets the transport's stdout writer finish.
-            async with out_recv, write:
-                async for item in out_recv:
-                    await write.send(item)
-                    if isinstance(item.message, (types.JSONRPCResponse, types.JSONRPCError)):
-                        pending.discard(item.message.id)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(pump_in)
-            tg.start_soon(pump_out)
-            await server.run(in_recv, out_send, server.create_initialization_options())
-            await out_send.aclose()
+        await server.run(read, write, server.create_initialization_options())
+        await write.aclose()
 
 
 def refresh_digests(server: MemoryServer) -> None:

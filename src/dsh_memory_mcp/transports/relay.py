@@ -1,12 +1,7 @@
-"""The relay: a stdio MCP server process that forwards its host's messages to a running `serve`
-(docs/design.md: Shared server, relay and their trust rules).
-
-Standard library only (neither the SDK nor numpy: its cold start is a fraction of a direct one's).
-Each host line goes to `POST /mcp`; each message back (a JSON body or SSE events) is checked by
-`relay_wire` and written to stdout. Every request the host sent gets exactly one answer: a reaped
-session (404) is re-opened by replaying the host's `initialize`; a `serve` that is gone or not to be
-believed is replaced by a child `dsh-memory-mcp --no-relay`, to which the `initialize` is replayed
-(its answer swallowed) and every unanswered request sent again.
+"""The relay: a stdio MCP server process that forwards its host's messages to a running `serve`,
+and falls back to a direct child server when serve fails (docs/design.md: Shared server, relay and
+their trust rules). Standard library only (neither the SDK nor numpy: its cold start is a fraction of
+a direct one's); what serve sends back is checked by `relay_wire`.
 """
 
 from __future__ import annotations
@@ -48,8 +43,6 @@ CALL_GRACE = 10.0
 DEFAULT_DEADLINE = 300.0
 #: How long opening the session's GET stream may take before the handshake goes on without it.
 GET_OPEN_TIMEOUT = 3.0
-#: The longest stdin line the relay passes on (as the direct server's input guard).
-MAX_LINE_BYTES = 8 * 1024 * 1024
 #: At stdin EOF, in-flight requests get this long to be answered.
 DRAIN_SECONDS = 30.0
 _REPLAY_ID = "dsh-memory-mcp-relay-replay"
@@ -164,9 +157,7 @@ class _Call:
         self.ident = message.data["id"]
         self.key = wire.id_key(self.ident)
         self.method = message.method or ""
-        params = message.data.get("params")
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        token = wire.meta(message.data).get("progressToken")
         self.progress = wire.id_key(token) if token is not None else None
         self.started = time.monotonic()
         self.target = "serve"  # or "child" once serve has been given up on
@@ -186,7 +177,6 @@ class Relay:
         stdin: IO[bytes],
         stdout: IO[bytes],
         log: Callable[[str], None],
-        env: dict[str, str] | None = None,
         deadline: float = DEFAULT_DEADLINE,
     ) -> None:
         self.info = info
@@ -197,7 +187,6 @@ class Relay:
         self.stdin = stdin
         self.stdout = stdout
         self.log = log
-        self.env = env
         #: A tool call unanswered this long is given up on (None: serve has no deadline).
         self.call_bound = deadline + CALL_GRACE if deadline > 0 else None
         self.session_id: str | None = None
@@ -386,29 +375,25 @@ class Relay:
                     if self._take(data, call, sink):
                         answered = True
                         break
-                reusable = answered and _drained(conn, response)
+                clean = answered and _drained(conn, response)
             else:
                 body = wire.read_body(response)
-                reusable = response.isclosed() and not response.will_close
+                clean = response.isclosed() and not response.will_close
                 if status >= 400:
                     body = self._http_error(message, status, body)
                 if body.strip():
                     answered = self._take(body, call, sink)
             if call is not None and not answered and self._owns(call):
                 raise _ServeGone(msg("serve 的应答结束了,却没有这个请求的应答"))
+            reusable = clean  # only a connection whose exchange ended well is kept
         except wire.Misbehaving as bad:
-            reusable = False
             raise _ServeGone(str(bad)) from bad
         except (OSError, http.client.HTTPException) as exc:
-            reusable = False
             if call is not None and not self._owns(call):
                 return
             if isinstance(exc, TimeoutError):
                 raise _ServeGone(msg("serve 长时间没有发来任何数据")) from exc
             raise _ServeGone(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
-        except BaseException:
-            reusable = False
-            raise
         finally:
             self._release(conn, call)
             if not (reusable and self._keep(conn, call)):
@@ -630,7 +615,7 @@ class Relay:
             if self._child is not None or self._child_dead:
                 return
             self.log(msg("serve 不可用({why}),改为直连模式继续服务(记忆库相同)", why=why))
-            env = dict(config.environ() if self.env is None else self.env)
+            env = dict(config.environ())
             env["DSH_MEMORY_RELAY"] = "off"
             try:
                 child = subprocess.Popen(
@@ -754,23 +739,17 @@ class Relay:
     def run(self) -> int:
         """Relay until stdin ends; then answer what is in flight, close the session, return 0."""
         threading.Thread(target=self._watch, name="relay-watch", daemon=True).start()
-        while True:
-            raw = self.stdin.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                break
-            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                self._skip_line()
-                too_long = f"Invalid Request: 一行超过 {MAX_LINE_BYTES // (1024 * 1024)} MiB"
+        for raw, whole in wire.bounded_lines(self.stdin):
+            if not whole:
+                too_long = f"Invalid Request: 一行超过 {wire.MAX_LINE_BYTES // (1024 * 1024)} MiB"
                 self._emit(wire.rpc_error(None, -32600, too_long))
                 continue
             line = raw.strip()
             if not line:
                 continue
-            refusal = _refuse(line)
-            message = wire.parse(line) if refusal is None else None
+            message = wire.parse(line)
             if message is None:
-                # Answered here, like the direct server's input guard: serve would only say 400.
-                self._emit(refusal or wire.rpc_error(None, -32600, "Invalid Request: 不是 JSON-RPC 2.0 消息"))
+                self._emit(_refusal(line))  # answered here, like the direct server's input guard: serve would say 400
                 continue
             if message.kind != "request":
                 if message.method == "notifications/cancelled":
@@ -794,12 +773,6 @@ class Relay:
                 continue
             threading.Thread(target=self._call, args=(call,), name="relay-call", daemon=True).start()
         return self._finish()
-
-    def _skip_line(self) -> None:
-        while True:
-            chunk = self.stdin.readline(MAX_LINE_BYTES)
-            if not chunk or chunk.endswith(b"\n"):
-                return
 
     def _finish(self) -> int:
         end = time.monotonic() + DRAIN_SECONDS
@@ -843,8 +816,8 @@ def _checked(line: bytes) -> wire.Message:
     return message
 
 
-def _refuse(line: bytes) -> bytes | None:
-    """A JSON-RPC error for a host line that is not a JSON-RPC 2.0 message (-32700 / -32600), else None."""
+def _refusal(line: bytes) -> bytes:
+    """The JSON-RPC error (-32700 / -32600) for a host line that is not a JSON-RPC 2.0 message."""
     try:
         message = json.loads(line)
     except (ValueError, RecursionError):
@@ -858,7 +831,7 @@ def _refuse(line: bytes) -> bytes | None:
         return wire.rpc_error(valid_id, -32600, 'Invalid Request: 需要 "jsonrpc": "2.0"')
     if "method" not in message and "result" not in message and "error" not in message:
         return wire.rpc_error(valid_id, -32600, "Invalid Request: 既不是请求也不是响应")
-    return None
+    return wire.rpc_error(None, -32600, "Invalid Request: 不是 JSON-RPC 2.0 消息")
 
 
 def _with_id(line: bytes, new_id: str) -> bytes:

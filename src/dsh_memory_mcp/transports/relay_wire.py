@@ -1,7 +1,7 @@
 """What the relay reads from `serve` and lets through to the host (standard library only):
-bounded, whole, single-line JSON-RPC (`read_body`, `read_sse`, `parse`, `one_line`), and the
-2026-07-28 routing headers (`routing_headers`). Anything that fails these checks raises
-`Misbehaving`, and the relay treats that `serve` as gone.
+bounded, whole, single-line JSON-RPC (`read_body`, `read_sse`, `parse`, `one_line`); anything else
+raises `Misbehaving`, and the relay treats that `serve` as gone. Shared with serve and the stdio
+server: the 2026-07-28 routing headers (`routing_headers`) and the bounded host line (`bounded_lines`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "
 
 #: The largest message from `serve` the relay passes on (our answers are far smaller).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+#: The longest host line the stdio server and the relay take; a longer one is answered, never held whole.
+MAX_LINE_BYTES = 8 * 1024 * 1024
 
 
 class Misbehaving(Exception):
@@ -98,6 +100,17 @@ def one_line(data: bytes, message: Message) -> bytes:
     return data
 
 
+def bounded_lines(stream: IO[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """`(line, whole)` for each line of `stream`; a line over `MAX_LINE_BYTES` comes as `(its head,
+    False)`, the rest of it read and dropped chunk by chunk."""
+    while raw := stream.readline(MAX_LINE_BYTES + 1):
+        whole = len(raw) <= MAX_LINE_BYTES or raw.endswith(b"\n")
+        rest = raw
+        while not whole and rest and not rest.endswith(b"\n"):
+            rest = stream.readline(MAX_LINE_BYTES)
+        yield raw, whole
+
+
 def read_body(response: IO[bytes], limit: int = MAX_MESSAGE_BYTES) -> bytes:
     """A non-streamed response body, at most `limit` bytes.
 
@@ -144,11 +157,16 @@ def read_sse(stream: IO[bytes], limit: int = MAX_MESSAGE_BYTES) -> Iterator[byte
             data.append(value)
 
 
+def meta(data: dict[str, Any]) -> dict[str, Any]:
+    """The `params._meta` object of a JSON-RPC message (empty when there is none)."""
+    params = data.get("params")
+    found = params.get("_meta") if isinstance(params, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
 def modern_version(message: Message) -> str | None:
     """The per-request revision (2026-07-28 or later) a request names in `params._meta`, else None."""
-    params = message.data.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+    version = meta(message.data).get(PROTOCOL_VERSION_META_KEY)
     if isinstance(version, str) and version and version not in HANDSHAKE_VERSIONS:
         return version
     return None

@@ -1,13 +1,7 @@
-"""`<store>/serve.json`: how a running `serve` is found, and why there is only one per store
-(docs/design.md: Shared server, relay and their trust rules). Standard library only.
-
-File (JSON object, 0600)::
-
-    {"url": "http://127.0.0.1:7766/mcp", "pid": 1234, "token": "…", "version": "0.1.0",
-     "startedAt": 1764581234567}
-
-It holds the bearer token, so it is trusted only when it is the current user's and nobody else may
-write it (`read`): a planted file could send a host's session and its token elsewhere.
+"""`<store>/serve.json` (``{url, pid, token, version, startedAt}``, 0600): how a running `serve` is
+found, and why there is only one per store (docs/design.md: Shared server, relay and their trust
+rules). Standard library only. It holds the bearer token, so it is trusted only when it is the current
+user's and nobody else may write it (`read`): a planted file could send a host's session elsewhere.
 """
 
 from __future__ import annotations
@@ -56,9 +50,9 @@ class ServeInfo:
         return fileio.pid_alive(self.pid)
 
 
-def _parse(content: bytes) -> ServeInfo | None:
+def _parse(content: bytes | None) -> ServeInfo | None:
     try:
-        data = json.loads(content.decode("utf-8"))
+        data = json.loads(content.decode("utf-8")) if content is not None else None
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
@@ -193,7 +187,7 @@ def claim(store_dir: str, info: ServeInfo) -> Claim:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raw = _raw(path)
-        existing = _parse(raw) if raw is not None else None
+        existing = _parse(raw)
         if existing is None:
             why: str | None = ""
         elif existing.pid == os.getpid():
@@ -210,8 +204,7 @@ def claim(store_dir: str, info: ServeInfo) -> Claim:
         if _raw(path) == raw:  # judging took a while: remove only the file that was judged
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-    existing = _existing(path)
-    return Claim(ok=False, other=existing)
+    return Claim(ok=False, other=_parse(_raw(path)))
 
 
 def _create_exclusive(path: str, content: bytes) -> bool:
@@ -241,11 +234,6 @@ def _raw(path: str) -> bytes | None:
         os.close(fd)
 
 
-def _existing(path: str) -> ServeInfo | None:
-    raw = _raw(path)
-    return _parse(raw) if raw is not None else None
-
-
 def _old_enough(path: str, seconds: float = 2.0) -> bool:
     try:
         return time.time() - os.stat(path).st_mtime > seconds
@@ -256,7 +244,7 @@ def _old_enough(path: str, seconds: float = 2.0) -> bool:
 def release(store_dir: str, info: ServeInfo) -> None:
     """Remove `serve.json` if it is still ours (same pid and token); another serve's file stays."""
     path = path_for(store_dir)
-    existing = _existing(path)
+    existing = _parse(_raw(path))
     if existing is not None and existing.pid == info.pid and existing.token == info.token:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)

@@ -1,12 +1,7 @@
 """Our stdio transport, in place of the SDK's `stdio_server` (same ``(read, write)`` shape): every
-input line gets a JSON-RPC answer, and no output can kill the server.
-
-The SDK only logs a line its validator rejects (the host waits for its own timeout), and its writer
-raises on a lone surrogate in a result. Here accepted lines pass on unchanged; rejected ones are
-answered: ``-32700`` not JSON, ``-32600`` not a JSON-RPC 2.0 message or longer than
-`MAX_LINE_BYTES`, ``-32602`` params not an object or nested deeper than `MAX_DEPTH` (the request's
-id echoed when it can be read). Lone surrogates in input and output become U+FFFD. While it serves,
-fd 0 points at the null device and fd 1 at stderr, so a stray ``print`` cannot corrupt the channel.
+input line gets a JSON-RPC answer (docs/design.md: Command line), and no output can kill the server
+(the SDK's writer raises on a lone surrogate). While it serves, fd 0 points at the null device and
+fd 1 at stderr, so a stray ``print`` cannot corrupt the channel.
 """
 
 from __future__ import annotations
@@ -26,12 +21,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from dsh_memory_mcp.transports.relay_wire import MAX_LINE_BYTES, bounded_lines
+
 log = logging.getLogger("dsh_memory_mcp.transports.stdio_guard")
 
-#: A longer input line is answered with -32600 and never held in memory whole.
-MAX_LINE_BYTES = 8 * 1024 * 1024
 #: Deepest nesting of objects/arrays accepted in one message (the SDK's parser stops near 200).
 MAX_DEPTH = 64
+#: How long requests already received may still run after stdin closes.
+DRAIN_SECONDS = 30.0
 
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 _PEEK_BYTES = 64 * 1024
@@ -54,36 +51,9 @@ def _valid_id(value: Any) -> int | str | None:
     return None
 
 
-def _scrub(value: Any) -> tuple[Any, int]:
-    """`value` with every lone surrogate replaced by U+FFFD, and how many were replaced.
-
-    Iterative (a list of pending containers), so depth cannot exhaust the stack.
-    """
-    count = 0
-
-    def fix(text: str) -> str:
-        nonlocal count
-        fixed, n = _SURROGATE.subn("\ufffd", text)
-        count += n
-        return fixed
-
-    if isinstance(value, str):
-        return fix(value), count
-    if not isinstance(value, (dict, list)):
-        return value, 0
-    root: list[Any] = [value]
-    todo: list[Any] = [root]
-    while todo:
-        node = todo.pop()
-        items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
-        for key, item in items:
-            if isinstance(item, str):
-                node[key] = fix(item)
-            elif isinstance(item, (dict, list)):
-                todo.append(item)
-            if isinstance(node, dict) and isinstance(key, str) and _SURROGATE.search(key):
-                node[fix(key)] = node.pop(key)
-    return root[0], count
+def _scrub(data: Any, **dumps: Any) -> tuple[str, int]:
+    """`data` as JSON text with every lone surrogate replaced by U+FFFD, and how many were replaced."""
+    return _SURROGATE.subn("\ufffd", json.dumps(data, ensure_ascii=False, **dumps))
 
 
 def _depth(value: Any) -> int:
@@ -177,12 +147,10 @@ def classify_line(line: str) -> SessionMessage | types.JSONRPCError | None:
     ident = _valid_id(data.get("id")) if isinstance(method, str) else None
     if _depth(data) > MAX_DEPTH:
         return _too_deep(isinstance(method, str), ident)
-    data, replaced = _scrub(data)
+    text, replaced = _scrub(data)
     if replaced:
         try:
-            repaired = SessionMessage(
-                types.jsonrpc_message_adapter.validate_json(json.dumps(data, ensure_ascii=False), by_name=False)
-            )
+            repaired = SessionMessage(types.jsonrpc_message_adapter.validate_json(text, by_name=False))
         except (ValidationError, ValueError) as exc:
             rejected = exc if isinstance(exc, ValidationError) else rejected
         else:
@@ -204,7 +172,7 @@ def _too_deep(is_request: bool, ident: int | str | None) -> types.JSONRPCError:
 
 
 def _too_long(head: bytes) -> types.JSONRPCError:
-    is_request, ident = _peek_request(head.decode("utf-8", errors="replace"))
+    is_request, ident = _peek_request(head[:_PEEK_BYTES].decode("utf-8", errors="replace"))
     return _error(
         INVALID_REQUEST,
         f"无效请求:一行超过 {MAX_LINE_BYTES // (1024 * 1024)} MB,已丢弃;请缩短参数(content 上限见工具说明)。",
@@ -223,9 +191,10 @@ def encode_message(message: types.JSONRPCMessage) -> str:
         text.encode("utf-8")
         return text
     except (ValueError, UnicodeError):
-        data, replaced = _scrub(message.model_dump(mode="python", by_alias=True, exclude_unset=True))
+        data = message.model_dump(mode="python", by_alias=True, exclude_unset=True)
+        text, replaced = _scrub(data, separators=(",", ":"), default=str)
         log.warning("outgoing message held %d lone surrogate(s): replaced by U+FFFD", replaced)
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+        return text
 
 
 # ----------------------------------------------------------------------------------------------
@@ -270,39 +239,26 @@ def _std_streams() -> tuple[BinaryIO, BinaryIO, Callable[[], None]]:
 
 
 async def _read_lines(infile: BinaryIO) -> AsyncIterator[tuple[bytes, bool]]:
-    """(line, whole) pairs; a line over `MAX_LINE_BYTES` comes as (its head, False)."""
-    while True:
-        line = await anyio.to_thread.run_sync(infile.readline, MAX_LINE_BYTES + 1)
-        if not line:
-            return
-        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-            head = line[:_PEEK_BYTES]
-            while line and not line.endswith(b"\n"):  # throw the rest away, chunk by chunk
-                line = await anyio.to_thread.run_sync(infile.readline, MAX_LINE_BYTES)
-            yield head, False
-            continue
-        yield line, True
+    lines = bounded_lines(infile)
+    while (item := await anyio.to_thread.run_sync(next, lines, None)) is not None:
+        yield item
 
 
 @asynccontextmanager
-async def guarded_stdio(
-    stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
-) -> AsyncIterator[
+async def guarded_stdio() -> AsyncIterator[
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 ]:
-    """``(read, write)`` over stdin/stdout (or the given binary streams), like the SDK's stdio_server.
+    """``(read, write)`` over stdin/stdout, like the SDK's stdio_server.
 
-    The read side ends at end of input; the writer ends when `write` (and every answer the
-    reader sent itself) is done. fd 0/1 are restored on exit.
+    At end of input the read side ends once every request passed on is answered (at most
+    `DRAIN_SECONDS`: the SDK's loop cancels the requests in flight when its input ends); the writer
+    ends when `write` (and every answer the reader sent itself) is done. fd 0/1 are restored on exit.
     """
-    restore: Callable[[], None] = lambda: None  # noqa: E731
-    if stdin is None or stdout is None:
-        std_in, std_out, restore = _std_streams()
-        stdin, stdout = stdin or std_in, stdout or std_out
-    infile, outfile = stdin, stdout
+    infile, outfile, restore = _std_streams()
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
     answers = write_send.clone()
+    pending: set[Any] = set()  # ids of the requests passed on and not answered yet
 
     async def reader() -> None:
         async with read_send, answers:
@@ -311,15 +267,22 @@ async def guarded_stdio(
                 if verdict is None:
                     continue
                 if isinstance(verdict, SessionMessage):
+                    if isinstance(verdict.message, types.JSONRPCRequest):
+                        pending.add(verdict.message.id)
                     await read_send.send(verdict)
                 else:
                     log.info("answered an unusable input line with %d", verdict.error.code)
                     await answers.send(SessionMessage(verdict))
+            with anyio.move_on_after(DRAIN_SECONDS):
+                while pending:
+                    await anyio.sleep(0.01)
 
     async def writer() -> None:
         broken = False
         async with write_recv:
             async for item in write_recv:
+                if isinstance(item.message, (types.JSONRPCResponse, types.JSONRPCError)):
+                    pending.discard(item.message.id)
                 if broken:
                     continue
                 data = (encode_message(item.message) + "\n").encode("utf-8")
