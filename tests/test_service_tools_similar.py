@@ -49,3 +49,24 @@ def test_a_superseded_memory_is_not_named(tmp_path: Path) -> None:
     service.call("memory_save", {"content": "The nightly build now runs at four", "supersedes": old})
     again = service.call("memory_save", {"content": "The nightly build runs at two in the morning UTC!"})
     assert "similar" not in again.structured
+
+
+def test_a_near_duplicate_saved_since_the_last_search_is_named_however_many_saves_came_between(
+    tmp_path: Path,
+) -> None:
+    service = make_service(tmp_path / "store", tmp_path, DSH_MEMORY_VECTOR="off")
+    for i in range(5):
+        service.call("memory_save", {"content": f"background fact number {i} about the build farm"})
+    service.call("memory_search", {"query": "build farm"})  # the scope is indexed now
+    topics = {
+        0: "staging database snapshot restore",
+        3: "release train calendar freeze",
+        100: "vpn certificate rotation",
+    }
+    for between, topic in topics.items():
+        text = f"The {topic} happens every Monday morning, owned by the platform team"
+        first = service.call("memory_save", {"content": text}).structured["id"]
+        for j in range(between):
+            service.call("memory_save", {"content": f"unrelated note {between}-{j} on lunch options nearby"})
+        again = service.call("memory_save", {"content": text + " at nine"})
+        assert [s["id"] for s in again.structured.get("similar", [])] == [first], (between, again.text)

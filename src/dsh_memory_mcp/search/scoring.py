@@ -230,6 +230,8 @@ def is_weak_token(token: str) -> bool:
 NEAR_JACCARD = 0.8
 #: `LexicalIndex.near` compares at most this many candidates exactly (the best of the prefix filter).
 NEAR_CANDIDATES = 16
+#: `near` compares at most this many records appended since the last index one by one.
+NEAR_UNINDEXED = 64
 
 
 def near_tokens(text: str) -> frozenset[str]:
@@ -896,6 +898,38 @@ def index_for(snapshot: SnapshotLike) -> LexicalIndex:
         cache[CACHE_KEY] = index
         cache.pop(PREVIOUS_CACHE_KEY, None)  # holding it would keep the old version's index alive
     return index
+
+
+def near(snapshot: SnapshotLike, text: str, now: int, threshold: float = NEAR_JACCARD) -> list[tuple[Record, float]]:
+    """The live records of `snapshot` whose texts are near-identical to `text` (`LexicalIndex.near`),
+    most similar first.
+
+    A save asks this for its own new version, which no search has indexed yet: when an earlier
+    version's index (the one `index_for` would extend) covers all but the last `NEAR_UNINDEXED`
+    records, that index answers for its records and the few appended since are compared one by one.
+    Indexing the new version stays the next search's job (one extension for many saves, not one
+    per save).
+    """
+    records = snapshot.records
+    index = snapshot.cache.get(CACHE_KEY)
+    rest: Sequence[Record] = ()
+    if not (isinstance(index, LexicalIndex) and index.source is records):
+        seed = snapshot.cache.get(PREVIOUS_CACHE_KEY)
+        if (
+            isinstance(seed, LexicalIndex)
+            and len(records) - len(seed) <= NEAR_UNINDEXED
+            and _starts_with(records, seed.records)
+        ):
+            index, rest = seed, records[len(seed) :]
+        else:
+            index = index_for(snapshot)
+    found = [(index.records[pos], similarity) for pos, similarity in index.near(text, now, threshold)]
+    mine = near_tokens(text)
+    for record in rest:
+        if not record.is_expired(now) and (similarity := jaccard(mine, near_tokens(record.content))) >= threshold:
+            found.append((record, similarity))
+    found.sort(key=lambda pair: -pair[1])
+    return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,7 @@ from dsh_memory_mcp.service.validate import (
     string_list,
     tags_arg,
 )
+from dsh_memory_mcp.store import snapshots
 from dsh_memory_mcp.store.foreground import FOREGROUND, Foreground
 from dsh_memory_mcp.store.locks import call_deadline
 from dsh_memory_mcp.store.records import Record, now_ms
@@ -227,21 +228,20 @@ class MemoryService:
         with vectors, a relevance score ≥ `SIMILAR_SCORE` for `record` as a query. Superseded and
         expired records are never named."""
         snapshot = self.store.snapshot(scope)
-        index = scoring.index_for(snapshot)
         now = self.clock()
         close: dict[str, tuple[Record, float]] = {}
-        for pos, similarity in index.near(record.content, now):
-            other = index.records[pos]
+        for other, similarity in scoring.near(snapshot, record.content, now):
             if other.id != record.id:
                 close.setdefault(other.id, (other, similarity))
         if self.vectors is not None:
             answer = self.vectors.search(record.content[:QUERY_MAX_CHARS], [snapshot], budget=SIMILAR_BUDGET)
+            ids = snapshots.id_index(snapshot) if answer.scores else None
             for rid, score in answer.scores.items():
-                if score < SIMILAR_SCORE or rid == record.id or rid in close:
+                if score < SIMILAR_SCORE or rid == record.id or rid in close or ids is None:
                     continue
-                for pos in index.positions_of(rid):
-                    other = index.records[pos]
-                    if not other.is_expired(now):
+                for pos in ids.matching(rid.lower()):
+                    other = snapshot.records[pos]
+                    if other.id == rid and not other.is_expired(now):
                         close[rid] = (other, score)
         ranked = sorted(close.values(), key=lambda pair: -pair[1])[:SIMILAR_TOP_K]
         return [{"id": r.id, "shortId": r.short_id, "score": round(score, 4)} for r, score in ranked]
