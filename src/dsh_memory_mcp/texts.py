@@ -3,9 +3,9 @@
 `msg(zh_template, **fields)` makes a `Text`: the formatted Chinese string itself (tool texts, log lines and
 tests see the same bytes) that also remembers its template and fields. A front door whose reader speaks
 English (the CLI under an ``en*`` locale, the page set to English) calls `english` or `localized`: the
-template is looked up in `EN`, and fields that are `Text` are shown in English too. Memory content, paths
-and the tools' texts for the model are never translated; ``%``-style log templates are looked up in `EN`
-as well (`english_log`). A `Text` stays one only as itself (an f-string or ``+`` of it is plain Chinese):
+template is looked up in `EN`, and fields that are `Text` are shown in English too. Memory content and
+paths are never translated; the tools' texts reach the model in Chinese and the English CLI in English.
+``%``-style log templates are looked up in `EN` as well (`english_log`). A `Text` stays one only as itself (an f-string or ``+`` of it is plain Chinese):
 build longer messages with `msg` (a `Text` as a field) or `joined`. ``tests/test_texts.py`` keeps `EN`
 complete, with the same fields on both sides and no entry left unused.
 """
@@ -329,6 +329,9 @@ EN: dict[str, str] = {
     "没有{what}记忆(范围:{labels})": "No memories{what} (scopes: {labels})",
     ",仅显示最新 {count} 条(调大 limit 可看更多)": ", only the newest {count} shown (a larger limit shows more)",
     "共 {total} 条{what}记忆(范围:{labels};按最近更新排序{more})": "Memories{what}: {total} (scopes: {labels}; newest first{more})",
+    "这是只读操作,记忆内容不会被改动;可以换个说法重试。": "It only reads: no memory was changed; try again, perhaps worded differently. ",
+    "写入可能已经完成,也可能没有:重试前先用 memory_search 或 memory_get 核实,避免重复或误删。": "The write may or may not have happened: check with memory_search or memory_get before trying again, so nothing is saved twice or removed by mistake. ",
+    "{name} 执行时发生内部错误({error}),这是本服务的缺陷,不是参数问题。{effect}详情(调用栈)已写入服务端日志(stderr 与日志文件)。": "{name} failed with an internal error ({error}): a bug in this server, not a problem with the arguments. {effect}The details (the traceback) are in the server's log (stderr and the log file).",
     # -- store: paths
     "path 不能为空:请传入工作区目录(绝对路径或相对 --project 的路径)。": "path cannot be empty: give the workspace directory (an absolute path, or one relative to --project).",
     "path 含有 NUL 字符,不是合法路径。": "path holds a NUL character: not a valid path.",

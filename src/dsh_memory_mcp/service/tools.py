@@ -614,10 +614,13 @@ def _stack(exc: BaseException, arguments: Mapping[str, Any]) -> str:
 def _internal_error_text(name: str, exc: Exception) -> str:
     """What an internal fault may have done: honest about writes, never claiming "nothing changed"."""
     if name in _READ_ONLY:
-        effect = "这是只读操作,记忆内容不会被改动;可以换个说法重试。"
+        effect = msg("这是只读操作,记忆内容不会被改动;可以换个说法重试。")
     else:
-        effect = "写入可能已经完成,也可能没有:重试前先用 memory_search 或 memory_get 核实,避免重复或误删。"
-    return (
-        f"{name} 执行时发生内部错误({type(exc).__name__}),这是本服务的缺陷,不是参数问题。"
-        f"{effect}详情(调用栈)已写入服务端日志(stderr 与日志文件)。"
+        effect = msg("写入可能已经完成,也可能没有:重试前先用 memory_search 或 memory_get 核实,避免重复或误删。")
+    return msg(
+        "{name} 执行时发生内部错误({error}),这是本服务的缺陷,不是参数问题。"
+        "{effect}详情(调用栈)已写入服务端日志(stderr 与日志文件)。",
+        name=name,
+        error=type(exc).__name__,
+        effect=effect,
     )
