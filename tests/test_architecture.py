@@ -114,7 +114,6 @@ MODULES: dict[str, str] = {
     "cli.service": "serve as a login service: systemd unit, launchd agent, Task Scheduler XML, their commands",
     "cli.commands": "human subcommands",
     "cli.trash": "recover --trash: list, restore, empty the trash",
-    "cli.views": "tool results for an English terminal, from their structured data",
     "cli.doctor": "read-only deployment check",
     "cli.hook": "host hooks: digest at session start, relevant memories per prompt, via serve or the store",
 }

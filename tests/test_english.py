@@ -140,7 +140,7 @@ def test_the_read_commands_and_doctor_say_nothing_in_chinese_but_memory_content(
     got = run(env, "get", ident, "deadbeefcafe", "abc", cwd=world["root"])
     assert got.returncode == 1  # one id is not there
     assert_english(got)
-    assert "source: explicit" not in got.stdout or "Found 1 memory" in got.stdout
+    assert "source: explicit" not in got.stdout or "Memories found: 1" in got.stdout
 
 
 def test_the_write_commands_say_nothing_in_chinese_but_memory_content(world: dict[str, Path]):

@@ -3,9 +3,9 @@
 `msg(zh_template, **fields)` makes a `Text`: the formatted Chinese string itself (tool texts, log lines and
 tests see the same bytes) that also remembers its template and fields. A front door whose reader speaks
 English (the CLI under an ``en*`` locale, the page set to English) calls `english` or `localized`: the
-template is looked up in `EN`, and fields that are `Text` are shown in English too. Memory content, paths
-and the tools' texts for the model are never translated; ``%``-style log templates are looked up in `EN`
-as well (`english_log`). A `Text` stays one only as itself (an f-string or ``+`` of it is plain Chinese):
+template is looked up in `EN`, and fields that are `Text` are shown in English too. Memory content and
+paths are never translated; the tools' texts reach the model in Chinese and the English CLI in English.
+``%``-style log templates are looked up in `EN` as well (`english_log`). A `Text` stays one only as itself (an f-string or ``+`` of it is plain Chinese):
 build longer messages with `msg` (a `Text` as a field) or `joined`. ``tests/test_texts.py`` keeps `EN`
 complete, with the same fields on both sides and no entry left unused.
 """
@@ -273,7 +273,6 @@ EN: dict[str, str] = {
     "前缀 {key!r} 匹配到 {count} 条记忆:{listing}。请给出更长的前缀或完整 id。": "the prefix {key!r} matches {count} memories: {listing}. Give a longer prefix or the whole id.",
     "参数必须是一个 JSON 对象。": "the arguments must be one JSON object.",
     "按 query 删除不能用 scope=all(防止跨作用域批量误删):请指定一个作用域,或改用 id。": "forgetting by query cannot use scope=all (no mass removal across scopes by mistake): name one scope, or use an id.",
-    "按 query 在 {scope} 中匹配到 {count} 条记忆,超过 {limit} 条,为防误删没有删除任何记忆。确认要全部删除:用同样的参数加 confirm: true 再调用一次(删除的是那时仍匹配的记忆);只删其中几条:改用 id 逐条删除。": "the query matches {count} memories in {scope}, more than {limit}: nothing was removed, in case this is a mistake. To remove them all, call again with the same arguments and confirm: true (what matches then is removed); to remove only some, forget them by id one by one.",
     "既不是记忆记录(id/scope/content),也不是知识图谱的 entity / relation": " is neither a memory record (id/scope/content) nor a knowledge graph entity / relation",
     "日期必须写成 YYYY-MM-DD(收到 {date!r})。": "dates are written YYYY-MM-DD (got {date!r}).",
     "标签 {show} 有 {count} 个字符,超过上限 {limit}:标签应是短词,长内容写进 content。": "the tag {show} has {count} characters, over the limit of {limit}: tags are short words, longer text goes in content.",
@@ -290,6 +289,49 @@ EN: dict[str, str] = {
     "请传入一句自包含的陈述,脱离上下文也能读懂。": "give one self-contained statement that reads well out of context.",
     "请传入关键词或一句话描述要找的内容。": "give keywords or a sentence describing what to find.",
     "需要 id(精确 id 或至少 8 位前缀)或 query(内容子串)之一,告诉我删哪条。": "give an id (the whole id or a prefix of at least 8) or a query (a content substring) to say what to forget.",
+    # -- service: the tools' answers (memory content, ids, scopes and paths are fields)
+    "[相关度 {percent}%]": "[relevance {percent}%]",
+    "提示:需要完整内容时运行 dsh-memory-mcp get <上面的 8 位 id 前缀>。": "Tip: for the whole content run dsh-memory-mcp get <the 8-character id prefix above>.",
+    "提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。": "Tip: for the whole content call memory_get with the 8-character id prefix above.",
+    "同样的命令加 --confirm 再运行一次": "run the same command again with --confirm",
+    "用同样的参数加 confirm: true 再调用一次": "call again with the same arguments and confirm: true",
+    "下一段:dsh-memory-mcp get {id} --offset {end}": "the next part: dsh-memory-mcp get {id} --offset {end}",
+    "下一段用 memory_get 传同一 id 与 offset: {end};命令行可用 dsh-memory-mcp export 取全文": "the next part: memory_get with the same id and offset: {end}; on the command line, dsh-memory-mcp export gives the whole content",
+    "错误 {code}:{message}": "error {code}: {message}",
+    " [来自 {source}]": " [from {source}]",
+    "\n  (offset {offset} 超出内容长度:全文共 {total} 个字符)": "\n  (offset {offset} is past the end: the content has {total} characters)",
+    "\n  (内容共 {total} 个字符,这里是第 {first}–{end} 个;{next})": "\n  (characters {first}–{end} of {total}; {next})",
+    "\n  (内容共 {total} 个字符,这里是第 {first}–{end} 个,已到末尾)": "\n  (characters {first}–{end} of {total}: the end)",
+    "注意:{count} 条记忆内容过长,结果里只带前 {chars} 个字符(truncated);完整内容请用 memory_get 取回。": "Note: memories cut to their first {chars} characters (truncated) as they are too long: {count}; memory_get returns the whole content.",
+    "\n  来源:{source}": "\n  source: {source}",
+    "记忆已存在(内容相同),未重复保存 {id} @ {where}": "Already there (the same content), not saved again: {id} @ {where}",
+    "已保存记忆 {id} @ {where}": "Saved memory {id} @ {where}",
+    "已取代旧记忆 {id}(旧记录保留在磁盘,不再出现在检索中)": "Superseded the old memory {id} (it stays on disk, no longer found by search)",
+    "未找到要取代的记忆 {id},没有记录被隐藏": "The memory to supersede was not found: {id}; nothing was hidden",
+    "意思相近的已有记忆:{ids};若本条是对它的更正,请用 supersedes 取代它": "Memories close in meaning: {ids}; if this one corrects one of them, supersede it with supersedes",
+    "没有找到相关记忆(检索范围:{labels})": "No matching memories (searched: {labels})",
+    "找到 {count} 条记忆(检索范围:{labels})": "Memories found: {count} (searched: {labels})",
+    "注意:query 过长,只用了前 {chars} 个字符检索;用几个关键词或一句话即可。": "Note: the query is too long: only its first {chars} characters were searched; a few words or one sentence do.",
+    "注意:本次只用了词法检索,向量部分没有参与({reason})。": "Note: this search was lexical only, vectors took no part ({reason}).",
+    "(已被取代/过期,检索中不再出现)": " (superseded/expired: no longer found by search)",
+    "找到 {count} 条记忆": "Memories found: {count}",
+    "未找到:{ids}": "Not found: {ids}",
+    "提示:id 前缀至少 {prefix_min} 位({ids} 太短)。": "Tip: an id prefix needs at least {prefix_min} characters ({ids} too short).",
+    "已删除 {count} 条记忆 {listing}": "Memories forgotten: {count} — {listing}",
+    "其中 {ids} 已不在记忆文件中(被其他程序覆盖时抹去):已从写入日志中删除,recover 不会再恢复它": "No longer in the memory file (erased when another program overwrote it): {ids}; deleted from the journal too, so recover will not restore it",
+    "已移到回收站,保留 {days} 天:可在网页的「回收站」恢复,或运行 `dsh-memory-mcp recover --trash {ids}`": "Moved to the trash for {days} days: restore on the page's trash or with `dsh-memory-mcp recover --trash {ids}`",
+    "没有删除任何记忆:未找到 id {id}": "Nothing forgotten: no memory with the id {id}",
+    "没有删除任何记忆:作用域内没有内容包含 {query!r} 的记忆": "Nothing forgotten: no memory in the scope contains {query!r}",
+    "按 query 在 {scope} 中匹配到 {count} 条记忆,超过 {limit} 条,为防误删没有删除任何记忆。确认要全部删除:{how}(删除的是那时仍匹配的记忆);只删其中几条:改用 id 逐条删除。": "the query matches {count} memories in {scope}, more than {limit}: nothing was removed, in case this is a mistake. To remove them all, {how} (what matches then is removed); to remove only some, forget them by id one by one.",
+    "将被删除的记忆:": "Would be forgotten:",
+    " {kind} 类": " of kind {kind}",
+    "{kind} 类": " of kind {kind}",
+    "没有{what}记忆(范围:{labels})": "No memories{what} (scopes: {labels})",
+    ",仅显示最新 {count} 条(调大 limit 可看更多)": ", only the newest {count} shown (a larger limit shows more)",
+    "共 {total} 条{what}记忆(范围:{labels};按最近更新排序{more})": "Memories{what}: {total} (scopes: {labels}; newest first{more})",
+    "这是只读操作,记忆内容不会被改动;可以换个说法重试。": "It only reads: no memory was changed; try again, perhaps worded differently. ",
+    "写入可能已经完成,也可能没有:重试前先用 memory_search 或 memory_get 核实,避免重复或误删。": "The write may or may not have happened: check with memory_search or memory_get before trying again, so nothing is saved twice or removed by mistake. ",
+    "{name} 执行时发生内部错误({error}),这是本服务的缺陷,不是参数问题。{effect}详情(调用栈)已写入服务端日志(stderr 与日志文件)。": "{name} failed with an internal error ({error}): a bug in this server, not a problem with the arguments. {effect}The details (the traceback) are in the server's log (stderr and the log file).",
     # -- store: paths
     "path 不能为空:请传入工作区目录(绝对路径或相对 --project 的路径)。": "path cannot be empty: give the workspace directory (an absolute path, or one relative to --project).",
     "path 含有 NUL 字符,不是合法路径。": "path holds a NUL character: not a valid path.",

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dsh_memory_mcp import config
-from dsh_memory_mcp.cli import views
-from dsh_memory_mcp.cli.messages import english, shown, t
+from dsh_memory_mcp.cli.messages import shown, t
 from dsh_memory_mcp.cli.output import colour_wanted, detach, is_terminal, page, pager_command, paint, paint_note
 from dsh_memory_mcp.errors import DshMemoryError, EmbeddingUnavailable
 from dsh_memory_mcp.service import health, transfer
@@ -225,14 +224,8 @@ def _tool(
 def _tool_error(call: Call, result: ToolResult) -> int:
     if call.flag("json"):
         call.print(json.dumps(result.structured, ensure_ascii=False))
-    elif english():  # the tool's text is the model's Chinese: say it from its structured form
-        if result.structured.get("code") == "CONFIRM_REQUIRED":
-            text = views.confirm_text(result.structured, limit=call.settings.forget_confirm_over)
-        else:
-            text = views.error_text(result.structured)
-        call.note(*text.splitlines())
     else:
-        call.note(*result.text.splitlines())
+        call.note(*shown(result.text).splitlines())
     return EXIT_FAIL
 
 
@@ -240,33 +233,15 @@ def _tool_error(call: Call, result: ToolResult) -> int:
 # list / search / get / forget: the tools
 
 
-def _show(call: Call, result: ToolResult, view: Callable[[], str] | None = None) -> int:
-    """A tool's result: ``--json`` its structuredContent; at a terminal its text (Chinese, the
-    tool's own) or, under an English locale, `view` (the same facts from the structured data)."""
+def _show(call: Call, result: ToolResult) -> int:
+    """A tool's result: ``--json`` its structuredContent; at a terminal its text, in the user's language."""
     if result.is_error:
         return _tool_error(call, result)
     if call.flag("json"):
         call.print(json.dumps(result.structured, ensure_ascii=False))
-    elif view is not None and english():
-        call.show(view())
     else:
-        call.show(result.text)
+        call.show(shown(result.text))
     return EXIT_OK
-
-
-def _where(service: MemoryService) -> dict[str, str]:
-    """The current project's scope key and where it came from, for the English views' scope labels."""
-    ctx = service.default_context
-    return {"project": ctx.project, "source": ctx.project_source}
-
-
-def _clients(service: MemoryService, result: ToolResult) -> dict[str, str | None]:
-    """Who wrote each listed record (``source.client``), read from the store as the tool's text shows it."""
-    from dsh_memory_mcp.service.render import client_of
-
-    ids = [str(r["id"]) for r in result.structured.get("records") or []]
-    found = service.store.find(ids) if ids else {}
-    return {ident: (client_of(hits[0]) if hits else None) for ident, hits in found.items()}
 
 
 def _tool_args(call: Call, *dests: str) -> dict[str, Any]:
@@ -305,18 +280,7 @@ def cmd_list(call: Call) -> int:
         if page.total > end:
             more += t(";还有 {rest} 条:--offset {end}", rest=page.total - end, end=end)
         result = list_result(page.records, page.total, scopes, kind, ctx, more=more)
-        return _show(
-            call,
-            result,
-            lambda: views.list_text(
-                result.structured,
-                kind=kind,
-                clients=_clients(service, result),
-                more=more,
-                full=call.flag("long"),
-                **_where(service),
-            ),
-        )
+        return _show(call, result)
 
 
 def _since(call: Call, now: int) -> int | None:
@@ -363,15 +327,7 @@ def cmd_search(call: Call) -> int:
         args = _tool_args(call, "scope", "path", "top_k")
         _name_scope(call, service, args)
         args["query"] = " ".join(call.args)
-        result = _tool(call, service, "memory_search", args)
-        from dsh_memory_mcp.service.validate import QUERY_MAX_CHARS
-
-        cut = QUERY_MAX_CHARS if len(args["query"].strip()) > QUERY_MAX_CHARS else None
-        return _show(
-            call,
-            result,
-            lambda: views.search_text(result.structured, query_cut=cut, full=call.flag("long"), **_where(service)),
-        )
+        return _show(call, _tool(call, service, "memory_search", args))
 
 
 def _search_vectors(vector: config.VectorSettings) -> config.VectorSettings | None:
@@ -407,11 +363,7 @@ def _search_vectors(vector: config.VectorSettings) -> config.VectorSettings | No
 def cmd_get(call: Call) -> int:
     with _service(call, create=False) as service:
         result = _tool(call, service, "memory_get", {"ids": list(call.args), **_tool_args(call, "offset")})
-        from dsh_memory_mcp.service.validate import PREFIX_MIN
-
-        code = _show(
-            call, result, lambda: views.get_text(result.structured, prefix_min=PREFIX_MIN, full=call.flag("long"))
-        )
+        code = _show(call, result)
         if code == EXIT_OK and call.flag("history") and not call.flag("json"):
             _print_history(call, service, [str(r["id"]) for r in result.structured.get("records") or []])
         # A script asking for ids must be able to tell that one is not there (the text says which).
@@ -479,7 +431,7 @@ def cmd_forget(call: Call) -> int:
             args["confirm"] = True
         ctx = _terminal(call, service)
         result = service.call("memory_forget", args, ctx if call.flag("purge") else ctx.for_person(CLI_CLIENT))
-        return _show(call, result, lambda: views.forget_text(result.structured, ident=ident, query=call.opt("query")))
+        return _show(call, result)
 
 
 def _forget_query_settled(call: Call, service: MemoryService, args: Mapping[str, Any], *, dry_run: bool) -> int | None:
@@ -561,7 +513,7 @@ def cmd_save(call: Call) -> int:
     with _service(call, create=True, vectors=_search_vectors(call.settings.vector)) as service:
         if service.vectors is not None:  # like a server: the saved record gets its vector
             service.vectors.start()
-        outcome = _save_outcome(call, _tool(call, service, "memory_save", args, client=CLI_CLIENT), _where(service))
+        outcome = _save_outcome(call, _tool(call, service, "memory_save", args, client=CLI_CLIENT))
         if service.vectors is not None:
             service.vectors.wait_saved(SAVE_EMBED_SECONDS)
         return outcome
@@ -601,7 +553,7 @@ def _revise(call: Call, ident: str, changes: Mapping[str, Any], scope: str | Non
         found, result = history.revise(service, ident, changes, ctx, scope=scope)
         if found is not None and not result.is_error:
             call.note(t("取代了 {old}(创建时间、使用次数与来源保留)", old=found.short_id))
-        outcome = _save_outcome(call, result, _where(service))
+        outcome = _save_outcome(call, result)
         if service.vectors is not None:
             service.vectors.wait_saved(SAVE_EMBED_SECONDS)
         return outcome
@@ -675,7 +627,7 @@ def _read_stdin_content(call: Call) -> str:
         raise _Done(_save_outcome(call, error_result("CONTENT_EMPTY", message))) from exc
 
 
-def _save_outcome(call: Call, result: ToolResult, where: Mapping[str, str] | None = None) -> int:
+def _save_outcome(call: Call, result: ToolResult) -> int:
     code = result.structured.get("code")
     if result.is_error:
         _tool_error(call, result)
@@ -686,10 +638,7 @@ def _save_outcome(call: Call, result: ToolResult, where: Mapping[str, str] | Non
         call.print(json.dumps(result.structured, ensure_ascii=False))
     else:
         call.print(str(result.structured["id"]))
-        if english():
-            call.note(views.save_text(result.structured, **(where or {})))
-        else:
-            call.note(*result.text.splitlines())
+        call.note(*shown(result.text).splitlines())
     return EXIT_OK
 
 

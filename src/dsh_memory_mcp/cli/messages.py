@@ -3,8 +3,7 @@
 Every text the CLI shows a person is written in Chinese and passed through `t` (formatted now) or
 marked with `N_` (a constant translated where it is shown); `texts.EN`, the one table of every layer,
 holds its English. The language comes from `config.ui_language`. What stays Chinese whatever the
-locale: the tools' texts for the model (under English, the memory commands print `cli.views`
-instead), ``--json`` output, the log file, and the 已启动 marker of the success line.
+locale: ``--json`` output, the log file, and the 已启动 marker of the success line.
 """
 
 from __future__ import annotations

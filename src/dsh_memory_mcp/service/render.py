@@ -3,7 +3,8 @@
 One rendering for every front door (MCP tools, the human CLI, the web API), so a memory reads the same
 wherever a person or a model meets it. The few places where a person at a terminal reads better
 otherwise are a `TextStyle` the caller's `CallContext` carries (`FOR_TERMINAL`, the CLI's); the
-structured content is the same for every reader.
+structured content is the same for every reader. The texts are `texts.msg` templates (memory content,
+ids, scopes and paths as fields), so the English CLI shows ``texts.english(result.text)``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh_memory_mcp.store.records import Record
-from dsh_memory_mcp.texts import pair
+from dsh_memory_mcp.texts import joined, msg, pair
 
 SNIPPET_CHARS = 160
 #: The most lines of a record a terminal list or search shows (`excerpt`).
@@ -42,64 +43,62 @@ class ToolResult:
 class TextStyle:
     """The reader-dependent parts of the text blocks (never of the structured content)."""
 
-    #: Between scope and kind in a block's head: ``(project:/x/y/rule)`` reads like a path to a person.
-    scope_separator: str = "/"
-    #: Before a kind in a count: ``共 2 条 preference 类记忆`` at a terminal.
-    kind_gap: str = ""
-    #: The search footer: how to get a record whole.
-    full_content_hint: str = "提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。"
-    #: How to confirm a forget that matched many records.
-    confirm_hint: str = "用同样的参数加 confirm: true 再调用一次"
-    #: How to get the next part of a long record (`{id}`, `{end}`).
-    next_part_hint: str = "下一段用 memory_get 传同一 id 与 offset: {end};命令行可用 dsh-memory-mcp export 取全文"
-
-    #: Scores as the page shows them (``[相关度 93%]``, capped at 100%) instead of the raw number.
-    percent_scores: bool = False
+    #: A person at a terminal: ``(scope · kind)`` heads (``scope/kind`` reads like a path), spaced kind
+    #: counts, scores as the page shows them, excerpts that keep their first lines, and hints that name
+    #: ``dsh-memory-mcp get`` / ``--confirm`` instead of the tools' arguments.
+    terminal: bool = False
     #: Projects named by their folder (``atlas-web``) rather than their whole path.
     folder_names: bool = False
-    #: A record's excerpt keeps its first lines (`excerpt`) instead of one flattened line (`snippet`).
-    multiline: bool = False
 
     def excerpt(self, content: str) -> str:
         """What a list or a search shows of a record's content."""
-        return excerpt(content) if self.multiline else snippet(content)
+        return excerpt(content) if self.terminal else snippet(content)
 
     def score(self, value: float) -> str:
         """A search hit's score at the start of its block."""
-        if self.percent_scores:
-            return f"[相关度 {percent(value)}%]"
+        if self.terminal:
+            return msg("[相关度 {percent}%]", percent=percent(value))
         return f"[{value:.4f}]"
 
     def head(self, record: Record) -> str:
         """``(scope/kind)``: what a block about `record` starts with."""
         scope = project_name(record.scope) if self.folder_names else record.scope
-        return f"({scope}{self.scope_separator}{record.kind})"
+        return f"({scope}{' · ' if self.terminal else '/'}{record.kind})"
 
     def label(self, scope: str, current: str | None = None, source: str | None = None) -> str:
         """A scope in a header: a project by its path (its folder's name when `folder_names`), others
         by their key; the current project (`current`) also says where it came from."""
         name = project_name(scope) if self.folder_names else scope.removeprefix("project:")
-        return name + (source_note(source) if source is not None and scope == current else "")
+        return joined([name, source_note(source)], "", "") if source is not None and scope == current else name
+
+    def full_content_hint(self) -> str:
+        """The search footer: how to get a record whole."""
+        if self.terminal:
+            return msg("提示:需要完整内容时运行 dsh-memory-mcp get <上面的 8 位 id 前缀>。")
+        return msg("提示:需要完整内容时用 memory_get 传入上面的 8 位 id 前缀。")
+
+    def confirm_hint(self) -> str:
+        """How to confirm a forget that matched many records."""
+        if self.terminal:
+            return msg("同样的命令加 --confirm 再运行一次")
+        return msg("用同样的参数加 confirm: true 再调用一次")
+
+    def next_part_hint(self, ident: str, end: int) -> str:
+        """How to get the next part of a long record."""
+        if self.terminal:
+            return msg("下一段:dsh-memory-mcp get {id} --offset {end}", id=ident, end=end)
+        return msg("下一段用 memory_get 传同一 id 与 offset: {end};命令行可用 dsh-memory-mcp export 取全文", end=end)
 
 
 #: The tools' own text (MCP, the web page's writes).
 FOR_MODEL = TextStyle()
 #: The human CLI's text.
-FOR_TERMINAL = TextStyle(
-    scope_separator=" · ",
-    kind_gap=" ",
-    full_content_hint="提示:需要完整内容时运行 dsh-memory-mcp get <上面的 8 位 id 前缀>。",
-    confirm_hint="同样的命令加 --confirm 再运行一次",
-    next_part_hint="下一段:dsh-memory-mcp get {id} --offset {end}",
-    percent_scores=True,
-    folder_names=True,
-    multiline=True,
-)
+FOR_TERMINAL = TextStyle(terminal=True, folder_names=True)
 
 
 def error_result(code: str, message: str) -> ToolResult:
     """A coded error: `错误 CODE:message` for the model, `{ok: false, code, message}` for programs."""
-    text = f"错误 {code}:{message}"
+    text = msg("错误 {code}:{message}", code=code, message=message)
     return ToolResult(text=text, structured={"ok": False, "code": code, "message": message}, is_error=True)
 
 
@@ -127,7 +126,7 @@ PROJECT_SOURCES = {
 
 def source_note(source: str) -> str:
     """` [来自 客户端 roots]`: appended wherever an answer names the current project."""
-    return f" [来自 {PROJECT_SOURCES.get(source, source)}]"
+    return msg(" [来自 {source}]", source=PROJECT_SOURCES.get(source, source))
 
 
 def project_name(scope: str) -> str:
@@ -182,20 +181,26 @@ def part_note(record: Record, offset: int, limit: int, style: TextStyle = FOR_MO
     if offset == 0 and end == total:
         return ""
     if offset >= total:
-        return f"\n  (offset {offset} 超出内容长度:全文共 {total} 个字符)"
-    where = f"内容共 {total} 个字符,这里是第 {offset + 1}–{end} 个"
+        return msg("\n  (offset {offset} 超出内容长度:全文共 {total} 个字符)", offset=offset, total=total)
     if end < total:
-        return f"\n  ({where};{style.next_part_hint.format(id=record.id, end=end)})"
-    return f"\n  ({where},已到末尾)"
+        return msg(
+            "\n  (内容共 {total} 个字符,这里是第 {first}–{end} 个;{next})",
+            total=total,
+            first=offset + 1,
+            end=end,
+            next=style.next_part_hint(record.id, end),
+        )
+    return msg("\n  (内容共 {total} 个字符,这里是第 {first}–{end} 个,已到末尾)", total=total, first=offset + 1, end=end)
 
 
-def truncation_note(count: int) -> str:
-    """The line a search/list answer ends with when `count` records were cut (empty when none)."""
+def truncation_note(count: int) -> str | None:
+    """The note a search/list answer ends with when `count` records were cut (None when none)."""
     if not count:
-        return ""
-    return (
-        f"\n\n注意:{count} 条记忆内容过长,结果里只带前 {RESULT_CONTENT_CHARS} 个字符(truncated);"
-        "完整内容请用 memory_get 取回。"
+        return None
+    return msg(
+        "注意:{count} 条记忆内容过长,结果里只带前 {chars} 个字符(truncated);完整内容请用 memory_get 取回。",
+        count=count,
+        chars=RESULT_CONTENT_CHARS,
     )
 
 
@@ -233,7 +238,7 @@ def excerpt(content: str) -> str:
 
 
 def meta_line(record: Mapping[str, Any], *, client: str | None = None) -> str:
-    """The line under a record's block, from its `record_dict` (the CLI's views get only that)."""
+    """The line under a record's block, from its `record_dict`."""
     parts = [f"id={record['shortId']}"]
     tags = record.get("tags") or []
     if tags:
@@ -247,10 +252,10 @@ def meta_line(record: Mapping[str, Any], *, client: str | None = None) -> str:
     return "  " + " ".join(parts)
 
 
-def source_line(source: Any, label: str = "来源:") -> str:
+def source_line(source: Any) -> str:
     """`\n  来源:explicit · claude-code/1.2.0`: a record's parsed ``source`` field (provenance) for
-    full views (`label`: the English CLI's word); "" without one."""
+    full views; "" without one."""
     if not isinstance(source, Mapping):
         return ""
     parts = [value for value in (source.get("origin"), source.get("client")) if isinstance(value, str) and value]
-    return f"\n  {label}" + " · ".join(parts) if parts else ""
+    return msg("\n  来源:{source}", source=" · ".join(parts)) if parts else ""

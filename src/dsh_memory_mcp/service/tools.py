@@ -26,6 +26,7 @@ from dsh_memory_mcp.service.render import (
     FOR_MODEL,
     GET_CONTENT_CHARS,
     RESULT_CONTENT_CHARS,
+    TextStyle,
     ToolResult,
     client_of,
     error_result,
@@ -65,7 +66,7 @@ from dsh_memory_mcp.store.foreground import FOREGROUND, Foreground
 from dsh_memory_mcp.store.locks import call_deadline
 from dsh_memory_mcp.store.records import Record, now_ms
 from dsh_memory_mcp.store.shared import fold
-from dsh_memory_mcp.texts import msg
+from dsh_memory_mcp.texts import joined, msg
 
 if TYPE_CHECKING:
     from dsh_memory_mcp.search.vectors import VectorAnswer, VectorChannel
@@ -197,16 +198,17 @@ class MemoryService:
         similar = [] if result.deduped else self._similar(scope, record)
         if not result.deduped and self.vectors is not None:
             self.vectors.record_saved(scope, record)
-        where = record.scope + (source_note(ctx.project_source) if record.scope == ctx.project else "")
+        where = _where(record.scope, ctx)
         if result.deduped:
-            text = f"记忆已存在(内容相同),未重复保存 {record.short_id} @ {where}"
+            lines = [msg("记忆已存在(内容相同),未重复保存 {id} @ {where}", id=record.short_id, where=where)]
         else:
-            text = f"已保存记忆 {record.short_id} @ {where}"
+            lines = [msg("已保存记忆 {id} @ {where}", id=record.short_id, where=where)]
         if supersedes is not None:
             if result.superseded is not None:
-                text += f"\n已取代旧记忆 {result.superseded.short_id}(旧记录保留在磁盘,不再出现在检索中)"
+                old = result.superseded.short_id
+                lines.append(msg("已取代旧记忆 {id}(旧记录保留在磁盘,不再出现在检索中)", id=old))
             else:
-                text += f"\n未找到要取代的记忆 {supersedes},没有记录被隐藏"
+                lines.append(msg("未找到要取代的记忆 {id},没有记录被隐藏", id=supersedes))
         structured: dict[str, Any] = {
             "ok": True,
             "id": record.id,
@@ -218,9 +220,9 @@ class MemoryService:
             structured["superseded"] = result.superseded.id if result.superseded is not None else None
         if similar:
             structured["similar"] = similar
-            shown_ids = "、".join(f"{s['shortId']}({s['score']:.2f})" for s in similar)
-            text += f"\n意思相近的已有记忆:{shown_ids};若本条是对它的更正,请用 supersedes 取代它"
-        return ToolResult(text=text, structured=structured)
+            shown_ids = joined((f"{s['shortId']}({s['score']:.2f})" for s in similar), "、", ", ")
+            lines.append(msg("意思相近的已有记忆:{ids};若本条是对它的更正,请用 supersedes 取代它", ids=shown_ids))
+        return ToolResult(text=joined(lines, "\n", "\n"), structured=structured)
 
     def _similar(self, scope: str, record: Record) -> list[dict[str, Any]]:
         """Live memories of `scope` that nearly duplicate `record` (not itself), closest first, at most
@@ -263,28 +265,34 @@ class MemoryService:
             touched.setdefault(hit.scope, []).append(hit.record.id)
         if touched and ctx.record_access:
             self.store.touch(touched)
-        labels = ", ".join(ctx.style.label(s, ctx.project, ctx.project_source) for s in scopes)
+        labels = _labels(scopes, ctx)
         records = [record_dict(hit.record, score=hit.score, max_chars=RESULT_CONTENT_CHARS) for hit in hits]
-        cut_note = truncation_note(sum(1 for r in records if r.get("truncated")))
-        if query_cut:
-            cut_note += f"\n\n注意:query 过长,只用了前 {QUERY_MAX_CHARS} 个字符检索;用几个关键词或一句话即可。"
         if not hits:
-            text = f"没有找到相关记忆(检索范围:{labels})"
+            parts: list[str | None] = [msg("没有找到相关记忆(检索范围:{labels})", labels=labels)]
         else:
             blocks = [
-                f"{ctx.style.score(hit.score)} {ctx.style.head(hit.record)} {ctx.style.excerpt(hit.record.content)}\n"
-                + meta_line(rec)
+                _block(
+                    ctx.style.score(hit.score),
+                    ctx.style.head(hit.record),
+                    ctx.style.excerpt(hit.record.content),
+                    meta=rec,
+                )
                 for hit, rec in zip(hits, records, strict=True)
             ]
-            text = "\n\n".join([f"找到 {len(hits)} 条记忆(检索范围:{labels})", *blocks, ctx.style.full_content_hint])
+            head = msg("找到 {count} 条记忆(检索范围:{labels})", count=len(hits), labels=labels)
+            parts = [head, *blocks, ctx.style.full_content_hint()]
+        parts.append(truncation_note(sum(1 for r in records if r.get("truncated"))))
+        if query_cut:
+            parts.append(
+                msg("注意:query 过长,只用了前 {chars} 个字符检索;用几个关键词或一句话即可。", chars=QUERY_MAX_CHARS)
+            )
         structured: dict[str, Any] = {"ok": True, "count": len(records), "scopes": scopes, "records": records}
         if vector is not None:
             structured["vector"] = {"state": vector.state}
             if vector.reason is not None:
                 structured["vector"]["reason"] = vector.reason
-                cut_note += f"\n\n注意:本次只用了词法检索,向量部分没有参与({vector.reason})。"
-        text += cut_note
-        return ToolResult(text=text, structured=structured)
+                parts.append(msg("注意:本次只用了词法检索,向量部分没有参与({reason})。", reason=vector.reason))
+        return ToolResult(text=_paragraphs(parts), structured=structured)
 
     def memory_list(self, args: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         kind = kind_arg(args.get("kind"), default=None)
@@ -341,26 +349,25 @@ class MemoryService:
         out = []
         for r in records:
             source = r.data.get("source")  # parsed once: another program's line may be megabytes
-            flag = "(已被取代/过期,检索中不再出现)" if r.is_expired(now) else ""
+            flag = msg("(已被取代/过期,检索中不再出现)") if r.is_expired(now) else ""
             part = r.content[offset : offset + limit]
             entry = record_dict(r, max_chars=limit, offset=offset, paged=True)
-            blocks.append(
-                f"{ctx.style.head(r)} id={r.id}{flag}\n{part}\n{meta_line(entry)}{source_line(source)}"
-                + part_note(r, offset, limit, ctx.style)
-            )
+            lines = [f"{ctx.style.head(r)} id={r.id}", flag, "\n", part, "\n", meta_line(entry), source_line(source)]
+            blocks.append(joined([*lines, part_note(r, offset, limit, ctx.style)], "", ""))
             if isinstance(source, dict):
                 entry["source"] = source
             if r.expired_at is not None:
                 entry["expiredAt"] = r.expired_at
             out.append(entry)
-        parts = [f"找到 {len(records)} 条记忆" + ("\n\n" + "\n\n".join(blocks) if blocks else "")]
+        parts: list[str | None] = [msg("找到 {count} 条记忆", count=len(records)), *blocks]
         if missing:
             short = [k for k in missing if len(k) < PREFIX_MIN]
-            parts.append("未找到:" + ", ".join(missing))
+            parts.append(msg("未找到:{ids}", ids=", ".join(missing)))
             if short:
-                parts.append(f"提示:id 前缀至少 {PREFIX_MIN} 位({', '.join(short)} 太短)。")
+                tip = msg("提示:id 前缀至少 {prefix_min} 位({ids} 太短)。", prefix_min=PREFIX_MIN, ids=", ".join(short))
+                parts.append(tip)
         return ToolResult(
-            text="\n\n".join(parts),
+            text=_paragraphs(parts),
             structured={"ok": True, "count": len(out), "records": out, "missing": missing},
         )
 
@@ -396,26 +403,31 @@ class MemoryService:
         ids = [r.id for r in removed]
         structured: dict[str, Any] = {"ok": True, "deleted": len(ids), "ids": ids}
         if removed:
-            text = f"已删除 {len(removed)} 条记忆 " + ", ".join(
-                f"{r.short_id} @ {r.scope}" + (source_note(ctx.project_source) if r.scope == ctx.project else "")
-                for r in removed
-            )
+            listing = joined((joined([f"{r.short_id} @ ", _where(r.scope, ctx)], "", "") for r in removed), ", ", ", ")
+            lines = [msg("已删除 {count} 条记忆 {listing}", count=len(removed), listing=listing)]
             if erased:
-                text += (
-                    f"\n其中 {', '.join(r.short_id for r in erased)} 已不在记忆文件中(被其他程序覆盖时抹去):"
-                    "已从写入日志中删除,recover 不会再恢复它"
+                lines.append(
+                    msg(
+                        "其中 {ids} 已不在记忆文件中(被其他程序覆盖时抹去):已从写入日志中删除,recover 不会再恢复它",
+                        ids=", ".join(r.short_id for r in erased),
+                    )
                 )
             if keep is not None:
                 structured["trashDays"] = days
-                text += (
-                    f"\n已移到回收站,保留 {days} 天:可在网页的「回收站」恢复,"
-                    f"或运行 `dsh-memory-mcp recover --trash {' '.join(r.short_id for r in removed)}`"
+                lines.append(
+                    msg(
+                        "已移到回收站,保留 {days} 天:可在网页的「回收站」恢复,"
+                        "或运行 `dsh-memory-mcp recover --trash {ids}`",
+                        days=days,
+                        ids=" ".join(r.short_id for r in removed),
+                    )
                 )
             digest.scrub(removed)
+            text = joined(lines, "\n", "\n")
         elif has_id:
-            text = f"没有删除任何记忆:未找到 id {str(ident).strip()}"
+            text = msg("没有删除任何记忆:未找到 id {id}", id=str(ident).strip())
         else:
-            text = f"没有删除任何记忆:作用域内没有内容包含 {str(query).strip()!r} 的记忆"
+            text = msg("没有删除任何记忆:作用域内没有内容包含 {query!r} 的记忆", query=str(query).strip())
         return ToolResult(text=text, structured=structured)
 
     def _forget_scope(self, args: Mapping[str, Any], ctx: CallContext) -> str:
@@ -460,22 +472,24 @@ class MemoryService:
         limit = self.settings.forget_confirm_over
         if len(matches) <= limit:
             return None
-        message = msg(
-            "按 query 在 {scope} 中匹配到 {count} 条记忆,超过 {limit} 条,为防误删没有删除任何记忆。确认要全部删除:"
-            "用同样的参数加 confirm: true 再调用一次(删除的是那时仍匹配的记忆);只删其中几条:改用 id 逐条删除。",
-            scope=scope,
-            count=len(matches),
-            limit=limit,
-        )
+
+        def message(style: TextStyle) -> str:
+            return msg(
+                "按 query 在 {scope} 中匹配到 {count} 条记忆,超过 {limit} 条,为防误删没有删除任何记忆。确认要全部删除:"
+                "{how}(删除的是那时仍匹配的记忆);只删其中几条:改用 id 逐条删除。",
+                scope=scope,
+                count=len(matches),
+                limit=limit,
+                how=style.confirm_hint(),
+            )
+
         # The structured message is the tools' for every reader; the text says how this reader confirms.
-        result = error_result("CONFIRM_REQUIRED", message)
+        result = error_result("CONFIRM_REQUIRED", message(FOR_MODEL))
         records = [record_dict(r) for r in matches]
-        listing = "\n\n".join(
-            f"{ctx.style.head(r)} {snippet(r.content)}\n{meta_line(d)}" for r, d in zip(matches, records, strict=True)
-        )
+        blocks = [_block(ctx.style.head(r), snippet(r.content), meta=d) for r, d in zip(matches, records, strict=True)]
         result.structured.update(scope=scope, count=len(matches), records=records)
-        head = result.text.replace(FOR_MODEL.confirm_hint, ctx.style.confirm_hint)
-        text = f"{head}\n\n将被删除的记忆:\n\n{listing}"
+        head = error_result("CONFIRM_REQUIRED", message(ctx.style)).text
+        text = _paragraphs([head, msg("将被删除的记忆:"), *blocks])
         return ToolResult(text=text, structured=result.structured, is_error=True)
 
     def _forget_id(self, key: str, erased: list[Record], keep: Keep | None) -> list[Record]:
@@ -511,22 +525,51 @@ def list_result(
     more: str | None = None,
 ) -> ToolResult:
     """`memory_list`'s answer for the records `shown` of `total`; `more` replaces its note on the rest."""
-    labels = ", ".join(ctx.style.label(s, ctx.project, ctx.project_source) for s in scopes)
-    what = f"{ctx.style.kind_gap}{kind} 类" if kind else ""
+    labels = _labels(scopes, ctx)
+    what = ""
+    if kind:
+        what = msg(" {kind} 类", kind=kind) if ctx.style.terminal else msg("{kind} 类", kind=kind)
     listed = [record_dict(r, max_chars=RESULT_CONTENT_CHARS) for r in shown]
     if not shown:
-        text = f"没有{what}记忆(范围:{labels})"
+        parts: list[str | None] = [msg("没有{what}记忆(范围:{labels})", what=what, labels=labels)]
     else:
         blocks = [
-            f"{ctx.style.head(r)} {ctx.style.excerpt(r.content)}\n{meta_line(d, client=client_of(r))}"
+            _block(ctx.style.head(r), ctx.style.excerpt(r.content), meta=d, client=client_of(r))
             for r, d in zip(shown, listed, strict=True)
         ]
         if more is None:
-            more = f",仅显示最新 {len(shown)} 条(调大 limit 可看更多)" if total > len(shown) else ""
-        text = f"共 {total} 条{what}记忆(范围:{labels};按最近更新排序{more})\n\n" + "\n\n".join(blocks)
-    text += truncation_note(sum(1 for r in listed if r.get("truncated")))
+            more = msg(",仅显示最新 {count} 条(调大 limit 可看更多)", count=len(shown)) if total > len(shown) else ""
+        head = msg(
+            "共 {total} 条{what}记忆(范围:{labels};按最近更新排序{more})",
+            total=total,
+            what=what,
+            labels=labels,
+            more=more,
+        )
+        parts = [head, *blocks]
+    parts.append(truncation_note(sum(1 for r in listed if r.get("truncated"))))
     structured = {"ok": True, "count": len(shown), "total": total, "scopes": list(scopes), "records": listed}
-    return ToolResult(text=text, structured=structured)
+    return ToolResult(text=_paragraphs(parts), structured=structured)
+
+
+def _labels(scopes: Sequence[str], ctx: CallContext) -> str:
+    """The scopes a search or list covered, as its header names them."""
+    return joined((ctx.style.label(s, ctx.project, ctx.project_source) for s in scopes), ", ", ", ")
+
+
+def _where(scope: str, ctx: CallContext) -> str:
+    """`scope` as a save or forget names it: the current project also says where it came from."""
+    return joined([scope, source_note(ctx.project_source)], "", "") if scope == ctx.project else scope
+
+
+def _block(*head: str, meta: Mapping[str, Any], client: str | None = None) -> str:
+    """A record's block: its head line (`head`, space-separated) over its `meta_line`."""
+    return joined([joined(head, " ", " "), meta_line(meta, client=client)], "\n", "\n")
+
+
+def _paragraphs(parts: Sequence[str | None]) -> str:
+    """An answer's header, blocks and notes (None: no such note), a blank line apart."""
+    return joined([part for part in parts if part], "\n\n", "\n\n")
 
 
 def _list_order(record: Record) -> tuple[int, str]:
@@ -571,10 +614,13 @@ def _stack(exc: BaseException, arguments: Mapping[str, Any]) -> str:
 def _internal_error_text(name: str, exc: Exception) -> str:
     """What an internal fault may have done: honest about writes, never claiming "nothing changed"."""
     if name in _READ_ONLY:
-        effect = "这是只读操作,记忆内容不会被改动;可以换个说法重试。"
+        effect = msg("这是只读操作,记忆内容不会被改动;可以换个说法重试。")
     else:
-        effect = "写入可能已经完成,也可能没有:重试前先用 memory_search 或 memory_get 核实,避免重复或误删。"
-    return (
-        f"{name} 执行时发生内部错误({type(exc).__name__}),这是本服务的缺陷,不是参数问题。"
-        f"{effect}详情(调用栈)已写入服务端日志(stderr 与日志文件)。"
+        effect = msg("写入可能已经完成,也可能没有:重试前先用 memory_search 或 memory_get 核实,避免重复或误删。")
+    return msg(
+        "{name} 执行时发生内部错误({error}),这是本服务的缺陷,不是参数问题。"
+        "{effect}详情(调用栈)已写入服务端日志(stderr 与日志文件)。",
+        name=name,
+        error=type(exc).__name__,
+        effect=effect,
     )
