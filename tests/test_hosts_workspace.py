@@ -366,7 +366,8 @@ def test_an_mcp_1_client_that_closes_right_after_initialize_never_crashes(tmp_pa
         "cwd": str(dirs["cwd"]),
     }
     run = subprocess.run(
-        [str(python), "-c", MCP1_CLIENT, json.dumps(server), dirs["app"].as_uri(), "20"],
+        # 5 rounds: an eager roots/list crashed 19 of 20 such clients, so 5 clean ones rule it out.
+        [str(python), "-c", MCP1_CLIENT, json.dumps(server), dirs["app"].as_uri(), "5"],
         capture_output=True,
         text=True,
         encoding="utf-8",

@@ -70,7 +70,7 @@ def test_a_test_failed_by_pytest_timeout_leaves_no_process(tmp_path):
             "-p",
             "no:cacheprovider",
             "--timeout",
-            "3",
+            "1",  # the inner test needs only to start its child and write the pid before it hangs
             "-W",
             "error",
             str(tmp_path / "test_inner.py"),

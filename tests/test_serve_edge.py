@@ -251,8 +251,17 @@ def test_stalled_headers_and_stalled_or_dripping_bodies_are_closed_after_their_t
 
 def test_at_the_fd_limit_a_token_holder_is_still_answered(tmp_path, store_dir):
     with running_serve(store_dir, tmp_path / "err.log", nofile=256) as serve, _sockets() as strangers:
-        for _ in range(300):
+        checks = 0
+        for i in range(300):
             strangers.append(_connect(serve, _half_header(serve)))
+            # At this limit the listen queue holds 24: a connect past a full one loses its SYN and waits
+            # a second for the retry. Pacing the strangers by what serve accepted saves those seconds.
+            deadline = time.monotonic() + 5
+            while i % 16 == 15 and time.monotonic() < deadline:
+                checks += 1
+                if _edge(serve)["accepted"] - checks >= i + 1:  # each check is an accepted connection too
+                    break
+                time.sleep(0.01)
         answered = [_health_status(serve) for _ in range(6)]
         assert answered == [200] * 6
         edge = _edge(serve)
@@ -491,8 +500,10 @@ def _import_body(size: int) -> tuple[bytes, int]:
     return json.dumps(body).encode(), len(lines)
 
 
-def test_four_parallel_30_mb_import_dry_runs_stay_within_a_memory_bound(tmp_path, store_dir):
-    body, records = _import_body(30_000_000)
+def test_four_parallel_10_mb_import_dry_runs_stay_within_a_memory_bound(tmp_path, store_dir):
+    """10 MB bodies, not the 32 MB limit: the bound is per import, so a smaller body shows the same
+    property at a third of the time, and the bound below is set to catch each way of losing it."""
+    body, records = _import_body(10_000_000)
     with running_serve(store_dir, tmp_path / "err.log") as serve:
         base = rss_kb(serve.proc.pid)
         answers: list[tuple[int, dict[str, Any]]] = []
@@ -517,9 +528,9 @@ def test_four_parallel_30_mb_import_dry_runs_stay_within_a_memory_bound(tmp_path
         assert [status for status, _ in answers] == [200] * 4, answers
         assert all(a["dryRun"] is True and a["added"] == records and a["bad"] == 0 for _, a in answers)
         assert not (store_dir / "global.jsonl").exists() or (store_dir / "global.jsonl").stat().st_size == 0
-        # Parsed whole, each import held its body four times over (4 x 30 MB x 4, measured 750 MB
-        # above the start); streamed and one at a time, one plan (~3x the 22 MB file) at a time.
-        assert (peak - base) < 300 * 1024, (base, peak)
+        # Streamed and one at a time, one plan (~3x the 7.5 MB file) at a time: measured 25 MB above
+        # the start. Parsed whole (in the import slot or not) or four plans at once: 92-132 MB.
+        assert (peak - base) < 60 * 1024, (base, peak)
 
 
 def _peak_kb(pid: int) -> int:

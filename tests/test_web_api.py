@@ -293,7 +293,8 @@ def test_an_old_query_login_url_is_never_turned_into_another_url_holding_the_tok
 
 
 def test_a_page_credential_expires(tmp_path: Path):
-    with running_web(tmp_path / "store", tmp_path, DSH_MEMORY_WEB_LOGIN_SECS="5") as srv:
+    # 2.5 s: ample for the first request right after the login, and less to wait for the expiry.
+    with running_web(tmp_path / "store", tmp_path, DSH_MEMORY_WEB_LOGIN_SECS="2.5") as srv:
         login = page_login(srv.base, srv.token)
         expiry = int(login[CREDENTIAL].split(".")[0])
         accepted_at = refused_at = None

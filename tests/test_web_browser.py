@@ -33,6 +33,7 @@ from dsh_memory_mcp.store.records import new_record
 from dsh_memory_mcp.store.scopes import scope_file_relpath
 from dsh_memory_mcp.store.shared import SharedStore
 from tests.helpers.mcp_session import StdioSession, server_params, stdio_session
+from tests.helpers.polling import until
 from tests.helpers.require import require
 from tests.helpers.web_server import WebServer, erase_all_but, inserted, on_disk, recover_dry_run, running_web, saved
 
@@ -1206,7 +1207,7 @@ def test_the_vector_panel_follows_a_backend_that_finishes_loading_without_a_relo
     nothing in the store changes afterwards, yet the panel turns to ready once the backend does."""
     from tests.helpers.fake_llama import FakeLlama
 
-    with FakeLlama(loading_s=10.0) as fake:
+    with FakeLlama(loading_s=600.0) as fake:  # loading until the page has shown it
         env = {"DSH_MEMORY_VECTOR": "on", "DSH_MEMORY_EMBED_ENDPOINT": fake.url}
         with running_web(tmp_path / "store", tmp_path, **env) as srv:
             ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
@@ -1215,6 +1216,8 @@ def test_the_vector_panel_follows_a_backend_that_finishes_loading_without_a_relo
                 pg.goto(srv.login_url())
                 pg.wait_for_selector("html[data-ready=true]")
                 assert pg.locator("#vectors .vec-ok").count() == 0, pg.inner_text("#vectors")  # still loading
+                until("serve has asked the loading backend", fake.count)  # and been answered 503
+                fake.loading_s = 0.0  # the model finishes loading
                 pg.wait_for_selector("#vectors .vec-ok", timeout=30_000)
                 assert pg.evaluate("performance.getEntriesByType('navigation').length") == 1  # never reloaded
                 assert "ready" in pg.inner_text("#vectors").lower()

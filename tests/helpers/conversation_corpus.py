@@ -24,6 +24,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tests.helpers.semantic_corpus import EVAL_BUDGET
@@ -763,6 +764,7 @@ def run_all(
     counted as accesses (written back, as the server does), and that round is scored too
     (``"… again"``): recall must not drift with the access counts.
     """
+    from dsh_memory_mcp.search.calibration import CALIBRATION_FILE
     from dsh_memory_mcp.search.vectors import VectorChannel
 
     names = ["lexical", "bm25"] + (["hybrid", "dense"] if settings is not None else [])
@@ -770,18 +772,27 @@ def run_all(
         names += [f"{n} again" for n in names if n not in ("bm25", "dense")]
     results: dict[str, dict[tuple[str, str], list[str]]] = {n: {} for n in names}
     all_ids: dict[str, dict[str, str]] = {}
+    calibrated: bytes | None = None
     for conv in CONVERSATIONS:
         store = make_store(conv.name)
         try:
             ids = all_ids[conv.name] = fill(store, conv)
             results["bm25"].update(bm25_all(conv, ids))
             channel = None
+            cal_path = Path(store.root) / CALIBRATION_FILE
+            if settings is not None and calibrated is not None:
+                # The model's calibration depends on the model alone (its fixed probes): the first
+                # store's cached one serves the others, as it would a store that had seen the model.
+                cal_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                cal_path.write_bytes(calibrated)
+                cal_path.chmod(0o600)
             if settings is not None:
                 channel = VectorChannel(settings, store, load_timeout=60)
                 store.on_delete = channel.on_delete
                 channel.start()
                 if not channel.wait_ready(60) or not channel.wait_idle(300):
                     raise RuntimeError(channel.status)
+                calibrated = calibrated or cal_path.read_bytes()
             try:
                 rounds = [("lexical", None)] + ([("hybrid", channel)] if channel is not None else [])
                 if channel is not None:  # before any access is counted
