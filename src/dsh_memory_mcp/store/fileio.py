@@ -41,6 +41,8 @@ _LEGACY_TMP = re.compile(r"^\.(?P<base>.+)\.[a-z0-9_]{8}\.tmp$")
 #: A tmp whose writer we cannot check (another host, the older name) is a leftover after this long;
 #: a live writer fills and renames its tmp within seconds.
 LEFTOVER_AGE = 3600.0
+#: Seconds a replace that met an unlocked appender waits before its last look at the old file.
+FOREIGN_GRACE = 0.05
 
 
 class Changed(OSError):
@@ -350,6 +352,11 @@ def commit(
     if old is not None:
         try:
             late = read_from(old, done)  # appended to the old inode between the check and the rename
+            if late or (read is not None and done > read.size):
+                # An unlocked appender is at work: one that opened the path before the swap may
+                # write a moment later (it was descheduled), so look once more.
+                time.sleep(FOREIGN_GRACE)
+                late += read_from(old, done + len(late))
         finally:
             os.close(old)
         if late:
