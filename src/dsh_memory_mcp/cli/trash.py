@@ -70,10 +70,7 @@ def _restore(call: Call, service: MemoryService) -> int:
     ctx = service.default_context.for_terminal().for_person(CLI_CLIENT)
     done, missing = trash.restore(service, call.args, ctx)
     if call.flag("json"):
-        restored = [
-            {"id": r.entry.record.id, "restoredAs": r.record.id, "scope": r.record.scope, "deduped": r.deduped}
-            for r in done
-        ]
+        restored = [r.row() for r in done]
         call.print(json.dumps({"ok": not missing, "restored": restored, "missing": missing}, ensure_ascii=False))
     else:
         for r in done:
