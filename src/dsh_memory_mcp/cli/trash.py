@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 from dsh_memory_mcp.cli.commands import CLI_CLIENT, EXIT_FAIL, EXIT_OK, Call, _service
@@ -29,7 +28,7 @@ def _entry_json(entry: TrashEntry) -> dict[str, Any]:
 
 
 def cmd_trash(call: Call) -> int:
-    if call.flag("dry_run") or call.opt("scope") is not None or call.opt("path") is not None:
+    if call.flag("dry_run") or call.scoped():
         return call.usage(t("--trash 不与 --dry-run、--scope、--path 同用"))
     if call.flag("empty") and call.args:
         return call.usage(t("--empty 清空整个回收站,不接 id;只删一条请在网页的回收站里「永久删除」"))
@@ -100,14 +99,13 @@ def _restore(call: Call, service: MemoryService) -> int:
 def _empty(call: Call, service: MemoryService) -> int:
     count = len(trash.entries(service))
     if count and not call.flag("confirm"):
-        stdin = sys.stdin
-        if not (stdin is not None and stdin.isatty() and call.out.isatty()):
-            call.note(t("回收站里有 {count} 条记忆,没有删除:确认清空请加 --yes", count=count))
-            return EXIT_FAIL
-        call.out.write(t("彻底删除回收站里的 {count} 条记忆(不能恢复)?[y/N] ", count=count))
-        call.out.flush()
-        if stdin.readline().strip().lower() not in ("y", "yes"):
-            call.note(t("没有删除任何记忆"))
+        answer = call.ask(t("彻底删除回收站里的 {count} 条记忆(不能恢复)?[y/N] ", count=count))
+        if not answer:
+            call.note(
+                t("没有删除任何记忆")
+                if answer is False
+                else t("回收站里有 {count} 条记忆,没有删除:确认清空请加 --yes", count=count)
+            )
             return EXIT_FAIL
     gone, _missing = trash.purge(service, None)
     if call.flag("json"):
