@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dsh_memory_mcp.cli.commands import CLI_CLIENT, EXIT_FAIL, EXIT_OK, Call, _service
+from dsh_memory_mcp.cli.commands import CLI_CLIENT, EXIT_FAIL, EXIT_OK, Call, _service, _terminal
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.service import trash
 from dsh_memory_mcp.service.render import fmt_time, snippet
@@ -48,7 +48,7 @@ def _list(call: Call, service: MemoryService) -> int:
             json.dumps({"ok": True, "days": days, "entries": [_entry_json(e) for e in found]}, ensure_ascii=False)
         )
         return EXIT_OK
-    ctx = service.default_context.for_terminal(full_paths=call.flag("long"))
+    ctx = _terminal(call, service)
     if days <= 0:
         call.note(t("回收站未启用(DSH_MEMORY_TRASH_DAYS=0):删除的记忆立即彻底删除。"))
     if not found:
