@@ -583,6 +583,14 @@ def default_store_dir(env: Mapping[str, str] | None = None) -> str:
     return os.path.join(home, ".dsh-memory-store")
 
 
+def user_state_dir() -> str:
+    """Our per-user state directory (``~/.local/state/dsh-memory-mcp`` on Linux); each user of it
+    joins its own sub-directory. Computing it creates nothing."""
+    import platformdirs
+
+    return platformdirs.user_state_dir("dsh-memory-mcp", appauthor=False)
+
+
 def _absolute(path: str, cwd: str) -> str:
     """Absolute and normalised, without resolving symlinks."""
     path = os.path.expanduser(path)

@@ -73,6 +73,10 @@ class Call:
     def flag(self, dest: str) -> bool:
         return self.options.get(dest) is True
 
+    def scoped(self) -> bool:
+        """Whether ``--scope`` or ``--path`` was given."""
+        return self.opt("scope") is not None or self.opt("path") is not None
+
     # -- output ------------------------------------------------------------------------------
 
     def print(self, text: str) -> None:
@@ -86,6 +90,15 @@ class Call:
         """Diagnostic lines on stderr (errors red, warnings yellow on a colour terminal)."""
         self.err.write("".join((paint_note(line) if self.err_colour else line) + "\n" for line in lines))
         self.err.flush()
+
+    def ask(self, question: str) -> bool | None:
+        """A person's yes (``y``) to `question` at a terminal; None when stdin or stdout is not one."""
+        stdin = sys.stdin
+        if stdin is None or not stdin.isatty() or not self.out.isatty():
+            return None
+        self.out.write(question)
+        self.out.flush()
+        return stdin.readline().strip().lower() in ("y", "yes")
 
     def usage(self, message: str) -> int:
         self.note(
@@ -454,15 +467,14 @@ def _forget_query_settled(call: Call, service: MemoryService, args: Mapping[str,
     if dry_run:
         call.note(t("--dry-run:什么都没有删除"))
         return EXIT_OK
-    stdin = sys.stdin
-    if stdin is not None and stdin.isatty() and call.out.isatty():
-        call.out.write(t("全部删除这 {count} 条?[y/N] ", count=len(matches)))
-        call.out.flush()
-        if stdin.readline().strip().lower() in ("y", "yes"):
-            return None
-        call.note(t("没有删除任何记忆"))
-        return EXIT_FAIL
-    call.note(t("匹配到 {count} 条,没有删除任何记忆:确认全部删除请加 --yes;只删一条请用 forget ID", count=len(matches)))
+    answer = call.ask(t("全部删除这 {count} 条?[y/N] ", count=len(matches)))
+    if answer:
+        return None
+    call.note(
+        t("没有删除任何记忆")
+        if answer is False
+        else t("匹配到 {count} 条,没有删除任何记忆:确认全部删除请加 --yes;只删一条请用 forget ID", count=len(matches))
+    )
     return EXIT_FAIL
 
 
@@ -609,10 +621,9 @@ def _read_stdin_content(call: Call) -> str:
     from dsh_memory_mcp.service.render import error_result
 
     max_chars = call.settings.max_content
-    stdin = sys.stdin.buffer if sys.stdin is not None else None
     # A UTF-8 character is at most 4 bytes: past this many bytes the content is surely too long.
     bound = 4 * max_chars + 4
-    data = stdin.read(bound + 1) if stdin is not None else b""
+    data = sys.stdin.buffer.read(bound + 1) if sys.stdin is not None else b""
     if len(data) > bound:
         message = t(
             "标准输入超过 {limit} 个字符的上限(DSH_MEMORY_MAX_CONTENT):一条记忆应是一句自包含的陈述;"
@@ -667,8 +678,7 @@ def cmd_export(call: Call) -> int:
         bar.finish()
         if sink is not None:
             sink.flush()
-        whole = call.opt("scope") is None and call.opt("path") is None
-        stray = transfer.unattributed_files(service.store) if whole else []
+        stray = [] if call.scoped() else transfer.unattributed_files(service.store)
         call.note(t("导出完成:{records} 条记录,{scopes} 个作用域", records=exported, scopes=len(resolved)))
         if corrupt:
             call.note(
@@ -691,8 +701,7 @@ def cmd_import(call: Call) -> int:
     source = call.args[0]
     try:
         if source == "-":
-            stdin = sys.stdin.buffer if sys.stdin is not None else None
-            data = stdin.read() if stdin is not None else b""
+            data = sys.stdin.buffer.read() if sys.stdin is not None else b""
         else:
             with open(source, "rb") as fh:
                 data = fh.read()
@@ -746,19 +755,14 @@ def _plan(call: Call, data: bytes) -> transfer.ImportPlan:
 
 def _import_target(call: Call, service: MemoryService) -> str:
     """Where knowledge-graph memories go: `--scope` / `--path` by the tools' rules, default global."""
-    if call.opt("scope") is None and call.opt("path") is None:
+    if not call.scoped():
         return scopes.GLOBAL
     resolved = _resolve_scopes(call, service)
     if len(resolved) != 1 or (call.opt("scope") or "").strip().lower() in ("all", "*"):
-        from dsh_memory_mcp.service.render import ToolResult
+        from dsh_memory_mcp.service.render import error_result
 
         message = msg("导入只能写入一个作用域,all 是只读范围:请指定 global、project 或具体作用域。")
-        refusal = ToolResult(
-            text=f"错误 SCOPE_NOT_WRITABLE:{message}",
-            structured={"ok": False, "code": "SCOPE_NOT_WRITABLE", "message": message},
-            is_error=True,
-        )
-        raise _Done(_tool_error(call, refusal))
+        raise _Done(_tool_error(call, error_result("SCOPE_NOT_WRITABLE", message)))
     return resolved[0]
 
 
@@ -772,8 +776,7 @@ def cmd_stats(call: Call) -> int:
         store = service.store
         rows, totals = health.store_stats(store, resolved, service.clock())
         del totals["covered"]
-        whole = call.opt("scope") is None and call.opt("path") is None
-        stray = transfer.unattributed_files(store) if whole else []
+        stray = [] if call.scoped() else transfer.unattributed_files(store)
         aliases = store.read_aliases()
         aliases_problem = store.aliases_problem()
         missing = {scope: len(lost) for scope, lost in store.missing().items() if scope in resolved}
@@ -873,7 +876,7 @@ def cmd_recover(call: Call) -> int:
         with contextlib.suppress(OSError):  # unreadable: `recover` says nothing is missing, as before
             service.store.journal.refresh()
         scopes = service.store.journal.scopes()  # those `recover(None)` would go through, one by one
-        if call.opt("scope") is not None or call.opt("path") is not None:
+        if call.scoped():
             scopes = _resolve_scopes(call, service)
         restored: dict[str, list[str]] = {}
         refused: dict[str, list[tuple[str, str]]] = {}
@@ -995,11 +998,9 @@ def cmd_reembed(call: Call) -> int:
         assert channel is not None
         wanted: list[str] = []
         for word in call.args:
-            named = _resolve_scopes(call, service, word)
-            wanted.extend(named)
-        if call.opt("scope") is not None or call.opt("path") is not None or not call.args:
-            resolved = _resolve_scopes(call, service)
-            wanted.extend(resolved)
+            wanted.extend(_resolve_scopes(call, service, word))
+        if call.scoped() or not call.args:
+            wanted.extend(_resolve_scopes(call, service))
         targets = list(dict.fromkeys(wanted))
         bar = Progress(call.err, t("重建向量"))
         try:
@@ -1007,7 +1008,7 @@ def cmd_reembed(call: Call) -> int:
         except EmbeddingUnavailable as exc:
             bar.finish()
             call.note(
-                t("❌ 重建向量失败:{why}", why=exc.message if isinstance(exc, DshMemoryError) else exc),
+                t("❌ 重建向量失败:{why}", why=exc.message),
                 t("⇒ 检查嵌入服务后重试;已写好的作用域保持新向量,其余不变"),
             )
             return EXIT_FAIL

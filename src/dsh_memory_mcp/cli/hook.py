@@ -154,9 +154,7 @@ def _workspace(data: Mapping[str, Any]) -> str:
 
 
 def _state_dir() -> str:
-    import platformdirs
-
-    return os.path.join(platformdirs.user_state_dir("dsh-memory-mcp", appauthor=False), "hooks")
+    return os.path.join(config.user_state_dir(), "hooks")
 
 
 def _session_file(data: Mapping[str, Any]) -> str | None:

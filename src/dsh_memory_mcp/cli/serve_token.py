@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from dsh_memory_mcp import config
 from dsh_memory_mcp.cli.hosts import normal_path
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.store import fileio
@@ -25,16 +26,10 @@ from dsh_memory_mcp.store import fileio
 _MAX_BYTES = 4096
 
 
-def _state_dir() -> str:
-    import platformdirs  # pure: computing the path creates nothing
-
-    return platformdirs.user_state_dir("dsh-memory-mcp", appauthor=False)
-
-
 def path_for(store_dir: str) -> str:
     """Where the kept token of `store_dir` lives (computing it creates nothing)."""
     key = hashlib.sha1(normal_path(store_dir).encode("utf-8", "surrogateescape")).hexdigest()
-    return os.path.join(_state_dir(), "serve-tokens", key + ".json")
+    return os.path.join(config.user_state_dir(), "serve-tokens", key + ".json")
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
-from dsh_memory_mcp.cli.commands import CLI_CLIENT, EXIT_FAIL, EXIT_OK, Call, _service
+from dsh_memory_mcp.cli.commands import CLI_CLIENT, EXIT_FAIL, EXIT_OK, Call, _service, _terminal
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.service import trash
 from dsh_memory_mcp.service.render import fmt_time, snippet
@@ -29,7 +28,7 @@ def _entry_json(entry: TrashEntry) -> dict[str, Any]:
 
 
 def cmd_trash(call: Call) -> int:
-    if call.flag("dry_run") or call.opt("scope") is not None or call.opt("path") is not None:
+    if call.flag("dry_run") or call.scoped():
         return call.usage(t("--trash 不与 --dry-run、--scope、--path 同用"))
     if call.flag("empty") and call.args:
         return call.usage(t("--empty 清空整个回收站,不接 id;只删一条请在网页的回收站里「永久删除」"))
@@ -49,7 +48,7 @@ def _list(call: Call, service: MemoryService) -> int:
             json.dumps({"ok": True, "days": days, "entries": [_entry_json(e) for e in found]}, ensure_ascii=False)
         )
         return EXIT_OK
-    ctx = service.default_context.for_terminal(full_paths=call.flag("long"))
+    ctx = _terminal(call, service)
     if days <= 0:
         call.note(t("回收站未启用(DSH_MEMORY_TRASH_DAYS=0):删除的记忆立即彻底删除。"))
     if not found:
@@ -70,10 +69,7 @@ def _restore(call: Call, service: MemoryService) -> int:
     ctx = service.default_context.for_terminal().for_person(CLI_CLIENT)
     done, missing = trash.restore(service, call.args, ctx)
     if call.flag("json"):
-        restored = [
-            {"id": r.entry.record.id, "restoredAs": r.record.id, "scope": r.record.scope, "deduped": r.deduped}
-            for r in done
-        ]
+        restored = [r.row() for r in done]
         call.print(json.dumps({"ok": not missing, "restored": restored, "missing": missing}, ensure_ascii=False))
     else:
         for r in done:
@@ -103,14 +99,13 @@ def _restore(call: Call, service: MemoryService) -> int:
 def _empty(call: Call, service: MemoryService) -> int:
     count = len(trash.entries(service))
     if count and not call.flag("confirm"):
-        stdin = sys.stdin
-        if not (stdin is not None and stdin.isatty() and call.out.isatty()):
-            call.note(t("回收站里有 {count} 条记忆,没有删除:确认清空请加 --yes", count=count))
-            return EXIT_FAIL
-        call.out.write(t("彻底删除回收站里的 {count} 条记忆(不能恢复)?[y/N] ", count=count))
-        call.out.flush()
-        if stdin.readline().strip().lower() not in ("y", "yes"):
-            call.note(t("没有删除任何记忆"))
+        answer = call.ask(t("彻底删除回收站里的 {count} 条记忆(不能恢复)?[y/N] ", count=count))
+        if not answer:
+            call.note(
+                t("没有删除任何记忆")
+                if answer is False
+                else t("回收站里有 {count} 条记忆,没有删除:确认清空请加 --yes", count=count)
+            )
             return EXIT_FAIL
     gone, _missing = trash.purge(service, None)
     if call.flag("json"):

@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from dsh_memory_mcp import config
 from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.store.scopes import GLOBAL
@@ -179,8 +180,6 @@ def scrub(removed: Iterable[Record]) -> None:
 def default_cache_dir() -> str | None:
     """`<user state dir>/digest` (e.g. `~/.local/state/dsh-memory-mcp/digest`), None if unknown."""
     try:
-        import platformdirs
-
-        return os.path.join(platformdirs.user_state_dir("dsh-memory-mcp", appauthor=False), "digest")
+        return os.path.join(config.user_state_dir(), "digest")
     except Exception:
         return None

@@ -27,6 +27,15 @@ class Restored:
     record: Record
     deduped: bool
 
+    def row(self) -> dict[str, Any]:
+        """The restore as the page's and ``recover --trash --json``'s answers list it."""
+        return {
+            "id": self.entry.record.id,
+            "restoredAs": self.record.id,
+            "scope": self.record.scope,
+            "deduped": self.deduped,
+        }
+
 
 def entries(service: MemoryService) -> list[TrashEntry]:
     """What the trash holds, newest first (expired entries purged first)."""

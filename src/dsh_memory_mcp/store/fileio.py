@@ -533,6 +533,16 @@ else:
         return True
 
 
+def proc_stat(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after ``pid (comm)`` (a comm may hold spaces): [0] is the
+    state, [19] the start time in clock ticks after boot. None without ``/proc`` or such a process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read(4096).rpartition(b")")[2].split()
+    except OSError:
+        return None
+
+
 def leftover_tmps(directory: str) -> list[str]:
     """Our tmp files in `directory` (`new_tmp`'s names, regular files; DSH's ``<file>.tmp`` never)
     that no live writer can own: of this host with a dead pid, else older than `LEFTOVER_AGE`."""

@@ -286,9 +286,10 @@ def _pid_started_after(pid: int, created_ms: float) -> bool:
 
     Linux only (``/proc``); elsewhere False, i.e. the pid is taken at its word.
     """
+    fields = fileio.proc_stat(pid)
+    if fields is None:
+        return False
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
         start_ticks = int(fields[19])
         with open("/proc/stat", "rb") as f:
             btime = next(int(line.split()[1]) for line in f if line.startswith(b"btime"))

@@ -11,7 +11,6 @@ whichever access comes next. An agent's `memory_forget` never writes here (docs/
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,7 +66,8 @@ class Trash:
         :raises StoreError: it cannot be read.
         """
         try:
-            fd = fileio.open_regular(self.path, follow=False)
+            with open(fileio.open_regular(self.path, follow=False), "rb") as f:
+                data = f.read()
         except FileNotFoundError:
             return []
         except OSError as exc:
@@ -75,12 +75,6 @@ class Trash:
                 msg("无法读取回收站文件 {path}:{why}。请检查或移走该文件。", path=self.path, why=exc.strerror or exc),
                 path=self.path,
             ) from exc
-        try:
-            data = fileio.read_from(fd)
-        except OSError as exc:
-            raise writing.unreadable(self.path, exc) from exc
-        finally:
-            os.close(fd)
         return records.parse_bytes(data)
 
     def _rewrite(self, change: Callable[[list[Line], int], list[Line]], days: int) -> list[Line]:

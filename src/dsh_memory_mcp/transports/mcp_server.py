@@ -13,7 +13,7 @@ import logging
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
@@ -40,6 +40,7 @@ from dsh_memory_mcp.transports.stdio_guard import guarded_stdio
 
 log = logging.getLogger("dsh_memory_mcp.transports.mcp_server")
 T = TypeVar("T")
+P = TypeVar("P")
 
 #: The usage guidance alone (what `instructions` say with `DSH_MEMORY_DIGEST=off` or an empty digest).
 INSTRUCTIONS = digest.USAGE
@@ -266,12 +267,12 @@ class MemoryServer:
             cache_hints=CACHE_HINTS,
             get_tool_input_schema=self._input_schemas.get,
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
+            on_call_tool=self._asking(self._call_tool),
             on_list_prompts=self._list_prompts,
-            on_get_prompt=self._get_prompt,
+            on_get_prompt=self._asking(self._get_prompt),
             on_list_resources=self._list_resources,
             on_list_resource_templates=self._list_templates,
-            on_read_resource=self._read_resource,
+            on_read_resource=self._asking(self._read_resource),
         )
         self.server.add_notification_handler(
             "notifications/roots/list_changed", types.NotificationParams, self._on_roots_changed
@@ -372,6 +373,20 @@ class MemoryServer:
             found = state.roots_dir
         return call.with_project(found, "roots") if found else call
 
+    def _asking(
+        self, answer: Callable[[P, CallContext], Awaitable[T]]
+    ) -> Callable[[ServerRequestContext[Any, Any], P], Awaitable[T | types.InputRequiredResult]]:
+        """The handler of a request that needs the project: `answer(params, call)`, or — when a
+        2026-07-28 client's roots are due — the `input_required` result asking for them."""
+
+        async def handler(ctx: ServerRequestContext[Any, Any], params: P) -> T | types.InputRequiredResult:
+            call = await self.call_context(ctx, params, can_ask=True)
+            if isinstance(call, types.InputRequiredResult):
+                return call
+            return await answer(params, call)
+
+        return handler
+
     async def _list_context(self, ctx: ServerRequestContext[Any, Any]) -> CallContext:
         """The CallContext of a request that cannot answer `input_required` (a list)."""
         call = await self.call_context(ctx)
@@ -431,12 +446,7 @@ class MemoryServer:
     async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=self._tools)
 
-    async def _call_tool(
-        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        call = await self.call_context(ctx, params, can_ask=True)
-        if isinstance(call, types.InputRequiredResult):
-            return call
+    async def _call_tool(self, params: types.CallToolRequestParams, call: CallContext) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
         # Sync tools run in a worker thread, so a lock wait never blocks the event loop.
         result = await anyio.to_thread.run_sync(self.service.call, params.name, arguments, call)
@@ -459,12 +469,7 @@ class MemoryServer:
             ]
         )
 
-    async def _get_prompt(
-        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult | types.InputRequiredResult:
-        call = await self.call_context(ctx, params, can_ask=True)
-        if isinstance(call, types.InputRequiredResult):
-            return call
+    async def _get_prompt(self, params: types.GetPromptRequestParams, call: CallContext) -> types.GetPromptResult:
         arguments = {k: str(v) for k, v in (params.arguments or {}).items()}
         description, text = await _feed(lambda: feed.get_prompt(self.service, params.name, arguments, call))
         return types.GetPromptResult(
@@ -495,11 +500,8 @@ class MemoryServer:
         )
 
     async def _read_resource(
-        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult | types.InputRequiredResult:
-        call = await self.call_context(ctx, params, can_ask=True)
-        if isinstance(call, types.InputRequiredResult):
-            return call
+        self, params: types.ReadResourceRequestParams, call: CallContext
+    ) -> types.ReadResourceResult:
         uri = str(params.uri)
         text = await _feed(lambda: feed.read_resource(self.service, uri, call), {"uri": uri})
         return types.ReadResourceResult(

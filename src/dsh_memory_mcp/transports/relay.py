@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from dsh_memory_mcp import config
+from dsh_memory_mcp.store import fileio
 from dsh_memory_mcp.texts import msg
 from dsh_memory_mcp.transports import relay_wire as wire
 from dsh_memory_mcp.transports import serve_file
@@ -127,13 +128,8 @@ def _abort(conn: http.client.HTTPConnection | None) -> None:
 def process_stopped(pid: int) -> bool:
     """Whether the system shows process `pid` as stopped (job control or a debugger); False where it
     cannot tell (no `/proc`)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read(4096)
-    except OSError:
-        return False
-    fields = stat.rpartition(b")")[2].split()  # after "pid (comm)", which may hold spaces
-    return bool(fields) and fields[0] in (b"T", b"t")
+    fields = fileio.proc_stat(pid)
+    return bool(fields and fields[0] in (b"T", b"t"))
 
 
 class _ServeGone(Exception):

@@ -131,16 +131,6 @@ def _login_needed() -> Response:
     return response
 
 
-def _not_found(ident: str) -> Response:
-    return _error(404, "NOT_FOUND", msg("没有找到 id 为 {ident} 的记忆(可能已被删除)。", ident=ident[:40]))
-
-
-def _secured(response: Response) -> Response:
-    for name, value in SECURITY_HEADERS.items():
-        response.headers.setdefault(name, value)
-    return response
-
-
 def _load_static() -> dict[str, bytes]:
     folder = resources.files("dsh_memory_mcp.transports").joinpath("web_static")
     return {name: folder.joinpath(name).read_bytes() for name in _STATIC_TYPES}
@@ -233,17 +223,16 @@ class _Web:
         return False
 
     @staticmethod
-    def cross_site_refusal(request: Request) -> Response | None:
-        """403 unless a state-changing request is JSON and comes from this page's own origin."""
+    def refuse_cross_site(request: Request) -> None:
+        """A 403 refusal unless a state-changing request is JSON and comes from this page's own origin."""
         origin = request.headers.get("origin")
         own = f"{request.url.scheme}://{request.headers.get('host', '')}"
         fetch_site = request.headers.get("sec-fetch-site")
         if (origin is not None and origin != own) or fetch_site not in (None, "same-origin", "none"):
-            return _error(403, "CROSS_SITE", msg("拒绝跨站请求:只接受来自本页面的修改。"))
+            raise RequestRefused(403, "CROSS_SITE", msg("拒绝跨站请求:只接受来自本页面的修改。"))
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media != "application/json":
-            return _error(403, "CONTENT_TYPE", msg("修改类请求必须是 Content-Type: application/json。"))
-        return None
+            raise RequestRefused(403, "CONTENT_TYPE", msg("修改类请求必须是 Content-Type: application/json。"))
 
     @staticmethod
     async def json_body(request: Request) -> dict[str, Any]:
@@ -257,21 +246,24 @@ class _Web:
         return value
 
     def guarded(self, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        """The SDK's Host/Origin refusal (421/403, as on `/mcp`) in the page's coded form, then `endpoint`."""
+        """The SDK's Host/Origin refusal (421/403, as on `/mcp`) in the page's coded form, then `endpoint`;
+        every answer with `SECURITY_HEADERS`."""
 
         async def checked(request: Request) -> Response:
             language = _LANGUAGE.set(language_of(request.headers.get("accept-language")))
             try:
                 refusal = await self.checks.refused(request)
                 if refusal is None:
-                    return await endpoint(request)
-                if refusal.status_code == 421:
+                    response = await endpoint(request)
+                elif refusal.status_code == 421:
                     response = _error(421, "HOST_REFUSED", msg("拒绝:Host 不在允许列表里(防 DNS 重绑定)。"))
                 else:
                     response = _error(
                         refusal.status_code, "ORIGIN_REFUSED", msg("拒绝:请求来自不被允许的网页(Origin)。")
                     )
-                return _secured(response)
+                for name, value in SECURITY_HEADERS.items():
+                    response.headers.setdefault(name, value)
+                return response
             finally:
                 _LANGUAGE.reset(language)
 
@@ -285,40 +277,35 @@ class _Web:
         bearer_only: bool = False,
         public: bool = False,
     ) -> Callable[[Request], Awaitable[Response]]:
-        """Auth (and for writes the cross-site checks), coded errors, security headers. A sync `handler`
+        """Auth (and for writes the cross-site checks) and coded errors. A sync `handler`
         runs in a worker thread, given the request (and a write's JSON body)."""
 
         async def endpoint(request: Request) -> Response:
             allowed = public or (access.authenticated(request.scope) if bearer_only else self.authorised(request))
             if not allowed:
-                return _secured(_login_needed())
-            if writes:
-                refusal = self.cross_site_refusal(request)
-                if refusal is not None:
-                    return _secured(refusal)
+                return _login_needed()
             try:
+                if writes:
+                    self.refuse_cross_site(request)
                 if inspect.iscoroutinefunction(handler):
-                    response = await handler(request)
+                    response: Response = await handler(request)
                 else:
                     args = (request, await self.json_body(request)) if writes else (request,)
                     response = await run_in_threadpool(handler, *args)
+                return response
             except RequestRefused as exc:
-                response = _error(exc.status, exc.code, exc.message)
+                return _error(exc.status, exc.code, exc.message)
             except DshMemoryError as exc:
-                response = _error(_status_of(exc.code), exc.code, exc.message)
+                return _error(_status_of(exc.code), exc.code, exc.message)
             except Exception:
                 log.exception("web API %s %s failed", request.method, request.url.path)
-                response = _error(500, "INTERNAL_ERROR", msg("服务内部错误,记忆库未被改动。详情见 serve 的 stderr。"))
-            return _secured(response)
+                return _error(500, "INTERNAL_ERROR", msg("服务内部错误,记忆库未被改动。详情见 serve 的 stderr。"))
 
         return endpoint
 
     def context(self) -> CallContext:
         """A person at the page: the server's project, client ``web``, and searches that are no recall."""
         return dataclasses.replace(self.service.default_context.with_client(WEB_CLIENT), record_access=False)
-
-    def call(self, name: str, args: Mapping[str, Any]) -> ToolResult:
-        return self.service.call(name, args, self.context())
 
     def scopes_of(self, scope: str | None) -> list[str]:
         """Scope keys for a page's scope choice, by the tools' own rules; ``all`` → every scope on disk.
@@ -337,18 +324,18 @@ class _Web:
         for name in request.cookies:
             if name.startswith(LEGACY_COOKIE_PREFIX):
                 response.delete_cookie(name, path="/")
-        return _secured(response)
+        return response
 
     async def static_file(self, request: Request) -> Response:
         name = request.path_params["name"]
         if name not in self.static or name == "index.html":
-            return _secured(Response("not found", status_code=404, media_type="text/plain; charset=utf-8"))
+            return Response("not found", status_code=404, media_type="text/plain; charset=utf-8")
         response = Response(self.static[name], media_type=_STATIC_TYPES[name])
         response.headers["Cache-Control"] = "no-cache"
-        return _secured(response)
+        return response
 
     async def favicon(self, request: Request) -> Response:
-        return _secured(Response(status_code=204))
+        return Response(status_code=204)
 
     # -- login -------------------------------------------------------------------------------
 
@@ -534,12 +521,18 @@ class _Web:
             }
         )
 
-    def memory(self, request: Request) -> Response:
+    def found(self, request: Request) -> Record:
+        """The memory the path's ``ident`` names (`history.find_one`); else a 404 refusal."""
         ident = request.path_params["ident"]
         record = history.find_one(self.service, ident)
         if record is None:
-            return _not_found(ident)
-        return _json({"ok": True, "record": _whole_card(record)})
+            raise RequestRefused(
+                404, "NOT_FOUND", msg("没有找到 id 为 {ident} 的记忆(可能已被删除)。", ident=ident[:40])
+            )
+        return record
+
+    def memory(self, request: Request) -> Response:
+        return _json({"ok": True, "record": _whole_card(self.found(request))})
 
     async def export(self, request: Request) -> Response:
         scope = request.query_params.get("scope")
@@ -564,7 +557,7 @@ class _Web:
     def create(self, request: Request, body: dict[str, Any]) -> Response:
         """A new memory from the page's form: ``memory_save`` (same checks and codes), client ``web``."""
         args = {key: body.get(key) for key in ("content", "kind", "tags", "scope", "importance")}
-        result = self.call("memory_save", args)
+        result = self.service.call("memory_save", args, self.context())
         if result.is_error:
             return _tool_error(result)
         out = dict(result.structured)
@@ -606,10 +599,7 @@ class _Web:
 
     def versions(self, request: Request) -> Response:
         """A memory's versions, newest first (`history.versions`): each as a card with its whole content."""
-        ident = request.path_params["ident"]
-        record = history.find_one(self.service, ident)
-        if record is None:
-            return _not_found(ident)
+        record = self.found(request)
         return _json({"ok": True, "versions": [_whole_card(v) for v in history.versions(self.service, record)]})
 
     def duplicates(self, request: Request) -> Response:
@@ -636,20 +626,18 @@ class _Web:
         return _json({**result.structured, "message": result.text})
 
     @staticmethod
-    def ids_of(body: dict[str, Any]) -> list[str] | Response:
-        """A write's ``ids`` (non-empty, at most `_FORGET_MAX`), stripped and unique; or the error."""
+    def ids_of(body: dict[str, Any]) -> list[str]:
+        """A write's ``ids`` (non-empty, at most `_FORGET_MAX`), stripped and unique; else a 400 refusal."""
         ids = body.get("ids")
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i.strip() for i in ids):
-            return _error(400, "IDS_EMPTY", msg("ids 必须是非空的 id 数组。"))
+            raise RequestRefused(400, "IDS_EMPTY", msg("ids 必须是非空的 id 数组。"))
         if len(ids) > _FORGET_MAX:
-            return _error(400, "IDS_TOO_MANY", msg("一次最多删除 {limit} 条。", limit=_FORGET_MAX))
+            raise RequestRefused(400, "IDS_TOO_MANY", msg("一次最多删除 {limit} 条。", limit=_FORGET_MAX))
         return list(dict.fromkeys(i.strip() for i in ids))
 
     def forget(self, request: Request, body: dict[str, Any]) -> Response:
         """A person's delete: to the trash (`trash`), or for good with ``purge: true``."""
         ids = self.ids_of(body)
-        if isinstance(ids, Response):
-            return ids
         ctx = self.context() if body.get("purge") is True else self.context().for_person(WEB_CLIENT)
         deleted: list[str] = []
         missing: list[str] = []
@@ -690,25 +678,12 @@ class _Web:
 
     def trash_restore(self, request: Request, body: dict[str, Any]) -> Response:
         """Bring trashed memories back (`trash.restore`: history kept; a text live again dedupes)."""
-        ids = self.ids_of(body)
-        if isinstance(ids, Response):
-            return ids
-        done, missing = trash.restore(self.service, ids, self.context().for_person(WEB_CLIENT))
-        restored = [
-            {"id": r.entry.record.id, "restoredAs": r.record.id, "scope": r.record.scope, "deduped": r.deduped}
-            for r in done
-        ]
-        return _json({"ok": True, "restored": restored, "missing": missing})
+        done, missing = trash.restore(self.service, self.ids_of(body), self.context().for_person(WEB_CLIENT))
+        return _json({"ok": True, "restored": [r.row() for r in done], "missing": missing})
 
     def trash_purge(self, request: Request, body: dict[str, Any]) -> Response:
         """Delete trashed memories for good: ``ids``, or ``all: true`` (empty the trash)."""
-        if body.get("all") is True:
-            gone, missing = trash.purge(self.service, None)
-        else:
-            ids = self.ids_of(body)
-            if isinstance(ids, Response):
-                return ids
-            gone, missing = trash.purge(self.service, ids)
+        gone, missing = trash.purge(self.service, None if body.get("all") is True else self.ids_of(body))
         return _json({"ok": True, "purged": len(gone), "ids": [e.record.id for e in gone], "missing": missing})
 
     def recover(self, request: Request, body: dict[str, Any]) -> Response:
@@ -754,8 +729,7 @@ class _Web:
             return _error(400, "IMPORT_EMPTY", msg("需要导入文件的内容:data(base64 编码的文件字节)或 text(文本)。"))
         plan = upload.plan
         dry_run = upload.dry_run
-        scope = upload.scope
-        scope = scope if isinstance(scope, str) and scope.strip() else GLOBAL
+        scope = upload.scope if isinstance(upload.scope, str) and upload.scope.strip() else GLOBAL
         target = GLOBAL
         if plan.graph:
             if scope.strip().lower() in ALL_SCOPES:
