@@ -126,8 +126,9 @@ def _lenient_client_info(params: Any) -> None:
 
 
 def to_result(result: ToolResult) -> types.CallToolResult:
+    # A plain str: pydantic re-encodes a str subclass (`texts.Text`) and refuses a lone surrogate in it.
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=result.text)],
+        content=[types.TextContent(type="text", text=str(result.text))],
         structured_content=result.structured,
         is_error=result.is_error,
     )
@@ -474,7 +475,7 @@ class MemoryServer:
         description, text = await _feed(lambda: feed.get_prompt(self.service, params.name, arguments, call))
         return types.GetPromptResult(
             description=description,
-            messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))],
+            messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=str(text)))],
         )
 
     async def _list_resources(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListResourcesResult:
@@ -505,7 +506,7 @@ class MemoryServer:
         uri = str(params.uri)
         text = await _feed(lambda: feed.read_resource(self.service, uri, call), {"uri": uri})
         return types.ReadResourceResult(
-            contents=[types.TextResourceContents(uri=uri, mime_type="text/plain", text=text)]
+            contents=[types.TextResourceContents(uri=uri, mime_type="text/plain", text=str(text))]
         )
 
 
