@@ -231,7 +231,7 @@ NEAR_JACCARD = 0.8
 #: `LexicalIndex.near` compares at most this many candidates exactly (the best of the prefix filter).
 NEAR_CANDIDATES = 16
 #: `near` compares at most this many records appended since the last index one by one.
-NEAR_UNINDEXED = 64
+NEAR_UNINDEXED = 8
 
 
 def near_tokens(text: str) -> frozenset[str]:
