@@ -898,6 +898,24 @@ def test_the_recover_preview_is_the_recover_commands_dry_run_and_apply_restores_
     assert client.get("/api/overview").json()["vanished"] == 0
 
 
+def test_recover_can_be_limited_to_one_scope_and_refuses_a_scope_that_is_not_a_name(
+    server: WebServer, client: httpx.Client
+):
+    one, two = "web-vanished-one", "web-vanished-two"
+    lost = {}
+    for scope in (one, two):
+        lost[scope] = saved(server, scope, f"被覆盖的一条 {scope}")
+        erase_all_but(server.store_dir, scope, saved(server, scope, f"留下的一条 {scope}"))
+    done = post(client, "/api/recover", {"dryRun": False, "scope": one}).json()
+    assert done["total"] == 1 and done["byScope"] == {one: 1}
+    assert lost[one] in on_disk(server, one) and lost[two] not in on_disk(server, two)
+    assert post(client, "/api/recover", {"dryRun": True}).json()["byScope"] == {two: 1}
+    for bad in ("", 7, ["x"]):
+        r = post(client, "/api/recover", {"dryRun": False, "scope": bad})
+        assert r.status_code == 400 and r.json()["code"] == "SCOPE_INVALID", bad
+    assert lost[two] not in on_disk(server, two)
+
+
 def test_recover_refuses_a_cross_site_post(server: WebServer, client: httpx.Client):
     r = post(client, "/api/recover", {"dryRun": False}, Origin="http://evil.example")
     assert r.status_code == 403

@@ -909,9 +909,9 @@ def test_recover_previews_what_the_recover_command_would_and_restores_after_a_co
     watch_text(page, "#recover-progress span")
     page.click("#recover-ok")
     page.wait_for_selector("#toast:has-text('已恢复 1 条')")
-    # One request whose time is the server's: an indeterminate bar while it works, then the count.
+    # Scope by scope, as previewed: the bar starts at 0 % and ends with the count.
     page.wait_for_selector("#recover-progress:has-text('恢复 100% · 完成')")
-    assert page.evaluate("window.seen")[0] == "恢复 · 正在处理…"
+    assert page.evaluate("window.seen")[0] == "恢复 0%"
     assert "已恢复 1 条" in page.inner_text("#recover-text")
     assert lost in on_disk(server, scope)
     page.wait_for_selector("#recover-open", state="detached")

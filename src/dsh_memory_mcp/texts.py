@@ -512,6 +512,7 @@ EN: dict[str, str] = {
     ",拒绝 {refused} 条": ", {refused} refused",
     "all 是只读范围:请选一个作用域。": "all is a read-only range: pick one scope.",
     "ids 必须是非空的 id 数组。": "ids must be a non-empty array of ids.",
+    "scope 必须是一个作用域名。": "scope must be the name of a scope.",
     "{name} 必须在 {low}~{high} 之间(收到 {value})。": "{name} must be from {low} to {high} (got {value}).",
     "{name} 必须是整数(收到 {raw!r})。": "{name} must be a whole number (got {raw!r}).",
     "一次最多删除 {limit} 条。": "at most {limit} at a time.",

@@ -687,16 +687,20 @@ class _Web:
         return _json({"ok": True, "purged": len(gone), "ids": [e.record.id for e in gone], "missing": missing})
 
     def recover(self, request: Request, body: dict[str, Any]) -> Response:
-        """The store's own `recover` (the `recover` command's): ``dryRun`` (default) previews."""
+        """The store's own `recover` (the `recover` command's): ``dryRun`` (default) previews;
+        ``scope`` limits it to one scope (the page recovers scope by scope, to show its progress)."""
         dry_run = body.get("dryRun", True) is not False
+        scope = body.get("scope")
+        if scope is not None and (not isinstance(scope, str) or not scope):
+            return _error(400, "SCOPE_INVALID", msg("scope 必须是一个作用域名。"))
         store = self.service.store
-        found = store.recover(None, dry_run=dry_run)
+        found = store.recover(scope, dry_run=dry_run)
         rows = browse.recover_entries(found)
         total = len(rows)
         # What recover leaves alone because it cannot rule out a removal (the command lists them too).
         refused = [
-            {"scope": scope, "id": d.entry.id, "shortId": d.entry.id[:8], "reason": d.reason}
-            for scope, doubts in store.doubtful(None).items()
+            {"scope": name, "id": d.entry.id, "shortId": d.entry.id[:8], "reason": d.reason}
+            for name, doubts in store.doubtful(scope).items()
             for d in doubts
         ]
         return _json(
@@ -704,7 +708,7 @@ class _Web:
                 "ok": True,
                 "dryRun": dry_run,
                 "total": total,
-                "byScope": {scope: len(entries) for scope, entries in found.items()},
+                "byScope": {name: len(entries) for name, entries in found.items()},
                 "records": rows[:_RECOVER_SHOWN],
                 "refused": refused[:_RECOVER_SHOWN],
                 "refusedTotal": len(refused),

@@ -359,11 +359,6 @@ function showProgress(box, label, done, total, started) {
   box.hidden = false;
   const bar = box.querySelector("progress");
   const text = box.querySelector("span");
-  if (done === null) {
-    bar.removeAttribute("value");
-    text.textContent = t("progress.busy", { label });
-    return;
-  }
   if (!total) {
     bar.removeAttribute("value");
     text.textContent = t("progress.size", { label, size: fmtSize(done) });
@@ -1720,6 +1715,7 @@ async function askRecover() {
     toast(data.message || t("error.recover"), true);
     return;
   }
+  recoverPlan = data.byScope || {};
   $("recover-text").textContent = data.total ? t("recover.preview", { n: data.total }) : t("recover.nothing");
   const items = [];
   for (const [scope, n] of Object.entries(data.byScope)) {
@@ -1741,21 +1737,36 @@ async function askRecover() {
   $("recover-cancel").focus();
 }
 
-// One request whose time is the server's work: an indeterminate bar while it runs, then the count.
+// Scope by scope, as previewed (the `recover` command's steps): the bar moves with the memories
+// restored so far, with the time left.
+let recoverPlan = {};
+
 async function doRecover() {
   const box = $("recover-progress");
   const label = t("progress.recover");
   $("recover-ok").disabled = true;
-  showProgress(box, label, null, 0, Date.now());
-  const data = await api("/api/recover", { method: "POST", body: { dryRun: false } });
-  progressDone(box, label, data.ok);
-  if (!data.ok) {
-    toast(data.message || t("error.recover"), true);
-    return;
+  const steps = Object.entries(recoverPlan);
+  const total = steps.reduce((sum, [, count]) => sum + count, 0);
+  const started = Date.now();
+  let done = 0;
+  let restored = 0;
+  showProgress(box, label, 0, total, started);
+  for (const [scope, count] of steps) {
+    const data = await api("/api/recover", { method: "POST", body: { dryRun: false, scope } });
+    if (!data.ok) {
+      progressDone(box, label, false);
+      toast(data.message || t("error.recover"), true);
+      await refreshAll();
+      return;
+    }
+    restored += data.total;
+    done += count;
+    showProgress(box, label, done, total, started);
   }
-  $("recover-text").textContent = t("recover.done", { n: data.total });
+  progressDone(box, label, true);
+  $("recover-text").textContent = t("recover.done", { n: restored });
   $("recover-items").replaceChildren();
-  toast(t("recover.done", { n: data.total }));
+  toast(t("recover.done", { n: restored }));
   await refreshAll();
 }
 
