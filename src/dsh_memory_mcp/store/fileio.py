@@ -41,7 +41,9 @@ _LEGACY_TMP = re.compile(r"^\.(?P<base>.+)\.[a-z0-9_]{8}\.tmp$")
 #: A tmp whose writer we cannot check (another host, the older name) is a leftover after this long;
 #: a live writer fills and renames its tmp within seconds.
 LEFTOVER_AGE = 3600.0
-#: Seconds a replace that met an unlocked appender waits before its last look at the old file.
+#: Seconds at most a replace that met an unlocked appender waits for other processes to close the
+#: file it took out of place (without /proc: it waits `FOREIGN_GRACE`), before its last look at it.
+FOREIGN_WAIT = 1.0
 FOREIGN_GRACE = 0.05
 
 
@@ -354,8 +356,8 @@ def commit(
             late = read_from(old, done)  # appended to the old inode between the check and the rename
             if late or (read is not None and done > read.size):
                 # An unlocked appender is at work: one that opened the path before the swap may
-                # write a moment later (it was descheduled), so look once more.
-                time.sleep(FOREIGN_GRACE)
+                # still write there (it was descheduled), so wait until it lets go, then look again.
+                _wait_for_other_openers(old, FOREIGN_WAIT)
                 late += read_from(old, done + len(late))
         finally:
             os.close(old)
@@ -422,6 +424,37 @@ def _swapped_out(tmp: str, path: str, old: int | None, seen: bytes) -> None:
         os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def _wait_for_other_openers(fd: int, limit: float) -> None:
+    """Return once no other process has the file of `fd` open (Linux: /proc), or after `limit` s."""
+    st = os.fstat(fd)
+    key = (st.st_dev, st.st_ino)
+    if not os.path.isdir("/proc/self/fd"):
+        time.sleep(FOREIGN_GRACE)
+        return
+    deadline = time.monotonic() + limit
+    while _open_elsewhere(key) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _open_elsewhere(key: tuple[int, int]) -> bool:
+    me = str(os.getpid())
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or pid == me:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue  # gone, or not ours to look at
+        for name in fds:
+            try:
+                st = os.stat(f"/proc/{pid}/fd/{name}")
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == key:
+                return True
+    return False
 
 
 def _append_durably(path: str, data: bytes) -> None:
