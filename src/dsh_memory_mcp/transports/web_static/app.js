@@ -215,12 +215,17 @@ function storedLogin() {
   return null;
 }
 
-function dropLogin() {
+// `used`: the login a refused request went out with. A late refusal of a request made with an older
+// login (or none) leaves a newer one alone: a login link opened meanwhile stored it before reloading.
+function dropLogin(used = storedLogin()) {
+  const now = storedLogin();
+  if ((now && now.credential) !== (used && used.credential)) return false;
   try {
     localStorage.removeItem(LOGIN_KEY);
   } catch (err) {
     // nothing stored
   }
+  return true;
 }
 
 // The server writes its own sentences (errors, import problems, recover reasons, the vector status)
@@ -233,8 +238,7 @@ async function authHeaders() {
     const same = await sameServer(login);
     if (same === "network") throw new NetworkError();
     if (same !== "yes") {
-      dropLogin();
-      showLogin("expired");
+      if (dropLogin(login)) showLogin("expired");
       throw new AuthError("another server");
     }
     headers[login.header] = login.credential;
@@ -308,6 +312,7 @@ async function loginWith({ code, token }) {
 }
 
 async function api(path, options = {}) {
+  const used = storedLogin();
   let headers;
   try {
     headers = await authHeaders();
@@ -327,9 +332,7 @@ async function api(path, options = {}) {
     return { ok: false, code: "NETWORK", message: t("error.network") };
   }
   if (res.status === 401) {
-    const hadLogin = storedLogin() !== null;
-    dropLogin();
-    showLogin(hadLogin ? "expired" : "needed");
+    if (dropLogin(used)) showLogin(used !== null ? "expired" : "needed");
     throw new AuthError("401");
   }
   try {
@@ -382,6 +385,7 @@ async function download(path, fallback) {
   const label = t("progress.download");
   const started = Date.now();
   let res;
+  const used = storedLogin();
   try {
     showProgress(box, label, 0, 1, started);
     res = await fetch(path, { headers: await authHeaders() });
@@ -392,8 +396,8 @@ async function download(path, fallback) {
     return;
   }
   if (res.status === 401) {
-    dropLogin();
-    showLogin("expired");
+    box.hidden = true;
+    if (dropLogin(used)) showLogin("expired");
     return;
   }
   if (!res.ok) {
