@@ -237,11 +237,14 @@ class MemoryService:
                 close.setdefault(other.id, (other, similarity))
         if self.vectors is not None:
             answer = self.vectors.search(record.content[:QUERY_MAX_CHARS], [snapshot], budget=SIMILAR_BUDGET)
-            ids = snapshots.id_index(snapshot) if answer.scores else None
-            for rid, score in answer.scores.items():
-                if score < SIMILAR_SCORE or rid == record.id or rid in close or ids is None:
-                    continue
-                for pos in ids.matching(rid.lower()):
+            named = {
+                rid: score
+                for rid, score in answer.scores.items()
+                if score >= SIMILAR_SCORE and rid != record.id and rid not in close
+            }
+            ids = snapshots.id_index(snapshot) if named else None  # only when a vector names one
+            for rid, score in named.items():
+                for pos in ids.matching(rid.lower()) if ids is not None else ():
                     other = snapshot.records[pos]
                     if other.id == rid and not other.is_expired(now):
                         close[rid] = (other, score)
