@@ -726,3 +726,52 @@ def test_a_version_indexed_while_another_thread_grows_the_postings_it_shares_doe
     finally:
         sys.setswitchinterval(interval)
     assert not failures, failures
+
+
+_NEAR_WORDS = [f"w{i}" for i in range(40)] + ["部署", "缓存", "数据", "接口", "配置", "日志"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(_NEAR_WORDS), min_size=1, max_size=14), min_size=1, max_size=60),
+    st.integers(min_value=0, max_value=59),
+    st.lists(st.sampled_from(_NEAR_WORDS), max_size=3),
+    st.integers(min_value=0, max_value=2),
+)
+def test_near_finds_exactly_the_records_a_pairwise_comparison_finds(
+    texts: list[list[str]], base: int, added: list[str], dropped: int
+) -> None:
+    # The query is one record's words with a few dropped and a few added, so many records are
+    # near it and many only share its words: the prefix and count bounds must lose none of them.
+    words = texts[base % len(texts)]
+    query = " ".join(words[dropped:] + added) or "w0"
+    snap = Snap("global", tuple(rec(" ".join(ws), rid=f"r{i}") for i, ws in enumerate(texts)))
+    mine = set(query.split())
+    expected = {}
+    for r in snap.records:
+        theirs = set(r.content.split())
+        similarity = len(mine & theirs) / len(mine | theirs)
+        if similarity >= scoring.NEAR_JACCARD:
+            expected[r.id] = round(similarity, 6)
+    found = {r.id: round(similarity, 6) for r, similarity in scoring.near(snap, query, NOW)}
+    assert len(expected) <= scoring.NEAR_CANDIDATES or len(found) >= scoring.NEAR_CANDIDATES
+    if len(expected) <= scoring.NEAR_CANDIDATES:
+        assert found == expected
+
+
+def test_a_save_on_a_big_scope_nobody_indexed_checks_its_last_records_without_indexing_it() -> None:
+    # serve's warm-up indexes a big scope in the background: a save meanwhile must not wait for
+    # (or redo) that build; it still names a near-duplicate among the records just appended.
+    many = [rec(f"note {i} about topic{i} and detail{i}", rid=f"r{i}") for i in range(scoring.NEAR_BUILD + 50)]
+    last = rec("deploy the api gateway with blue green rollout on fridays", rid="last")
+    first = rec("rotate the signing keys of the billing service every quarter", rid="first")
+    big = Snap("global", (first, *many, last))
+    found = scoring.near(big, "deploy the api gateway with blue green rollout on fridays please", NOW)
+    assert [r.id for r, _ in found] == ["last"]
+    assert scoring.CACHE_KEY not in big.cache
+    assert scoring.near(big, "rotate the signing keys of the billing service every quarter now", NOW) == []
+    # A scope small enough is indexed for the check, which then sees every record.
+    small = Snap("global", (first, *many[:100], last))
+    found = scoring.near(small, "rotate the signing keys of the billing service every quarter now", NOW)
+    assert [r.id for r, _ in found] == ["first"]
+    assert isinstance(small.cache.get(scoring.CACHE_KEY), LexicalIndex)

@@ -232,12 +232,29 @@ NEAR_JACCARD = 0.8
 NEAR_CANDIDATES = 16
 #: `near` compares at most this many records appended since the last index one by one.
 NEAR_UNINDEXED = 8
+#: A save's `near` indexes at most this many records first (~40 µs each); beyond, it checks what is indexed.
+NEAR_BUILD = 4096
+#: `LexicalIndex.near` counts the postings of more of the rarest tokens than the prefix bound
+#: needs while they total at most this many.
+NEAR_POSTINGS = 20_000
+
+
+#: The last texts `near_tokens` read and their sets: a save compares its text with the few records
+#: appended since the last index (`near`), which are mostly the process's own last saves.
+_near_sets: dict[str, frozenset[str]] = {}
+NEAR_MEMO = 4 * NEAR_UNINDEXED
 
 
 def near_tokens(text: str) -> frozenset[str]:
     """The tokens a near-duplicate check compares: `tokenize`'s, without single CJK characters
     (which any two Chinese texts share)."""
-    return frozenset(t for t in tokenize(text) if len(t) > 1 or not _CJK_CHAR_RE.match(t))
+    found = _near_sets.get(text)
+    if found is None:
+        found = frozenset(t for t in tokenize(text) if len(t) > 1 or not _CJK_CHAR_RE.match(t))
+        if len(_near_sets) >= NEAR_MEMO:
+            _near_sets.clear()
+        _near_sets[text] = found
+    return found
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -623,40 +640,49 @@ class LexicalIndex:
         at, strength = self._score_arrays(np, self._columns(np), tokens, threshold=threshold)
         return dict(zip(at.tolist(), strength.tolist(), strict=True))
 
-    def near(self, text: str, now: int, threshold: float = NEAR_JACCARD) -> list[tuple[int, float]]:
+    def near(self, mine: frozenset[str], now: int, threshold: float = NEAR_JACCARD) -> list[tuple[int, float]]:
         """(position, Jaccard) of the live records whose `near_tokens` are at least `threshold`
-        similar to `text`'s, most similar first.
+        similar to the token set `mine`, most similar first.
 
-        A set that similar must contain one of `text`'s rarest ``n − ⌈threshold·n⌉ + 1`` tokens (the
-        all-pairs-similarity prefix bound) and have at least ``threshold·n`` tokens (a record's
-        length is at least its number of distinct tokens): only records that pass both are
-        candidates, and the `NEAR_CANDIDATES` sharing most of those tokens are compared. The cost
-        is the postings of a few rare tokens, not a ranked search of the whole text.
+        Such a record lacks at most ``slack = n − ⌈threshold·n⌉`` of `mine`'s n tokens, so of any
+        q of them it holds at least ``q − slack`` (with q = slack + 1, the all-pairs-similarity
+        prefix bound), and it has at least ``threshold·n`` tokens. The rarest tokens are counted
+        in C, as many as `NEAR_POSTINGS` postings allow (at least the prefix); only records that
+        pass both bounds are candidates, the `NEAR_CANDIDATES` holding most of them are checked
+        against the other tokens, and only those left are tokenized. The cost is the postings of
+        a few rare tokens, not a ranked search of the whole text.
         """
-        mine = near_tokens(text)
         if not mine:
             return []
-        rarest = sorted(mine, key=lambda t: (self.df(t), t))[: len(mine) - math.ceil(threshold * len(mine)) + 1]
         np = _numpy()
         n = self._n
-        # Slices are copies: a view would stop a writer appending to the live posting list.
-        parts = [
-            np.frombuffer(p[: _visible(p, n)], dtype=np.uint32) for t in rarest if (p := self._tables.postings.get(t))
-        ]
-        if not parts:
+        lists = sorted(
+            ((p, k) for t in mine if (p := self._tables.postings.get(t)) is not None and (k := _visible(p, n))),
+            key=lambda pair: pair[1],
+        )
+        # A token of `mine` no record has is one every record lacks.
+        slack = len(mine) - math.ceil(threshold * len(mine)) - (len(mine) - len(lists))
+        if slack < 0:
             return []
-        at, shared = np.unique(np.concatenate(parts), return_counts=True)
+        q = min(slack + 1, len(lists))
+        budget = sum(k for _p, k in lists[:q])
+        while q < len(lists) and budget + lists[q][1] <= NEAR_POSTINGS:
+            budget += lists[q][1]
+            q += 1
+        # Slices are copies: a view would stop a writer appending to the live posting list.
+        held = np.bincount(np.frombuffer(b"".join(p[:k] for p, k in lists[:q]), dtype=np.uint32), minlength=n)
         length, _factor, _recency, expiry = self._columns(np).arrays
-        keep = (length[at] >= threshold * len(mine)) & (expiry[at] >= now)
-        at, shared = at[keep], shared[keep]
+        enough = threshold * len(mine)
+        keep = (held >= q - slack) & (length[:n] >= enough) & (expiry[:n] >= now)
+        at = np.flatnonzero(keep)
         if len(at) > NEAR_CANDIDATES:
-            at = at[np.argpartition(-shared, NEAR_CANDIDATES)[:NEAR_CANDIDATES]]
-        lists = [p for t in mine if (p := self._tables.postings.get(t))]
+            at = at[np.argpartition(-held[at], NEAR_CANDIDATES)[:NEAR_CANDIDATES]]
+        rest = [p for p, _k in lists[q:]]
         found = []
-        for pos in at.tolist():
-            # How many of `text`'s tokens the record has bounds the similarity from above: most
+        for pos, count in zip(at.tolist(), held[at].tolist(), strict=True):
+            # How many of `mine` the record holds bounds the similarity from above: most
             # candidates fail that without being tokenized.
-            if sum(1 for p in lists if (i := bisect_left(p, pos)) < len(p) and p[i] == pos) < threshold * len(mine):
+            if count + sum(1 for p in rest if (i := bisect_left(p, pos)) < len(p) and p[i] == pos) < enough:
                 continue
             similarity = jaccard(mine, near_tokens(self.records[pos].content))
             if similarity >= threshold:
@@ -908,23 +934,26 @@ def near(snapshot: SnapshotLike, text: str, now: int, threshold: float = NEAR_JA
     version's index (the one `index_for` would extend) covers all but the last `NEAR_UNINDEXED`
     records, that index answers for its records and the few appended since are compared one by one.
     Indexing the new version stays the next search's job (one extension for many saves, not one
-    per save).
+    per save). A save never waits for more than `NEAR_BUILD` records to be indexed: on a big scope
+    nobody has indexed yet (serve's warm-up is at it) it checks what is indexed and the last
+    `NEAR_UNINDEXED` records.
     """
     records = snapshot.records
-    index = snapshot.cache.get(CACHE_KEY)
+    index: LexicalIndex | None = snapshot.cache.get(CACHE_KEY)
     rest: Sequence[Record] = ()
     if not (isinstance(index, LexicalIndex) and index.source is records):
         seed = snapshot.cache.get(PREVIOUS_CACHE_KEY)
-        if (
-            isinstance(seed, LexicalIndex)
-            and len(records) - len(seed) <= NEAR_UNINDEXED
-            and _starts_with(records, seed.records)
-        ):
+        if not (isinstance(seed, LexicalIndex) and _starts_with(records, seed.records)):
+            seed = None
+        unindexed = len(records) - (len(seed) if seed is not None else 0)
+        if seed is not None and unindexed <= NEAR_UNINDEXED:
             index, rest = seed, records[len(seed) :]
-        else:
+        elif unindexed <= NEAR_BUILD:
             index = index_for(snapshot)
-    found = [(index.records[pos], similarity) for pos, similarity in index.near(text, now, threshold)]
+        else:
+            index, rest = seed, records[-NEAR_UNINDEXED:]
     mine = near_tokens(text)
+    found = [] if index is None else [(index.records[p], sim) for p, sim in index.near(mine, now, threshold)]
     for record in rest:
         if not record.is_expired(now) and (similarity := jaccard(mine, near_tokens(record.content))) >= threshold:
             found.append((record, similarity))
