@@ -935,8 +935,8 @@ def near(snapshot: SnapshotLike, text: str, now: int, threshold: float = NEAR_JA
     records, that index answers for its records and the few appended since are compared one by one.
     Indexing the new version stays the next search's job (one extension for many saves, not one
     per save). A save never waits for more than `NEAR_BUILD` records to be indexed: on a big scope
-    nobody has indexed yet (serve's warm-up is at it) it checks what is indexed and the last
-    `NEAR_UNINDEXED` records.
+    nobody has indexed yet (serve's warm-up is at it, holding the tables a seed would need) it
+    compares only the last `NEAR_UNINDEXED` records.
     """
     records = snapshot.records
     index: LexicalIndex | None = snapshot.cache.get(CACHE_KEY)
@@ -951,7 +951,7 @@ def near(snapshot: SnapshotLike, text: str, now: int, threshold: float = NEAR_JA
         elif unindexed <= NEAR_BUILD:
             index = index_for(snapshot)
         else:
-            index, rest = seed, records[-NEAR_UNINDEXED:]
+            index, rest = None, records[-NEAR_UNINDEXED:]
     mine = near_tokens(text)
     found = [] if index is None else [(index.records[p], sim) for p, sim in index.near(mine, now, threshold)]
     for record in rest:
