@@ -363,7 +363,10 @@ def test_sixteen_freshly_opened_servers_at_a_large_store_all_get_through_the_loc
     # Each file is read whole about once per process (by the warm-up or the first save) and the
     # other writers' appends then as tails. One extra whole read in a process has been seen under
     # CI load (cause not found; not a loss: every save above is checked) and is allowed; more in
-    # one process, or extra reads in more than two processes, fail.
-    assert all(c["parses"] <= 3 and c["extends"] >= 1 for c in counters), counters
+    # one process, or extra reads in more than two processes, fail. A writer the scheduler ran
+    # after the others had finished reads their saves in its first read and extends nothing
+    # (seen once on a loaded machine): the writers as a whole must have extended.
+    assert all(c["parses"] <= 3 for c in counters), counters
+    assert sum(c["extends"] for c in counters) >= 1, counters
     assert sum(c["parses"] for c in counters) <= 2 * WRITERS + 2, counters
     assert sum(c["warm_up_pauses"] for c in counters) >= 1, counters  # the warm-ups gave way to the saves
