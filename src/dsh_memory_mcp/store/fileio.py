@@ -1,8 +1,5 @@
-"""Crash-safe file replacement: a uniquely named tmp in the same directory, fsync, `os.replace`,
-fsync the directory (`new_tmp`, `commit`). Also what every writer needs: `guard` (checks run right
-before each commit, e.g. "is the lock marker still mine?"), `open_regular` (never blocks on a FIFO,
-refuses anything but a regular file) and `leftover_tmps` (tmp names carry ``<pid>-<host8>``, so a
-dead writer's tmp is told from a live one's). Standard library only; callers translate `OSError`.
+"""Crash-safe file replacement (`new_tmp`, `commit`: docs/design.md, Concurrency) and what every
+writer needs: `guard`, `open_regular`, `leftover_tmps`. Standard library only; callers translate `OSError`.
 """
 
 from __future__ import annotations
@@ -306,12 +303,10 @@ def commit(
     keep_mode: bool = False,
     read: Read | None = None,
 ) -> os.stat_result:
-    """Write `data` to the tmp from `new_tmp`, fsync it and put it in place of `path`.
-
-    Returns the tmp's stat taken *before* the rename (a later one could include another writer's
-    change), so it describes `data` alone. `keep_mode`: the mode of the file replaced (else 0o600).
-    This thread's `guard` checks run right before the rename. On failure the tmp is removed and
-    `path` untouched; `fd` is always closed.
+    """Write `data` to the tmp from `new_tmp`, fsync it and put it in place of `path`; the tmp's
+    stat taken *before* the rename (it describes `data` alone). `keep_mode`: keep the replaced
+    file's mode (else 0o600). This thread's `guard` checks run right before the rename. On failure
+    the tmp is removed and `path` untouched; `fd` is always closed.
 
     `read`: what `data` was made from; the file must still be that version (else `Changed`). Bytes
     another program appended meanwhile are carried over to the end of the new file (a WARNING).
@@ -357,7 +352,7 @@ def commit(
             if late or (read is not None and done > read.size):
                 # An unlocked appender is at work: one that opened the path before the swap may
                 # still write there (it was descheduled), so wait until it lets go, then look again.
-                _wait_for_other_openers(old, FOREIGN_WAIT)
+                _wait_for_other_openers(old)
                 late += read_from(old, done + len(late))
         finally:
             os.close(old)
@@ -426,14 +421,14 @@ def _swapped_out(tmp: str, path: str, old: int | None, seen: bytes) -> None:
             os.unlink(tmp)
 
 
-def _wait_for_other_openers(fd: int, limit: float) -> None:
-    """Return once no other process has the file of `fd` open (Linux: /proc), or after `limit` s."""
+def _wait_for_other_openers(fd: int) -> None:
+    """Return once no other process has the file of `fd` open (Linux: /proc), or after `FOREIGN_WAIT` s."""
     st = os.fstat(fd)
     key = (st.st_dev, st.st_ino)
     if not os.path.isdir("/proc/self/fd"):
         time.sleep(FOREIGN_GRACE)
         return
-    deadline = time.monotonic() + limit
+    deadline = time.monotonic() + FOREIGN_WAIT
     while _open_elsewhere(key) and time.monotonic() < deadline:
         time.sleep(0.005)
 

@@ -1,11 +1,6 @@
-"""Exclusive lock files shared with other implementations, plus an in-process thread guard
-(docs/design.md: Concurrency; the staleness rules are `LockManager._stale_reason`).
-
-A lock is ``<locks_dir>/<sha1(name)>.lock``, created ``O_CREAT|O_EXCL`` (what Node's
-``openSync(p, "wx")`` gives the DSH plugin; ``flock`` would not exclude it) and holding
-``{"pid","host","createdAt","nonce"}``. Threads of one process are excluded by a process-wide
-``threading.Lock`` per lock file. Holders refresh their marker's mtime (`_Heartbeat`) and check it
-is still theirs right before each commit (`LockManager.verify`).
+"""Exclusive lock files shared with other implementations (docs/design.md, Concurrency: the marker,
+staleness, breaking; ``flock`` would not exclude DSH's ``O_EXCL`` create), plus a process-wide
+``threading.Lock`` per lock file for threads. The staleness verdict is `LockManager._stale_reason`.
 """
 
 from __future__ import annotations

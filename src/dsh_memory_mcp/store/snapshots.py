@@ -266,10 +266,7 @@ def stat_identity(st: os.stat_result) -> Identity:
 
 
 def identity_of(path: str) -> Identity | None:
-    """The file's identity now; None when it does not exist.
-
-    :raises StoreError: it exists but cannot be stat-ed.
-    """
+    """The file's identity now; None when it does not exist. :raises StoreError: it cannot be stat-ed."""
     st = _stat_of(path)
     return stat_identity(st) if st is not None else None
 
@@ -320,28 +317,22 @@ def carry_forward(old: ScopeSnapshot | None, new: ScopeSnapshot) -> None:
 
 
 def parse(path: str, data: bytes, known: Mapping[bytes, Record] | None = None, lineno_offset: int = 0) -> list[Line]:
-    """The non-blank lines of these bytes of a scope file (`records.parse_bytes`; `known`: records
-    reused by their bytes), corrupt ones numbered from `lineno_offset` and reported once."""
+    """The non-blank lines of these bytes of a scope file (`records.parse_bytes`), corrupt ones
+    numbered from `lineno_offset` and reported once per process."""
     lines = records.parse_bytes(data, known)
     for i, line in enumerate(lines):
         if isinstance(line, CorruptLine):
             lines[i] = line = CorruptLine(line.raw, line.lineno + lineno_offset)
-            report_corrupt(path, line)
+            if _reported.first((path, line.raw)):
+                # Shape only (keys, punctuation, the id): the log must not carry memory text.
+                logger.warning(
+                    "记忆文件 %s 第 %d 行不是有效记录,已原样保留(不会删除):%d 字符,形如 %s",
+                    path,
+                    line.lineno,
+                    len(line.raw),
+                    redacted(line.raw),
+                )
     return lines
-
-
-def report_corrupt(path: str, line: CorruptLine) -> None:
-    """Warn once per process per distinct line."""
-    if not _reported.first((path, line.raw)):
-        return
-    # Shape only (keys, punctuation, the id): the log must not carry memory text.
-    logger.warning(
-        "记忆文件 %s 第 %d 行不是有效记录,已原样保留(不会删除):%d 字符,形如 %s",
-        path,
-        line.lineno,
-        len(line.raw),
-        redacted(line.raw),
-    )
 
 
 def make(
