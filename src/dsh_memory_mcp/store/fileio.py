@@ -257,10 +257,8 @@ def private_dirs(directory: str, created: Callable[[str], None] | None = None) -
 
 
 def new_tmp(path: str) -> tuple[int, str]:
-    """A new, uniquely named 0o600 tmp file next to `path` (its directory created 0o700).
-
-    The name carries our pid and host tag, so a leftover of a dead writer is recognisable.
-    """
+    """A new, uniquely named 0o600 tmp file next to `path` (its directory created 0o700), named
+    with our pid and host tag so a dead writer's leftover is recognisable (`leftover_tmps`)."""
     directory = os.path.dirname(path) or "."
     private_dirs(directory)
     prefix = f".{os.path.basename(path)}.{os.getpid()}-{HOST_TAG}."
@@ -274,10 +272,8 @@ _local = threading.local()
 
 @contextlib.contextmanager
 def guard(check: Callable[[], None]) -> Iterator[None]:
-    """Run `check` right before every `commit` of this thread inside the ``with`` block.
-
-    A check raises to stop the commit (the tmp is removed, the target untouched).
-    """
+    """Run `check` right before every `commit` of this thread inside the ``with`` block; a check
+    raises to stop the commit (the tmp is removed, the target untouched)."""
     checks: list[Callable[[], None]] | None = getattr(_local, "checks", None)
     if checks is None:
         checks = _local.checks = []
@@ -604,13 +600,3 @@ def leftover_tmps(directory: str) -> list[str]:
         if wall - st.st_mtime > LEFTOVER_AGE:
             found.append(path)
     return sorted(found)
-
-
-def remove_leftover_tmps(directory: str) -> list[str]:
-    """Remove `leftover_tmps(directory)`; the paths actually removed."""
-    removed: list[str] = []
-    for path in leftover_tmps(directory):
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-            removed.append(path)
-    return removed

@@ -277,10 +277,8 @@ def _parse_marker(content: bytes) -> dict[str, Any] | None:
 
 
 def _pid_started_after(pid: int, created_ms: float) -> bool:
-    """Whether process `pid` of this host started after `created_ms`: its pid was reused.
-
-    Linux only (``/proc``); elsewhere False, i.e. the pid is taken at its word.
-    """
+    """Whether process `pid` of this host started after `created_ms`: its pid was reused. Linux
+    only (``/proc``); elsewhere False, i.e. the pid is taken at its word."""
     fields = fileio.proc_stat(pid)
     if fields is None:
         return False
@@ -301,8 +299,8 @@ class LockManager:
     :param locks_dir: the store's ``.locks`` directory; created (0o700) on first use.
     :param timeout: the total wait for one `hold` (thread guard + file), in seconds.
     :param stale_after: / unreadable_grace: / breaker_stale: see `_stale_reason` and `_break`.
-    :param poll: the longest pause between attempts (`_pause`).
-    :param refresh: seconds between heartbeats of a held marker (default ``stale_after / 6``).
+    :param poll: the longest pause between attempts (`_pause`). A held marker is refreshed every
+        ``stale_after / 6`` seconds.
     """
 
     def __init__(
@@ -314,7 +312,6 @@ class LockManager:
         poll: float = 0.02,
         unreadable_grace: float = 2.0,
         breaker_stale: float = 5.0,
-        refresh: float | None = None,
         clock: Clock = SYSTEM,
     ) -> None:
         self.locks_dir = locks_dir
@@ -324,7 +321,6 @@ class LockManager:
         self.poll = poll
         self.unreadable_grace = unreadable_grace
         self.breaker_stale = breaker_stale
-        self.refresh = refresh
         # path → (identity of a marker, monotonic time it was first seen like that)
         self._observed: dict[str, tuple[tuple[int, int, int, bytes], float]] = {}
         self._observed_lock = threading.Lock()
@@ -389,7 +385,7 @@ class LockManager:
                 raise
             _live_nonces[held.nonce] = me
             heartbeat = _heartbeat_for(self.clock)
-            heartbeat.add(held, self.refresh if self.refresh is not None else max(0.05, self.stale_after / 6.0))
+            heartbeat.add(held, max(0.05, self.stale_after / 6.0))
             try:
                 with fileio.guard(functools.partial(self.verify, held)):
                     yield

@@ -156,11 +156,8 @@ class SharedStore:
         return self.layout.scope_path(scope)
 
     def prepare(self) -> None:
-        """Create the store's directories (`StoreLayout.prepare`), remove dead writers' tmps and
-        tidy the journal in the background.
-
-        :raises StoreError: with a Chinese message naming the path and why it is unusable.
-        """
+        """Create the store's directories (`StoreLayout.prepare`: its errors), remove dead writers'
+        tmps and tidy the journal in the background."""
         self.layout.prepare()
         for directory in (self.root, self.layout.projects_dir):
             self._sweep(directory)
@@ -181,9 +178,13 @@ class SharedStore:
 
     def _sweep(self, directory: str) -> None:
         """Remove leftover tmps of dead writers in `directory` (a listdir: cheap next to an fsync)."""
-        removed = fileio.remove_leftover_tmps(directory)
+        removed = 0
+        for path in fileio.leftover_tmps(directory):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+                removed += 1
         if removed:
-            logger.warning("已清除 %d 个已退出的写入者遗留的临时文件(%s)", len(removed), directory)
+            logger.warning("已清除 %d 个已退出的写入者遗留的临时文件(%s)", removed, directory)
 
     def leftover_tmps(self) -> list[str]:
         """Tmp files of dead writers still in the store (read-only; `prepare` and writes remove them)."""

@@ -252,10 +252,8 @@ def content_index(snap: ScopeSnapshot) -> ContentIndex:
 def find_live_content(
     snap: ScopeSnapshot, content: str, now: int, *, exclude: Container[str | None] = ()
 ) -> Record | None:
-    """The first non-expired record whose stripped content is `content` (stripped), or None.
-
-    :param exclude: ids that do not count (the records a save supersedes).
-    """
+    """The first non-expired record whose stripped content is `content` (stripped), or None;
+    `exclude`: ids that do not count (the records a save supersedes)."""
     return next(
         (r for r in content_index(snap).get(content.strip()) if not r.is_expired(now) and r.id not in exclude), None
     )
@@ -367,11 +365,8 @@ def _rows(items: Sequence[Any]) -> Rows:
 def appended(
     old: ScopeSnapshot, identity: Identity, data: bytes, new_lines: Sequence[Line], newlines: int
 ) -> ScopeSnapshot:
-    """`old` plus lines that were appended as `data` (O(new), not O(file)), derived data extended.
-
-    The lexical index of `old` is carried forward (`scoring.index_for` extends it), and its
-    content index is extended here.
-    """
+    """`old` plus lines that were appended as `data` (O(new), not O(file)): its derived data is
+    carried forward (`carry_forward`), its content index extended here."""
     new_records = tuple(line for line in new_lines if isinstance(line, Record))
     head = old.head if len(old.head) >= PROBE_BYTES else (old.head + data)[:PROBE_BYTES]
     tail = (old.tail + data)[-PROBE_BYTES:] if len(data) < PROBE_BYTES else data[-PROBE_BYTES:]
