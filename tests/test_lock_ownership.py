@@ -135,11 +135,11 @@ def test_a_live_holder_on_this_host_is_never_broken_whatever_its_age(tmp_path: P
 
 def test_a_held_marker_is_refreshed_while_it_is_held(tmp_path: Path):
     clock = FakeClock(auto=False)
-    manager = LockManager(str(tmp_path), refresh=30.0, clock=clock)
+    manager = LockManager(str(tmp_path), clock=clock)
     path = Path(manager.lock_path("global"))
     with manager.hold("global"):
         os.utime(path, (time.time() - 100, time.time() - 100))
-        clock.advance(30.0)  # the heartbeat is due (30 s on its clock; not 30 real seconds)
+        clock.advance(30.0)  # the heartbeat is due (every stale_after / 6 s on its clock; not real seconds)
         deadline = time.monotonic() + 10
         while time.time() - path.stat().st_mtime > 5:
             assert time.monotonic() < deadline, "the heartbeat never refreshed the marker"

@@ -1,8 +1,5 @@
-"""Crash-safe file replacement: a uniquely named tmp in the same directory, fsync, `os.replace`,
-fsync the directory (`new_tmp`, `commit`). Also what every writer needs: `guard` (checks run right
-before each commit, e.g. "is the lock marker still mine?"), `open_regular` (never blocks on a FIFO,
-refuses anything but a regular file) and `leftover_tmps` (tmp names carry ``<pid>-<host8>``, so a
-dead writer's tmp is told from a live one's). Standard library only; callers translate `OSError`.
+"""Crash-safe file replacement (`new_tmp`, `commit`: docs/design.md, Concurrency) and what every
+writer needs: `guard`, `open_regular`, `leftover_tmps`. Standard library only; callers translate `OSError`.
 """
 
 from __future__ import annotations
@@ -260,10 +257,8 @@ def private_dirs(directory: str, created: Callable[[str], None] | None = None) -
 
 
 def new_tmp(path: str) -> tuple[int, str]:
-    """A new, uniquely named 0o600 tmp file next to `path` (its directory created 0o700).
-
-    The name carries our pid and host tag, so a leftover of a dead writer is recognisable.
-    """
+    """A new, uniquely named 0o600 tmp file next to `path` (its directory created 0o700), named
+    with our pid and host tag so a dead writer's leftover is recognisable (`leftover_tmps`)."""
     directory = os.path.dirname(path) or "."
     private_dirs(directory)
     prefix = f".{os.path.basename(path)}.{os.getpid()}-{HOST_TAG}."
@@ -277,10 +272,8 @@ _local = threading.local()
 
 @contextlib.contextmanager
 def guard(check: Callable[[], None]) -> Iterator[None]:
-    """Run `check` right before every `commit` of this thread inside the ``with`` block.
-
-    A check raises to stop the commit (the tmp is removed, the target untouched).
-    """
+    """Run `check` right before every `commit` of this thread inside the ``with`` block; a check
+    raises to stop the commit (the tmp is removed, the target untouched)."""
     checks: list[Callable[[], None]] | None = getattr(_local, "checks", None)
     if checks is None:
         checks = _local.checks = []
@@ -306,12 +299,10 @@ def commit(
     keep_mode: bool = False,
     read: Read | None = None,
 ) -> os.stat_result:
-    """Write `data` to the tmp from `new_tmp`, fsync it and put it in place of `path`.
-
-    Returns the tmp's stat taken *before* the rename (a later one could include another writer's
-    change), so it describes `data` alone. `keep_mode`: the mode of the file replaced (else 0o600).
-    This thread's `guard` checks run right before the rename. On failure the tmp is removed and
-    `path` untouched; `fd` is always closed.
+    """Write `data` to the tmp from `new_tmp`, fsync it and put it in place of `path`; the tmp's
+    stat taken *before* the rename (it describes `data` alone). `keep_mode`: keep the replaced
+    file's mode (else 0o600). This thread's `guard` checks run right before the rename. On failure
+    the tmp is removed and `path` untouched; `fd` is always closed.
 
     `read`: what `data` was made from; the file must still be that version (else `Changed`). Bytes
     another program appended meanwhile are carried over to the end of the new file (a WARNING).
@@ -357,7 +348,7 @@ def commit(
             if late or (read is not None and done > read.size):
                 # An unlocked appender is at work: one that opened the path before the swap may
                 # still write there (it was descheduled), so wait until it lets go, then look again.
-                _wait_for_other_openers(old, FOREIGN_WAIT)
+                _wait_for_other_openers(old)
                 late += read_from(old, done + len(late))
         finally:
             os.close(old)
@@ -426,14 +417,14 @@ def _swapped_out(tmp: str, path: str, old: int | None, seen: bytes) -> None:
             os.unlink(tmp)
 
 
-def _wait_for_other_openers(fd: int, limit: float) -> None:
-    """Return once no other process has the file of `fd` open (Linux: /proc), or after `limit` s."""
+def _wait_for_other_openers(fd: int) -> None:
+    """Return once no other process has the file of `fd` open (Linux: /proc), or after `FOREIGN_WAIT` s."""
     st = os.fstat(fd)
     key = (st.st_dev, st.st_ino)
     if not os.path.isdir("/proc/self/fd"):
         time.sleep(FOREIGN_GRACE)
         return
-    deadline = time.monotonic() + limit
+    deadline = time.monotonic() + FOREIGN_WAIT
     while _open_elsewhere(key) and time.monotonic() < deadline:
         time.sleep(0.005)
 
@@ -609,13 +600,3 @@ def leftover_tmps(directory: str) -> list[str]:
         if wall - st.st_mtime > LEFTOVER_AGE:
             found.append(path)
     return sorted(found)
-
-
-def remove_leftover_tmps(directory: str) -> list[str]:
-    """Remove `leftover_tmps(directory)`; the paths actually removed."""
-    removed: list[str] = []
-    for path in leftover_tmps(directory):
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-            removed.append(path)
-    return removed

@@ -1,13 +1,10 @@
 """The write journal: what this package acknowledged, so a record erased by an unlocked writer can
-be noticed and restored (docs/design.md: Store format, Concurrency).
+be noticed and restored (docs/design.md: Store format, Concurrency — missing, doubtful, scrubbed).
 
 ``<store>/.journal/<YYYYMMDD>[.<n>].ndjson`` (dir 0700, files 0600), one line per event:
 ``{"op":"save","scope","id","line"}`` after a commit (``line``: the record's exact text), and
-``{"op":"forget"|"supersede","scope","ids"}`` *before* a removal is committed, so a record found gone
-always has its reason here. `scrub` then overwrites the removed record's save line in place by one of
-the same length without its text. Each batch is one ``O_APPEND`` write starting with a newline (a torn
-line stays its own); a short write is an error. *Missing*: saved, never removed, absent from its scope
-file. *Doubtful*: a later line that does not parse mentions the id, so it is never restored.
+``{"op":"forget"|"supersede","scope","ids"}`` *before* a removal is committed. Each batch is one
+``O_APPEND`` write starting with a newline; a short write is an error.
 """
 
 from __future__ import annotations

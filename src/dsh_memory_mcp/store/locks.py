@@ -1,11 +1,6 @@
-"""Exclusive lock files shared with other implementations, plus an in-process thread guard
-(docs/design.md: Concurrency; the staleness rules are `LockManager._stale_reason`).
-
-A lock is ``<locks_dir>/<sha1(name)>.lock``, created ``O_CREAT|O_EXCL`` (what Node's
-``openSync(p, "wx")`` gives the DSH plugin; ``flock`` would not exclude it) and holding
-``{"pid","host","createdAt","nonce"}``. Threads of one process are excluded by a process-wide
-``threading.Lock`` per lock file. Holders refresh their marker's mtime (`_Heartbeat`) and check it
-is still theirs right before each commit (`LockManager.verify`).
+"""Exclusive lock files shared with other implementations (docs/design.md, Concurrency: the marker,
+staleness, breaking; ``flock`` would not exclude DSH's ``O_EXCL`` create), plus a process-wide
+``threading.Lock`` per lock file for threads. The staleness verdict is `LockManager._stale_reason`.
 """
 
 from __future__ import annotations
@@ -282,10 +277,8 @@ def _parse_marker(content: bytes) -> dict[str, Any] | None:
 
 
 def _pid_started_after(pid: int, created_ms: float) -> bool:
-    """Whether process `pid` of this host started after `created_ms`: its pid was reused.
-
-    Linux only (``/proc``); elsewhere False, i.e. the pid is taken at its word.
-    """
+    """Whether process `pid` of this host started after `created_ms`: its pid was reused. Linux
+    only (``/proc``); elsewhere False, i.e. the pid is taken at its word."""
     fields = fileio.proc_stat(pid)
     if fields is None:
         return False
@@ -306,8 +299,8 @@ class LockManager:
     :param locks_dir: the store's ``.locks`` directory; created (0o700) on first use.
     :param timeout: the total wait for one `hold` (thread guard + file), in seconds.
     :param stale_after: / unreadable_grace: / breaker_stale: see `_stale_reason` and `_break`.
-    :param poll: the longest pause between attempts (`_pause`).
-    :param refresh: seconds between heartbeats of a held marker (default ``stale_after / 6``).
+    :param poll: the longest pause between attempts (`_pause`). A held marker is refreshed every
+        ``stale_after / 6`` seconds.
     """
 
     def __init__(
@@ -319,7 +312,6 @@ class LockManager:
         poll: float = 0.02,
         unreadable_grace: float = 2.0,
         breaker_stale: float = 5.0,
-        refresh: float | None = None,
         clock: Clock = SYSTEM,
     ) -> None:
         self.locks_dir = locks_dir
@@ -329,7 +321,6 @@ class LockManager:
         self.poll = poll
         self.unreadable_grace = unreadable_grace
         self.breaker_stale = breaker_stale
-        self.refresh = refresh
         # path → (identity of a marker, monotonic time it was first seen like that)
         self._observed: dict[str, tuple[tuple[int, int, int, bytes], float]] = {}
         self._observed_lock = threading.Lock()
@@ -394,7 +385,7 @@ class LockManager:
                 raise
             _live_nonces[held.nonce] = me
             heartbeat = _heartbeat_for(self.clock)
-            heartbeat.add(held, self.refresh if self.refresh is not None else max(0.05, self.stale_after / 6.0))
+            heartbeat.add(held, max(0.05, self.stale_after / 6.0))
             try:
                 with fileio.guard(functools.partial(self.verify, held)):
                     yield

@@ -24,8 +24,8 @@ _WORDS = re.compile(r"[^\W\d_]+")
 _LITERALS = frozenset({"true", "false", "null"})
 
 
-def redacted(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """`text` with its memory text masked, at most `limit` characters (+ "…" if cut)."""
+def redacted(text: str) -> str:
+    """`text` with its memory text masked, at most `PREVIEW_CHARS` characters (+ "…" if cut)."""
     tokens = _TOKEN.findall(text[:_SCAN_CHARS])
     out: list[str] = []
     last_key: str | None = None
@@ -46,8 +46,8 @@ def redacted(text: str, limit: int = PREVIEW_CHARS) -> str:
             if token.strip() not in (":", ""):
                 last_key = None if "," in token or "{" in token else last_key
     result = "".join(out)
-    cut = len(text) > _SCAN_CHARS or len(result) > limit
-    return result[:limit] + ("…" if cut else "")
+    cut = len(text) > _SCAN_CHARS or len(result) > PREVIEW_CHARS
+    return result[:PREVIEW_CHARS] + ("…" if cut else "")
 
 
 class Once:

@@ -1,10 +1,7 @@
 """`SharedStore`: the per-scope JSONL files that many processes and the DSH plugin share.
 
 The facade over `layout`, `snapshots`, `touches`, `aliases` and `writing`; what stays here is the
-transaction: the read-modify-write of a scope file under its lock (`_transact`, `_commit`), with
-the rules of docs/design.md (Concurrency): readers never lock, a file is appended to or replaced
-whole, decisions are made again on the content re-read inside the lock, and unchanged lines
-(unknown fields, `CorruptLine`) are written back byte for byte.
+transaction (`_transact`, `_commit`) under the rules of docs/design.md, Concurrency.
 """
 
 from __future__ import annotations
@@ -159,11 +156,8 @@ class SharedStore:
         return self.layout.scope_path(scope)
 
     def prepare(self) -> None:
-        """Create the store's directories (`StoreLayout.prepare`), remove dead writers' tmps and
-        tidy the journal in the background.
-
-        :raises StoreError: with a Chinese message naming the path and why it is unusable.
-        """
+        """Create the store's directories (`StoreLayout.prepare`: its errors), remove dead writers'
+        tmps and tidy the journal in the background."""
         self.layout.prepare()
         for directory in (self.root, self.layout.projects_dir):
             self._sweep(directory)
@@ -184,9 +178,13 @@ class SharedStore:
 
     def _sweep(self, directory: str) -> None:
         """Remove leftover tmps of dead writers in `directory` (a listdir: cheap next to an fsync)."""
-        removed = fileio.remove_leftover_tmps(directory)
+        removed = 0
+        for path in fileio.leftover_tmps(directory):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+                removed += 1
         if removed:
-            logger.warning("已清除 %d 个已退出的写入者遗留的临时文件(%s)", len(removed), directory)
+            logger.warning("已清除 %d 个已退出的写入者遗留的临时文件(%s)", removed, directory)
 
     def leftover_tmps(self) -> list[str]:
         """Tmp files of dead writers still in the store (read-only; `prepare` and writes remove them)."""
@@ -195,11 +193,9 @@ class SharedStore:
     # -- reading ---------------------------------------------------------------------------
 
     def snapshot(self, scope: str, *, yield_to: Foreground | None = None) -> ScopeSnapshot:
-        """The scope's current content, lock-free; the same object while the file is unchanged.
-
-        A missing file gives an empty snapshot; lines that do not parse are `CorruptLine`s. Records
-        we acknowledged that this version lacks are reported once (`missing`). `yield_to`: a
-        background read that gives way to that `Foreground`'s calls (`SnapshotCache.load`).
+        """The scope's current content, lock-free; the same object while the file is unchanged (a
+        missing file: empty). Acknowledged records it lacks are reported once (`missing`).
+        `yield_to`: see `SnapshotCache.load`.
 
         :raises StoreError: the file exists but cannot be read.
         """
@@ -253,12 +249,9 @@ class SharedStore:
     # -- losses to unlocked writers --------------------------------------------------------
 
     def _check_losses(self, scope: str, snap: ScopeSnapshot, checked: _Checked | None) -> None:
-        """Find (and report once) acknowledged records `snap` lacks, at the cost of what changed.
-
-        A version of the lineage checked last still has every record that one had, bar journalled
-        removals: only the saves journalled since and the ids already missing are looked up. Any
-        other version is checked against every live journal entry.
-        """
+        """Find (and report once) acknowledged records `snap` lacks, at the cost of what changed:
+        in the lineage checked last, only the saves journalled since and the ids already missing
+        (that lineage lost nothing but journalled removals); else every live journal entry."""
         try:
             self.journal.refresh()
             since = None
@@ -459,33 +452,29 @@ class SharedStore:
         commit, added records after it, both inside the lock and before any acknowledgement.
 
         The file is read once before the lock (a cold parse must not make other writers wait);
-        inside it the cached version is only checked or extended. The fsyncs come after the lock.
+        inside it the cached version is only checked or extended. The fsyncs of an append and its
+        journal line come after the lock (`pending`), before anything is acknowledged.
         """
         path = self.scope_path(scope)
         self._snapshots.load(path, scope)
         self.journal.tidy()  # a prune/compaction the last appends made due runs here, outside the lock
-        pending = fileio.Durability()  # appends are flushed after the lock is released
+        pending = fileio.Durability()
         try:
             result = self._locked(scope, path, mutate, after, journal, pending)
-            self._flush(path, pending)
+            try:
+                pending.sync()
+            except OSError as exc:
+                raise StoreError(
+                    msg(
+                        "已写入 {path},但无法将其落盘:{why}。断电时这次修改可能丢失;请检查磁盘。",
+                        path=path,
+                        why=exc.strerror or exc,
+                    ),
+                    path=path,
+                ) from exc
             return result
         finally:
             pending.settle()  # after a failure inside the lock: what was written is visible, flush it
-
-    @staticmethod
-    def _flush(path: str, pending: fileio.Durability) -> None:
-        """The fsyncs a transaction left for after its lock, before anything is acknowledged."""
-        try:
-            pending.sync()
-        except OSError as exc:
-            raise StoreError(
-                msg(
-                    "已写入 {path},但无法将其落盘:{why}。断电时这次修改可能丢失;请检查磁盘。",
-                    path=path,
-                    why=exc.strerror or exc,
-                ),
-                path=path,
-            ) from exc
 
     def _locked(
         self,
@@ -496,13 +485,10 @@ class SharedStore:
         journal: Callable[[T], _Change] | None,
         pending: fileio.Durability,
     ) -> T:
-        """The part of `_transact` inside the scope lock: decide on fresh content, write, journal;
-        the fsyncs of an append and its journal line are left to `pending`."""
+        """The part of `_transact` inside the scope lock: decide on fresh content, write, journal."""
         with self._locks.hold(scope):
             self._sweep(os.path.dirname(path))
-            attempt = 0
-            while True:
-                attempt += 1
+            for attempt in range(1, 2 * snapshots.MAX_REREADS + 1):
                 snap = self._snapshots.load(path, scope)
                 change, result = mutate(snap)
                 note = journal(result) if journal is not None else None
@@ -511,18 +497,8 @@ class SharedStore:
                 if note is not None:
                     self._journal(scope, note, before=True)
                 # No change to the file: only records an unlocked writer erased are removed (journalled).
-                if change is not None and not self._commit(
-                    scope, snap, change, last_try=attempt >= snapshots.MAX_REREADS, pending=pending
-                ):
-                    if attempt >= 2 * snapshots.MAX_REREADS:
-                        raise StoreError(
-                            msg(
-                                "写入 {path} 失败:写入期间该文件被反复整份替换(有不加锁的写者在同时改它),"
-                                "本次保存没有完成。请稍后重试,并避免与 DSH 插件同时写同一个作用域。",
-                                path=path,
-                            ),
-                            path=path,
-                        )
+                last_try = attempt >= snapshots.MAX_REREADS
+                if change is not None and not self._commit(scope, snap, change, last_try=last_try, pending=pending):
                     continue
                 if note is not None:
                     self._journal(scope, note, before=False, pending=pending)
@@ -531,6 +507,14 @@ class SharedStore:
                 if after is not None:
                     after(result)
                 return result
+        raise StoreError(
+            msg(
+                "写入 {path} 失败:写入期间该文件被反复整份替换(有不加锁的写者在同时改它),"
+                "本次保存没有完成。请稍后重试,并避免与 DSH 插件同时写同一个作用域。",
+                path=path,
+            ),
+            path=path,
+        )
 
     def _journal(self, scope: str, change: _Change, *, before: bool, pending: fileio.Durability | None = None) -> None:
         try:
@@ -582,12 +566,9 @@ class SharedStore:
         last_try: bool,
         pending: fileio.Durability,
     ) -> bool:
-        """The one place a transaction's change reaches the disk; the caller holds the scope lock.
-
-        An `Append` adds whole lines at the end (`_append`); a list of lines replaces the file
-        (`_write_lines`). Either way the file must still be the version `snap` was read from, else
-        False: the transaction starts over on the new content (`last_try`: write anyway).
-        """
+        """The one place a transaction's change reaches the disk (scope lock held): an `Append`
+        (`_append`) or a whole replacement (`_write_lines`). False when the file is no longer the
+        version `snap` was read from: start over (`last_try`: write anyway)."""
         if isinstance(change, Append):
             return self._append(snap, change.records, last_try=last_try, pending=pending)
         if not last_try and snapshots.identity_of(snap.path) != snap.identity:
@@ -627,11 +608,9 @@ class SharedStore:
         return True
 
     def _write_lines(self, scope: str, path: str, lines: list[Line], *, read: ScopeSnapshot) -> None:
-        """Replace the scope file by `lines` and cache the result without reading it back.
-
-        `read`: the version `lines` were made from (under the lock), which the file must still be
-        right before the rename, bar lines appended since (carried over: `fileio.commit`). The new
-        version keeps its lineage: it lacks only what our tools removed (`_check_losses`).
+        """Replace the scope file by `lines`, made from `read` (`fileio.commit` checks the file is
+        still that version), and cache the result without reading it back; it keeps `read`'s
+        lineage (it lacks only what our tools removed).
 
         :raises fileio.Changed: the file was replaced or edited meanwhile (nothing written).
         """
@@ -910,9 +889,7 @@ class SharedStore:
         """Records by full id or id prefix (≥ 8 characters) that an unlocked writer erased from their
         scope file (`_erased`), for a forget or a supersede that names one; [] when none."""
         prefix = key.strip().lower()
-        if len(prefix) < 8:
-            return []
-        if not self._refreshed():
+        if len(prefix) < 8 or not self._refreshed():
             return []
         found: list[Record] = []
         for scope in self.journal.scopes():
@@ -928,8 +905,8 @@ class SharedStore:
         self._touches.touch(hits)
 
     def flush(self) -> None:
-        """Write pending touches now, one transaction per scope: ``accessCount`` += hits,
-        ``lastAccessedAt`` = the latest. A scope that cannot be written keeps them pending (logged)."""
+        """Write pending touches now (`TouchBuffer.flush`): ``accessCount`` += hits, ``lastAccessedAt``
+        = the latest."""
         self._touches.flush()
 
     def close(self) -> None:
@@ -963,9 +940,5 @@ class SharedStore:
         return self._aliases.problem()
 
     def register_alias(self, name: str, project_key: str) -> None:
-        """Record ``name → project_key`` in ``scopes.json``, under the ``scopes.json`` lock.
-
-        :raises ScopeError: ``SCOPE_NAME_TAKEN`` when `name` already names another path.
-        :raises StoreError: the file cannot be read, parsed or written.
-        """
+        """Record ``name → project_key`` in ``scopes.json`` (`AliasFile.register`: its errors)."""
         self._aliases.register(name, project_key)

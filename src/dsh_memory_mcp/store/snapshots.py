@@ -252,10 +252,8 @@ def content_index(snap: ScopeSnapshot) -> ContentIndex:
 def find_live_content(
     snap: ScopeSnapshot, content: str, now: int, *, exclude: Container[str | None] = ()
 ) -> Record | None:
-    """The first non-expired record whose stripped content is `content` (stripped), or None.
-
-    :param exclude: ids that do not count (the records a save supersedes).
-    """
+    """The first non-expired record whose stripped content is `content` (stripped), or None;
+    `exclude`: ids that do not count (the records a save supersedes)."""
     return next(
         (r for r in content_index(snap).get(content.strip()) if not r.is_expired(now) and r.id not in exclude), None
     )
@@ -266,10 +264,7 @@ def stat_identity(st: os.stat_result) -> Identity:
 
 
 def identity_of(path: str) -> Identity | None:
-    """The file's identity now; None when it does not exist.
-
-    :raises StoreError: it exists but cannot be stat-ed.
-    """
+    """The file's identity now; None when it does not exist. :raises StoreError: it cannot be stat-ed."""
     st = _stat_of(path)
     return stat_identity(st) if st is not None else None
 
@@ -320,28 +315,22 @@ def carry_forward(old: ScopeSnapshot | None, new: ScopeSnapshot) -> None:
 
 
 def parse(path: str, data: bytes, known: Mapping[bytes, Record] | None = None, lineno_offset: int = 0) -> list[Line]:
-    """The non-blank lines of these bytes of a scope file (`records.parse_bytes`; `known`: records
-    reused by their bytes), corrupt ones numbered from `lineno_offset` and reported once."""
+    """The non-blank lines of these bytes of a scope file (`records.parse_bytes`), corrupt ones
+    numbered from `lineno_offset` and reported once per process."""
     lines = records.parse_bytes(data, known)
     for i, line in enumerate(lines):
         if isinstance(line, CorruptLine):
             lines[i] = line = CorruptLine(line.raw, line.lineno + lineno_offset)
-            report_corrupt(path, line)
+            if _reported.first((path, line.raw)):
+                # Shape only (keys, punctuation, the id): the log must not carry memory text.
+                logger.warning(
+                    "记忆文件 %s 第 %d 行不是有效记录,已原样保留(不会删除):%d 字符,形如 %s",
+                    path,
+                    line.lineno,
+                    len(line.raw),
+                    redacted(line.raw),
+                )
     return lines
-
-
-def report_corrupt(path: str, line: CorruptLine) -> None:
-    """Warn once per process per distinct line."""
-    if not _reported.first((path, line.raw)):
-        return
-    # Shape only (keys, punctuation, the id): the log must not carry memory text.
-    logger.warning(
-        "记忆文件 %s 第 %d 行不是有效记录,已原样保留(不会删除):%d 字符,形如 %s",
-        path,
-        line.lineno,
-        len(line.raw),
-        redacted(line.raw),
-    )
 
 
 def make(
@@ -376,11 +365,8 @@ def _rows(items: Sequence[Any]) -> Rows:
 def appended(
     old: ScopeSnapshot, identity: Identity, data: bytes, new_lines: Sequence[Line], newlines: int
 ) -> ScopeSnapshot:
-    """`old` plus lines that were appended as `data` (O(new), not O(file)), derived data extended.
-
-    The lexical index of `old` is carried forward (`scoring.index_for` extends it), and its
-    content index is extended here.
-    """
+    """`old` plus lines that were appended as `data` (O(new), not O(file)): its derived data is
+    carried forward (`carry_forward`), its content index extended here."""
     new_records = tuple(line for line in new_lines if isinstance(line, Record))
     head = old.head if len(old.head) >= PROBE_BYTES else (old.head + data)[:PROBE_BYTES]
     tail = (old.tail + data)[-PROBE_BYTES:] if len(data) < PROBE_BYTES else data[-PROBE_BYTES:]

@@ -1,11 +1,6 @@
-"""``trash.jsonl``: the records a person deleted (the page, the CLI), restorable for a while.
-
-One JSON line per entry: ``id`` (the record's), ``scope``, ``trashedAt`` (ms), ``client`` when
-known, and ``record`` (the removed record's whole data). The file is private (0o600 through
-`writing.replace_file`, in the 0o700 store directory) and only ever rewritten whole under the
-``trash.jsonl`` lock; a line that does not parse as an entry is kept byte for byte and skipped
-when listing (never dropped silently). Entries older than the retention are dropped lazily, by
-whichever access comes next. An agent's `memory_forget` never writes here (docs/design.md: Trash).
+"""``trash.jsonl``: the records a person deleted (the page, the CLI), restorable for a while;
+one JSON line per entry (docs/design.md, Trash: its fields, its lock, who writes here). A line that
+does not parse as an entry is kept byte for byte and skipped when listing.
 """
 
 from __future__ import annotations

@@ -110,10 +110,10 @@ def sync_file(path: str) -> None:
 
 
 def append_bytes(
-    path: str, data: bytes, *, expect: tuple[int, int, int, int] | None, defer: fileio.Durability | None = None
+    path: str, data: bytes, *, expect: tuple[int, int, int, int] | None, defer: fileio.Durability
 ) -> tuple[os.stat_result, bool, bool]:
     """Append `data` (whole lines) to `path` in one write; the caller holds the scope lock. The
-    fsync is left to `defer` when given (the descriptor is handed over), else done here.
+    descriptor is handed to `defer`, which fsyncs it after the lock.
 
     `expect`: the identity the caller's snapshot has (None: no file). Returns ``(stat after,
     matched, torn)``: `matched` False when the file was not `expect` (nothing written) or was
@@ -146,8 +146,6 @@ def append_bytes(
         fileio.check_guards()
         try:
             fileio.write_all(fd, payload)
-            if defer is None:
-                os.fsync(fd)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)
@@ -157,10 +155,7 @@ def append_bytes(
     except BaseException:
         os.close(fd)
         raise
-    if defer is not None:
-        defer.add(fd)
-    else:
-        os.close(fd)
+    defer.add(fd)
     if created:
         fileio.fsync_dir(os.path.dirname(path) or ".")
     try:
