@@ -236,14 +236,12 @@ def day_bounds(date: str, tz_minutes: int) -> tuple[int, int]:
     return start, start + DAY_MS
 
 
-def activity(
-    store: SharedStore, scopes: Sequence[str], *, now: int, tz_minutes: int = 0, days: int = ACTIVITY_DAYS
-) -> list[dict[str, Any]]:
+def activity(store: SharedStore, scopes: Sequence[str], *, now: int, tz_minutes: int = 0) -> list[dict[str, Any]]:
     """Per scope (each counting its own file): live memories saved (``updatedAt``) per day over the
-    last `days` days, by client, and all its live memories by kind."""
+    last `ACTIVITY_DAYS` days, by client, and all its live memories by kind."""
     check_tz(tz_minutes)
     today = _day(now, tz_minutes)
-    first = today - days + 1
+    first = today - ACTIVITY_DAYS + 1
     out = []
     for scope in scopes:
         per_client: dict[str, list[Any]] = {}
@@ -257,7 +255,7 @@ def activity(
             kinds[record.kind] = kinds.get(record.kind, 0) + 1
             day = _day(record.updated_at, tz_minutes)
             if first <= day <= today:
-                entry = per_client.setdefault(writer.key, [writer.name or "", [0] * days])
+                entry = per_client.setdefault(writer.key, [writer.name or "", [0] * ACTIVITY_DAYS])
                 entry[1][day - first] += 1
         clients = [
             {"key": key, "name": name, "counts": counts, "total": sum(counts)}

@@ -41,9 +41,10 @@ class Group(NamedTuple):
     records: list[Record]
 
 
-def groups(service: MemoryService, scope: str, threshold: float = scoring.NEAR_JACCARD) -> list[Group]:
+def groups(service: MemoryService, scope: str) -> list[Group]:
     """The groups (two or more) of near-duplicates among the live records of `scope`; the groups
     with the most recently updated member first."""
+    threshold = scoring.NEAR_JACCARD
     now = service.clock()
     records = [r for r in service.store.snapshot(scope).records if not r.is_expired(now)]
     sets = [scoring.near_tokens(r.content) for r in records]
