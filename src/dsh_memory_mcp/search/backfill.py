@@ -1,10 +1,8 @@
 """The vector channel's backfill: give every live record of every scope a vector of the current model.
 
-Records lack a vector when they were saved while the backend was down, by another writer, or
-before a model change voided their sidecar. A scope is marked dirty when a search sees such a
-record, when a sidecar is created or voided, when the backend becomes ready, and by the idle
-worker's periodic rescan; the worker then embeds one small batch of one scope per turn, scopes
-taking turns, so a query embedding is never stuck behind a long batch.
+A scope is marked dirty when a search sees a record without a vector, when a sidecar is created or
+voided, when the backend becomes ready, and by the idle worker's periodic rescan; the worker then
+embeds one small batch of one scope per turn, scopes taking turns (docs/design.md: Embedding backend).
 """
 
 from __future__ import annotations
@@ -25,8 +23,7 @@ if TYPE_CHECKING:
     from dsh_memory_mcp.search.writes import SidecarWriter
     from dsh_memory_mcp.store.shared import SharedStore
 
-#: Records per backfill request: small enough that a search embedding is never stuck behind a
-#: long batch on a 2-core machine, large enough to amortise the HTTP round trip.
+#: Records per backfill request: a search embedding is never stuck long behind one; amortises the round trip.
 BACKFILL_BATCH = 16
 #: Seconds between two progress lines of a running backfill on stderr.
 PROGRESS_EVERY = 10.0

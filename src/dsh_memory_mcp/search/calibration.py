@@ -1,19 +1,10 @@
 """The relevance gate: when is a cosine a match, for *this* model? (docs/design.md: Relevance gate)
 
-Models disagree on what "unrelated" looks like (MiniLM puts unrelated English sentences near 0.06,
-multilingual-e5 at 0.75–0.85) and scripts differ within one model, so the gate comes from the
-model's own background per (query script → record script) cell: `PROBES` embedded once, their
-pairwise cosines per cell (`calibrate`). Seed cells keep ``cosine ≥ 0.5``; adaptive cells need
-the query's best probe cosine plus `MARGIN_SPREADS` spreads (`Calibration.floors`).
-
+The gate comes from the model's own background per (query script → record script) cell: `PROBES`
+embedded once, their pairwise cosines per cell (`calibrate`). Seed cells keep ``cosine ≥ 0.5``;
+adaptive cells need the query's best probe cosine plus `MARGIN_SPREADS` spreads (`Calibration.floors`).
 How likely a gated candidate is relevant comes from its z-score among the query's own margins
-(every searched record's and the probes') and whether it is the best one (`relevance_scores`).
-Why the background and not the margin alone: chatty dialogue turns all clear a gate drawn from
-memory-like probes by about the same margin, so one margin meant relevant 4 % of the time on one
-evaluation set and 85 % on the other; the z-score meant about the same on both.
-
-The calibration is cached per model id, width and input scheme in ``<store>/.vectors/calibration.json``;
-with vectors off nothing here runs or is imported.
+(`relevance_scores`). Cached per model id, width and input scheme in ``<store>/.vectors/calibration.json``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""Query embeddings for search: a cache, an adaptive budget, and requests that may outlive their search.
+"""Query embeddings for search: a cache, an adaptive budget, and requests that may outlive their search
+(docs/design.md: Embedding backend, "Query embeddings").
 
-(docs/design.md: Embedding backend.) A recent query's vector is cached per sidecar header
-(`MAX_CACHED`). A request runs on its own thread with a long deadline (`LET_FINISH`): a search
-that stops waiting leaves it running and its vector lands in the cache; a search for a query in
-flight waits for that request; beyond `MAX_IN_FLIGHT` a search is told the backend is busy. The
-budget is 1.5 × the median of recent durations, between the base budget and `MAX_BUDGET`.
-`Embedded.skipped` says why the vector half did not take part.
+A request runs on its own thread with the deadline `LET_FINISH`: a search that stops waiting leaves
+it running and its vector lands in the cache; a search for a query in flight waits for that request.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """The `.vec` sidecar: one scope's vectors next to its JSONL, shared with DSH (docs/design.md: Store format).
 
-Format (UTF-8, ``\\n`` line ends): ``#<model-id>\\t<dims>``, then per record
-``<id>\\t<base64 of <dims> little-endian float32, L2-normalised>``.
-
 An append is one ``os.write`` of whole lines on an ``O_APPEND`` descriptor, without a lock;
 readers consume only up to the last newline. A removal or replacement rewrites the file under the
 scope lock; an append racing it may be lost (re-embedded by the backfill, never a wrong vector).

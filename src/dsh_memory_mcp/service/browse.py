@@ -85,7 +85,11 @@ _BY_HAND = Writer(MANUAL, None, None)
 
 def writer_of(record: Record) -> Writer:
     """`Writer` of one record (parses its line: use `writers` for a whole snapshot)."""
-    full = client_of(record)
+    return _writer(client_of(record))
+
+
+def _writer(full: str | None) -> Writer:
+    """The `Writer` a ``name/version`` client string names (`MANUAL` when it names none)."""
     name = full.partition("/")[0].strip() if full is not None else ""
     if not name:
         return _BY_HAND
@@ -232,14 +236,12 @@ def day_bounds(date: str, tz_minutes: int) -> tuple[int, int]:
     return start, start + DAY_MS
 
 
-def activity(
-    store: SharedStore, scopes: Sequence[str], *, now: int, tz_minutes: int = 0, days: int = ACTIVITY_DAYS
-) -> list[dict[str, Any]]:
+def activity(store: SharedStore, scopes: Sequence[str], *, now: int, tz_minutes: int = 0) -> list[dict[str, Any]]:
     """Per scope (each counting its own file): live memories saved (``updatedAt``) per day over the
-    last `days` days, by client, and all its live memories by kind."""
+    last `ACTIVITY_DAYS` days, by client, and all its live memories by kind."""
     check_tz(tz_minutes)
     today = _day(now, tz_minutes)
-    first = today - days + 1
+    first = today - ACTIVITY_DAYS + 1
     out = []
     for scope in scopes:
         per_client: dict[str, list[Any]] = {}
@@ -253,7 +255,7 @@ def activity(
             kinds[record.kind] = kinds.get(record.kind, 0) + 1
             day = _day(record.updated_at, tz_minutes)
             if first <= day <= today:
-                entry = per_client.setdefault(writer.key, [writer.name or "", [0] * days])
+                entry = per_client.setdefault(writer.key, [writer.name or "", [0] * ACTIVITY_DAYS])
                 entry[1][day - first] += 1
         clients = [
             {"key": key, "name": name, "counts": counts, "total": sum(counts)}
@@ -288,7 +290,7 @@ def highlight_terms(query: str) -> list[str]:
     return sorted(terms, key=lambda t: (-len(t), t))[:64]
 
 
-def card(record: Record, *, score: float | None = None, writer: Writer | None = None) -> dict[str, Any]:
+def card(record: Record, *, score: float | None = None) -> dict[str, Any]:
     """A record as the page shows it: the tools' record dict (content cut like theirs) plus who
     wrote it, when it was created and last used, and what it replaced."""
     out = record_dict(record, score=score, max_chars=RESULT_CONTENT_CHARS)
@@ -296,15 +298,15 @@ def card(record: Record, *, score: float | None = None, writer: Writer | None = 
     out.update(createdAt=record.created_at, lastAccessedAt=record.last_accessed_at, accessCount=record.access_count)
     source = data.get("source")
     out["source"] = source if isinstance(source, dict) else None
-    who = writer if writer is not None else writer_of(record)
+    who = writer_of(record)
     out["client"] = {"key": who.key, "name": who.name, "full": who.full}
     supersedes = data.get("supersedes")
     out["supersedes"] = supersedes if isinstance(supersedes, str) else None
     edited = data.get("editedBy")
     if isinstance(edited, dict):
         client = edited.get("client")
-        name = client.partition("/")[0].strip() if isinstance(client, str) else ""
-        out["editedBy"] = {"key": name.casefold() or MANUAL, "name": name or None}
+        editor = _writer(client if isinstance(client, str) else None)
+        out["editedBy"] = {"key": editor.key, "name": editor.name}
     if record.expired_at is not None:
         out["expiredAt"] = record.expired_at
     return out

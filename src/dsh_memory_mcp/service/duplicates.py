@@ -1,24 +1,15 @@
 """Near-duplicate memories for people: the groups of a scope, and keeping one of a group.
 
-Agents save the same fact twice in other words ("Use pnpm, not npm" / "use pnpm not npm!").
-`groups` finds, within one scope, the live memories whose texts are near-identical: the Jaccard
-similarity of their token sets (`scoring.near_tokens`) is at least `scoring.NEAR_JACCARD` ("lexical"),
-the rule a save's similarity check uses too. With the
-vector channel on, two whose stored vectors have a cosine of at least `COSINE_MIN` are linked too
-("meaning"): the same fact in other words. Pairs are linked into groups (connected components);
-a group with a link in meaning only says so. The same fact in another language scores below that
-cosine (0.88–0.92 with the bundled model, as do related but different facts) and is not grouped.
+`groups` links, within one scope, the live memories whose token sets (`scoring.near_tokens`) have a
+Jaccard similarity of at least `scoring.NEAR_JACCARD` ("lexical", the rule a save's similarity check
+uses too) and, with the vector channel on, those whose stored vectors' cosine is at least `COSINE_MIN`
+("meaning"); pairs are joined into groups (connected components). Candidates come from a prefix filter:
+each token set, rarest token first, is indexed by its first ``|s| - ceil(t·|s|) + 1`` tokens, which two
+sets with Jaccard ≥ t always share (the all-pairs-similarity bound).
 
-Cost: candidates come from a prefix filter, not from all pairs — each token set, ordered rarest
-token first, is indexed by its first ``|s| - ceil(t·|s|) + 1`` tokens; two sets with Jaccard ≥ t
-must share one of those (the classic all-pairs-similarity bound), and only pairs that do are
-compared. Tokens common to a whole scope are thus rarely looked at.
-
-`keep` is "keep this one, replace the others": one `memory_save`-like save of the kept memory
-with ``supersedes`` = its id and the others hidden in the same transaction (`SharedStore.save`'s
-``merges``; the new record names them in ``merged``). Nothing is deleted: the others stay on disk
-as superseded versions, `history.versions` lists them under the kept memory, and restoring one
-there brings its text back.
+`keep` is "keep this one, replace the others": one save of the kept memory with ``supersedes`` = its id
+and the others hidden in the same transaction (`SharedStore.save`'s ``merges``). Nothing is deleted:
+`history.versions` lists the others under the kept memory, and restoring one brings its text back.
 """
 
 from __future__ import annotations
@@ -37,10 +28,9 @@ from dsh_memory_mcp.service.tools import MemoryService
 from dsh_memory_mcp.store.records import Record
 from dsh_memory_mcp.texts import msg
 
-#: Two memories are near-duplicates when their texts are (`scoring.NEAR_JACCARD`) or when their
-#: stored vectors' cosine is at least this. Not the save's `SIMILAR_SCORE` (a calibrated score of a
-#: query embedding): record vectors of the bundled model sit at 0.85–0.95 for related but different
-#: facts and at 0.96–0.99 for the same fact reworded in one language (measured, tests/test_duplicates.py).
+#: Not the save's `SIMILAR_SCORE` (a calibrated score of a query embedding): record vectors of the
+#: bundled model sit at 0.85–0.95 for related but different facts (and the same fact in another
+#: language) and at 0.96–0.99 for the same fact reworded in one language (tests/test_duplicates.py).
 COSINE_MIN = 0.955
 
 
@@ -51,9 +41,10 @@ class Group(NamedTuple):
     records: list[Record]
 
 
-def groups(service: MemoryService, scope: str, threshold: float = scoring.NEAR_JACCARD) -> list[Group]:
+def groups(service: MemoryService, scope: str) -> list[Group]:
     """The groups (two or more) of near-duplicates among the live records of `scope`; the groups
     with the most recently updated member first."""
+    threshold = scoring.NEAR_JACCARD
     now = service.clock()
     records = [r for r in service.store.snapshot(scope).records if not r.is_expired(now)]
     sets = [scoring.near_tokens(r.content) for r in records]

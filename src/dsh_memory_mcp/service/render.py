@@ -1,10 +1,8 @@
 """How tool results look: `ToolResult`, the Chinese text blocks and the structured record dicts.
 
-One rendering for every front door (MCP tools, the human CLI, the web API), so a memory reads the same
-wherever a person or a model meets it. The few places where a person at a terminal reads better
-otherwise are a `TextStyle` the caller's `CallContext` carries (`FOR_TERMINAL`, the CLI's); the
-structured content is the same for every reader. The texts are `texts.msg` templates (memory content,
-ids, scopes and paths as fields), so the English CLI shows ``texts.english(result.text)``.
+One rendering for every front door (MCP tools, the human CLI, the web API); a person at a terminal
+gets a `TextStyle` (`FOR_TERMINAL`) for the text only. The texts are `texts.msg` templates (memory
+content, ids, scopes and paths as fields), so the English CLI shows ``texts.english(result.text)``.
 """
 
 from __future__ import annotations
