@@ -74,10 +74,6 @@ class PageChecks:
     #: The page's one-time login codes; `serve` prints the first one's link at start.
     login_codes: access.LoginCodes
 
-    async def refused(self, request: Request) -> Response | None:
-        """The SDK's Host (421) / Origin (403) refusal for `request`, or None when it may pass."""
-        return await self.security.validate_request(request)
-
 
 #: Extra routes next to `/mcp` (the web page): `factory(service, token, checks=PageChecks) -> routes`.
 RouteFactory = Callable[..., Sequence[BaseRoute]]
@@ -226,12 +222,9 @@ class _Sessions(SessionLifecycle):
         if not idle:
             return False
         _, _, sid = min(idle)
-        born = self._born.get(sid)
-        if born is None:
-            return False
         log.info("会话数已达上限 %s,结束空闲最久的会话 %s…", self.max_sessions, sid[:8])
         self.ended_for_room += 1
-        await self.end_session(sid, born[1])
+        await self.end_session(sid, self._born[sid][1])  # `_activity` holds only sessions in `_born`
         return True
 
     @property
@@ -553,7 +546,7 @@ def build_app(
 
     async def health(scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        response = await checks.refused(request) or JSONResponse(
+        response = await checks.security.validate_request(request) or JSONResponse(
             {
                 "ok": True,
                 "name": "dsh-memory-mcp",

@@ -822,7 +822,7 @@ def _refusal(line: bytes) -> bytes:
         kind = "批量请求(数组)不受支持" if isinstance(message, list) else "消息必须是 JSON 对象"
         return wire.rpc_error(None, -32600, f"Invalid Request: {kind}")
     ident = message.get("id")
-    valid_id = ident if isinstance(ident, (str, int)) and not isinstance(ident, bool) else None
+    valid_id = ident if wire.valid_id(ident) else None
     if message.get("jsonrpc") != "2.0":
         return wire.rpc_error(valid_id, -32600, 'Invalid Request: 需要 "jsonrpc": "2.0"')
     if "method" not in message and "result" not in message and "error" not in message:

@@ -58,7 +58,8 @@ def id_key(ident: Any) -> str:
     return json.dumps(ident, ensure_ascii=False, separators=(",", ":"))
 
 
-def _valid_id(ident: Any) -> bool:
+def valid_id(ident: Any) -> bool:
+    """Whether `ident` may be a request's id: a string or an integer (never a bool)."""
     return isinstance(ident, (str, int)) and not isinstance(ident, bool)
 
 
@@ -79,7 +80,7 @@ def parse(data: bytes) -> Message | None:
             return None
         if "id" not in value:
             return Message("notification", value)
-        return Message("request", value) if _valid_id(value["id"]) else None
+        return Message("request", value) if valid_id(value["id"]) else None
     if "id" not in value or ("result" in value) == ("error" in value):
         return None
     ident = value["id"]
@@ -88,8 +89,8 @@ def parse(data: bytes) -> Message | None:
         code = error.get("code") if isinstance(error, dict) else None
         if not (isinstance(code, int) and not isinstance(code, bool) and isinstance(error.get("message"), str)):
             return None
-        return Message("response", value) if ident is None or _valid_id(ident) else None
-    return Message("response", value) if _valid_id(ident) else None
+        return Message("response", value) if ident is None or valid_id(ident) else None
+    return Message("response", value) if valid_id(ident) else None
 
 
 def one_line(data: bytes, message: Message) -> bytes:
@@ -198,10 +199,7 @@ def routing_headers(message: Message, version: str) -> dict[str, str]:
     return headers
 
 
-def rpc_error(ident: Any, code: int, message: str, data: Any = None) -> bytes:
+def rpc_error(ident: Any, code: int, message: str) -> bytes:
     """One JSON-RPC error line (no newline)."""
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    payload = {"jsonrpc": "2.0", "id": ident, "error": error}
+    payload = {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
