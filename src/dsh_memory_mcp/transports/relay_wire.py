@@ -29,6 +29,8 @@ NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 #: The longest host line the stdio server and the relay take; a longer one is answered, never held whole.
 MAX_LINE_BYTES = 8 * 1024 * 1024
+#: At stdin EOF, how long the stdio server and the relay still wait for the requests already read.
+DRAIN_SECONDS = 30.0
 
 
 class Misbehaving(Exception):

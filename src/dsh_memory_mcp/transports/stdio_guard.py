@@ -21,14 +21,12 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from dsh_memory_mcp.transports.relay_wire import MAX_LINE_BYTES, bounded_lines, valid_id
+from dsh_memory_mcp.transports.relay_wire import DRAIN_SECONDS, MAX_LINE_BYTES, bounded_lines, valid_id
 
 log = logging.getLogger("dsh_memory_mcp.transports.stdio_guard")
 
 #: Deepest nesting of objects/arrays accepted in one message (the SDK's parser stops near 200).
 MAX_DEPTH = 64
-#: How long requests already received may still run after stdin closes.
-DRAIN_SECONDS = 30.0
 
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 _PEEK_BYTES = 64 * 1024

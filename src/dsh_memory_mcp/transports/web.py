@@ -792,12 +792,8 @@ def _first_line(content: str) -> str:
 
 
 def web_routes(service: MemoryService, token: str, *, checks: PageChecks) -> list[BaseRoute]:
-    """The page, its files and its API, for `serve` to mount next to ``/mcp``.
-
-    :param service: the one service `serve` shares with its MCP sessions.
-    :param token: the same token ``/mcp`` requires; the page exchanges it (or a login code) for a page credential.
-    :param checks: `serve`'s SDK checks (Host/Origin, bearer) and settings (`http.PageChecks`).
-    """
+    """The page, its files and its API, for `serve` to mount next to ``/mcp`` (an `http.RouteFactory`):
+    `token` is the one ``/mcp`` requires, which the page (or a login code) trades for a page credential."""
     web = _Web(service, token, checks)
     table: list[tuple[str, Callable[[Request], Awaitable[Response]], str]] = [
         ("/", web.index, "GET"),
