@@ -1,7 +1,8 @@
 """What the relay reads from `serve` and lets through to the host (standard library only):
 bounded, whole, single-line JSON-RPC (`read_body`, `read_sse`, `parse`, `one_line`); anything else
 raises `Misbehaving`, and the relay treats that `serve` as gone. Shared with serve and the stdio
-server: the 2026-07-28 routing headers (`routing_headers`) and the bounded host line (`bounded_lines`).
+server: the 2026-07-28 routing headers (`routing_headers`), the JSON-RPC id rule (`valid_id`), the
+bounded host line (`bounded_lines`) and the wait at stdin EOF (`DRAIN_SECONDS`).
 """
 
 from __future__ import annotations
