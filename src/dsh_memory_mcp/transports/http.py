@@ -824,7 +824,7 @@ def _serve_service(
 #: Stop signals noted by `_calm_signals`' handlers for the `serve_http` running now (emptied at
 #: each start, so the signal that ended one serve does not end the next one in this process).
 _signals_seen: list[int] = []
-_STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s is not None)
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # both exist on every platform, Windows included
 
 
 def _calm_signals() -> dict[int, Any]:
