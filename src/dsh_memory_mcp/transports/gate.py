@@ -1,8 +1,6 @@
 """The tool gate of `serve`: at most N tool calls run at once, the rest wait in FIFO order, each
-with one deadline over queue and run (`DSH_MEMORY_TOOL_DEADLINE_SECS`, 0 = none).
-
-Past the deadline the caller gets ``BUSY`` (never started: nothing was done) or ``DEADLINE``
-(started, still running: a worker thread cannot be interrupted, so it keeps its slot until it ends).
+with one deadline over queue and run (`DSH_MEMORY_TOOL_DEADLINE_SECS`, 0 = none). A call past its
+deadline keeps its slot until it ends: a worker thread cannot be interrupted.
 """
 
 from __future__ import annotations

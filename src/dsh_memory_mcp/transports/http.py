@@ -30,9 +30,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from mcp.types import PROTOCOL_VERSION_META_KEY
-from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
+from mcp.types.version import LATEST_MODERN_VERSION
 from sse_starlette.sse import AppStatus
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -73,10 +71,6 @@ class PageChecks:
     settings: ServeSettings
     #: The page's one-time login codes; `serve` prints the first one's link at start.
     login_codes: access.LoginCodes
-
-    async def refused(self, request: Request) -> Response | None:
-        """The SDK's Host (421) / Origin (403) refusal for `request`, or None when it may pass."""
-        return await self.security.validate_request(request)
 
 
 #: Extra routes next to `/mcp` (the web page): `factory(service, token, checks=PageChecks) -> routes`.
@@ -226,12 +220,9 @@ class _Sessions(SessionLifecycle):
         if not idle:
             return False
         _, _, sid = min(idle)
-        born = self._born.get(sid)
-        if born is None:
-            return False
         log.info("会话数已达上限 %s,结束空闲最久的会话 %s…", self.max_sessions, sid[:8])
         self.ended_for_room += 1
-        await self.end_session(sid, born[1])
+        await self.end_session(sid, self._born[sid][1])  # `_activity` holds only sessions in `_born`
         return True
 
     @property
@@ -353,9 +344,10 @@ def _replay(held: list[Any], receive: Receive) -> Receive:
 
 
 class _SessionRoom:
-    """In front of the SDK's manager: counts each session's requests in flight, makes room at the cap
-    before a request that would open a session, and chooses how that session answers. A session-less
-    POST's body is read at most to `MAX_BODY_BYTES` (beyond that the SDK's own 413 answers it)."""
+    """In front of the SDK's manager: refuses (400) an `X-DSH-Project` that is not an absolute path,
+    counts each session's requests in flight, makes room at the cap before a request that would open
+    a session, and chooses how that session answers. A session-less POST's body is read at most to
+    `MAX_BODY_BYTES` (beyond that the SDK's own 413 answers it)."""
 
     def __init__(self, app: ASGIApp, sessions: _Sessions, *, roots_matter: bool) -> None:
         self.app = app
@@ -365,6 +357,11 @@ class _SessionRoom:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        raw = next((v for k, v in scope["headers"] if k == call_facts.PROJECT_HEADER_BYTES), None)
+        if raw is not None and call_facts.decode_project(raw.decode("latin-1")) is None:
+            body = f"{call_facts.PROJECT_HEADER} 必须是百分号编码的绝对路径".encode()
+            await Response(body, status_code=400, media_type="text/plain; charset=utf-8")(scope, receive, send)
             return
         try:
             await self._dispatch(scope, receive, _once(send))
@@ -384,7 +381,7 @@ class _SessionRoom:
             finally:
                 self.sessions.request_ended(sid)
             return
-        legacy = version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
+        legacy = version is None or version.decode("latin-1") in wire.HANDSHAKE_VERSIONS
         if not legacy or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
@@ -393,7 +390,7 @@ class _SessionRoom:
         extra = modern_routing_headers(_json_body(body)) if version is None else None
         if extra:  # a 2026-07-28 message without its routing headers (`modern_routing_headers`)
             scope = dict(scope, headers=[*scope["headers"], *extra])
-            if extra[0][1].decode("ascii") not in HANDSHAKE_PROTOCOL_VERSIONS:
+            if extra[0][1].decode("ascii") not in wire.HANDSHAKE_VERSIONS:
                 await self.app(scope, receive, send)
                 return
         _ANSWER_JSON.set(answers_json(body, headers, roots_matter=self.roots_matter))
@@ -488,24 +485,7 @@ class _State:
     edge: listener.Edge
 
 
-class _BadHeaderGuard:
-    """An `X-DSH-Project` that is not an absolute path is refused (400) before it reaches a session."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            raw = next((v for k, v in scope["headers"] if k == call_facts.PROJECT_HEADER_BYTES), None)
-            if raw is not None and call_facts.decode_project(raw.decode("latin-1")) is None:
-                body = f"{call_facts.PROJECT_HEADER} 必须是百分号编码的绝对路径".encode()
-                response = Response(body, status_code=400, media_type="text/plain; charset=utf-8")
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-_VERSION_HEADER_BYTES = MCP_PROTOCOL_VERSION_HEADER.lower().encode("ascii")
+_VERSION_HEADER_BYTES = wire.PROTOCOL_HEADER.lower().encode("ascii")
 
 
 def modern_routing_headers(message: Any) -> list[tuple[bytes, bytes]] | None:
@@ -519,7 +499,7 @@ def modern_routing_headers(message: Any) -> list[tuple[bytes, bytes]] | None:
         if method == "notifications/initialized":
             return None  # a handshake-era client's: the SDK's own answer stands
         return [(_VERSION_HEADER_BYTES, LATEST_MODERN_VERSION.encode("ascii"))]
-    version = wire.meta(message).get(PROTOCOL_VERSION_META_KEY)
+    version = wire.meta(message).get(wire.PROTOCOL_VERSION_META_KEY)
     if method == "initialize" or not isinstance(version, str) or not version.isascii() or not version.isprintable():
         return None
     headers = wire.routing_headers(wire.Message("request", message), version)  # the relay's, checked against the SDK
@@ -553,7 +533,7 @@ def build_app(
 
     async def health(scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        response = await checks.refused(request) or JSONResponse(
+        response = await checks.security.validate_request(request) or JSONResponse(
             {
                 "ok": True,
                 "name": "dsh-memory-mcp",
@@ -576,12 +556,10 @@ def build_app(
 
     # Auth first: the project header is read only from requests that carried the token.
     mcp_app = access.RequireToken(
-        _BadHeaderGuard(
-            _SessionRoom(
-                StreamableHTTPASGIApp(sessions),
-                sessions,
-                roots_matter=service.default_context.project_source == "cwd",
-            )
+        _SessionRoom(
+            StreamableHTTPASGIApp(sessions),
+            sessions,
+            roots_matter=service.default_context.project_source == "cwd",
         )
     )
     routes: list[BaseRoute] = [
@@ -846,7 +824,7 @@ def _serve_service(
 #: Stop signals noted by `_calm_signals`' handlers for the `serve_http` running now (emptied at
 #: each start, so the signal that ended one serve does not end the next one in this process).
 _signals_seen: list[int] = []
-_STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s is not None)
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # both exist on every platform, Windows included
 
 
 def _calm_signals() -> dict[int, Any]:

@@ -1,10 +1,7 @@
-"""`serve`'s connections (docs/design.md: serve's edge): header and body timeouts (408), a
-connection cap below the fd limit where strangers give way to token holders (`vouch`), a per-client
-limit on connections without the token, and TCP_NODELAY. uvicorn bounds only a kept-alive
-connection's idle time: a client sending half a header would hold its descriptor forever.
-
-A subclass of uvicorn's h11 protocol (`Edge.protocol_class()`) plus one periodic sweep;
-`Edge.snapshot()` is what `/health` reports under ``connections``.
+"""`serve`'s connections (docs/design.md: serve's edge): a subclass of uvicorn's h11 protocol
+(`Edge.protocol_class()`) plus one periodic sweep; `Edge.snapshot()` is `/health`'s ``connections``.
+uvicorn bounds only a kept-alive connection's idle time: a client sending half a header would hold
+its descriptor forever.
 """
 
 from __future__ import annotations

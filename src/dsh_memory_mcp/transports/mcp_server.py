@@ -1,10 +1,6 @@
 """The MCP server: `service.schemas.TOOL_SPECS`, prompts and resources on the SDK's lowlevel
-`Server`, for both protocol eras (docs/design.md: Protocol eras).
-
-Tools are listed with our own JSON schemas and called with the arguments as sent: `MemoryService.call`
-validates, so a bad value gets the spec's code. The client's roots are asked only when a call needs
-the project. Over HTTP a 2026-07-28 roots answer binds only the request that carries it: a connection
-or a clientInfo may be shared, and one client's project must never become another's.
+`Server`, for both protocol eras (docs/design.md: Protocol eras). Tools are called with the arguments
+as sent: `MemoryService.call` validates, so a bad value gets the spec's code.
 """
 
 from __future__ import annotations
@@ -189,7 +185,8 @@ class _Clients:
     """Per-client state. Handshake era: keyed on the connection's `initialize` params object
     (`sdk_private`), gone with it. 2026-07-28: this process's stdio peer, or over HTTP the TCP peer,
     client info and relay project — which pooled clients may share, so such an entry does not keep
-    roots answers (`keep_roots` off); at most `MAX_MODERN_CLIENTS`, least recently used first out."""
+    roots answers (`keep_roots` off: one client's project must never become another's); at most
+    `MAX_MODERN_CLIENTS`, least recently used first out."""
 
     def __init__(self) -> None:
         self._by_connection: dict[int, _Client] = {}

@@ -44,8 +44,6 @@ CALL_GRACE = 10.0
 DEFAULT_DEADLINE = 300.0
 #: How long opening the session's GET stream may take before the handshake goes on without it.
 GET_OPEN_TIMEOUT = 3.0
-#: At stdin EOF, in-flight requests get this long to be answered.
-DRAIN_SECONDS = 30.0
 _REPLAY_ID = "dsh-memory-mcp-relay-replay"
 _ANSWER_LOST = -32603
 
@@ -771,13 +769,13 @@ class Relay:
         return self._finish()
 
     def _finish(self) -> int:
-        end = time.monotonic() + DRAIN_SECONDS
+        end = time.monotonic() + wire.DRAIN_SECONDS
         with self._lock:
             while self._calls and (left := end - time.monotonic()) > 0:
                 self._idle.wait(left)
             unanswered = list(self._calls.values())
         for call in unanswered:
-            self._answer_error(call, f"中继退出前 {DRAIN_SECONDS:g} 秒内没有得到应答")
+            self._answer_error(call, f"中继退出前 {wire.DRAIN_SECONDS:g} 秒内没有得到应答")
         self._stop.set()
         _abort(self._get_conn)
         self._close_spare()
@@ -822,7 +820,7 @@ def _refusal(line: bytes) -> bytes:
         kind = "批量请求(数组)不受支持" if isinstance(message, list) else "消息必须是 JSON 对象"
         return wire.rpc_error(None, -32600, f"Invalid Request: {kind}")
     ident = message.get("id")
-    valid_id = ident if isinstance(ident, (str, int)) and not isinstance(ident, bool) else None
+    valid_id = ident if wire.valid_id(ident) else None
     if message.get("jsonrpc") != "2.0":
         return wire.rpc_error(valid_id, -32600, 'Invalid Request: 需要 "jsonrpc": "2.0"')
     if "method" not in message and "result" not in message and "error" not in message:

@@ -1,7 +1,8 @@
 """What the relay reads from `serve` and lets through to the host (standard library only):
 bounded, whole, single-line JSON-RPC (`read_body`, `read_sse`, `parse`, `one_line`); anything else
 raises `Misbehaving`, and the relay treats that `serve` as gone. Shared with serve and the stdio
-server: the 2026-07-28 routing headers (`routing_headers`) and the bounded host line (`bounded_lines`).
+server: the 2026-07-28 routing headers (`routing_headers`), the JSON-RPC id rule (`valid_id`), the
+bounded host line (`bounded_lines`) and the wait at stdin EOF (`DRAIN_SECONDS`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 #: The longest host line the stdio server and the relay take; a longer one is answered, never held whole.
 MAX_LINE_BYTES = 8 * 1024 * 1024
+#: At stdin EOF, how long the stdio server and the relay still wait for the requests already read.
+DRAIN_SECONDS = 30.0
 
 
 class Misbehaving(Exception):
@@ -58,7 +61,8 @@ def id_key(ident: Any) -> str:
     return json.dumps(ident, ensure_ascii=False, separators=(",", ":"))
 
 
-def _valid_id(ident: Any) -> bool:
+def valid_id(ident: Any) -> bool:
+    """Whether `ident` may be a request's id: a string or an integer (never a bool)."""
     return isinstance(ident, (str, int)) and not isinstance(ident, bool)
 
 
@@ -79,7 +83,7 @@ def parse(data: bytes) -> Message | None:
             return None
         if "id" not in value:
             return Message("notification", value)
-        return Message("request", value) if _valid_id(value["id"]) else None
+        return Message("request", value) if valid_id(value["id"]) else None
     if "id" not in value or ("result" in value) == ("error" in value):
         return None
     ident = value["id"]
@@ -88,8 +92,8 @@ def parse(data: bytes) -> Message | None:
         code = error.get("code") if isinstance(error, dict) else None
         if not (isinstance(code, int) and not isinstance(code, bool) and isinstance(error.get("message"), str)):
             return None
-        return Message("response", value) if ident is None or _valid_id(ident) else None
-    return Message("response", value) if _valid_id(ident) else None
+        return Message("response", value) if ident is None or valid_id(ident) else None
+    return Message("response", value) if valid_id(ident) else None
 
 
 def one_line(data: bytes, message: Message) -> bytes:
@@ -198,10 +202,7 @@ def routing_headers(message: Message, version: str) -> dict[str, str]:
     return headers
 
 
-def rpc_error(ident: Any, code: int, message: str, data: Any = None) -> bytes:
+def rpc_error(ident: Any, code: int, message: str) -> bytes:
     """One JSON-RPC error line (no newline)."""
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    payload = {"jsonrpc": "2.0", "id": ident, "error": error}
+    payload = {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

@@ -21,14 +21,12 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from dsh_memory_mcp.transports.relay_wire import MAX_LINE_BYTES, bounded_lines
+from dsh_memory_mcp.transports.relay_wire import DRAIN_SECONDS, MAX_LINE_BYTES, bounded_lines, valid_id
 
 log = logging.getLogger("dsh_memory_mcp.transports.stdio_guard")
 
 #: Deepest nesting of objects/arrays accepted in one message (the SDK's parser stops near 200).
 MAX_DEPTH = 64
-#: How long requests already received may still run after stdin closes.
-DRAIN_SECONDS = 30.0
 
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 _PEEK_BYTES = 64 * 1024
@@ -43,12 +41,6 @@ _NUMBER = re.compile(r"\s*(-?\d+)\s*(?:,|$)")
 
 def _error(code: int, message: str, ident: Any = None) -> types.JSONRPCError:
     return types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(code=code, message=message))
-
-
-def _valid_id(value: Any) -> int | str | None:
-    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    return None
 
 
 def _scrub(data: Any, **dumps: Any) -> tuple[str, int]:
@@ -97,7 +89,7 @@ def _peek_request(text: str) -> tuple[bool, int | str | None]:
                     ident = int(number.group(1))
                 elif not after[1:].strip() and i + 2 < len(tokens) and tokens[i + 2].startswith('"'):
                     try:
-                        ident = _valid_id(json.loads(tokens[i + 2]))
+                        ident = json.loads(tokens[i + 2])  # a whole quoted token: a string
                     except ValueError:
                         ident = None
     return has_method, ident
@@ -144,7 +136,7 @@ def classify_line(line: str) -> SessionMessage | types.JSONRPCError | None:
         return _error(INVALID_REQUEST, "无效请求:消息必须是 JSON 对象。")
     method = data.get("method")
     # Echo the id only for a request: an id on a malformed response belongs to *our* requests.
-    ident = _valid_id(data.get("id")) if isinstance(method, str) else None
+    ident = data.get("id") if isinstance(method, str) and valid_id(data.get("id")) else None
     if _depth(data) > MAX_DEPTH:
         return _too_deep(isinstance(method, str), ident)
     text, replaced = _scrub(data)

@@ -1,12 +1,7 @@
-"""The web page at ``/`` of `serve`: the page, its static files and a small JSON API
-(docs/design.md: Web page).
-
-Writes go through the same service functions as the MCP tools (`MemoryService.call`, `history`,
-`duplicates`, `transfer`, the store's `recover`), reads through `service.browse`; a tool error comes
-back as its ``{ok, code, message}``. Every API call needs a page credential (`_Credentials`, sent in
-`CREDENTIAL_HEADER`, never a cookie) or the bearer token; Host/Origin are refused by the SDK's checks
-as on ``/mcp`` (`PageChecks.refused`); writes also need JSON from the page's own origin. Every answer
-carries `SECURITY_HEADERS`; no answer carries a stack trace.
+"""The web page at ``/`` of `serve`: the page, its static files and a small JSON API (its login and
+checks: docs/design.md, Web page). Writes go through the tools' own service functions, reads through
+`service.browse`; a tool error comes back as its ``{ok, code, message}``. Every answer carries
+`SECURITY_HEADERS`; no answer carries a stack trace.
 """
 
 from __future__ import annotations
@@ -252,7 +247,7 @@ class _Web:
         async def checked(request: Request) -> Response:
             language = _LANGUAGE.set(language_of(request.headers.get("accept-language")))
             try:
-                refusal = await self.checks.refused(request)
+                refusal = await self.checks.security.validate_request(request)  # Host 421 / Origin 403
                 if refusal is None:
                     response = await endpoint(request)
                 elif refusal.status_code == 421:
@@ -797,12 +792,8 @@ def _first_line(content: str) -> str:
 
 
 def web_routes(service: MemoryService, token: str, *, checks: PageChecks) -> list[BaseRoute]:
-    """The page, its files and its API, for `serve` to mount next to ``/mcp``.
-
-    :param service: the one service `serve` shares with its MCP sessions.
-    :param token: the same token ``/mcp`` requires; the page exchanges it (or a login code) for a page credential.
-    :param checks: `serve`'s SDK checks (Host/Origin, bearer) and settings (`http.PageChecks`).
-    """
+    """The page, its files and its API, for `serve` to mount next to ``/mcp`` (an `http.RouteFactory`):
+    `token` is the one ``/mcp`` requires, which the page (or a login code) trades for a page credential."""
     web = _Web(service, token, checks)
     table: list[tuple[str, Callable[[Request], Awaitable[Response]], str]] = [
         ("/", web.index, "GET"),
