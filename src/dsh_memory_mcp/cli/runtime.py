@@ -176,9 +176,7 @@ def _on_stop_signals(handler: Callable[[int, FrameType | None], None]) -> dict[i
     """`handler` for SIGINT and SIGTERM, except one ignored (started in the background by a shell: keep
     ignoring it); the handlers it replaced. Only the main thread can install one."""
     previous: dict[int, _SignalHandler] = {}
-    for sig in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)):
-        if sig is None:
-            continue
+    for sig in (signal.SIGINT, signal.SIGTERM):  # both defined on every platform, Windows included
         try:
             if signal.getsignal(sig) is not signal.SIG_IGN:
                 previous[sig] = signal.signal(sig, handler)
