@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import confedit, hostwrite
 from dsh_memory_mcp.cli.confedit import ConfigSyntaxError
 from dsh_memory_mcp.cli.messages import N_, t
@@ -279,9 +278,8 @@ def servers(host: Host, document: Any) -> Mapping[str, Any]:
     return node if isinstance(node, Mapping) else {}
 
 
-def read_entries(host: Host, path: str, text: str, env: Mapping[str, str] | None = None) -> list[Configured]:
+def read_entries(host: Host, path: str, text: str, env: Mapping[str, str]) -> list[Configured]:
     """Our entries in one config file's text (raises `confedit.ConfigSyntaxError` / ValueError)."""
-    env = config.environ() if env is None else env
     out = []
     for name, entry in servers(host, load(host, text)).items():
         if not isinstance(entry, Mapping) or not _looks_like_ours(name, entry):

@@ -196,11 +196,11 @@ def _quiet_late_signals(code: int) -> None:
     _on_stop_signals(_exit_now)
 
 
-def arm_exit_watchdog(code: int, grace: float = EXIT_GRACE_SECONDS) -> None:
+def arm_exit_watchdog(code: int) -> None:
     """Make sure the process really exits after serve() returned: interpreter shutdown waits for
     every non-daemon thread, and one that never ends (the SDK's stdin reader without the relay, a
     stuck worker) would keep a dead server alive. Once the main thread has finished, leftover
-    threads get `grace` seconds, then `os._exit`. Inert while the main thread lives.
+    threads get `EXIT_GRACE_SECONDS`, then `os._exit`. Inert while the main thread lives.
     """
     main_thread = threading.main_thread()
 
@@ -214,7 +214,7 @@ def arm_exit_watchdog(code: int, grace: float = EXIT_GRACE_SECONDS) -> None:
     def watch() -> None:
         while main_thread.is_alive():
             time.sleep(0.05)
-        deadline = time.monotonic() + grace
+        deadline = time.monotonic() + EXIT_GRACE_SECONDS
         for thread in leftovers():
             thread.join(max(0.0, deadline - time.monotonic()))
         if leftovers():
