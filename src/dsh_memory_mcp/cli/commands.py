@@ -456,8 +456,6 @@ def _forget_query_settled(call: Call, service: MemoryService, args: Mapping[str,
     nothing deleted. None: go ahead (the tool then deletes what matches at that moment)."""
     from dsh_memory_mcp.service.render import fmt_time, snippet
 
-    if "id" in args:
-        return None
     try:
         scope, matches = service.forget_matches(args, service.default_context.for_terminal())
     except DshMemoryError:
@@ -938,10 +936,9 @@ def cmd_duplicates(call: Call) -> int:
     from dsh_memory_mcp.service.render import fmt_time, project_name, snippet
 
     with _service(call, create=False) as service:
-        scope = call.opt("scope")
-        if scope is not None and call.opt("path") is None:
-            scope = _scope_by_name(call, service, scope, creating=False)
-        resolved = _resolve_scopes(call, service, scope)
+        args = _tool_args(call, "scope", "path")
+        _name_scope(call, service, args)
+        resolved = _resolve_scopes(call, service, args.get("scope"))
         found = [(key, group) for key in resolved for group in duplicates.groups(service, key)]
         if call.flag("json"):
             rows = [{"scope": key, "records": [browse.card(r) for r in group.records]} for key, group in found]

@@ -137,16 +137,9 @@ def check_python(version: Sequence[int], executable: str = "") -> Check:
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
-    """`2.3.0` → (2, 3, 0); `1.0rc1` → (1, 0); stops at the first part that is not a number."""
-    parts: list[int] = []
-    for part in text.split("."):
-        match = re.match(r"\d+", part)
-        if not match:
-            break
-        parts.append(int(match.group()))
-        if match.end() != len(part):
-            break
-    return tuple(parts)
+    """`2.3.0` → (2, 3, 0); `1.0rc1` → (1, 0): the leading dotted numbers."""
+    match = re.match(r"\d+(?:\.\d+)*", text)
+    return tuple(int(part) for part in match.group().split(".")) if match else ()
 
 
 def satisfies(version: str, requirement: str) -> bool:
