@@ -1,7 +1,7 @@
 """What we know about each MCP host: where its user-level config lives per OS (`candidates`), its
 format, the key our entry goes under, and the shape of a stdio and a URL entry. Used by `setup`
 (writes) and `doctor` (reads). Pure lookups on an environment mapping and a platform string; nothing
-touches the disk except `found` and `read_entries`, which only look.
+touches the disk except `found`, `read_config` and `configured`, which only look.
 
 Sources for the less obvious shapes: docs.windsurf.com/windsurf/cascade/mcp (``serverUrl``),
 docs.cline.bot/cli/configuration, geminicli.com/docs/tools/mcp-server (``httpUrl``),
