@@ -636,8 +636,8 @@ def _read_stdin_content(call: Call) -> str:
 
 
 def _save_outcome(call: Call, result: ToolResult) -> int:
-    """Exit 0 saved (or already there), `EXIT_USAGE` a bad option value, `EXIT_REFUSED` the content
-    refused, 1 anything else (store, lock)."""
+    """Exit 0 saved (or already there), 2 a bad option value, 3 (`EXIT_REFUSED`) the content refused,
+    1 anything else (store, lock)."""
     code = result.structured.get("code")
     if result.is_error:
         _tool_error(call, result)
