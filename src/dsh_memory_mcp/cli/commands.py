@@ -82,6 +82,10 @@ class Call:
     def print(self, text: str) -> None:
         self.out.write(text + "\n")
 
+    def json(self, value: object) -> None:
+        """``--json`` output: one line, non-ASCII kept."""
+        self.print(json.dumps(value, ensure_ascii=False))
+
     def show(self, text: str) -> None:
         """A result a person reads (not ``--json``): on a terminal `output.paint`ed."""
         self.print(paint(text, self.colour) if self.terminal else text)
@@ -236,7 +240,7 @@ def _tool(
 
 def _tool_error(call: Call, result: ToolResult) -> int:
     if call.flag("json"):
-        call.print(json.dumps(result.structured, ensure_ascii=False))
+        call.json(result.structured)
     else:
         call.note(*shown(result.text).splitlines())
     return EXIT_FAIL
@@ -251,7 +255,7 @@ def _show(call: Call, result: ToolResult) -> int:
     if result.is_error:
         return _tool_error(call, result)
     if call.flag("json"):
-        call.print(json.dumps(result.structured, ensure_ascii=False))
+        call.json(result.structured)
     else:
         call.show(shown(result.text))
     return EXIT_OK
@@ -299,7 +303,6 @@ def cmd_list(call: Call) -> int:
 def _since(call: Call, now: int) -> int | None:
     """``--since``: a local date (``2026-07-01``) or days back (``7d``) as ms; None when not given."""
     import re
-    import time
 
     from dsh_memory_mcp.service import browse
 
@@ -329,7 +332,7 @@ def cmd_search(call: Call) -> int:
             try:
                 query_arg(" ".join(call.args))
             except DshMemoryError as exc:  # QUERY_EMPTY, memory_search's own check
-                call.print(json.dumps({"ok": False, "code": exc.code, "message": exc.message}, ensure_ascii=False))
+                call.json({"ok": False, "code": exc.code, "message": exc.message})
         return call.usage(t("缺少查询词:search 关键词…(多个词用空格连成一句查询)"))
     _require_store(call)  # before a backend is probed
     with _service(call, create=False, vectors=_search_vectors(call.settings.vector)) as service:
@@ -453,8 +456,6 @@ def _forget_query_settled(call: Call, service: MemoryService, args: Mapping[str,
     nothing deleted. None: go ahead (the tool then deletes what matches at that moment)."""
     from dsh_memory_mcp.service.render import fmt_time, snippet
 
-    if "id" in args:
-        return None
     try:
         scope, matches = service.forget_matches(args, service.default_context.for_terminal())
     except DshMemoryError:
@@ -505,12 +506,8 @@ CLI_CLIENT = "cli"
 
 
 def cmd_save(call: Call) -> int:
-    """``save CONTENT|- [--kind K] [--tags a,b] [--scope S | --path DIR] [--importance X] [--json]``.
-
-    `memory_save` itself (same checks, codes and scope rules); stdout gets the id (``--json``: the
-    structured result), stderr the tool's sentence. Exit 0 saved (or already there), 2 usage or a
-    bad option value, 3 the content refused, 1 anything else (store, lock).
-    """
+    """`memory_save` itself (same checks, codes and scope rules): stdout gets the id (``--json``: the
+    structured result), stderr the tool's sentence; the exit code is `_save_outcome`'s."""
     if len(call.args) != 1:
         if not call.args:
             return call.usage(t('缺少要保存的内容:save "内容",或 save - 从标准输入读'))
@@ -532,8 +529,8 @@ def cmd_save(call: Call) -> int:
 
 
 def cmd_edit(call: Call) -> int:
-    """``edit ID [CONTENT|-] [--kind K] [--tags a,b] [--importance X]``: a new version of the memory
-    (`history.revise`: a supersede that keeps its created time, use count and source)."""
+    """A new version of the memory (`history.revise`: a supersede that keeps its created time, use
+    count and source)."""
     if not call.args or len(call.args) > 2:
         return call.usage(t('用法:edit ID ["新内容" | -] [--kind KIND] [--tags a,b] [--importance X]'))
     changes: dict[str, Any] = _tool_args(call, "kind", "tags", "importance")
@@ -639,6 +636,8 @@ def _read_stdin_content(call: Call) -> str:
 
 
 def _save_outcome(call: Call, result: ToolResult) -> int:
+    """Exit 0 saved (or already there), 2 a bad option value, 3 (`EXIT_REFUSED`) the content refused,
+    1 anything else (store, lock)."""
     code = result.structured.get("code")
     if result.is_error:
         _tool_error(call, result)
@@ -646,7 +645,7 @@ def _save_outcome(call: Call, result: ToolResult) -> int:
             return EXIT_REFUSED
         return EXIT_USAGE if code in ARGUMENT_CODES else EXIT_FAIL
     if call.flag("json"):
-        call.print(json.dumps(result.structured, ensure_ascii=False))
+        call.json(result.structured)
     else:
         call.print(str(result.structured["id"]))
         call.note(*shown(result.text).splitlines())
@@ -793,7 +792,7 @@ def cmd_stats(call: Call) -> int:
                 "missingAcknowledged": missing,
                 "leftoverTmpFiles": leftovers,
             }
-            call.print(json.dumps(report, ensure_ascii=False))
+            call.json(report)
             return EXIT_OK
         lines = [t("记忆库:{path}", path=store.root), ""]
         for row in rows:
@@ -891,9 +890,7 @@ def cmd_recover(call: Call) -> int:
         bar.finish()
     if call.flag("json"):
         refusals = {name: [{"id": rid, "reason": why} for rid, why in items] for name, items in refused.items()}
-        call.print(
-            json.dumps({"ok": True, "dryRun": dry_run, "restored": restored, "refused": refusals}, ensure_ascii=False)
-        )
+        call.json({"ok": True, "dryRun": dry_run, "restored": restored, "refused": refusals})
         return EXIT_OK
     lines: list[str] = []
     if not restored:
@@ -933,21 +930,19 @@ def _size(n: int) -> str:
 
 
 def cmd_duplicates(call: Call) -> int:
-    """``duplicates [--scope S | --path DIR] [--long] [--json]``: the page's near-duplicate groups
-    (`duplicates.groups`, the page's own function; ``--json`` its rows), every scope by default.
-    Read-only: replacing stays the page's action (or `edit` / ``save --supersedes``), as it says."""
+    """The page's near-duplicate groups (`duplicates.groups`; ``--json`` its rows), every scope by
+    default. Read-only: replacing stays the page's action (or `edit` / ``save --supersedes``)."""
     from dsh_memory_mcp.service import browse, duplicates
     from dsh_memory_mcp.service.render import fmt_time, project_name, snippet
 
     with _service(call, create=False) as service:
-        scope = call.opt("scope")
-        if scope is not None and call.opt("path") is None:
-            scope = _scope_by_name(call, service, scope, creating=False)
-        resolved = _resolve_scopes(call, service, scope)
+        args = _tool_args(call, "scope", "path")
+        _name_scope(call, service, args)
+        resolved = _resolve_scopes(call, service, args.get("scope"))
         found = [(key, group) for key in resolved for group in duplicates.groups(service, key)]
         if call.flag("json"):
             rows = [{"scope": key, "records": [browse.card(r) for r in group.records]} for key, group in found]
-            call.print(json.dumps({"ok": True, "total": len(rows), "groups": rows}, ensure_ascii=False))
+            call.json({"ok": True, "total": len(rows), "groups": rows})
             return EXIT_OK
         name = (lambda key: key) if call.flag("long") else project_name
         if not found:

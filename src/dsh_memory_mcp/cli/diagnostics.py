@@ -112,9 +112,7 @@ def leaves(exc: BaseException) -> Iterator[BaseException]:
 
 
 def is_interrupt(exc: BaseException) -> bool:
-    if isinstance(exc, KeyboardInterrupt):
-        return True
-    return type(exc).__name__ == "CancelledError"
+    return isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "CancelledError"
 
 
 def store_failure(exc: BaseException, settings: config.Settings) -> tuple[str, OSError] | None:

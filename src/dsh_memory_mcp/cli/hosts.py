@@ -1,7 +1,7 @@
 """What we know about each MCP host: where its user-level config lives per OS (`candidates`), its
 format, the key our entry goes under, and the shape of a stdio and a URL entry. Used by `setup`
 (writes) and `doctor` (reads). Pure lookups on an environment mapping and a platform string; nothing
-touches the disk except `found` and `read_entries`, which only look.
+touches the disk except `found`, `read_config` and `configured`, which only look.
 
 Sources for the less obvious shapes: docs.windsurf.com/windsurf/cascade/mcp (``serverUrl``),
 docs.cline.bot/cli/configuration, geminicli.com/docs/tools/mcp-server (``httpUrl``),
@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dsh_memory_mcp import config
 from dsh_memory_mcp.cli import confedit, hostwrite
 from dsh_memory_mcp.cli.confedit import ConfigSyntaxError
 from dsh_memory_mcp.cli.messages import N_, t
@@ -279,9 +278,8 @@ def servers(host: Host, document: Any) -> Mapping[str, Any]:
     return node if isinstance(node, Mapping) else {}
 
 
-def read_entries(host: Host, path: str, text: str, env: Mapping[str, str] | None = None) -> list[Configured]:
+def read_entries(host: Host, path: str, text: str, env: Mapping[str, str]) -> list[Configured]:
     """Our entries in one config file's text (raises `confedit.ConfigSyntaxError` / ValueError)."""
-    env = config.environ() if env is None else env
     out = []
     for name, entry in servers(host, load(host, text)).items():
         if not isinstance(entry, Mapping) or not _looks_like_ours(name, entry):

@@ -1,10 +1,7 @@
 """Replacing a host's config file as a compare-and-swap while the host itself may be rewriting it,
-keeping its owner, group and mode (docs/design.md: Host configs).
-
-The swap is an atomic exchange where the OS has one (``renameat2(RENAME_EXCHANGE)`` on Linux,
-``renamex_np(RENAME_SWAP)`` on macOS), so the replaced file can be inspected and swapped straight back
-when a host wrote in between; elsewhere the old file is held open across a plain `os.replace`. Gaps no
-check can close without the host's cooperation are measured in docs/performance.md.
+keeping its owner, group and mode (docs/design.md: Host configs). Where the OS has no atomic exchange
+the old file is held open across a plain `os.replace`; the gaps no check can close without the host's
+cooperation are measured in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -12,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import os
 import stat
 import sys
@@ -115,17 +113,16 @@ def read_snapshot(path: str) -> Snapshot | None:
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2  # linux/fs.h
 _RENAME_SWAP = 0x2  # macOS sys/stdio.h
-_libc: ctypes.CDLL | None = None
 
 
+@functools.cache
 def _c() -> ctypes.CDLL | None:
-    global _libc
-    if _libc is None and sys.platform in ("linux", "darwin"):
-        try:
-            _libc = ctypes.CDLL(None, use_errno=True)
-        except OSError:  # pragma: no cover - no C library to load
-            return None
-    return _libc
+    if sys.platform not in ("linux", "darwin"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:  # pragma: no cover - no C library to load
+        return None
 
 
 def exchange(a: str, b: str) -> bool:

@@ -98,18 +98,6 @@ class LocalisedFormatter(logging.Formatter):
 
 
 _installed: list[logging.Handler] = []
-
-
-def _late_handler() -> logging.Handler:
-    """After a command's handlers are gone, a warning from a thread still running (a scope loaded in
-    the background while the process exits) would reach `logging.lastResort`: no prefix, never in
-    English. This one says it as the command's own handler would, warnings and errors only."""
-    handler = StderrHandler()
-    handler.setFormatter(LocalisedFormatter(_prefix[0] + "%(message)s"))
-    handler.setLevel(logging.WARNING)
-    return handler
-
-
 _late: list[logging.Handler] = []
 #: The prefix of the stderr lines now (`configure_stderr_logging`'s), which the late handler keeps.
 _prefix = [PREFIX]
@@ -162,9 +150,12 @@ def configure_file_logging() -> None:
 
 def remove_handlers(*, only_files: bool = False) -> None:
     if not only_files and not _late and all(h in _installed for h in log.handlers):
-        # In place before the command's own handlers go: a warning from a thread still running
-        # between the two would find no handler and reach `logging.lastResort` (never in English).
-        late = _late_handler()
+        # After the command's handlers are gone, a warning from a thread still running (a scope
+        # loaded in the background while the process exits) would reach `logging.lastResort`: no
+        # prefix, never in English. This one, in place before they go, says it as they would.
+        late = StderrHandler()
+        late.setFormatter(LocalisedFormatter(_prefix[0] + "%(message)s"))
+        late.setLevel(logging.WARNING)
         log.addHandler(late)
         _late.append(late)
     _drop([h for h in _installed if not (only_files and isinstance(h, StderrHandler))])

@@ -18,8 +18,6 @@ GLOBALS: Mapping[str, object] = {
     "prog": PROG,
     "version": __version__,
     "serve_port": config.DEFAULT_SERVE_PORT,
-    "embed_port": config.DEFAULT_EMBED_PORT,
-    "embed_threads": config.DEFAULT_EMBED_THREADS,
 }
 
 

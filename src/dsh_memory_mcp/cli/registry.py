@@ -72,7 +72,6 @@ def _guarded(name: str, load: Callable[[], Body]) -> Callable[[Invocation], int]
     def run(invocation: Invocation) -> int:
         return _run_guarded(invocation.command or name, invocation, load)
 
-    run.__name__ = f"run_{name}"
     return run
 
 

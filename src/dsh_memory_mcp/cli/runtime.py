@@ -176,9 +176,7 @@ def _on_stop_signals(handler: Callable[[int, FrameType | None], None]) -> dict[i
     """`handler` for SIGINT and SIGTERM, except one ignored (started in the background by a shell: keep
     ignoring it); the handlers it replaced. Only the main thread can install one."""
     previous: dict[int, _SignalHandler] = {}
-    for sig in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)):
-        if sig is None:
-            continue
+    for sig in (signal.SIGINT, signal.SIGTERM):  # both defined on every platform, Windows included
         try:
             if signal.getsignal(sig) is not signal.SIG_IGN:
                 previous[sig] = signal.signal(sig, handler)
@@ -198,11 +196,11 @@ def _quiet_late_signals(code: int) -> None:
     _on_stop_signals(_exit_now)
 
 
-def arm_exit_watchdog(code: int, grace: float = EXIT_GRACE_SECONDS) -> None:
+def arm_exit_watchdog(code: int) -> None:
     """Make sure the process really exits after serve() returned: interpreter shutdown waits for
     every non-daemon thread, and one that never ends (the SDK's stdin reader without the relay, a
     stuck worker) would keep a dead server alive. Once the main thread has finished, leftover
-    threads get `grace` seconds, then `os._exit`. Inert while the main thread lives.
+    threads get `EXIT_GRACE_SECONDS`, then `os._exit`. Inert while the main thread lives.
     """
     main_thread = threading.main_thread()
 
@@ -216,7 +214,7 @@ def arm_exit_watchdog(code: int, grace: float = EXIT_GRACE_SECONDS) -> None:
     def watch() -> None:
         while main_thread.is_alive():
             time.sleep(0.05)
-        deadline = time.monotonic() + grace
+        deadline = time.monotonic() + EXIT_GRACE_SECONDS
         for thread in leftovers():
             thread.join(max(0.0, deadline - time.monotonic()))
         if leftovers():

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from dsh_memory_mcp.cli.commands import CLI_CLIENT, EXIT_FAIL, EXIT_OK, Call, _service, _terminal
@@ -44,9 +43,7 @@ def _list(call: Call, service: MemoryService) -> int:
     days = service.settings.trash_days
     found = trash.entries(service)
     if call.flag("json"):
-        call.print(
-            json.dumps({"ok": True, "days": days, "entries": [_entry_json(e) for e in found]}, ensure_ascii=False)
-        )
+        call.json({"ok": True, "days": days, "entries": [_entry_json(e) for e in found]})
         return EXIT_OK
     ctx = _terminal(call, service)
     if days <= 0:
@@ -70,7 +67,7 @@ def _restore(call: Call, service: MemoryService) -> int:
     done, missing = trash.restore(service, call.args, ctx)
     if call.flag("json"):
         restored = [r.row() for r in done]
-        call.print(json.dumps({"ok": not missing, "restored": restored, "missing": missing}, ensure_ascii=False))
+        call.json({"ok": not missing, "restored": restored, "missing": missing})
     else:
         for r in done:
             if r.deduped:
@@ -109,7 +106,7 @@ def _empty(call: Call, service: MemoryService) -> int:
             return EXIT_FAIL
     gone, _missing = trash.purge(service, None)
     if call.flag("json"):
-        call.print(json.dumps({"ok": True, "purged": [e.record.id for e in gone]}, ensure_ascii=False))
+        call.json({"ok": True, "purged": [e.record.id for e in gone]})
     else:
         call.print(t("已清空回收站:彻底删除 {count} 条记忆", count=len(gone)))
     return EXIT_OK
