@@ -516,3 +516,18 @@ def test_an_executable_inside_uvs_cache_is_written_with_a_warning(fake):
     result = run([str(script), "setup", "cursor", "--store-dir", str(fake.store), "--dry-run"], fake.env())
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"⚠️ {script} 在 uv 的缓存里" in result.stdout and "pipx install" in result.stdout
+
+
+def test_a_config_whose_server_table_is_an_empty_parent_gets_our_entry(fake):
+    # ZCode's file may hold `"mcp": {}` (no "servers" yet): adding ours below it changes nothing else.
+    path = fake.path("zcode")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{\n  "theme": "dark",\n  "mcp": {}\n}\n', encoding="utf-8")
+    result = fake.setup("zcode", "--store-dir", str(fake.store))
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = json.loads(path.read_text(encoding="utf-8"))
+    assert written["theme"] == "dark"
+    check_zcode_entry(written["mcp"]["servers"]["dsh-memory"])
+    removed = fake.setup("zcode", "--remove")
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    assert "dsh-memory" not in json.dumps(json.loads(path.read_text(encoding="utf-8")))

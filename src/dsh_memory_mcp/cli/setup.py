@@ -348,7 +348,7 @@ def _valid_url(url: str) -> bool:
 
 
 def _without_ours(host: Host, document: Any) -> Any:
-    """The document minus our entry, with the server object dropped when that leaves it empty."""
+    """The document minus our entry, with the server object and its parents dropped where that leaves them empty."""
     if not isinstance(document, dict):
         return document
     copy: dict[str, Any] = dict(document)
@@ -356,16 +356,17 @@ def _without_ours(host: Host, document: Any) -> Any:
     for key in host.table:
         child = chain[-1].get(key)
         if not isinstance(child, dict):
-            return copy
+            break
         child = dict(child)
         chain[-1][key] = child
         chain.append(child)
-    chain[-1].pop(SERVER_NAME, None)
-    for depth in range(len(host.table), 0, -1):
-        if not chain[depth]:
-            del chain[depth - 1][host.table[depth - 1]]
-        else:
+    else:
+        chain[-1].pop(SERVER_NAME, None)
+    # An empty parent (`"mcp": {}` before we add `servers` in it) is the same as none.
+    for depth in range(len(chain) - 1, 0, -1):
+        if chain[depth]:
             break
+        del chain[depth - 1][host.table[depth - 1]]
     return copy
 
 
