@@ -7,18 +7,16 @@ cooperation are measured in docs/performance.md.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
-import functools
 import os
 import stat
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from dsh_memory_mcp.cli.messages import t
 from dsh_memory_mcp.store import fileio
+from dsh_memory_mcp.store.fileio import exchange
 
 #: Config files larger than this are not ours to rewrite (a mistake, or not a config file).
 MAX_CONFIG_BYTES = 32 * 1024 * 1024
@@ -104,50 +102,6 @@ def read_snapshot(path: str) -> Snapshot | None:
         return _snapshot_fd(fd)
     finally:
         os.close(fd)
-
-
-# --------------------------------------------------------------------------------------------
-# The atomic exchange
-# --------------------------------------------------------------------------------------------
-
-_AT_FDCWD = -100
-_RENAME_EXCHANGE = 2  # linux/fs.h
-_RENAME_SWAP = 0x2  # macOS sys/stdio.h
-
-
-@functools.cache
-def _c() -> ctypes.CDLL | None:
-    if sys.platform not in ("linux", "darwin"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:  # pragma: no cover - no C library to load
-        return None
-
-
-def exchange(a: str, b: str) -> bool:
-    """Swap two paths atomically (both must exist). False when this system or filesystem cannot
-    (the caller then falls back to a checked rename); raises OSError for any other failure."""
-    libc = _c()
-    if libc is None:
-        return False
-    name_a, name_b = os.fsencode(a), os.fsencode(b)
-    if sys.platform == "linux":
-        fn = getattr(libc, "renameat2", None)
-        if fn is None:  # glibc < 2.28
-            return False
-        result = fn(_AT_FDCWD, name_a, _AT_FDCWD, name_b, ctypes.c_uint(_RENAME_EXCHANGE))
-    else:
-        fn = getattr(libc, "renamex_np", None)
-        if fn is None:  # pragma: no cover - macOS < 10.12
-            return False
-        result = fn(name_a, name_b, ctypes.c_uint(_RENAME_SWAP))
-    if result == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, getattr(errno, "EOPNOTSUPP", errno.ENOTSUP)):
-        return False
-    raise OSError(code, os.strerror(code), a)
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from dsh_memory_mcp.texts import msg
 
@@ -329,7 +330,7 @@ def commit(
                     os.fsync(fd)  # the carried bytes (rare: only beside an unlocked appender)
         finally:
             os.close(fd)
-        if old is None or not _exchange(tmp, path):
+        if old is None or not exchange(tmp, path):
             replace(tmp, path)
             old_seen = None
         else:
@@ -360,42 +361,55 @@ def commit(
     return st
 
 
-_RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_RENAME_SWAP = 0x2  # macOS sys/stdio.h
 
 
 @functools.cache
-def _renameat2() -> Callable[..., int] | None:
-    """Linux's ``renameat2`` from the C library (glibc ≥ 2.28), or None."""
-    if not sys.platform.startswith("linux"):
+def _libc() -> Any:
+    """The C library (ctypes.CDLL) on Linux and macOS, else None."""
+    if sys.platform not in ("linux", "darwin"):
         return None
+    import ctypes
+
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.renameat2  # type: ignore[no-any-return]
-    except (OSError, AttributeError):
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:  # pragma: no cover - no C library to load
         return None
 
 
-def _exchange(src: str, dst: str) -> bool:
-    """Swap `src` and `dst` in one step (``RENAME_EXCHANGE``): `src` then names what `dst` held at
-    that very moment. False where the system or the filesystem cannot (then nothing happened)."""
-    call = _renameat2()
-    if call is None:
+def exchange(a: str, b: str) -> bool:
+    """Swap two existing paths in one step (``renameat2(RENAME_EXCHANGE)``, macOS ``renamex_np``):
+    `a` then names what `b` held at that very moment. False where the system or the filesystem
+    cannot (then nothing happened); OSError for any other failure. The store's rewrites and the
+    host config writes (`cli/hostwrite.py`) both swap with it."""
+    libc = _libc()
+    if libc is None:
         return False
     import ctypes
 
-    if call(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_EXCHANGE) == 0:
+    name_a, name_b = os.fsencode(a), os.fsencode(b)
+    if sys.platform == "linux":
+        fn = getattr(libc, "renameat2", None)
+        if fn is None:  # glibc < 2.28
+            return False
+        result = fn(_AT_FDCWD, name_a, _AT_FDCWD, name_b, ctypes.c_uint(_RENAME_EXCHANGE))
+    else:
+        fn = getattr(libc, "renamex_np", None)
+        if fn is None:  # pragma: no cover - macOS < 10.12
+            return False
+        result = fn(name_a, name_b, ctypes.c_uint(_RENAME_SWAP))
+    if result == 0:
         return True
     err = ctypes.get_errno()
     if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
         return False
-    raise OSError(err, os.strerror(err), dst)
+    raise OSError(err, os.strerror(err), b)
 
 
 def _swapped_out(tmp: str, path: str, old: int | None, seen: bytes) -> None:
-    """After `_exchange`: `tmp` names the file our rename took out of place. Normally the one we
+    """After `exchange`: `tmp` names the file our rename took out of place. Normally the one we
     compared (`old`); when another program renamed its own version in after our last look, the
     lines it has that the compared content lacked are appended to ours. Then `tmp` goes."""
     try:
