@@ -172,7 +172,7 @@ def test_a_call_deadline_is_stamped_on_the_gates_clock_and_ends_a_lock_wait_on_i
             seen: dict[str, float | None] = {}
 
             async def body(deadline: float | None) -> str:
-                seen["given"], seen["context"] = deadline, locks_module._CALL_DEADLINE.get()
+                seen["given"], seen["context"] = deadline, locks_module.current_call_deadline()
 
                 def wait_for_lock() -> str:
                     with locks.hold("global"):

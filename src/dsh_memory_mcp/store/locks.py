@@ -60,6 +60,11 @@ def call_deadline(deadline: float | None) -> Iterator[None]:
         _CALL_DEADLINE.reset(token)
 
 
+def current_call_deadline() -> float | None:
+    """The deadline `call_deadline` set for the call running in this context, or None."""
+    return _CALL_DEADLINE.get()
+
+
 class _Guard:
     """The in-process half of a lock: a plain (non-reentrant) mutex and the thread holding it.
     `users`: threads holding or waiting for it (under `_guards_lock`); at zero it leaves `_guards`."""

@@ -1,15 +1,12 @@
-"""The relay's project header, and the tool gate's deadline for the call running now (standard
-library only).
+"""The relay's project header (standard library only).
 
 ``X-DSH-Project: <absolute path, UTF-8, percent-encoded with safe="/">`` carries a relay's project to
 `serve` (read from authenticated requests only; `serve` answers 400 to a value that is not an absolute
-path); `X-DSH-Project-Source` says where it came from. `DEADLINE` is a context variable, which
-follows the call into the SDK's worker thread.
+path); `X-DSH-Project-Source` says where it came from.
 """
 
 from __future__ import annotations
 
-import contextvars
 import os
 import urllib.parse
 
@@ -17,8 +14,6 @@ PROJECT_HEADER = "X-DSH-Project"
 #: Where the relay's project came from (its `flag`/`env`/`cwd`), informational.
 PROJECT_SOURCE_HEADER = "X-DSH-Project-Source"
 PROJECT_HEADER_BYTES = PROJECT_HEADER.lower().encode("ascii")
-#: The tool gate's deadline (`time.monotonic()`) of the call running in this context, or None.
-DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("dsh_call_deadline", default=None)
 
 
 def encode_project(path: str) -> str:

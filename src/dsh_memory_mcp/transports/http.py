@@ -47,6 +47,7 @@ from dsh_memory_mcp.service.compose import close_service, open_service
 from dsh_memory_mcp.service.context import CallContext
 from dsh_memory_mcp.service.render import error_result
 from dsh_memory_mcp.service.tools import MemoryService
+from dsh_memory_mcp.store.locks import current_call_deadline
 from dsh_memory_mcp.texts import Text, msg
 from dsh_memory_mcp.transports import access, call_facts, listener, serve_file
 from dsh_memory_mcp.transports import relay_wire as wire
@@ -436,7 +437,7 @@ def _base_context(service: MemoryService) -> Callable[[ServerRequestContext[Any,
             # a relay that only knew its working directory leaves roots the last word, like a direct server.
             relayed = (request.headers.get(call_facts.PROJECT_SOURCE_HEADER) or "").strip().lower()
             call = call.with_project(project, "cwd" if relayed == "cwd" else "relay")
-        deadline = call_facts.DEADLINE.get()
+        deadline = current_call_deadline()  # the tool gate's, set around the call (`ToolGate.run`)
         if deadline is not None:
             call = replace(call, deadline=deadline)
         return call
@@ -460,12 +461,8 @@ class _CallMiddleware:
         if ctx.method != "tools/call":
             return await call_next(ctx)
 
-        async def body(deadline: float | None) -> HandlerResult:
-            token = call_facts.DEADLINE.set(deadline)
-            try:
-                return await call_next(ctx)
-            finally:
-                call_facts.DEADLINE.reset(token)
+        async def body(_deadline: float | None) -> HandlerResult:
+            return await call_next(ctx)
 
         try:
             return await self.gate.run(body)
