@@ -39,8 +39,8 @@ _LEGACY_TMP = re.compile(r"^\.(?P<base>.+)\.[a-z0-9_]{8}\.tmp$")
 #: A tmp whose writer we cannot check (another host, the older name) is a leftover after this long;
 #: a live writer fills and renames its tmp within seconds.
 LEFTOVER_AGE = 3600.0
-#: Seconds at most a replace that met an unlocked appender waits for other processes to close the
-#: file it took out of place (without /proc: it waits `FOREIGN_GRACE`), before its last look at it.
+#: Seconds at most a replace waits for other processes to close the file it took out of place
+#: before its last look at it (`_last_look`; without /proc: `FOREIGN_GRACE`, after an appender).
 FOREIGN_WAIT = 1.0
 FOREIGN_GRACE = 0.05
 
@@ -345,12 +345,7 @@ def commit(
         _swapped_out(tmp, path, old, old_seen)
     if old is not None:
         try:
-            late = read_from(old, done)  # appended to the old inode between the check and the rename
-            if late or (read is not None and done > read.size):
-                # An unlocked appender is at work: one that opened the path before the swap may
-                # still write there (it was descheduled), so wait until it lets go, then look again.
-                _wait_for_other_openers(old)
-                late += read_from(old, done + len(late))
+            late = _last_look(old, done, appender=read is not None and done > read.size)
         finally:
             os.close(old)
         if late:
@@ -431,16 +426,24 @@ def _swapped_out(tmp: str, path: str, old: int | None, seen: bytes) -> None:
             os.unlink(tmp)
 
 
-def _wait_for_other_openers(fd: int) -> None:
-    """Return once no other process has the file of `fd` open (Linux: /proc), or after `FOREIGN_WAIT` s."""
-    st = os.fstat(fd)
-    key = (st.st_dev, st.st_ino)
-    if not os.path.isdir("/proc/self/fd"):
+def _last_look(fd: int, done: int, *, appender: bool) -> bytes:
+    """What was appended to the swapped-out file `fd` past `done`. An unlocked appender that opened
+    the path before the swap may still write there (descheduled between its open and its write),
+    so on Linux it is read once no other process has the file open (/proc; one scan when none has,
+    at most `FOREIGN_WAIT` s). Without /proc: again after a `FOREIGN_GRACE` pause when an
+    `appender` was seen (bytes carried over) or bytes arrived."""
+    if os.path.isdir("/proc/self/fd"):
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
+        deadline = time.monotonic() + FOREIGN_WAIT
+        while _open_elsewhere(key) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return read_from(fd, done)
+    late = read_from(fd, done)
+    if late or appender:
         time.sleep(FOREIGN_GRACE)
-        return
-    deadline = time.monotonic() + FOREIGN_WAIT
-    while _open_elsewhere(key) and time.monotonic() < deadline:
-        time.sleep(0.005)
+        late += read_from(fd, done + len(late))
+    return late
 
 
 def _open_elsewhere(key: tuple[int, int]) -> bool:
