@@ -140,9 +140,15 @@ def _pager(tmp_path: Path) -> tuple[str, Path]:
     return shlex.join([PYTHON, "-c", script, str(seen)]), seen
 
 
-def test_a_long_list_on_a_terminal_goes_through_the_pager_and_never_when_piped_or_turned_off(env, store, tmp_path):
+def test_a_long_list_on_a_terminal_goes_through_the_pager_and_never_when_piped_or_turned_off(
+    env, store_dir, tmp_path
+):
+    ticks = iter(range(1_790_000_000_000, 1_790_000_000_100))
+    store = SharedStore(str(store_dir), clock=lambda: next(ticks))  # one millisecond per save: no ties
+    store.prepare()
     for n in range(12):
         store.save("global", f"memory number {n}")
+    store.close()
     env["PAGER"], seen = _pager(tmp_path)
 
     out, _err, code = run(["list", "--scope", "global"], env, tmp_path, out_tty=True, rows=10)
@@ -152,8 +158,8 @@ def test_a_long_list_on_a_terminal_goes_through_the_pager_and_never_when_piped_o
     seen.unlink()
 
     short, _err, code = run(["list", "--scope", "global", "--limit", "1"], env, tmp_path, out_tty=True, rows=10)
-    # Fits the screen: printed (which of the newest two is first is a tie when both saves fell in one millisecond).
-    assert code == 0 and "memory number 1" in short and "还有 11 条" in short and not seen.exists()
+    # Fits the screen: printed, the newest.
+    assert code == 0 and "memory number 11" in short and "还有 11 条" in short and not seen.exists()
 
     for args, extra in ((["--no-pager"], {}), ([], {"DSH_MEMORY_PAGER": "off"}), ([], {})):
         tty = bool(args or extra)
