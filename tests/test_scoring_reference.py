@@ -239,6 +239,24 @@ def test_an_index_extended_in_place_ranks_like_the_reference_after_every_append(
         rows.extend(_record(rng, 1000 + step * 50 + j, scopes.GLOBAL) for j in range(rng.randint(1, 40)))
 
 
+def test_appends_of_one_few_and_many_records_rank_like_the_reference() -> None:
+    # A few records are indexed in a plain loop, more with numpy: the tables must come out the same,
+    # including term frequencies a word gets only in a later record ("deploy deploy").
+    rng = random.Random(11)
+    rows: list[records.Record] = [_record(rng, i, scopes.GLOBAL) for i in range(50)]
+    previous: LexicalIndex | None = None
+    queries = [*_queries(rng, 4), "deploy", "部署 deploy"]
+    for step, size in enumerate((1, 3, 8, 9, 40, 2, 1, 100)):
+        index = LexicalIndex.build(tuple(rows), previous)
+        s = Snap(scopes.GLOBAL, index.records, {scoring.CACHE_KEY: index})
+        for query in queries:
+            assert _pairs(_ranked([s], query, 10)) == _reference_rank([s], query, 10), (step, query)
+        previous = index
+        extra = [_record(rng, 2000 + step * 50 + j, scopes.GLOBAL) for j in range(size)]
+        extra[0] = records.new_record(scope=scopes.GLOBAL, content=f"deploy deploy 部署部署 step {step}", now=NOW)
+        rows.extend(extra)
+
+
 APPEND = """
 import sys
 from dsh_memory_mcp.store.shared import SharedStore

@@ -29,7 +29,7 @@ import threading
 import unicodedata
 from array import array
 from bisect import bisect_left
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -287,6 +287,8 @@ def importance_factor(importance: float | None) -> float:
 
 #: Records `_Tables._add_texts` indexes per pass: bounds its temporary arrays (~40 bytes a token).
 _BATCH = 4096
+#: Up to this many records `_Tables._add_texts` indexes in a plain loop (the same tables).
+_FEW = 8
 
 
 class _Tables:
@@ -360,6 +362,22 @@ class _Tables:
         its whole run at once. A list's positions are appended before its tf: a reader zips the
         two, cut at its own n.
         """
+        postings, tfs = self.postings, self.tf
+        if hi - lo <= _FEW:  # a save or two: numpy's set-up would cost more than the records
+            for pos in range(lo, hi):
+                tokens, weak = _tokenize(_indexed_text(recs[pos]))
+                self.length.append(max(1, len(tokens) - weak))
+                for word, tf in Counter(tokens).items():
+                    plist = postings.get(word)
+                    if plist is None:
+                        plist = postings[word] = array("I")
+                    plist.append(pos)
+                    counts_of = tfs.get(word)
+                    if counts_of is None and tf > 1:
+                        counts_of = tfs[word] = array("B", b"\x01" * (len(plist) - 1))
+                    if counts_of is not None:
+                        counts_of.append(min(tf, 255))
+            return
         np = _numpy()
         vocab: defaultdict[str, int] = defaultdict()
         vocab.default_factory = vocab.__len__  # a new token gets the next number
@@ -385,7 +403,6 @@ class _Tables:
         starts = np.searchsorted(token, np.arange(len(vocab))).tolist()  # where token i's run starts
         bounds, counts = [*starts, len(token)], memoryview(tf.tobytes())
         repeated = set(token[tf > 1].tolist())
-        postings, tfs = self.postings, self.tf
         for i, word in enumerate(vocab):
             a, b = bounds[i], bounds[i + 1]
             plist = postings.get(word)
@@ -681,8 +698,13 @@ class LexicalIndex:
         found = []
         for pos, count in zip(at.tolist(), held[at].tolist(), strict=True):
             # How many of `mine` the record holds bounds the similarity from above: most
-            # candidates fail that without being tokenized.
-            if count + sum(1 for p in rest if (i := bisect_left(p, pos)) < len(p) and p[i] == pos) < enough:
+            # candidates fail that (rarest lists first) without being tokenized.
+            spare = count + len(rest) - enough  # lists it may still be missing from
+            for p in rest:
+                i = bisect_left(p, pos)
+                if (i == len(p) or p[i] != pos) and (spare := spare - 1) < 0:
+                    break
+            if spare < 0:
                 continue
             similarity = jaccard(mine, near_tokens(self.records[pos].content))
             if similarity >= threshold:
