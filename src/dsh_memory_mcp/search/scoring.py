@@ -287,8 +287,9 @@ def importance_factor(importance: float | None) -> float:
 
 #: Records `_Tables._add_texts` indexes per pass: bounds its temporary arrays (~40 bytes a token).
 _BATCH = 4096
-#: Up to this many records `_Tables._add_texts` indexes in a plain loop (the same tables).
-_FEW = 8
+#: Up to this many records `_Tables._add_texts` indexes in a plain loop (the same tables): a
+#: search after a few saves, a save's `near` past `NEAR_UNINDEXED`.
+_FEW = 16
 
 
 class _Tables:
