@@ -251,9 +251,10 @@ def near_tokens(text: str) -> frozenset[str]:
     found = _near_sets.get(text)
     if found is None:
         found = frozenset(t for t in tokenize(text) if len(t) > 1 or not _CJK_CHAR_RE.match(t))
-        if len(_near_sets) >= NEAR_MEMO:
-            _near_sets.clear()
-        _near_sets[text] = found
+        if len(text) <= INDEX_CHARS:  # another program's 50 MB record is not kept alive here
+            if len(_near_sets) >= NEAR_MEMO:
+                _near_sets.clear()
+            _near_sets[text] = found
     return found
 
 
